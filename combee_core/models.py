@@ -1,0 +1,401 @@
+"""Typed messages exchanged between the stages (one model per topic).
+
+Every model carries ``schema_version`` so consumers can refuse what they do not understand. Free-text
+fields have size limits; a value over a limit is rejected by pydantic with a message naming the field
+and the limit (the stream turns that into a dead letter).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime, timezone
+from typing import Annotated, Any, Literal, Union
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from combee_core import limits
+
+SCHEMA_VERSION = 1
+
+Identifier = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.MAX_ID_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"),
+]
+PlaybookId = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_PLAYBOOK_ID_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
+SectionName = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_SECTION_CHARS, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+]
+EntryId = Annotated[str, Field(min_length=1, max_length=limits.MAX_ID_CHARS)]
+InsightText = Annotated[str, Field(min_length=1, max_length=limits.MAX_INSIGHT_CHARS)]
+TagValue = Literal["helpful", "harmful", "neutral"]
+
+
+def utc_now() -> datetime:
+    """Current time, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+class CombeeModel(BaseModel):
+    """Base for every wire model: strict about unknown fields, frozen, JSON via orjson."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_json_bytes(self) -> bytes:
+        """Serialise to compact JSON bytes (the wire format)."""
+        return orjson.dumps(self.model_dump(mode="json"))
+
+    @classmethod
+    def from_json_bytes(cls, data: bytes | str):
+        """Parse and validate wire bytes; raises ``pydantic.ValidationError`` or ``orjson.JSONDecodeError``."""
+        return cls.model_validate(orjson.loads(data))
+
+
+class Usage(CombeeModel):
+    """Token usage and cost of one or more LLM calls."""
+
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    calls: int = Field(default=0, ge=0)
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=round(self.cost_usd + other.cost_usd, 12),
+            calls=self.calls + other.calls,
+        )
+
+
+# ---------------------------------------------------------------------------------------------- traces
+
+
+class TraceStep(CombeeModel):
+    """One step of an agent run."""
+
+    role: Annotated[str, Field(min_length=1, max_length=64)]
+    content: Annotated[str, Field(max_length=limits.MAX_STEP_CHARS)]
+    tool: Annotated[str, Field(max_length=128)] | None = None
+
+
+MetadataValue = Union[str, int, float, bool, None]
+
+
+class Trace(CombeeModel):
+    """An agent's execution trace: what it was asked, what it did, and how it went."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    trace_id: Identifier = Field(description="Client-made idempotency key: the same trace_id is learned from once.")
+    playbook_id: PlaybookId
+    playbook_version: int = Field(ge=0, description="Playbook version the agent ran with (0 = empty playbook).")
+    agent_id: Identifier
+    task_id: Identifier
+    input: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)]
+    output: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)]
+    feedback: Annotated[str, Field(max_length=limits.MAX_FEEDBACK_CHARS)] = ""
+    score: float | None = None
+    success: bool | None = None
+    steps: Annotated[list[TraceStep], Field(max_length=limits.MAX_STEPS)] = Field(default_factory=list)
+    metadata: Annotated[dict[str, MetadataValue], Field(max_length=limits.MAX_METADATA_KEYS)] = Field(
+        default_factory=dict
+    )
+    created_at: datetime
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_values_bounded(cls, value: dict[str, MetadataValue]) -> dict[str, MetadataValue]:
+        for key, item in value.items():
+            if len(key) > 128:
+                raise ValueError(f"metadata key {key[:32]!r}... is longer than 128 characters")
+            if isinstance(item, str) and len(item) > limits.MAX_METADATA_VALUE_CHARS:
+                raise ValueError(
+                    f"metadata[{key!r}] has {len(item)} characters, more than {limits.MAX_METADATA_VALUE_CHARS}"
+                )
+        return value
+
+
+# ---------------------------------------------------------------------------------------------- reflections
+
+
+class Insight(CombeeModel):
+    """A lesson drawn from a trace, destined for one playbook section."""
+
+    section: SectionName
+    content: InsightText
+
+
+class EntryTag(CombeeModel):
+    """A verdict on an existing playbook entry: did it help or harm this run?"""
+
+    entry_id: EntryId
+    tag: TagValue
+
+
+class Reflection(CombeeModel):
+    """The reflector's output for one trace."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    reflection_id: Identifier
+    trace_id: Identifier
+    playbook_id: PlaybookId
+    seen_version: int = Field(ge=0)
+    insights: Annotated[list[Insight], Field(max_length=limits.MAX_INSIGHTS_PER_REFLECTION)]
+    entry_tags: Annotated[list[EntryTag], Field(max_length=limits.MAX_TAGS_PER_REFLECTION)] = Field(
+        default_factory=list
+    )
+    model: str
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = Field(default=0.0, ge=0.0)
+
+
+class ShuffledReflection(CombeeModel):
+    """One of the p copies of a reflection, dealt to a subgroup of a batch by the augmented shuffle."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    batch_id: int = Field(ge=0)
+    subgroup: int = Field(ge=0)
+    replica: int = Field(ge=0)
+    expected_count: int = Field(ge=1, description="Number of copies the subgroup's window should receive.")
+    k: int = Field(ge=1, description="Number of subgroups in this batch.")
+    p: int = Field(ge=1, description="Copies made of every reflection.")
+    batch_size: int = Field(ge=1, description="Number of distinct reflections in the batch.")
+    base_version: int = Field(ge=0, description="Playbook version the batch will be applied to.")
+    reflection: Reflection
+
+    @property
+    def copy_id(self) -> str:
+        """Stable identity of this copy (dedupe key for redeliveries)."""
+        return f"{self.reflection.reflection_id}#{self.replica}"
+
+
+# ---------------------------------------------------------------------------------------------- operations
+
+
+class AddOp(CombeeModel):
+    """Add a new entry to a section."""
+
+    op: Literal["ADD"] = "ADD"
+    section: SectionName
+    content: InsightText
+    support: int = Field(default=1, ge=1, description="How many reflection copies backed this insight.")
+
+
+class UpdateOp(CombeeModel):
+    """Replace the content of an existing entry."""
+
+    op: Literal["UPDATE"] = "UPDATE"
+    entry_id: EntryId
+    content: InsightText
+
+
+class MergeOp(CombeeModel):
+    """Merge several entries into the first one, with new content; the others are removed."""
+
+    op: Literal["MERGE"] = "MERGE"
+    entry_ids: Annotated[list[EntryId], Field(min_length=2, max_length=32)]
+    content: InsightText
+
+
+class DeleteOp(CombeeModel):
+    """Remove an entry."""
+
+    op: Literal["DELETE"] = "DELETE"
+    entry_id: EntryId
+
+
+class TagOp(CombeeModel):
+    """Count a helpful/harmful verdict on an entry."""
+
+    op: Literal["TAG"] = "TAG"
+    entry_id: EntryId
+    tag: TagValue
+    count: int = Field(default=1, ge=1)
+
+
+Operation = Annotated[Union[AddOp, UpdateOp, MergeOp, DeleteOp, TagOp], Field(discriminator="op")]
+
+
+class AppliedOperation(CombeeModel):
+    """An operation and what became of it when applied to the playbook."""
+
+    operation: Operation
+    outcome: Literal["applied", "rejected"]
+    reason: str = ""
+    entry_id: str | None = Field(default=None, description="Entry created or changed, when applied.")
+
+
+class PartialUpdate(CombeeModel):
+    """An aggregator's (or inner reducer node's) proposal for one subgroup of one batch."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    batch_id: int = Field(ge=0)
+    level: int = Field(default=0, ge=0, description="0 = subgroup aggregator; >0 = inner scan node.")
+    node: int = Field(ge=0, description="Subgroup index at level 0, node index above.")
+    k: int = Field(ge=1)
+    base_version: int = Field(ge=0)
+    operations: Annotated[list[Operation], Field(max_length=limits.MAX_OPERATIONS_PER_UPDATE)]
+    reflection_ids: list[str] = Field(default_factory=list, description="Distinct reflections read (sorted).")
+    trace_ids: list[str] = Field(default_factory=list, description="Distinct traces behind them (sorted).")
+    items_read: int = Field(ge=0, description="Items this call read (copies at level 0, partials above).")
+    expected_items: int = Field(ge=0)
+    missing_items: int = Field(default=0, ge=0, description="Copies that never arrived before the window timeout.")
+    closed_by: Literal["complete", "timeout"] = "complete"
+    model: str = ""
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = Field(default=0.0, ge=0.0)
+
+
+# ---------------------------------------------------------------------------------------------- versions
+
+
+class PlaybookEntry(CombeeModel):
+    """One line of the playbook."""
+
+    entry_id: EntryId
+    section: SectionName
+    content: InsightText
+    helpful: int = Field(default=0, ge=0)
+    harmful: int = Field(default=0, ge=0)
+    created_version: int = Field(ge=0)
+    updated_version: int = Field(ge=0)
+
+
+class VersionStats(CombeeModel):
+    """Measurements of how a version was made. Timing fields are excluded from the content hash."""
+
+    batch_size: int = Field(ge=0)
+    k: int = Field(ge=0)
+    p: int = Field(ge=0)
+    levels: int = Field(default=1, ge=0)
+    llm_calls: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    missing_copies: int = Field(default=0, ge=0)
+    max_staleness: int = Field(default=0, ge=0, description="Largest (base_version - trace.playbook_version).")
+    delay_s: float = Field(default=0.0, ge=0.0, description="Batch closed -> version published, wall seconds.")
+    playbook_tokens: int = Field(default=0, ge=0)
+
+
+class PlaybookVersion(CombeeModel):
+    """A published playbook version: the whole playbook, what changed, and where it came from."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    version: int = Field(ge=1)
+    parent_version: int = Field(ge=0)
+    batch_id: int = Field(ge=0)
+    entries: list[PlaybookEntry]
+    operations: list[AppliedOperation]
+    lineage: list[str] = Field(description="Sorted trace_ids whose reflections made this version.")
+    stats: VersionStats
+    content_hash: str = Field(description="sha256 of the deterministic fields (all but stats timing).")
+    published_at: datetime
+
+    @staticmethod
+    def compute_hash(
+        playbook_id: str,
+        version: int,
+        parent_version: int,
+        batch_id: int,
+        entries: list[PlaybookEntry],
+        operations: list[AppliedOperation],
+        lineage: list[str],
+    ) -> str:
+        """Hash of everything a reproducible rerun must reproduce byte for byte."""
+        payload = {
+            "playbook_id": playbook_id,
+            "version": version,
+            "parent_version": parent_version,
+            "batch_id": batch_id,
+            "entries": [e.model_dump(mode="json") for e in entries],
+            "operations": [o.model_dump(mode="json") for o in operations],
+            "lineage": lineage,
+        }
+        return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------- control
+
+
+class BatchMetrics(CombeeModel):
+    """Published by the reducer for every version: the controller's input."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    batch_id: int = Field(ge=0)
+    version: int = Field(ge=1)
+    batch_size: int = Field(ge=1)
+    k: int = Field(ge=1)
+    delay_s: float = Field(ge=0.0, description="Batch closed -> version published.")
+    llm_calls: int = Field(ge=0)
+    usage: Usage = Field(default_factory=Usage)
+
+
+class DelaySample(CombeeModel):
+    """One measured (batch size, delay) pair."""
+
+    batch_size: int = Field(ge=1)
+    delay_s: float = Field(ge=0.0)
+
+
+class ControlDecision(CombeeModel):
+    """The controller's choice of batch size for a playbook, with the fit behind it."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    decision_id: int = Field(ge=0, description="Increasing per playbook.")
+    batch_size: int = Field(ge=1)
+    phase: Literal["fixed", "profiling", "fitted"]
+    fit_A: float | None = None
+    fit_alpha: float | None = None
+    r2: float | None = None
+    tau: float
+    samples: list[DelaySample] = Field(default_factory=list)
+    reason: str
+    decided_at: datetime
+
+
+# ---------------------------------------------------------------------------------------------- dead letters
+
+
+class DeadLetter(CombeeModel):
+    """A message a stage could not process, kept with the reason instead of being dropped."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    stage: str
+    reason: str
+    error_type: str
+    original_text: str | None = Field(default=None, description="The original bytes when they are valid UTF-8.")
+    original_base64: str | None = Field(default=None, description="The original bytes otherwise.")
+    original_size: int = Field(ge=0)
+    truncated: bool = Field(default=False, description="True when only the first bytes of the original are kept.")
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    trace_id: str | None = None
+    playbook_id: str | None = None
+    occurred_at: datetime
+
+
+WIRE_MODELS: dict[str, type[CombeeModel]] = {
+    "trace": Trace,
+    "reflection": Reflection,
+    "shuffled_reflection": ShuffledReflection,
+    "partial_update": PartialUpdate,
+    "playbook_version": PlaybookVersion,
+    "batch_metrics": BatchMetrics,
+    "control_decision": ControlDecision,
+    "dead_letter": DeadLetter,
+}
+
+
+def dump_json(value: Any) -> bytes:
+    """orjson dump used by the whole project (sorted keys for stable bytes)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
