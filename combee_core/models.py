@@ -164,6 +164,8 @@ class ShuffledReflection(CombeeModel):
     p: int = Field(ge=1, description="Copies made of every reflection.")
     batch_size: int = Field(ge=1, description="Number of distinct reflections in the batch.")
     base_version: int = Field(ge=0, description="Playbook version the batch will be applied to.")
+    position: int = Field(ge=0, description="Order of this copy inside its subgroup (set by the seeded shuffle).")
+    batch_closed_at: datetime = Field(description="When the batcher closed the batch (delay measurement).")
     reflection: Reflection
 
     @property
@@ -248,6 +250,30 @@ class PartialUpdate(CombeeModel):
     model: str = ""
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = Field(default=0.0, ge=0.0)
+    batch_closed_at: datetime
+    max_staleness: int = Field(default=0, ge=0)
+
+
+# ---------------------------------------------------------------------------------------------- batches
+
+
+class BatchManifest(CombeeModel):
+    """The batcher's record of a closed batch: which reflections, in which order, dealt how."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    batch_id: int = Field(ge=0)
+    base_version: int = Field(ge=0)
+    trace_ids: list[str] = Field(description="Traces of the batch, in batch order.")
+    reflection_ids: list[str]
+    n: int = Field(ge=1)
+    k: int = Field(ge=1)
+    p: int = Field(ge=1)
+    seed: int
+    subgroup_sizes: list[int]
+    target_batch_size: int = Field(ge=1)
+    closed_by: Literal["size", "max_wait"]
+    closed_at: datetime
 
 
 # ---------------------------------------------------------------------------------------------- versions
@@ -279,6 +305,9 @@ class VersionStats(CombeeModel):
     missing_copies: int = Field(default=0, ge=0)
     max_staleness: int = Field(default=0, ge=0, description="Largest (base_version - trace.playbook_version).")
     delay_s: float = Field(default=0.0, ge=0.0, description="Batch closed -> version published, wall seconds.")
+    llm_critical_path_s: float = Field(
+        default=0.0, ge=0.0, description="Sum over scan levels of the slowest LLM call (modelled latency in virtual time)."
+    )
     playbook_tokens: int = Field(default=0, ge=0)
 
 
@@ -333,6 +362,7 @@ class BatchMetrics(CombeeModel):
     batch_size: int = Field(ge=1)
     k: int = Field(ge=1)
     delay_s: float = Field(ge=0.0, description="Batch closed -> version published.")
+    llm_critical_path_s: float = Field(default=0.0, ge=0.0)
     llm_calls: int = Field(ge=0)
     usage: Usage = Field(default_factory=Usage)
 
@@ -389,6 +419,7 @@ WIRE_MODELS: dict[str, type[CombeeModel]] = {
     "reflection": Reflection,
     "shuffled_reflection": ShuffledReflection,
     "partial_update": PartialUpdate,
+    "batch_manifest": BatchManifest,
     "playbook_version": PlaybookVersion,
     "batch_metrics": BatchMetrics,
     "control_decision": ControlDecision,

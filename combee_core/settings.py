@@ -1,0 +1,99 @@
+"""One settings object for a Combee run: environment variables with a ``COMBEE_`` prefix, overridable by CLI flags."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ENV_PREFIX = "COMBEE_"
+
+
+class SettingsError(ValueError):
+    """A setting has a value that cannot be used; the message names the variable."""
+
+
+class CombeeSettings(BaseModel):
+    """Everything a worker, a producer or the demo needs to agree on.
+
+    Each field can be set from the environment as ``COMBEE_<FIELD_NAME_UPPER>`` (e.g. ``COMBEE_KAFKA_BOOTSTRAP``,
+    ``COMBEE_BATCH_SIZE``); explicit overrides (CLI flags) win over the environment.
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    kafka_bootstrap: str | None = Field(
+        default=None, description="Kafka bootstrap servers; none -> the embedded Tansu broker is started."
+    )
+    broker_kind: Literal["auto", "kafka", "tansu"] = Field(
+        default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
+    )
+    topic_prefix: str = Field(default="combee.", pattern=r"^[A-Za-z0-9._-]*$")
+    run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$", description="Names consumer groups.")
+    partitions: int = Field(default=4, ge=1, le=256, description="Partitions of the traces and shuffle topics.")
+    run_seed: int = Field(default=0, description="Seed of every random choice (shuffle, simulator).")
+    p: int = Field(default=2, ge=1, le=8, description="Copies of every reflection in the augmented shuffle.")
+    subgroups: Literal["sqrt", "single"] = Field(
+        default="sqrt", description="sqrt: k = floor(sqrt(n)) (Combee); single: k = 1 (naive one-call baseline)."
+    )
+    batch_size: int = Field(default=40, ge=1, le=10_000, description="Fixed batch size, or the start size in auto.")
+    auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
+    max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
+    max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
+    window_timeout_s: float = Field(
+        default=60.0, gt=0, description="Close an aggregator window with missing copies after this long."
+    )
+    controller_tau: float = Field(default=0.016, gt=0)
+    controller_bs_min: int = Field(default=3, ge=1)
+    controller_bs_max: int = Field(default=200, ge=1)
+    controller_clock: Literal["wall", "modelled"] = Field(
+        default="wall", description="Delay the controller fits: wall seconds, or the LLM critical path (simulated)."
+    )
+    max_staleness: int | None = Field(
+        default=None, ge=0, description="Async mode: drop traces more than this many versions behind (dead letter)."
+    )
+    reflector_model: str = "combee-sim/default"
+    aggregator_model: str = "combee-sim/default"
+    reducer_model: str = "combee-sim/default"
+    llm_api_base: str | None = None
+    llm_timeout_s: float = Field(default=120.0, gt=0)
+    llm_max_retries: int = Field(default=2, ge=0)
+    llm_concurrency: int = Field(default=8, ge=1)
+    sim_capacity: int = Field(default=12, ge=1, description="Simulator context capacity C (items per call).")
+    sim_time_scale: float = Field(default=1.0, ge=0.0, description="Multiplier on the simulator's modelled latency.")
+    sim_clock: Literal["real", "virtual"] = Field(default="real")
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+    @classmethod
+    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "CombeeSettings":
+        """Build settings from ``COMBEE_*`` environment variables, then apply non-None ``overrides``."""
+        source = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name in cls.model_fields:
+            raw = source.get(ENV_PREFIX + name.upper())
+            if raw is not None:
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        try:
+            return cls.model_validate(values)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{ENV_PREFIX}{'.'.join(str(p) for p in e['loc']).upper()} (or --{str(e['loc'][0]).replace('_', '-')}):"
+                f" {e['msg']}"
+                for e in error.errors()
+            )
+            raise SettingsError(f"invalid settings: {problems}") from error
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a logical topic (``traces``, ``playbook``, ...)."""
+        return f"{self.topic_prefix}{name}"
+
+    def group(self, stage: str) -> str:
+        """Consumer group id of a stage for this run."""
+        return f"{self.topic_prefix}{self.run_id}.{stage}"

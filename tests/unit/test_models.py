@@ -1,0 +1,85 @@
+"""Wire models: validation, size limits with clear errors, JSON round trip, schema drift."""
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from combee_core import limits
+from combee_core.models import (
+    AddOp,
+    AppliedOperation,
+    PlaybookEntry,
+    PlaybookVersion,
+    Trace,
+    VersionStats,
+)
+from combee_core.schema_export import render_schemas, schema_drift
+
+SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
+
+
+def make_trace(**changes) -> Trace:
+    fields = dict(
+        trace_id="t-1",
+        playbook_id="pb",
+        playbook_version=0,
+        agent_id="agent-1",
+        task_id="task-1",
+        input="2+2?",
+        output="5",
+        feedback="wrong",
+        success=False,
+        created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )
+    fields.update(changes)
+    return Trace(**fields)
+
+
+def test_trace_round_trips_through_json_bytes():
+    trace = make_trace(metadata={"used_entries": "a-00001", "n": 3})
+    assert Trace.from_json_bytes(trace.to_json_bytes()) == trace
+
+
+def test_oversized_input_is_rejected_naming_field_and_limit():
+    with pytest.raises(ValidationError) as error:
+        make_trace(input="x" * (limits.MAX_TRACE_TEXT_CHARS + 1))
+    message = str(error.value)
+    assert "input" in message and str(limits.MAX_TRACE_TEXT_CHARS) in message
+
+
+def test_unknown_fields_and_bad_ids_are_rejected():
+    with pytest.raises(ValidationError, match="extra"):
+        Trace.model_validate({**make_trace().model_dump(), "surprise": 1})
+    with pytest.raises(ValidationError, match="playbook_id"):
+        make_trace(playbook_id="has space")
+
+
+def test_long_metadata_value_is_rejected_with_key_name():
+    with pytest.raises(ValidationError, match="metadata\\['note'\\]"):
+        make_trace(metadata={"note": "x" * (limits.MAX_METADATA_VALUE_CHARS + 1)})
+
+
+def test_content_hash_ignores_stats_but_not_entries():
+    entry = PlaybookEntry(entry_id="gen-00001", section="general", content="check units", created_version=1,
+                          updated_version=1)
+    ops = [AppliedOperation(operation=AddOp(section="general", content="check units"), outcome="applied",
+                            entry_id="gen-00001")]
+    h1 = PlaybookVersion.compute_hash("pb", 1, 0, 0, [entry], ops, ["t-1"])
+    h2 = PlaybookVersion.compute_hash("pb", 1, 0, 0, [entry.model_copy(update={"helpful": 1})], ops, ["t-1"])
+    assert h1 != h2
+    version = PlaybookVersion(playbook_id="pb", version=1, parent_version=0, batch_id=0, entries=[entry],
+                              operations=ops, lineage=["t-1"], stats=VersionStats(batch_size=1, k=1, p=2, delay_s=3),
+                              content_hash=h1, published_at=datetime.now(timezone.utc))
+    assert PlaybookVersion.model_validate_json(version.to_json_bytes()).content_hash == h1
+
+
+def test_checked_in_schemas_match_the_models():
+    drift = schema_drift(SCHEMAS_DIR)
+    assert drift == [], f"schemas drifted from the models, run `combee schemas`: {drift}"
+
+
+def test_every_schema_names_its_version_field():
+    for name, content in render_schemas().items():
+        assert b'"schema_version"' in content, name
