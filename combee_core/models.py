@@ -247,6 +247,7 @@ class PartialUpdate(CombeeModel):
     expected_items: int = Field(ge=0)
     missing_items: int = Field(default=0, ge=0, description="Copies that never arrived before the window timeout.")
     closed_by: Literal["complete", "timeout"] = "complete"
+    error: str = Field(default="", description="Why the LLM call failed (its copies are dead letters), if it did.")
     model: str = ""
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = Field(default=0.0, ge=0.0)
@@ -320,6 +321,7 @@ class PlaybookVersion(CombeeModel):
     parent_version: int = Field(ge=0)
     batch_id: int = Field(ge=0)
     entries: list[PlaybookEntry]
+    next_entry_number: int = Field(ge=1, description="Entry-id counter after this version (ids are never reused).")
     operations: list[AppliedOperation]
     lineage: list[str] = Field(description="Sorted trace_ids whose reflections made this version.")
     stats: VersionStats

@@ -1,0 +1,177 @@
+"""The batcher's state machine: assign reflections to batches (windows), close them, deal the augmented shuffle.
+
+Pure and clock-injected: the stream stage passes ``now`` (monotonic seconds) and the wall time to stamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from combee_core.models import BatchManifest, Reflection, ShuffledReflection
+from combee_core.shuffle import derive_seed, plan_augmented_shuffle
+
+SubgroupRule = Literal["sqrt", "single"]
+
+
+@dataclass(frozen=True)
+class ShuffleConfig:
+    """How batches are dealt: copies per reflection, subgroup rule and fan-in bound."""
+
+    run_seed: int = 0
+    p: int = 2
+    max_fan_in: int = 32
+    subgroups: SubgroupRule = "sqrt"
+
+
+@dataclass(frozen=True)
+class ClosedBatch:
+    """A closed batch: its manifest and the shuffled copies to publish."""
+
+    manifest: BatchManifest
+    copies: tuple[ShuffledReflection, ...]
+
+
+def deal_batch(
+    playbook_id: str,
+    batch_id: int,
+    reflections: list[Reflection],
+    config: ShuffleConfig,
+    *,
+    target_batch_size: int,
+    closed_by: Literal["size", "max_wait"],
+    closed_at: datetime,
+) -> ClosedBatch:
+    """Augmented shuffle of one batch: p copies of each reflection dealt to k subgroups, seeded by the batch."""
+    n = len(reflections)
+    if n == 0:
+        raise ValueError("cannot deal an empty batch")
+    seed = derive_seed(config.run_seed, playbook_id, batch_id)
+    if config.subgroups == "single":
+        subgroups = [[(item, replica) for replica in range(config.p) for item in range(n)]]
+    else:
+        plan = plan_augmented_shuffle(n, config.p, seed, max_fan_in=config.max_fan_in)
+        subgroups = [[(copy.item, copy.replica) for copy in group] for group in plan.subgroups]
+    k = len(subgroups)
+    base_version = batch_id
+    copies = []
+    for subgroup, members in enumerate(subgroups):
+        for position, (item, replica) in enumerate(members):
+            copies.append(
+                ShuffledReflection(
+                    playbook_id=playbook_id,
+                    batch_id=batch_id,
+                    subgroup=subgroup,
+                    replica=replica,
+                    expected_count=len(members),
+                    k=k,
+                    p=config.p,
+                    batch_size=n,
+                    base_version=base_version,
+                    position=position,
+                    batch_closed_at=closed_at,
+                    reflection=reflections[item],
+                )
+            )
+    manifest = BatchManifest(
+        playbook_id=playbook_id,
+        batch_id=batch_id,
+        base_version=base_version,
+        trace_ids=[r.trace_id for r in reflections],
+        reflection_ids=[r.reflection_id for r in reflections],
+        n=n,
+        k=k,
+        p=config.p,
+        seed=seed,
+        subgroup_sizes=[len(members) for members in subgroups],
+        target_batch_size=target_batch_size,
+        closed_by=closed_by,
+        closed_at=closed_at,
+    )
+    return ClosedBatch(manifest=manifest, copies=tuple(copies))
+
+
+@dataclass
+class _PlaybookBatches:
+    next_batch_id: int = 0
+    target_batch_size: int = 40
+    seen_trace_ids: set[str] = field(default_factory=set)
+    open_reflections: list[Reflection] = field(default_factory=list)
+    opened_at: float | None = None
+
+
+class BatchAccumulator:
+    """Per-playbook open batches with dedupe by trace_id; batch ids are 0, 1, 2, ... per playbook."""
+
+    def __init__(self, config: ShuffleConfig, default_batch_size: int) -> None:
+        self._config = config
+        self._default_batch_size = default_batch_size
+        self._playbooks: dict[str, _PlaybookBatches] = {}
+
+    def _state(self, playbook_id: str) -> _PlaybookBatches:
+        state = self._playbooks.get(playbook_id)
+        if state is None:
+            state = _PlaybookBatches(target_batch_size=self._default_batch_size)
+            self._playbooks[playbook_id] = state
+        return state
+
+    def restore(self, manifest: BatchManifest) -> None:
+        """Replay a published manifest (startup recovery): its traces are done and its id is taken."""
+        state = self._state(manifest.playbook_id)
+        state.seen_trace_ids.update(manifest.trace_ids)
+        state.next_batch_id = max(state.next_batch_id, manifest.batch_id + 1)
+
+    def set_target(self, playbook_id: str, batch_size: int) -> None:
+        """Batch size for batches opened from now on (the open one closes at the new size too)."""
+        self._state(playbook_id).target_batch_size = max(1, batch_size)
+
+    def target(self, playbook_id: str) -> int:
+        return self._state(playbook_id).target_batch_size
+
+    def is_duplicate(self, reflection: Reflection) -> bool:
+        return reflection.trace_id in self._state(reflection.playbook_id).seen_trace_ids
+
+    def next_base_version(self, playbook_id: str) -> int:
+        """Version the currently open batch will be applied to."""
+        return self._state(playbook_id).next_batch_id
+
+    def add(self, reflection: Reflection, now: float, wall_time: datetime) -> ClosedBatch | None:
+        """Add a reflection; returns the closed batch when it filled one. Duplicates (same trace_id) are ignored."""
+        state = self._state(reflection.playbook_id)
+        if reflection.trace_id in state.seen_trace_ids:
+            return None
+        state.seen_trace_ids.add(reflection.trace_id)
+        if not state.open_reflections:
+            state.opened_at = now
+        state.open_reflections.append(reflection)
+        if len(state.open_reflections) >= state.target_batch_size:
+            return self._close(reflection.playbook_id, "size", wall_time)
+        return None
+
+    def close_expired(self, now: float, max_wait_s: float, wall_time: datetime) -> list[ClosedBatch]:
+        """Close every non-empty batch that has waited at least ``max_wait_s``."""
+        closed = []
+        for playbook_id, state in sorted(self._playbooks.items()):
+            if state.open_reflections and state.opened_at is not None and now - state.opened_at >= max_wait_s:
+                closed.append(self._close(playbook_id, "max_wait", wall_time))
+        return closed
+
+    def open_count(self, playbook_id: str) -> int:
+        return len(self._state(playbook_id).open_reflections)
+
+    def _close(self, playbook_id: str, closed_by: Literal["size", "max_wait"], wall_time: datetime) -> ClosedBatch:
+        state = self._state(playbook_id)
+        batch = deal_batch(
+            playbook_id,
+            state.next_batch_id,
+            state.open_reflections,
+            self._config,
+            target_batch_size=state.target_batch_size,
+            closed_by=closed_by,
+            closed_at=wall_time,
+        )
+        state.next_batch_id += 1
+        state.open_reflections = []
+        state.opened_at = None
+        return batch

@@ -1,0 +1,174 @@
+"""The root reducer's logic: collect the k partials of a batch, reduce them through a bounded-fan-in scan tree,
+apply the result to the playbook and describe the new version. No Kafka; the LLM call is injected."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from combee_core.models import (
+    Operation,
+    PartialUpdate,
+    PlaybookVersion,
+    Usage,
+    VersionStats,
+)
+from combee_core.playbook import Playbook, apply_operations, playbook_tokens
+from combee_core.scan import plan_scan
+
+
+@dataclass(frozen=True)
+class ReduceOutcome:
+    """What one reducer LLM call returned."""
+
+    operations: list[Operation]
+    usage: Usage
+    latency_s: float
+
+
+ReduceCall = Callable[[list[list[Operation]]], Awaitable[ReduceOutcome]]
+"""Merges the operation lists of several children into one list (one LLM call)."""
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    """Root operations of a scan and what it cost."""
+
+    operations: list[Operation]
+    usage: Usage
+    levels: int
+    critical_path_s: float
+
+
+async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: int, reduce: ReduceCall) -> ScanResult:
+    """Reduce leaf operation lists level by level; no call reads more than ``max_fan_in`` children.
+
+    A single leaf needs no merge and makes no call; a group of one child passes through unchanged.
+    """
+    if not children:
+        raise ValueError("nothing to reduce")
+    if len(children) == 1:
+        return ScanResult(operations=list(children[0]), usage=Usage(), levels=0, critical_path_s=0.0)
+    plan = plan_scan(len(children), max_fan_in)
+    current = [list(ops) for ops in children]
+    usage = Usage()
+    critical_path = 0.0
+    for groups in plan.levels:
+
+        async def run_group(group: tuple[int, ...]) -> ReduceOutcome:
+            if len(group) == 1:
+                return ReduceOutcome(operations=current[group[0]], usage=Usage(), latency_s=0.0)
+            return await reduce([current[i] for i in group])
+
+        outcomes = await asyncio.gather(*(run_group(group) for group in groups))
+        usage = sum((o.usage for o in outcomes), usage)
+        critical_path += max(o.latency_s for o in outcomes)
+        current = [o.operations for o in outcomes]
+    if len(current) != 1:
+        raise AssertionError(f"scan plan ended with {len(current)} nodes instead of one root")
+    return ScanResult(operations=current[0], usage=usage, levels=len(plan.levels), critical_path_s=critical_path)
+
+
+@dataclass
+class _BatchPartials:
+    k: int
+    nodes: dict[int, PartialUpdate] = field(default_factory=dict)
+
+
+class PendingPartials:
+    """Level-0 partials per batch of one playbook, until all k have arrived. Redeliveries are ignored."""
+
+    def __init__(self) -> None:
+        self._batches: dict[int, _BatchPartials] = {}
+
+    def add(self, partial: PartialUpdate, current_version: int) -> bool:
+        """Keep a partial; False when it is a redelivery or belongs to a batch already applied."""
+        if partial.base_version < current_version:
+            return False
+        batch = self._batches.setdefault(partial.batch_id, _BatchPartials(k=partial.k))
+        if partial.node in batch.nodes:
+            return False
+        batch.nodes[partial.node] = partial
+        return True
+
+    def pop_ready(self, current_version: int) -> list[PartialUpdate] | None:
+        """The complete partials of the batch based on ``current_version`` (sorted by node), or None."""
+        for batch_id, batch in self._batches.items():
+            first = next(iter(batch.nodes.values()))
+            if first.base_version == current_version and len(batch.nodes) == batch.k:
+                del self._batches[batch_id]
+                return [batch.nodes[node] for node in sorted(batch.nodes)]
+        return None
+
+    def waiting(self) -> dict[int, tuple[int, int]]:
+        """batch_id -> (partials received, k)."""
+        return {batch_id: (len(b.nodes), b.k) for batch_id, b in sorted(self._batches.items())}
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    """The next playbook and its published record."""
+
+    playbook: Playbook
+    record: PlaybookVersion
+
+
+def build_version(
+    playbook: Playbook,
+    partials: Sequence[PartialUpdate],
+    scan: ScanResult,
+    *,
+    published_at: datetime,
+) -> NewVersion:
+    """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1."""
+    if not partials:
+        raise ValueError("a version needs at least one partial")
+    new_version = playbook.version + 1
+    result = apply_operations(playbook, scan.operations, new_version)
+    lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
+    reflections = {rid for partial in partials for rid in partial.reflection_ids}
+    first = partials[0]
+    usage = sum((partial.usage for partial in partials), scan.usage)
+    level0_path = max(partial.latency_s for partial in partials)
+    entries = list(result.playbook.entries)
+    stats = VersionStats(
+        batch_size=len(reflections),
+        k=first.k,
+        p=_copies_per_reflection(partials, len(reflections)),
+        levels=1 + scan.levels,
+        llm_calls=usage.calls,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=usage.cost_usd,
+        missing_copies=sum(partial.missing_items for partial in partials),
+        max_staleness=max(partial.max_staleness for partial in partials),
+        delay_s=max(0.0, (published_at - first.batch_closed_at).total_seconds()),
+        llm_critical_path_s=level0_path + scan.critical_path_s,
+        playbook_tokens=playbook_tokens(result.playbook),
+    )
+    content_hash = PlaybookVersion.compute_hash(
+        first.playbook_id, new_version, playbook.version, first.batch_id, entries, result.applied, lineage
+    )
+    record = PlaybookVersion(
+        playbook_id=first.playbook_id,
+        version=new_version,
+        parent_version=playbook.version,
+        batch_id=first.batch_id,
+        entries=entries,
+        next_entry_number=result.playbook.next_entry_number,
+        operations=result.applied,
+        lineage=lineage,
+        stats=stats,
+        content_hash=content_hash,
+        published_at=published_at,
+    )
+    return NewVersion(playbook=result.playbook, record=record)
+
+
+def _copies_per_reflection(partials: Sequence[PartialUpdate], distinct: int) -> int:
+    if distinct == 0:
+        return 0
+    copies = sum(partial.items_read + partial.missing_items for partial in partials)
+    return max(1, round(copies / distinct))

@@ -1,0 +1,146 @@
+"""The stages' pure state machines: batching, windows, pending partials and the scan reduction."""
+
+import asyncio
+from datetime import datetime, timezone
+
+import pytest
+
+from combee_core.batching import BatchAccumulator, ShuffleConfig, deal_batch
+from combee_core.models import AddOp, PartialUpdate, Reflection, Insight, Usage
+from combee_core.playbook import Playbook
+from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.windows import SubgroupWindows
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def reflection(i: int, playbook_id: str = "pb") -> Reflection:
+    return Reflection(reflection_id=f"r-{i}", trace_id=f"t-{i}", playbook_id=playbook_id, seen_version=0,
+                      insights=[Insight(section="general", content=f"insight {i}")], model="sim")
+
+
+def test_batches_close_at_size_and_ids_are_sequential():
+    acc = BatchAccumulator(ShuffleConfig(run_seed=1, p=2, max_fan_in=32), default_batch_size=4)
+    closed = [acc.add(reflection(i), now=0.0, wall_time=NOW) for i in range(9)]
+    batches = [c for c in closed if c is not None]
+    assert [b.manifest.batch_id for b in batches] == [0, 1]
+    assert batches[0].manifest.trace_ids == ["t-0", "t-1", "t-2", "t-3"]
+    assert acc.open_count("pb") == 1
+
+
+def test_duplicate_trace_ids_are_ignored_even_after_restore():
+    acc = BatchAccumulator(ShuffleConfig(), default_batch_size=2)
+    first = acc.add(reflection(0), 0.0, NOW) or acc.add(reflection(1), 0.0, NOW)
+    assert first is not None
+    assert acc.add(reflection(0), 0.0, NOW) is None and acc.open_count("pb") == 0
+    restored = BatchAccumulator(ShuffleConfig(), default_batch_size=2)
+    restored.restore(first.manifest)
+    assert restored.is_duplicate(reflection(1))
+    assert restored.next_base_version("pb") == 1
+
+
+def test_max_wait_closes_a_non_empty_batch_only():
+    acc = BatchAccumulator(ShuffleConfig(), default_batch_size=100)
+    assert acc.close_expired(now=100.0, max_wait_s=1.0, wall_time=NOW) == []
+    acc.add(reflection(0), now=10.0, wall_time=NOW)
+    assert acc.close_expired(now=10.5, max_wait_s=1.0, wall_time=NOW) == []
+    (closed,) = acc.close_expired(now=11.0, max_wait_s=1.0, wall_time=NOW)
+    assert closed.manifest.closed_by == "max_wait" and closed.manifest.n == 1
+
+
+def test_deal_batch_makes_p_copies_with_positions_and_is_seeded():
+    refl = [reflection(i) for i in range(40)]
+    a = deal_batch("pb", 3, refl, ShuffleConfig(run_seed=5, p=2), target_batch_size=40, closed_by="size",
+                   closed_at=NOW)
+    b = deal_batch("pb", 3, refl, ShuffleConfig(run_seed=5, p=2), target_batch_size=40, closed_by="size",
+                   closed_at=NOW)
+    assert a == b
+    assert len(a.copies) == 80 and a.manifest.k == 6
+    per_reflection = {}
+    for copy in a.copies:
+        per_reflection.setdefault(copy.reflection.reflection_id, set()).add(copy.subgroup)
+        assert copy.expected_count == a.manifest.subgroup_sizes[copy.subgroup]
+        assert copy.base_version == 3
+    assert all(len(groups) == 2 for groups in per_reflection.values())
+    naive = deal_batch("pb", 0, refl, ShuffleConfig(p=1, subgroups="single"), target_batch_size=40,
+                       closed_by="size", closed_at=NOW)
+    assert naive.manifest.k == 1 and len(naive.copies) == 40
+
+
+def test_window_completes_at_expected_count_ignoring_redelivery_and_late_copies():
+    batch = deal_batch("pb", 0, [reflection(i) for i in range(9)], ShuffleConfig(p=2), target_batch_size=9,
+                       closed_by="size", closed_at=NOW)
+    windows = SubgroupWindows()
+    group0 = [c for c in batch.copies if c.subgroup == 0]
+    assert len(group0) == group0[0].expected_count == 6
+    results = []
+    for copy in reversed(group0):
+        results.append(windows.add(copy, 0.0))
+        if len(results) == 1:
+            assert windows.add(copy, 0.0) == ("duplicate", None)
+    assert [outcome for outcome, _ in results] == ["added"] * 6
+    assert all(ready is None for _, ready in results[:-1])
+    ready = results[-1][1]
+    assert ready is not None and ready.closed_by == "complete" and ready.missing == 0
+    assert [c.position for c in ready.copies] == list(range(6))
+    assert windows.add(group0[0], 0.0) == ("late", None)
+
+
+def test_window_timeout_reports_missing_copies():
+    batch = deal_batch("pb", 0, [reflection(i) for i in range(9)], ShuffleConfig(p=2), target_batch_size=9,
+                       closed_by="size", closed_at=NOW)
+    windows = SubgroupWindows()
+    group = [c for c in batch.copies if c.subgroup == 1]
+    for copy in group[:-1]:
+        windows.add(copy, now=1.0)
+    assert windows.expired(now=2.0, timeout_s=5.0) == []
+    (ready,) = windows.expired(now=6.0, timeout_s=5.0)
+    assert ready.closed_by == "timeout" and ready.missing == 1
+    assert [c.position for c in ready.copies] == sorted(c.position for c in ready.copies)
+
+
+def partial(batch_id: int, node: int, k: int, ops=None) -> PartialUpdate:
+    return PartialUpdate(playbook_id="pb", batch_id=batch_id, node=node, k=k, base_version=batch_id,
+                         operations=ops or [AddOp(section="general", content=f"b{batch_id} n{node}")],
+                         reflection_ids=[f"r-{batch_id}-{node}"], trace_ids=[f"t-{batch_id}-{node}"], items_read=2,
+                         expected_items=2, usage=Usage(calls=1), batch_closed_at=NOW)
+
+
+def test_pending_partials_wait_for_all_k_and_for_their_base_version():
+    pending = PendingPartials()
+    assert pending.add(partial(1, 0, 2), current_version=0)
+    assert pending.add(partial(1, 1, 2), current_version=0)
+    assert pending.pop_ready(0) is None
+    assert pending.add(partial(0, 1, 2), current_version=0)
+    assert not pending.add(partial(0, 1, 2), current_version=0)
+    assert pending.pop_ready(0) is None
+    pending.add(partial(0, 0, 2), current_version=0)
+    assert [p.node for p in pending.pop_ready(0)] == [0, 1]
+    assert [p.batch_id for p in pending.pop_ready(1)] == [1, 1]
+    assert not pending.add(partial(0, 0, 2), current_version=2)
+
+
+def test_scan_never_reads_more_than_fan_in_and_builds_contiguous_version():
+    calls = []
+
+    async def reduce(children):
+        calls.append(len(children))
+        return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(calls=1), latency_s=1.0)
+
+    partials = [partial(0, node, 10) for node in range(10)]
+    scan = asyncio.run(reduce_through_scan([p.operations for p in partials], max_fan_in=3, reduce=reduce))
+    assert max(calls) <= 3 and scan.levels >= 2
+    assert len(scan.operations) == 10
+    new = build_version(Playbook.empty("pb"), partials, scan, published_at=NOW)
+    assert new.record.version == 1 and new.record.parent_version == 0
+    assert new.record.lineage == sorted(f"t-0-{n}" for n in range(10))
+    assert len(new.record.entries) == 10 and new.playbook.version == 1
+    assert new.record.stats.llm_calls == 10 + len(calls)
+
+
+def test_single_partial_needs_no_reduce_call():
+    async def reduce(children):
+        raise AssertionError("no call expected")
+
+    scan = asyncio.run(reduce_through_scan([[AddOp(section="general", content="x")]], 4, reduce))
+    assert scan.levels == 0 and scan.usage.calls == 0
