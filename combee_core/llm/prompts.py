@@ -1,0 +1,151 @@
+"""The three role prompts (reflector, aggregator, reducer) as litellm ``messages`` lists.
+
+Each prompt is a system message (the instructions and the exact JSON shape to answer with) and a user message
+carrying the data as one line of JSON between two marker lines::
+
+    <<<DATA
+    {"task": "reflect", ...}
+    DATA>>>
+
+The JSON is compact (one line: a newline inside a value is escaped), so the markers can never occur inside it and
+:func:`read_data_block` recovers exactly what a real model reads. The offline simulator uses it; so can a test.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import orjson
+
+from combee_core.models import Operation, Reflection, Trace
+
+DATA_OPEN = "<<<DATA"
+DATA_CLOSE = "DATA>>>"
+_DATA_BLOCK = re.compile(r"^<<<DATA\n(.*?)\nDATA>>>$", re.DOTALL | re.MULTILINE)
+
+Task = Literal["reflect", "aggregate", "reduce"]
+Messages = list[dict[str, str]]
+
+_SHAPE_REFLECT = (
+    '{"insights": [{"section": "<lower_snake_case section>", "content": "<one reusable lesson, <= 1000 chars>"}],\n'
+    ' "entry_tags": [{"entry_id": "<id of an existing playbook entry>", "tag": "helpful" | "harmful" | "neutral"}]}'
+)
+_SHAPE_OPERATIONS = (
+    '{"operations": [\n'
+    '  {"op": "ADD", "section": "<section>", "content": "<lesson>", "support": <how many input items backed it>},\n'
+    '  {"op": "UPDATE", "entry_id": "<existing id>", "content": "<new content>"},\n'
+    '  {"op": "MERGE", "entry_ids": ["<kept id>", "<removed id>", ...], "content": "<merged content>"},\n'
+    '  {"op": "DELETE", "entry_id": "<existing id>"},\n'
+    '  {"op": "TAG", "entry_id": "<existing id>", "tag": "helpful" | "harmful" | "neutral", "count": <n>}\n'
+    "]}"
+)
+_ANSWER_RULE = (
+    "Respond with ONLY one JSON object of exactly this shape - no prose, no markdown, no code fences:\n"
+)
+
+REFLECTOR_SYSTEM = (
+    "You are the reflector of a prompt-learning system. An agent ran one task with a playbook of learned lessons.\n"
+    "Read its trace (task input, the agent's output, the environment feedback, the score) and extract the lessons\n"
+    "that would make the next run succeed: specific, actionable, reusable beyond this one task. Put each lesson in\n"
+    "a short lower_snake_case section. If the feedback states a lesson, keep its section and wording.\n"
+    "Tag the playbook entries the agent used (listed in the trace metadata as used_entries): helpful when they\n"
+    "contributed to success, harmful when they misled it, neutral otherwise.\n"
+    "At most 16 insights. Empty lists are a valid answer when there is nothing to learn.\n"
+    "The data is the JSON between the line <<<DATA and the line DATA>>> of the user message.\n"
+    + _ANSWER_RULE
+    + _SHAPE_REFLECT
+)
+
+AGGREGATOR_SYSTEM = (
+    "You are an aggregator of a prompt-learning system. You receive numbered reflections, each drawn from one\n"
+    "agent run, with their insights and entry tags. Some reflections are copies of each other. Turn them into\n"
+    "playbook operations: one ADD per distinct lesson (merge duplicates and paraphrases; support = the number of\n"
+    "items that backed it), TAG operations summing the tags per entry and verdict (count = how many), and UPDATE,\n"
+    "MERGE or DELETE only for existing playbook entries (shown in the context) that the reflections correct.\n"
+    "Keep every distinct lesson; do not drop a lesson because only one item states it.\n"
+    "The data is the JSON between the line <<<DATA and the line DATA>>> of the user message.\n"
+    + _ANSWER_RULE
+    + _SHAPE_OPERATIONS
+)
+
+REDUCER_SYSTEM = (
+    "You are the reducer of a prompt-learning system. You receive numbered partial updates, each a list of playbook\n"
+    "operations proposed for part of one batch. Merge them into one list: combine ADDs of the same lesson (support =\n"
+    "the sum of their supports), sum TAG counts per entry and verdict, keep UPDATE, MERGE and DELETE operations once,\n"
+    "and resolve conflicts in favour of the best-supported operation.\n"
+    "Keep every distinct lesson; do not drop a lesson because only one partial proposes it.\n"
+    "The data is the JSON between the line <<<DATA and the line DATA>>> of the user message.\n"
+    + _ANSWER_RULE
+    + _SHAPE_OPERATIONS
+)
+
+
+def _data_message(payload: dict[str, Any]) -> str:
+    body = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS).decode()
+    return f"{DATA_OPEN}\n{body}\n{DATA_CLOSE}"
+
+
+def trace_payload(trace: Trace) -> dict[str, Any]:
+    """What the reflector reads of a trace (everything a model can learn from; no wire bookkeeping)."""
+    return {
+        "trace_id": trace.trace_id,
+        "task_id": trace.task_id,
+        "input": trace.input,
+        "output": trace.output,
+        "feedback": trace.feedback,
+        "score": trace.score,
+        "success": trace.success,
+        "steps": [step.model_dump(mode="json", exclude_none=True) for step in trace.steps],
+        "metadata": dict(trace.metadata),
+    }
+
+
+def reflection_item(reflection: Reflection) -> dict[str, Any]:
+    """What the aggregator reads of one reflection copy (its insights and tags, not its ids or usage)."""
+    return {
+        "insights": [i.model_dump(mode="json") for i in reflection.insights],
+        "entry_tags": [t.model_dump(mode="json") for t in reflection.entry_tags],
+    }
+
+
+def operations_item(operations: Sequence[Operation]) -> dict[str, Any]:
+    """What the reducer reads of one partial update."""
+    return {"operations": [op.model_dump(mode="json") for op in operations]}
+
+
+def reflector_messages(trace: Trace, playbook_text: str | None = None) -> Messages:
+    """Messages asking a model to reflect on one trace (with the playbook the agent ran with, if given)."""
+    payload = {"task": "reflect", "playbook": playbook_text or "", "trace": trace_payload(trace)}
+    return [{"role": "system", "content": REFLECTOR_SYSTEM}, {"role": "user", "content": _data_message(payload)}]
+
+
+def _numbered(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"item": number, **item} for number, item in enumerate(items, start=1)]
+
+
+def aggregator_messages(items: Sequence[Reflection], context: str = "") -> Messages:
+    """Messages asking a model to aggregate the reflection copies of one subgroup into operations."""
+    payload = {"task": "aggregate", "context": context, "items": _numbered([reflection_item(r) for r in items])}
+    return [{"role": "system", "content": AGGREGATOR_SYSTEM}, {"role": "user", "content": _data_message(payload)}]
+
+
+def reducer_messages(partials: Sequence[Sequence[Operation]], context: str = "") -> Messages:
+    """Messages asking a model to merge partial updates (one item per partial) into one list of operations."""
+    payload = {"task": "reduce", "context": context, "items": _numbered([operations_item(p) for p in partials])}
+    return [{"role": "system", "content": REDUCER_SYSTEM}, {"role": "user", "content": _data_message(payload)}]
+
+
+def read_data_block(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The DATA payload of the last user message that has one. Raises ``ValueError`` when there is none."""
+    for message in reversed(messages):
+        if message.get("role") != "user" or not isinstance(message.get("content"), str):
+            continue
+        match = _DATA_BLOCK.search(message["content"])
+        if match:
+            value = orjson.loads(match.group(1))
+            if not isinstance(value, dict):
+                raise ValueError("DATA block is not a JSON object")
+            return value
+    raise ValueError("no <<<DATA ... DATA>>> block in the user messages")

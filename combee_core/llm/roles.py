@@ -1,0 +1,406 @@
+"""The three LLM roles (reflector, aggregator, reducer) behind one object per worker.
+
+Every call goes through ``litellm.acompletion`` (or, for replay, an injected ``responder``), is retried with
+exponential backoff on provider errors and on unparseable output, and is recorded as a :class:`CallRecord`
+(key, messages, params, response text, usage and cost, latency) handed to ``on_call``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from combee_core.llm import prompts
+from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
+from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
+from combee_core.llm.simulator import DEFAULT_MODEL, HIDDEN_PARAM, SIM_PARAM, SimulatorConfig, is_sim_model
+from combee_core.models import Operation, Reflection, Trace, Usage
+
+if TYPE_CHECKING:
+    from combee_core.settings import CombeeSettings
+
+logger = logging.getLogger(__name__)
+
+Role = Literal["reflector", "aggregator", "reducer"]
+
+_TIMEOUT_GRACE = 1.25
+"""Our own deadline is the role timeout times this (plus 1 s): a safety net if a provider ignores ``timeout``."""
+
+
+class RoleConfig(BaseModel):
+    """Model and call policy of one role."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = DEFAULT_MODEL
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=2, ge=0, description="Further attempts after the first one.")
+    backoff_s: float = Field(default=0.5, ge=0, description="Wait before retry n: backoff_s * 2**(n-1), no jitter.")
+    concurrency: int = Field(default=8, ge=1, description="Calls of this role in flight at once, per LLMRoles.")
+    temperature: float = Field(default=0.0, ge=0)
+    api_base: str | None = None
+    api_key: SecretStr | None = None
+    extra: dict[str, Any] = Field(default_factory=dict, description="More litellm keyword arguments (max_tokens...).")
+
+    def backoff(self, retry: int) -> float:
+        """Seconds to wait before retry number ``retry`` (1-based)."""
+        return self.backoff_s * 2 ** (retry - 1)
+
+
+class LLMConfig(BaseModel):
+    """The three roles and the simulator's settings (used only by ``combee-sim/...`` models)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reflector: RoleConfig = Field(default_factory=RoleConfig)
+    aggregator: RoleConfig = Field(default_factory=RoleConfig)
+    reducer: RoleConfig = Field(default_factory=RoleConfig)
+    simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+
+    @classmethod
+    def from_settings(cls, settings: CombeeSettings) -> LLMConfig:
+        """The LLM configuration a worker derives from the run's settings."""
+        common: dict[str, Any] = {
+            "timeout_s": settings.llm_timeout_s,
+            "max_retries": settings.llm_max_retries,
+            "concurrency": settings.llm_concurrency,
+            "api_base": settings.llm_api_base,
+        }
+        return cls(
+            reflector=RoleConfig(model=settings.reflector_model, **common),
+            aggregator=RoleConfig(model=settings.aggregator_model, **common),
+            reducer=RoleConfig(model=settings.reducer_model, **common),
+            simulator=SimulatorConfig(
+                capacity=settings.sim_capacity,
+                seed=settings.run_seed,
+                time_scale=settings.sim_time_scale,
+                mode=settings.sim_clock,
+            ),
+        )
+
+    def role(self, role: Role) -> RoleConfig:
+        """The config of ``role``."""
+        return getattr(self, role)
+
+
+class CallRecord(BaseModel):
+    """One attempt of one LLM call: what was asked, what came back, what it cost. Replay keys on ``key``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    role: Role
+    model: str
+    key: str = Field(description="sha256 of model + messages + params (sorted-key JSON); same for every attempt.")
+    messages: list[dict[str, Any]]
+    params: dict[str, Any] = Field(description="Parameters that shape the answer (not timeout, api_base or key).")
+    response_text: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = Field(default=0.0, ge=0, description="Modelled latency in virtual mode, wall time otherwise.")
+    modelled_latency_s: float | None = Field(default=None, description="The simulator's scaled latency, if any.")
+    items_read: int = Field(ge=0)
+    attempt: int = Field(ge=1)
+    dropped_items: int = Field(default=0, ge=0, description="Invalid items dropped from the output.")
+    repaired: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class RoleResult:
+    """Operations proposed by an aggregator or reducer call, with what it took (all attempts)."""
+
+    operations: list[Operation]
+    usage: Usage
+    latency_s: float
+    records: list[CallRecord]
+    model: str
+    dropped_items: int = 0
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    """What a ``responder`` is asked (replay answers it from recorded calls)."""
+
+    role: Role
+    model: str
+    key: str
+    messages: list[dict[str, Any]]
+    params: dict[str, Any]
+    attempt: int
+
+
+@dataclass(frozen=True)
+class LLMReply:
+    """What a ``responder`` answers. Raise ``LLMCallError`` to report a failed call."""
+
+    text: str
+    usage: Usage = field(default_factory=lambda: Usage(calls=1))
+    latency_s: float = 0.0
+    modelled_latency_s: float | None = None
+
+
+Responder = Callable[[LLMRequest], Awaitable[LLMReply]]
+OnCall = Callable[[CallRecord], Awaitable[None] | None]
+
+
+def call_key(model: str, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> str:
+    """Stable identity of a call: sha256 of sorted-key JSON of model, messages and params."""
+    payload = {"model": model, "messages": list(messages), "params": params}
+    return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def reflection_id_for(trace_id: str) -> str:
+    """The deterministic id of the reflection of a trace."""
+    return "r-" + hashlib.sha256(trace_id.encode()).hexdigest()[:16]
+
+
+def register_offline_providers(models: Sequence[str] = ()) -> None:
+    """Register the offline ``combee-sim`` provider and its prices with litellm (idempotent, explicit)."""
+    from combee_core.llm.provider import register_offline_providers as register
+
+    register(models)
+
+
+class _Attempted(Exception):
+    """Internal: an attempt failed in a way another attempt may fix."""
+
+    def __init__(self, error: LLMError) -> None:
+        self.error = error
+
+
+class LLMRoles:
+    """The reflector, aggregator and reducer of one worker. No globals: two instances never share state.
+
+    ``on_call`` receives a :class:`CallRecord` for every attempt (sync or async callable). ``responder``, when
+    given, answers calls instead of litellm (replay); litellm is then neither imported nor registered.
+    """
+
+    def __init__(
+        self,
+        config: LLMConfig | None = None,
+        on_call: OnCall | None = None,
+        responder: Responder | None = None,
+    ) -> None:
+        self.config = config or LLMConfig()
+        self._on_call = on_call
+        self._responder = responder
+        self._semaphores: dict[Role, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
+        self._litellm: Any = None
+        if responder is None:
+            register_offline_providers([self.config.role(r).model for r in ("reflector", "aggregator", "reducer")])
+            from combee_core.llm.provider import litellm
+
+            self._litellm = litellm
+
+    # ------------------------------------------------------------------------------------------ roles
+
+    async def reflect(self, trace: Trace, playbook_text: str | None = None) -> Reflection:
+        """Reflect on one trace. Raises ``LLMCallError`` / ``LLMOutputError`` once retries are exhausted."""
+        messages = prompts.reflector_messages(trace, playbook_text)
+        model = self.config.reflector.model
+        parse = lambda text: parse_reflection_output(text, role="reflector", model=model)  # noqa: E731
+        parsed, usage, latency, records = await self._call("reflector", messages, 1, parse)
+        return Reflection(
+            reflection_id=reflection_id_for(trace.trace_id),
+            trace_id=trace.trace_id,
+            playbook_id=trace.playbook_id,
+            seen_version=trace.playbook_version,
+            insights=parsed.insights,
+            entry_tags=parsed.entry_tags,
+            model=self.config.reflector.model,
+            usage=usage,
+            latency_s=latency,
+        )
+
+    async def aggregate(self, items: Sequence[Reflection], context: str = "") -> RoleResult:
+        """Turn the reflection copies of one subgroup into operations (one call reading ``len(items)`` items)."""
+        return await self._operations("aggregator", prompts.aggregator_messages(items, context), len(items))
+
+    async def reduce(self, partials: Sequence[Sequence[Operation]], context: str = "") -> RoleResult:
+        """Merge partial updates (one item per partial) into one list of operations."""
+        return await self._operations("reducer", prompts.reducer_messages(partials, context), len(partials))
+
+    async def _operations(self, role: Role, messages: list[dict[str, str]], items_read: int) -> RoleResult:
+        model = self.config.role(role).model
+        if items_read == 0:
+            return RoleResult(operations=[], usage=Usage(), latency_s=0.0, records=[], model=model)
+        parse = lambda text: parse_operations_output(text, role=role, model=model)  # noqa: E731
+        parsed, usage, latency, records = await self._call(role, messages, items_read, parse)
+        return RoleResult(
+            operations=list(parsed.operations),
+            usage=usage,
+            latency_s=latency,
+            records=records,
+            model=model,
+            dropped_items=parsed.dropped,
+        )
+
+    # ------------------------------------------------------------------------------------------ calls
+
+    def params_for(self, role: Role) -> dict[str, Any]:
+        """The answer-shaping parameters of a role's calls (part of the call key)."""
+        cfg = self.config.role(role)
+        params: dict[str, Any] = {"temperature": cfg.temperature, **cfg.extra}
+        if is_sim_model(cfg.model):
+            params[SIM_PARAM] = self.config.simulator.model_dump(mode="json")
+        return params
+
+    def _semaphore(self, role: Role) -> asyncio.Semaphore:
+        loop = asyncio.get_running_loop()
+        current = self._semaphores.get(role)
+        if current is None or current[0] is not loop:
+            current = (loop, asyncio.Semaphore(self.config.role(role).concurrency))
+            self._semaphores[role] = current
+        return current[1]
+
+    async def _emit(self, record: CallRecord) -> None:
+        if self._on_call is None:
+            return
+        result = self._on_call(record)
+        if inspect.isawaitable(result):
+            await result
+
+    async def _call(
+        self, role: Role, messages: list[dict[str, str]], items_read: int, parse: Callable[[str], Any]
+    ) -> tuple[Any, Usage, float, list[CallRecord]]:
+        cfg = self.config.role(role)
+        params = self.params_for(role)
+        key = call_key(cfg.model, messages, params)
+        total_usage, total_latency = Usage(), 0.0
+        records: list[CallRecord] = []
+        attempts = cfg.max_retries + 1
+        last: LLMError | None = None
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                await asyncio.sleep(cfg.backoff(attempt - 1))
+            base = {
+                "role": role,
+                "model": cfg.model,
+                "key": key,
+                "messages": messages,
+                "params": params,
+                "items_read": items_read,
+                "attempt": attempt,
+            }
+            request = LLMRequest(role, cfg.model, key, messages, params, attempt)
+            async with self._semaphore(role):
+                try:
+                    reply = await self._complete(request, cfg)
+                except _Attempted as failed:
+                    last = failed.error
+                    record = CallRecord(**base, error=f"{type(failed.error).__name__}: {failed.error.reason}")
+                    records.append(record)
+                    await self._emit(record)
+                    if isinstance(failed.error, LLMCallError) and not failed.error.retryable:
+                        break
+                    logger.warning("%s attempt %d/%d failed: %s", role, attempt, attempts, failed.error.reason)
+                    continue
+            total_usage += reply.usage
+            total_latency += reply.latency_s
+            common = {
+                **base,
+                "response_text": reply.text,
+                "usage": reply.usage,
+                "latency_s": reply.latency_s,
+                "modelled_latency_s": reply.modelled_latency_s,
+            }
+            try:
+                parsed = parse(reply.text)
+            except LLMOutputError as error:
+                last = error
+                record = CallRecord(**common, error=f"LLMOutputError: {error.reason}")
+                records.append(record)
+                await self._emit(record)
+                logger.warning("%s attempt %d/%d unparseable: %s", role, attempt, attempts, error.reason)
+                continue
+            record = CallRecord(**common, dropped_items=parsed.dropped, repaired=parsed.repaired)
+            records.append(record)
+            await self._emit(record)
+            if parsed.dropped:
+                logger.info("%s dropped %d invalid item(s): %s", role, parsed.dropped, "; ".join(parsed.problems[:3]))
+            return parsed, total_usage, total_latency, records
+        assert last is not None
+        last.attempts = len(records)
+        raise last
+
+    async def _complete(self, request: LLMRequest, cfg: RoleConfig) -> LLMReply:
+        """One attempt. Raises ``_Attempted`` for a failure the retry loop handles."""
+        if self._responder is not None:
+            try:
+                return await self._responder(request)
+            except LLMCallError as error:
+                raise _Attempted(error) from error
+        litellm = self._litellm
+        kwargs: dict[str, Any] = {
+            "model": request.model,
+            "messages": request.messages,
+            "timeout": cfg.timeout_s,
+            "temperature": cfg.temperature,
+            **cfg.extra,
+        }
+        if cfg.api_base:
+            kwargs["api_base"] = cfg.api_base
+        if cfg.api_key is not None:
+            kwargs["api_key"] = cfg.api_key.get_secret_value()
+        if SIM_PARAM in request.params:
+            kwargs[SIM_PARAM] = {"config": request.params[SIM_PARAM], "attempt": request.attempt}
+        started = time.perf_counter()
+        try:
+            response = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
+        except asyncio.TimeoutError as error:
+            raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s")) from error
+        except _provider_errors()[0] as error:
+            raise _Attempted(
+                LLMCallError(request.role, request.model, f"{type(error).__name__}: {error}", retryable=False)
+            ) from error
+        except _provider_errors()[1] as error:
+            raise _Attempted(LLMCallError(request.role, request.model, f"{type(error).__name__}: {error}")) from error
+        wall = time.perf_counter() - started
+        return self._reply_from(response, wall)
+
+    def _reply_from(self, response: Any, wall_s: float) -> LLMReply:
+        choice = response.choices[0]
+        text = getattr(choice.message, "content", None) or ""
+        raw_usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(raw_usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(raw_usage, "completion_tokens", 0) or 0)
+        try:
+            cost = float(self._litellm.completion_cost(completion_response=response) or 0.0)
+        except Exception as error:  # litellm raises many types here; a missing price must never fail a call
+            logger.warning("no cost for model %r (%s); recording 0.0", getattr(response, "model", "?"), error)
+            cost = 0.0
+        hidden = (getattr(response, "_hidden_params", None) or {}).get(HIDDEN_PARAM)
+        modelled = float(hidden["latency_s"]) if hidden else None
+        latency = modelled if hidden and hidden.get("mode") == "virtual" else wall_s
+        usage = Usage(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            cost_usd=round(max(cost, 0.0), 12),  # as Usage.__add__ rounds, so sums stay exact
+            calls=1,
+        )
+        return LLMReply(text=text, usage=usage, latency_s=latency, modelled_latency_s=modelled)
+
+
+@functools.cache
+def _provider_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """(non-retryable, retryable) provider exceptions; litellm's types derive from the openai SDK's."""
+    import openai
+
+    non_retryable = (
+        openai.BadRequestError,
+        openai.AuthenticationError,
+        openai.PermissionDeniedError,
+        openai.NotFoundError,
+        openai.UnprocessableEntityError,
+    )
+    return non_retryable, (openai.APIError,)
+

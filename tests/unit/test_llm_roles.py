@@ -1,0 +1,290 @@
+"""The three roles through litellm with the offline combee-sim provider: round trips, records, retries, latency."""
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import pytest
+
+from combee_core.llm import (
+    CallRecord,
+    LLMCallError,
+    LLMConfig,
+    LLMOutputError,
+    LLMReply,
+    LLMRoles,
+    RoleConfig,
+    SimulatorConfig,
+    call_key,
+    format_lesson,
+    reflection_id_for,
+)
+from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN
+from combee_core.models import AddOp, TagOp, Trace, Usage
+from combee_core.settings import CombeeSettings
+
+FAST = RoleConfig(backoff_s=0.001)
+
+
+def config(**sim) -> LLMConfig:
+    return LLMConfig(reflector=FAST, aggregator=FAST, reducer=FAST, simulator=SimulatorConfig(**sim))
+
+
+def make_trace(i: int, success: bool = False) -> Trace:
+    feedback = "\n".join(
+        [
+            "The total is wrong.",
+            format_lesson("formulas", f"Specific lesson {i}."),
+            format_lesson("general", "Check the units first.", generic=True),
+        ]
+    )
+    return Trace(
+        trace_id=f"trace-{i}",
+        playbook_id="pb",
+        playbook_version=3,
+        agent_id="agent",
+        task_id=f"task-{i}",
+        input="Sum the sales.",
+        output="42",
+        feedback=feedback,
+        success=success,
+        metadata={"used_entries": "for-00001"},
+        created_at=datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )
+
+
+async def test_reflect_round_trip_records_usage_cost_and_modelled_latency():
+    records: list[CallRecord] = []
+    roles = LLMRoles(config(), on_call=records.append)
+    reflection = await roles.reflect(make_trace(1), playbook_text="## formulas\n- [for-00001] Use SUM.")
+    assert reflection.reflection_id == reflection_id_for("trace-1") == reflection_id_for("trace-1")
+    assert reflection.reflection_id.startswith("r-") and len(reflection.reflection_id) == 18
+    assert (reflection.trace_id, reflection.playbook_id, reflection.seen_version) == ("trace-1", "pb", 3)
+    assert [(i.section, i.content) for i in reflection.insights] == [
+        ("formulas", "Specific lesson 1."),
+        ("general", "Check the units first."),
+    ]
+    assert [(t.entry_id, t.tag) for t in reflection.entry_tags] == [("for-00001", "harmful")]
+    assert reflection.model == "combee-sim/default"
+
+    (record,) = records
+    usage = reflection.usage
+    assert usage == record.usage and usage.calls == 1 and usage.prompt_tokens > 0 and usage.completion_tokens > 0
+    expected_cost = usage.prompt_tokens * INPUT_COST_PER_TOKEN + usage.completion_tokens * OUTPUT_COST_PER_TOKEN
+    assert usage.cost_usd == pytest.approx(expected_cost) and usage.cost_usd > 0
+    expected_latency = 0.4 + usage.prompt_tokens * 0.0002 + usage.completion_tokens * 0.02
+    assert reflection.latency_s == pytest.approx(expected_latency) == record.modelled_latency_s
+    assert record.role == "reflector" and record.items_read == 1 and record.attempt == 1 and record.error is None
+    assert record.key == call_key(record.model, record.messages, record.params)
+    assert "Use SUM." in record.messages[-1]["content"]
+
+
+async def test_aggregate_and_reduce_round_trip():
+    records: list[CallRecord] = []
+
+    async def on_call(record: CallRecord) -> None:  # async callbacks are awaited
+        records.append(record)
+
+    roles = LLMRoles(config(), on_call=on_call)
+    reflections = await asyncio.gather(*(roles.reflect(make_trace(i, success=i % 2 == 0)) for i in range(4)))
+    first = await roles.aggregate(reflections[:2] + reflections[:2])
+    second = await roles.aggregate(reflections[2:])
+    assert AddOp(section="general", content="Check the units first.", support=4) in first.operations
+    assert TagOp(entry_id="for-00001", tag="harmful", count=2) in first.operations  # odd ids failed; 2 copies of 1
+    assert first.usage.calls == 1 and first.usage.cost_usd > 0 and first.latency_s > 0.4
+
+    merged = await roles.reduce([first.operations, second.operations])
+    adds = {op.content: op.support for op in merged.operations if op.op == "ADD"}
+    assert adds == {
+        "Check the units first.": 6,
+        "Specific lesson 0.": 2,
+        "Specific lesson 1.": 2,
+        "Specific lesson 2.": 1,
+        "Specific lesson 3.": 1,
+    }
+    assert TagOp(entry_id="for-00001", tag="helpful", count=3) in merged.operations
+    assert TagOp(entry_id="for-00001", tag="harmful", count=3) in merged.operations
+    assert [r.items_read for r in records[-3:]] == [4, 2, 2]
+    assert [r.role for r in records[-3:]] == ["aggregator", "aggregator", "reducer"]
+
+
+async def test_nothing_to_aggregate_makes_no_call():
+    records: list[CallRecord] = []
+    result = await LLMRoles(config(), on_call=records.append).aggregate([])
+    assert result.operations == [] and result.usage == Usage() and records == []
+
+
+async def test_same_inputs_same_outputs_and_keys():
+    async def one() -> tuple:
+        records: list[CallRecord] = []
+        roles = LLMRoles(config(seed=5), on_call=records.append)
+        reflections = [await roles.reflect(make_trace(i)) for i in range(30)]
+        result = await roles.aggregate(reflections)
+        return [r.key for r in records], reflections, result.operations, [r.response_text for r in records]
+
+    first, second = await one(), await one()
+    assert first == second
+    specific = [op for op in first[2] if op.op == "ADD" and op.content.startswith("Specific")]
+    assert len(specific) < 30  # 30 items > C = 12: some specific lessons are lost
+
+
+async def test_virtual_mode_does_not_sleep_and_real_mode_does():
+    virtual = LLMRoles(config(mode="virtual", time_scale=1.0))
+    started = time.perf_counter()
+    reflection = await virtual.reflect(make_trace(1))
+    assert time.perf_counter() - started < 0.4 < reflection.latency_s
+
+    records: list[CallRecord] = []
+    real = LLMRoles(config(mode="real", time_scale=0.05), on_call=records.append)
+    started = time.perf_counter()
+    reflection = await real.reflect(make_trace(1))
+    wall = time.perf_counter() - started
+    (record,) = records
+    assert record.modelled_latency_s is not None and record.modelled_latency_s > 0.02
+    assert wall >= record.modelled_latency_s
+    assert record.modelled_latency_s <= reflection.latency_s <= wall  # real mode records wall time
+
+
+async def test_retry_after_injected_failures_then_success():
+    records: list[CallRecord] = []
+    roles = LLMRoles(config(fail_first_n=2), on_call=records.append)
+    reflection = await roles.reflect(make_trace(1))
+    assert [r.attempt for r in records] == [1, 2, 3]
+    assert [r.error is not None for r in records] == [True, True, False]
+    assert "injected" in records[0].error
+    assert len({r.key for r in records}) == 1  # the attempt number is not part of the call key
+    assert reflection.usage.calls == 1 and reflection.insights
+
+
+async def test_call_error_after_retries():
+    records: list[CallRecord] = []
+    roles = LLMRoles(config(fail_first_n=3), on_call=records.append)
+    with pytest.raises(LLMCallError) as caught:
+        await roles.aggregate([await LLMRoles(config()).reflect(make_trace(1))])
+    assert caught.value.attempts == 3 and caught.value.role == "aggregator"
+    assert len(records) == 3 and all(r.error for r in records)
+
+
+async def test_unparseable_output_is_re_asked():
+    records: list[CallRecord] = []
+    roles = LLMRoles(config(malformed_first_n=1), on_call=records.append)
+    reflection = await roles.reflect(make_trace(1))
+    assert reflection.insights
+    assert records[0].error.startswith("LLMOutputError") and records[0].response_text
+    assert reflection.usage.calls == 2  # the unparseable answer was paid for too
+
+
+async def test_persistently_malformed_output_raises_output_error():
+    roles = LLMRoles(config(malformed_first_n=100))
+    with pytest.raises(LLMOutputError) as caught:
+        await roles.reflect(make_trace(1))
+    error = caught.value
+    assert error.attempts == 3 and error.role == "reflector" and error.model == "combee-sim/default"
+    assert "sorry" in error.raw_preview
+
+
+async def test_messy_output_is_repaired():
+    records: list[CallRecord] = []
+    roles = LLMRoles(config(output_style="messy"), on_call=records.append)
+    reflection = await roles.reflect(make_trace(1))
+    assert len(reflection.insights) == 2
+    assert records[0].repaired and records[0].response_text.startswith("Here is")
+
+
+async def test_timeout_is_retried_then_reported():
+    slow = RoleConfig(timeout_s=0.1, max_retries=1, backoff_s=0.001)
+    roles = LLMRoles(LLMConfig(reflector=slow))
+    with pytest.raises(LLMCallError, match="Timeout") as caught:
+        await roles.reflect(make_trace(1))
+    assert caught.value.attempts == 2
+
+
+async def test_cost_failure_is_logged_not_raised(monkeypatch, caplog):
+    import litellm
+
+    def broken(*args, **kwargs):
+        raise litellm.exceptions.NotFoundError("no price", model="m", llm_provider="x")
+
+    monkeypatch.setattr(litellm, "completion_cost", broken)
+    with caplog.at_level(logging.WARNING, logger="combee_core.llm.roles"):
+        reflection = await LLMRoles(config()).reflect(make_trace(1))
+    assert reflection.usage.cost_usd == 0.0 and reflection.usage.prompt_tokens > 0
+    assert "no cost" in caplog.text
+
+
+async def test_responder_replaces_litellm_and_concurrency_is_bounded():
+    in_flight, peak = 0, 0
+
+    async def responder(request):
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await asyncio.sleep(0.01)
+        in_flight -= 1
+        return LLMReply(text='{"insights": [], "entry_tags": []}', usage=Usage(prompt_tokens=1, calls=1), latency_s=2)
+
+    limited = RoleConfig(concurrency=2)
+    roles = LLMRoles(LLMConfig(reflector=limited), responder=responder)
+    reflections = await asyncio.gather(*(roles.reflect(make_trace(i)) for i in range(6)))
+    assert peak == 2
+    assert all(r.insights == [] and r.latency_s == 2 for r in reflections)
+
+
+async def test_non_retryable_responder_error_is_not_retried():
+    calls = 0
+
+    async def responder(request):
+        nonlocal calls
+        calls += 1
+        raise LLMCallError(request.role, request.model, "bad request", retryable=False)
+
+    with pytest.raises(LLMCallError):
+        await LLMRoles(config(), responder=responder).reflect(make_trace(1))
+    assert calls == 1
+
+
+def test_config_from_settings():
+    settings = CombeeSettings.load(env={}, aggregator_model="combee-sim/big", sim_clock="virtual", run_seed=9)
+    cfg = LLMConfig.from_settings(settings)
+    assert cfg.aggregator.model == "combee-sim/big" and cfg.reflector.model == "combee-sim/default"
+    assert cfg.simulator.seed == 9 and cfg.simulator.mode == "virtual" and cfg.simulator.capacity == 12
+    assert cfg.reducer.max_retries == settings.llm_max_retries
+
+
+def test_importing_combee_core_and_llm_modules_does_not_import_litellm():
+    code = (
+        "import sys, combee_core, combee_core.llm, combee_core.llm.prompts, combee_core.llm.parsing,"
+        " combee_core.llm.simulator, combee_core.llm.errors;"
+        "bad=[m for m in sys.modules if m.split('.')[0] in ('litellm','openai')];"
+        "print(bad); sys.exit(1 if bad else 0)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_litellm_import_and_sim_call_need_no_network():
+    code = """
+import socket, asyncio
+def refuse(*args, **kwargs):
+    raise OSError("network access attempted")
+socket.socket.connect = refuse
+socket.socket.connect_ex = refuse
+socket.getaddrinfo = refuse
+from datetime import datetime, timezone
+from combee_core.llm import LLMRoles
+from combee_core.models import Trace
+trace = Trace(trace_id="t", playbook_id="pb", playbook_version=0, agent_id="a", task_id="x", input="i", output="o",
+              feedback="LESSON[formulas]: Use SUMIFS.", success=False, created_at=datetime.now(timezone.utc))
+reflection = asyncio.run(LLMRoles().reflect(trace))
+assert reflection.insights[0].content == "Use SUMIFS.", reflection
+assert reflection.usage.cost_usd > 0
+print("ok")
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.strip() == "ok"  # nothing else printed (no litellm banners)
