@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -255,6 +259,43 @@ def test_apply_is_deterministic_byte_for_byte(base: Playbook) -> None:
     assert as_bytes(apply_operations(base, ops, 4)) == as_bytes(apply_operations(base, ops, 4))
 
 
+DETERMINISM_SCRIPT = """
+import sys, orjson
+from combee_core.models import AddOp, TagOp, MergeOp, PlaybookEntry
+from combee_core.playbook import Playbook, apply_operations, deduplicate, render_playbook
+words = "always never round the answer use a calculator check units twice first".split()
+def variant(i):  # 3 base texts of 12 words, each with one word changed: near-duplicates of their base
+    text = [words[(i % 3 + j) % 12] for j in range(12)]
+    text[i % 12] = f"w{i}"
+    return " ".join(text)
+entries = [PlaybookEntry(entry_id=f"too-{i:05d}", section="tools", content=variant(i), helpful=i % 2,
+                         created_version=1, updated_version=1) for i in range(1, 31)]
+ops = [AddOp(section=("tools", "formulas")[i % 2], content=variant(i + 40)) for i in range(20)]
+ops += [TagOp(entry_id=f"too-{n:05d}", tag="harmful", count=n % 3 + 1) for n in range(1, 40, 3)]
+ops += [MergeOp(entry_ids=["too-00002", "too-00004"], content="merged"), TagOp(entry_id="too-00004", tag="helpful")]
+result = apply_operations(Playbook.from_entries("pb", 1, entries), ops, 2)
+dedup = deduplicate(result.playbook, 3)
+assert dedup.applied
+out = [[e.model_dump(mode="json") for e in r.playbook.entries] + [a.model_dump(mode="json") for a in r.applied]
+       for r in (result, dedup)]
+sys.stdout.buffer.write(orjson.dumps([out, render_playbook(dedup.playbook, 120).text]))
+"""
+
+
+def test_deterministic_across_processes_and_hash_seeds() -> None:
+    """Set/dict hash order differs between processes; the result must not depend on it."""
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", DETERMINISM_SCRIPT],
+            capture_output=True,
+            check=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        ).stdout
+        for seed in ("1", "2", "3")
+    ]
+    assert runs[0] and runs[0] == runs[1] == runs[2]
+
+
 # ---------------------------------------------------------------------------------------------- near-duplicates
 
 
@@ -471,7 +512,7 @@ def test_property_operation_algebra(case: tuple[Playbook, list[Operation]]) -> N
     assert len(result.applied) == len(ops)
     assert [a.operation for a in result.applied] == ops
     # Applying op by op gives the same playbook and outcomes; check every step's invariants on the way.
-    current, ever_seen = apply_operations(pb, [], 4).playbook, set(pb.entry_ids)
+    current, ever_seen, removed = apply_operations(pb, [], 4).playbook, set(pb.entry_ids), set()
     for op, applied in zip(ops, result.applied, strict=True):
         step = apply_operations(current, [op], 4)
         (alone,) = step.applied
@@ -480,6 +521,10 @@ def test_property_operation_algebra(case: tuple[Playbook, list[Operation]]) -> N
         created = set(step.playbook.entry_ids) - set(current.entry_ids)
         assert not created & ever_seen, "an id is never reused"
         ever_seen |= created
+        gone = set(current.entry_ids) - set(step.playbook.entry_ids)
+        if applied.outcome == "rejected" and getattr(op, "entry_id", None) in removed:
+            assert f"entry {op.entry_id} was removed earlier in this batch" in applied.reason
+        removed |= gone
         current = step.playbook
     assert current == result.playbook
     assert result.playbook.version == 4
@@ -510,6 +555,12 @@ def test_property_deduplicate_preserves_counters(pb: Playbook) -> None:
     assert all(a.outcome == "applied" and isinstance(a.operation, MergeOp) for a in result.applied)
     assert sum(e.helpful for e in result.playbook.entries) == sum(e.helpful for e in pb.entries)
     assert sum(e.harmful for e in result.playbook.entries) == sum(e.harmful for e in pb.entries)
+    before = {e.entry_id: e for e in pb.entries}
+    for a in result.applied:
+        cluster = [before[i] for i in a.operation.entry_ids]
+        best = max(cluster, key=lambda e: (e.helpful - e.harmful, -pb.entry_ids.index(e.entry_id)))
+        assert a.operation.content == best.content, "merged content is the best entry's"
+        assert len({e.section for e in cluster}) == 1
     removed = sum(len(a.operation.entry_ids) - 1 for a in result.applied)
     assert len(result.playbook) == len(pb) - removed
     assert set(result.playbook.entry_ids) <= set(pb.entry_ids)
