@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import math
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -181,42 +182,61 @@ def normalise_text(text: str) -> str:
     return " ".join(_PUNCTUATION.sub(" ", text).split())
 
 
+@dataclass(frozen=True, slots=True)
+class _ComparableText:
+    """A text prepared for similarity checks: its normalised words, their counts, and its negation words."""
+
+    words: tuple[str, ...]
+    vocabulary: frozenset[str]
+    counts: Counter[str]
+    negations: tuple[str, ...]
+
+    @classmethod
+    def of(cls, text: str) -> _ComparableText:
+        words = tuple(normalise_text(text).split())
+        negations = tuple(sorted(w for w in words if w in _NEGATIONS))
+        return cls(words, frozenset(words), Counter(words), negations)
+
+
+def _similarity(a: _ComparableText, b: _ComparableText, threshold: float = 0.0) -> float:
+    """Word ratio; returns an upper bound below ``threshold`` as soon as a cheap bound rules a match out."""
+    if a.words == b.words:
+        return 1.0
+    total = len(a.words) + len(b.words)
+    if not a.words or not b.words:
+        return 0.0
+    upper = 2.0 * min(len(a.words), len(b.words)) / total  # length bound (difflib's real_quick_ratio)
+    if upper < threshold:
+        return upper
+    # Each distinct word of one text missing from the other costs at least one match (set ops run in C).
+    matches = min(len(a.words) - len(a.vocabulary - b.vocabulary), len(b.words) - len(b.vocabulary - a.vocabulary))
+    upper = 2.0 * matches / total
+    if upper < threshold:
+        return upper
+    upper = 2.0 * sum((a.counts & b.counts).values()) / total  # shared-word bound (difflib's quick_ratio)
+    if upper < threshold:
+        return upper
+    return difflib.SequenceMatcher(None, a.words, b.words, autojunk=False).ratio()
+
+
+def _near_duplicates(a: _ComparableText, b: _ComparableText, threshold: float) -> float | None:
+    """Similarity when the texts are near-duplicates, else ``None``."""
+    if a.negations != b.negations:
+        return None
+    score = _similarity(a, b, threshold)
+    return score if score >= threshold else None
+
+
 def text_similarity(a: str, b: str) -> float:
     """Similarity in [0, 1] of two texts: difflib's ratio ``2*M/T`` over the words of their normalised forms.
 
     Word-level ratio rather than character-level: it counts the share of words two entries have in common, in
     order (unlike Jaccard over shingles, where one changed word in a short entry removes three shingles and a
-    0.9 threshold means "identical"). It is deterministic (``autojunk`` is off) and fast: an entry is tens of
-    words, not hundreds of characters. With the 0.9 threshold, one changed word is tolerated from 10 words on.
+    0.9 threshold means "identical"). It is deterministic (``autojunk`` is off) and cheap: an entry is tens of
+    words, and length and shared-word bounds skip most pairs. With the 0.9 threshold, one changed word is
+    tolerated from 10 words on; in shorter entries one word usually changes the meaning.
     """
-    words_a, words_b = normalise_text(a).split(), normalise_text(b).split()
-    return _word_similarity(words_a, words_b, 0.0)
-
-
-def _word_similarity(words_a: list[str], words_b: list[str], threshold: float) -> float:
-    """Word ratio; returns an upper bound below ``threshold`` early when the cheap bounds rule a match out."""
-    if words_a == words_b:
-        return 1.0
-    if not words_a or not words_b:
-        return 0.0
-    matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
-    for bound in (matcher.real_quick_ratio, matcher.quick_ratio):
-        upper = bound()
-        if upper < threshold:
-            return upper
-    return matcher.ratio()
-
-
-def _negations(words: list[str]) -> list[str]:
-    return sorted(w for w in words if w in _NEGATIONS)
-
-
-def _near_duplicate_words(words_a: list[str], words_b: list[str], threshold: float) -> float | None:
-    """Similarity when the word lists are near-duplicates, else ``None``."""
-    if _negations(words_a) != _negations(words_b):
-        return None
-    score = _word_similarity(words_a, words_b, threshold)
-    return score if score >= threshold else None
+    return _similarity(_ComparableText.of(a), _ComparableText.of(b))
 
 
 def is_near_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_THRESHOLD) -> bool:
@@ -225,8 +245,7 @@ def is_near_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_THRESHOL
     The negation guard keeps "always X" and "never X" (or "do not X") apart, which a purely lexical
     similarity would call near-identical in a long entry.
     """
-    words_a, words_b = normalise_text(a).split(), normalise_text(b).split()
-    return _near_duplicate_words(words_a, words_b, threshold) is not None
+    return _near_duplicates(_ComparableText.of(a), _ComparableText.of(b), threshold) is not None
 
 
 # ---------------------------------------------------------------------------------------------- operations
@@ -241,12 +260,12 @@ class _WorkingPlaybook:
         self.next_number = playbook.next_entry_number
         self.new_version = new_version
         self.threshold = threshold
-        self._words: dict[str, list[str]] = {}
+        self._texts: dict[str, _ComparableText] = {}
 
-    def words(self, content: str) -> list[str]:
-        cached = self._words.get(content)
+    def text(self, content: str) -> _ComparableText:
+        cached = self._texts.get(content)
         if cached is None:
-            cached = self._words[content] = normalise_text(content).split()
+            cached = self._texts[content] = _ComparableText.of(content)
         return cached
 
     def missing(self, entry_id: str) -> str | None:
@@ -271,12 +290,12 @@ class _WorkingPlaybook:
         raise TypeError(f"not an operation: {type(op).__name__}")  # unreachable for valid Operation values
 
     def _add(self, op: AddOp) -> AppliedOperation:
-        words = self.words(op.content)
+        text = self.text(op.content)
         best: tuple[float, PlaybookEntry] | None = None
         for entry in self.entries.values():
             if entry.section != op.section:
                 continue
-            score = _near_duplicate_words(words, self.words(entry.content), self.threshold)
+            score = _near_duplicates(text, self.text(entry.content), self.threshold)
             if score is None:
                 continue
             if best is None or score > best[0] or (
@@ -424,12 +443,12 @@ def deduplication_operations(
     list become several MERGEs into the same first id.
     """
     clusters: list[list[PlaybookEntry]] = []
-    words: dict[str, list[str]] = {e.entry_id: normalise_text(e.content).split() for e in playbook.entries}
+    texts = {e.entry_id: _ComparableText.of(e.content) for e in playbook.entries}
     for entry in playbook.entries:
         for cluster in clusters:
             head = cluster[0]
-            if head.section == entry.section and _near_duplicate_words(
-                words[entry.entry_id], words[head.entry_id], threshold
+            if head.section == entry.section and _near_duplicates(
+                texts[entry.entry_id], texts[head.entry_id], threshold
             ) is not None:
                 cluster.append(entry)
                 break
