@@ -1,0 +1,174 @@
+"""A synthetic task suite for simulated agents, with a pinned train / held-out split.
+
+R rule families are spread over playbook sections. A simulated agent solves a task with its family's base
+probability, unless the playbook it runs with holds the family's insight (then with ``with_insight_p``). A failed
+run's environment feedback states the lesson (``LESSON[section]: ...``) from which a reflection can recover the
+insight; any run may also carry a generic lesson (``GENERIC[section]: ...``) that many families share and that adds
+no accuracy. See ``docs/simulator.md``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from combee_core.models import PlaybookEntry, Trace
+
+SECTIONS = ("arithmetic", "units", "dates", "formatting", "lookup", "tools")
+
+_SUBJECTS = (
+    "invoice totals", "percent changes", "compound interest", "unit prices", "currency conversion", "tax rates",
+    "fiscal quarters", "leap years", "time zones", "date ranges", "rounding", "thousands separators",
+    "negative numbers", "ratios", "averages", "medians", "table lookups", "missing values", "API pagination",
+    "retry limits", "file paths", "CSV headers", "sorting order", "string casing", "null checks", "ID formats",
+    "weekday names", "month lengths", "basis points", "significant figures", "scientific notation", "ranges",
+)
+_ACTIONS = (
+    "apply the discount before the tax", "divide by the earlier value, not the later one", "convert to the same unit first",
+    "count the end date as included", "keep two decimal places", "read the header row before the data",
+    "use the last page token until it is empty", "normalise to UTC before comparing", "state the unit in the answer",
+    "treat an empty cell as missing, not zero", "sort ascending unless told otherwise", "quote paths with spaces",
+)
+_GENERIC = (
+    ("tools", "Re-read the question before answering."),
+    ("formatting", "Double-check the final answer's format."),
+    ("arithmetic", "Show intermediate steps when computing."),
+    ("lookup", "Prefer the most specific source available."),
+)
+
+
+@dataclass(frozen=True)
+class RuleFamily:
+    """A family of tasks that share one needed insight."""
+
+    family_id: str
+    section: str
+    insight: str
+    base_p: float
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: str
+    family_id: str
+    prompt: str
+
+
+@dataclass(frozen=True)
+class TaskSuite:
+    """Families, and the pinned split of their tasks."""
+
+    families: tuple[RuleFamily, ...]
+    train: tuple[Task, ...]
+    held_out: tuple[Task, ...]
+    with_insight_p: float
+    generic_rate: float
+    seed: int
+
+    def family(self, family_id: str) -> RuleFamily:
+        return self._by_id()[family_id]
+
+    def _by_id(self) -> dict[str, RuleFamily]:
+        return {f.family_id: f for f in self.families}
+
+
+def build_suite(
+    families: int = 24,
+    train_per_family: int = 20,
+    held_out_per_family: int = 5,
+    *,
+    seed: int = 7,
+    with_insight_p: float = 0.95,
+    base_p_range: tuple[float, float] = (0.2, 0.5),
+    generic_rate: float = 0.3,
+) -> TaskSuite:
+    """Build the suite deterministically from ``seed``; the split is pinned by the seed, never by the run."""
+    rng = random.Random(seed)
+    built = []
+    for index in range(families):
+        family_id = f"R{index:02d}"
+        subject = _SUBJECTS[index % len(_SUBJECTS)]
+        action = _ACTIONS[rng.randrange(len(_ACTIONS))]
+        insight = f"For {subject} ({family_id}), {action}."
+        built.append(RuleFamily(family_id, SECTIONS[index % len(SECTIONS)], insight, rng.uniform(*base_p_range)))
+    train: list[Task] = []
+    held_out: list[Task] = []
+    for family in built:
+        for n in range(train_per_family + held_out_per_family):
+            task = Task(f"{family.family_id}-{n:03d}", family.family_id,
+                        f"Task {n} of family {family.family_id}: a question about {family.insight.split(' (')[0][4:]}.")
+            (train if n < train_per_family else held_out).append(task)
+    rng.shuffle(train)
+    return TaskSuite(tuple(built), tuple(train), tuple(held_out), with_insight_p, generic_rate, seed)
+
+
+def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry]) -> str | None:
+    """Entry id of an entry carrying the family's insight (its rule id and wording), or None."""
+    wanted = " ".join(family.insight.lower().split())
+    for entry in entries:
+        content = " ".join(entry.content.lower().split())
+        if family.family_id.lower() in content and (content == wanted or wanted in content or content in wanted):
+            return entry.entry_id
+    return None
+
+
+def success_probability(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry]) -> float:
+    family = suite.family(task.family_id)
+    return suite.with_insight_p if holds_insight(family, entries) else family.base_p
+
+
+def expected_accuracy(suite: TaskSuite, tasks: Sequence[Task], entries: Sequence[PlaybookEntry]) -> float:
+    """Mean success probability over ``tasks`` with this playbook (noise-free held-out accuracy)."""
+    if not tasks:
+        return 0.0
+    return sum(success_probability(suite, task, entries) for task in tasks) / len(tasks)
+
+
+def _unit(*parts: object) -> float:
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def run_task(
+    suite: TaskSuite,
+    task: Task,
+    entries: Sequence[PlaybookEntry],
+    *,
+    playbook_id: str,
+    playbook_version: int,
+    agent_id: str,
+    attempt: int,
+    run_seed: int,
+    created_at: datetime | None = None,
+) -> Trace:
+    """Simulate one agent run and return its trace (deterministic for its arguments)."""
+    from combee_core.llm.simulator import format_lesson
+
+    family = suite.family(task.family_id)
+    used = holds_insight(family, entries)
+    p = suite.with_insight_p if used else family.base_p
+    success = _unit(run_seed, task.task_id, attempt, playbook_version, "success") < p
+    feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
+    if not success:
+        feedback_lines.append(format_lesson(family.section, family.insight))
+    if _unit(run_seed, task.task_id, attempt, "generic") < suite.generic_rate:
+        section, text = _GENERIC[int(_unit(run_seed, task.task_id, attempt, "which") * len(_GENERIC))]
+        feedback_lines.append(format_lesson(section, text, generic=True))
+    trace_id = f"{playbook_id}-{agent_id}-{task.task_id}-{attempt}"
+    return Trace(
+        trace_id=trace_id,
+        playbook_id=playbook_id,
+        playbook_version=playbook_version,
+        agent_id=agent_id,
+        task_id=task.task_id,
+        input=task.prompt,
+        output="(simulated answer)" if success else "(simulated wrong answer)",
+        feedback="\n".join(feedback_lines),
+        score=1.0 if success else 0.0,
+        success=success,
+        metadata={"family": family.family_id, **({"used_entries": used} if used else {})},
+        created_at=created_at or datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )

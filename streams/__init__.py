@@ -1,0 +1,1 @@
+"""Combee Streams' Kafka side: broker management, topics, stages, the worker and the CLI."""

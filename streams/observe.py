@@ -1,0 +1,159 @@
+"""Watching a run: ``combee tail`` (versions as they arrive) and ``combee status`` (topics, lag, versions)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from combee_core.models import ControlDecision, PlaybookVersion
+from combee_core.settings import CombeeSettings
+from streams.broker import BrokerProfile
+from streams.runtime import consumer_config, read_topic
+from streams.topics import TOPICS
+
+
+def describe_version(version: PlaybookVersion) -> str:
+    """One paragraph on a version: what changed and the stats."""
+    outcomes = Counter(
+        (applied.operation.op if applied.outcome == "applied" else "rejected") for applied in version.operations
+    )
+    changes = ", ".join(f"{count} {op}" for op, count in sorted(outcomes.items())) or "no operations"
+    stats = version.stats
+    lines = [
+        f"{version.playbook_id} v{version.version} (parent v{version.parent_version}, batch {version.batch_id}): "
+        f"{changes}; {len(version.entries)} entries, {stats.playbook_tokens} tokens; "
+        f"{len(version.lineage)} traces, k={stats.k}, p={stats.p}, {stats.llm_calls} LLM calls, "
+        f"delay {stats.delay_s:.2f}s"
+    ]
+    entries = {entry.entry_id: entry for entry in version.entries}
+    for applied in version.operations:
+        op = applied.operation
+        if applied.outcome == "rejected":
+            lines.append(f"  ! {op.op} rejected: {applied.reason}")
+        elif op.op in ("ADD", "UPDATE", "MERGE") and applied.entry_id in entries:
+            lines.append(f"  {'+' if op.op == 'ADD' else '~'} [{applied.entry_id}] {entries[applied.entry_id].content}")
+        elif op.op == "DELETE":
+            lines.append(f"  - [{op.entry_id}]")
+    return "\n".join(lines)
+
+
+async def tail_versions(
+    settings: CombeeSettings,
+    bootstrap: str,
+    profile: BrokerProfile,
+    *,
+    playbook_id: str | None = None,
+    limit: int | None = None,
+    stop: asyncio.Event | None = None,
+    out: TextIO,
+) -> int:
+    """Print every version (from the beginning of the topic), then new ones as they arrive."""
+    stop = stop or asyncio.Event()
+    topic = settings.topic("playbook")
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await consumer.start()
+    printed = 0
+    try:
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        while not stop.is_set() and (limit is None or printed < limit):
+            batch = await consumer.getmany(timeout_ms=250)
+            for records in batch.values():
+                for record in records:
+                    version = PlaybookVersion.from_json_bytes(record.value)
+                    if playbook_id and version.playbook_id != playbook_id:
+                        continue
+                    print(describe_version(version), file=out, flush=True)
+                    printed += 1
+                    if limit is not None and printed >= limit:
+                        break
+    finally:
+        await consumer.stop()
+    return printed
+
+
+@dataclass
+class RunStatus:
+    topics: dict[str, int] = field(default_factory=dict)
+    """topic -> partitions (missing topics absent)"""
+    end_offsets: dict[str, int] = field(default_factory=dict)
+    lag: dict[str, int] = field(default_factory=dict)
+    """stage -> records not yet committed by its consumer group"""
+    versions: dict[str, int] = field(default_factory=dict)
+    batch_sizes: dict[str, str] = field(default_factory=dict)
+    dead_letters: int = 0
+
+
+STAGE_INPUTS = {"reflect": "traces", "batch": "reflections", "aggregate": "shuffle", "reduce": "partials",
+                "control": "metrics"}
+
+
+async def collect_status(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> RunStatus:
+    """Topics and their sizes, lag of each stage's consumer group, current version and batch size per playbook."""
+    status = RunStatus()
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await consumer.start()
+    try:
+        existing = set(await admin.list_topics())
+        for spec in TOPICS:
+            name = settings.topic(spec.name)
+            if name not in existing:
+                continue
+            partitions = consumer.partitions_for_topic(name)
+            if partitions is None:
+                await consumer._client.force_metadata_update()  # noqa: SLF001
+                partitions = consumer.partitions_for_topic(name) or set()
+            status.topics[name] = len(partitions)
+            tps = [TopicPartition(name, p) for p in partitions]
+            ends = await consumer.end_offsets(tps) if tps else {}
+            status.end_offsets[name] = sum(ends.values())
+            stage = next((s for s, t in STAGE_INPUTS.items() if t == spec.name), None)
+            if stage is not None and tps:
+                committed = await admin.list_consumer_group_offsets(settings.group(stage), partitions=tps)
+                done = sum(meta.offset for meta in committed.values() if meta is not None and meta.offset >= 0)
+                status.lag[stage] = max(0, status.end_offsets[name] - done)
+        if settings.topic("playbook") in status.topics:
+            for record in await read_topic(bootstrap, profile, settings.topic("playbook")):
+                version = PlaybookVersion.from_json_bytes(record.value)
+                status.versions[version.playbook_id] = max(status.versions.get(version.playbook_id, 0),
+                                                           version.version)
+        for playbook in status.versions:
+            status.batch_sizes[playbook] = (
+                "auto (start " + str(settings.batch_size) + ")" if settings.auto_batch_size else str(settings.batch_size)
+            )
+        if settings.topic("control") in status.topics:
+            for record in await read_topic(bootstrap, profile, settings.topic("control")):
+                decision = ControlDecision.from_json_bytes(record.value)
+                status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
+        status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
+    finally:
+        await consumer.stop()
+        await admin.close()
+    return status
+
+
+def format_status(status: RunStatus) -> str:
+    """Plain-text report of a :class:`RunStatus`."""
+    lines = ["topics:"]
+    for name, partitions in sorted(status.topics.items()):
+        lines.append(f"  {name:<40} {partitions:>3} partition(s) {status.end_offsets.get(name, 0):>8} records")
+    if not status.topics:
+        lines.append("  (none: no worker has run with this prefix)")
+    lines.append("lag per stage (records not yet committed):")
+    for stage, lag in status.lag.items():
+        lines.append(f"  {stage:<10} {lag}")
+    lines.append("playbooks:")
+    for playbook, version in sorted(status.versions.items()):
+        lines.append(f"  {playbook:<30} version {version:<5} batch size {status.batch_sizes.get(playbook, '?')}")
+    if not status.versions:
+        lines.append("  (no version published yet)")
+    lines.append(f"dead letters: {status.dead_letters}")
+    return "\n".join(lines)

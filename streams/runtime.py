@@ -1,0 +1,230 @@
+"""What every stage shares: Kafka clients configured for the broker, sending models, the consume loop."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from combee_core.models import CombeeModel, DeadLetter
+from combee_core.settings import CombeeSettings
+from streams.broker import BrokerProfile
+from streams.offsets import OffsetTracker
+
+if TYPE_CHECKING:
+    from combee_core.llm.roles import LLMRoles
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class StageContext:
+    """Everything a stage needs from its worker: settings, broker, one shared producer, the LLM roles."""
+
+    settings: CombeeSettings
+    bootstrap: str
+    profile: BrokerProfile
+    producer: AIOKafkaProducer
+    stop: asyncio.Event
+    llm: "LLMRoles | None" = None
+    counters: dict[str, int] = field(default_factory=dict)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    async def send(self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False) -> None:
+        """Send a model to a logical topic (name without prefix). ``wait`` blocks until the broker acks."""
+        payload = value if isinstance(value, bytes) else value.to_json_bytes()
+        full_topic = self.settings.topic(topic)
+        if wait:
+            await self.producer.send_and_wait(full_topic, payload, key=key.encode())
+        else:
+            await self.producer.send(full_topic, payload, key=key.encode())
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Publish a dead letter (always waits: a dead letter must never be lost)."""
+        self.count("dead_letters")
+        log.warning("dead letter from %s: %s", letter.stage, letter.reason)
+        await self.send("dlq", letter.stage, letter, wait=True)
+
+
+def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:
+    """aiokafka producer settings for this broker (no idempotence: the embedded broker cannot do it)."""
+    return dict(
+        bootstrap_servers=bootstrap,
+        acks="all",
+        enable_idempotence=False,
+        max_request_size=profile.max_request_size,
+        linger_ms=5,
+        request_timeout_ms=30_000,
+    )
+
+
+def consumer_config(bootstrap: str, profile: BrokerProfile, group_id: str | None) -> dict[str, Any]:
+    """aiokafka consumer settings: manual commits, earliest reset, large fetches for big messages."""
+    return dict(
+        bootstrap_servers=bootstrap,
+        group_id=group_id,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+        session_timeout_ms=profile.session_timeout_ms,
+        heartbeat_interval_ms=profile.heartbeat_interval_ms,
+        max_partition_fetch_bytes=FETCH_MAX_BYTES,
+        fetch_max_bytes=FETCH_MAX_BYTES,
+        max_poll_interval_ms=600_000,
+    )
+
+
+async def start_producer(bootstrap: str, profile: BrokerProfile) -> AIOKafkaProducer:
+    producer = AIOKafkaProducer(**producer_config(bootstrap, profile))
+    await producer.start()
+    return producer
+
+
+async def read_topic(
+    bootstrap: str, profile: BrokerProfile, topic: str, *, idle_s: float = 0.5, deadline_s: float = 30.0
+) -> list[ConsumerRecord]:
+    """Every record of ``topic`` from the beginning to its current end (no consumer group, no commits).
+
+    The end is taken from the high watermark that fetches report (correct on Tansu, unlike ListOffsets
+    "latest"), and reading stops after ``idle_s`` without new records once that watermark is reached.
+    """
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await consumer.start()
+    records: list[ConsumerRecord] = []
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions is None:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return records
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        started = time.monotonic()
+        last_data = time.monotonic()
+        while time.monotonic() - started < deadline_s:
+            batch = await consumer.getmany(timeout_ms=100)
+            for tp_records in batch.values():
+                records.extend(tp_records)
+            if batch:
+                last_data = time.monotonic()
+            caught_up = all(
+                consumer.highwater(tp) is not None and await consumer.position(tp) >= consumer.highwater(tp)
+                for tp in tps
+            )
+            if caught_up and time.monotonic() - last_data >= min(idle_s, 0.2):
+                break
+            if not batch and time.monotonic() - last_data >= idle_s:
+                break
+        else:
+            raise TimeoutError(f"reading {topic} did not reach its end within {deadline_s} s")
+    finally:
+        await consumer.stop()
+    records.sort(key=lambda r: (r.partition, r.offset))
+    return records
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, stage: "Stage") -> None:
+        self._stage = stage
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        revoked = set(revoked)
+        if revoked:
+            await self._stage.commit()
+            self._stage.tracker.forget(revoked)
+            await self._stage.on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self._stage.on_assigned(set(assigned))
+
+
+class Stage:
+    """A consumer-group member running one stage: consume, handle, tick, commit what is safe."""
+
+    name = "stage"
+    consumes: tuple[str, ...] = ()
+    tick_interval_s = 0.25
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx = ctx
+        self.tracker = OffsetTracker()
+        self._consumer: AIOKafkaConsumer | None = None
+
+    @property
+    def settings(self) -> CombeeSettings:
+        return self.ctx.settings
+
+    async def prepare(self) -> None:
+        """Rebuild state from output topics before consuming (override)."""
+
+    async def handle(self, record: ConsumerRecord) -> None:
+        raise NotImplementedError
+
+    async def handle_many(self, records: list[ConsumerRecord]) -> None:
+        """Handle the records of one fetch, in order (override to process them concurrently)."""
+        for record in records:
+            await self.handle(record)
+
+    async def tick(self, now: float) -> None:
+        """Periodic work: timeouts, max_wait closes (override)."""
+
+    async def drain(self) -> None:
+        """Finish in-flight work before stopping (override)."""
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        """Partitions assigned by a rebalance (override)."""
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Partitions taken away by a rebalance: drop their in-memory state (override)."""
+
+    def done(self, record: ConsumerRecord) -> None:
+        self.tracker.done(TopicPartition(record.topic, record.partition), record.offset)
+
+    async def commit(self) -> None:
+        offsets = self.tracker.committable()
+        if offsets and self._consumer is not None:
+            try:
+                await self._consumer.commit(offsets)
+            except Exception as error:  # commit failures are retried at the next tick; redelivery is harmless
+                log.warning("%s: commit failed (%s: %s); will retry", self.name, type(error).__name__, error)
+                self.tracker.commit_failed(set(offsets))
+
+    async def run(self) -> None:
+        """Consume until the worker's stop event is set."""
+        await self.prepare()
+        consumer = AIOKafkaConsumer(
+            **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
+        )
+        self._consumer = consumer
+        consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
+        await consumer.start()
+        log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
+        last_tick = 0.0
+        try:
+            while not self.ctx.stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100, max_records=500)
+                for tp, records in batch.items():
+                    for record in records:
+                        self.tracker.consumed(tp, record.offset)
+                    await self.handle_many(records)
+                now = time.monotonic()
+                if now - last_tick >= self.tick_interval_s:
+                    last_tick = now
+                    await self.tick(now)
+                    await self.commit()
+            await self.drain()
+            await self.commit()
+        finally:
+            await consumer.stop()
+            self._consumer = None

@@ -1,0 +1,112 @@
+"""Windowed aggregators: one window per (playbook, batch, subgroup); one LLM call per complete window.
+
+A window completes at its expected count of copies; after ``window_timeout_s`` it closes with what it has and the
+partial says how many copies were missing. Redelivered and late copies never change a result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
+
+from combee_core.llm.errors import LLMError
+from combee_core.models import PartialUpdate, ShuffledReflection
+from combee_core.windows import ReadyWindow, SubgroupWindows
+from streams.dead_letters import make_dead_letter
+from streams.runtime import Stage
+
+log = logging.getLogger(__name__)
+
+STAGE = "aggregate"
+
+
+class AggregatorStage(Stage):
+    name = STAGE
+    consumes = ("shuffle",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.windows = SubgroupWindows()
+        self._records: dict[tuple[str, int, int], list[ConsumerRecord]] = {}
+        self._tasks: set[asyncio.Task] = set()
+
+    async def handle(self, record: ConsumerRecord) -> None:
+        try:
+            copy = ShuffledReflection.from_json_bytes(record.value)
+        except (ValueError, ValidationError) as error:
+            await self.ctx.dead_letter(
+                make_dead_letter(STAGE, f"unreadable shuffled copy: {error}", error, record.value, topic=record.topic,
+                                 partition=record.partition, offset=record.offset, key=record.key)
+            )
+            self.done(record)
+            return
+        outcome, ready = self.windows.add(copy, time.monotonic())
+        if outcome != "added":
+            self.ctx.count(f"{outcome}_copies")
+            self.done(record)
+            return
+        self._records.setdefault(SubgroupWindows.key_of(copy), []).append(record)
+        if ready is not None:
+            self._launch(ready)
+
+    async def tick(self, now: float) -> None:
+        for ready in self.windows.expired(now, self.settings.window_timeout_s):
+            log.warning("window %s closed by timeout with %d of %d copies", ready.key, len(ready.copies),
+                        ready.expected_count)
+            self._launch(ready)
+
+    def _launch(self, ready: ReadyWindow) -> None:
+        task = asyncio.create_task(self._aggregate(ready))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _aggregate(self, ready: ReadyWindow) -> None:
+        first = ready.copies[0]
+        reflections = [copy.reflection for copy in ready.copies]
+        distinct = {r.reflection_id: r for r in reflections}
+        fields = dict(
+            playbook_id=first.playbook_id,
+            batch_id=first.batch_id,
+            level=0,
+            node=first.subgroup,
+            k=first.k,
+            base_version=first.base_version,
+            items_read=len(ready.copies),
+            expected_items=ready.expected_count,
+            missing_items=ready.missing,
+            closed_by=ready.closed_by,
+            batch_closed_at=first.batch_closed_at,
+            max_staleness=max(max(0, first.base_version - r.seen_version) for r in reflections),
+        )
+        try:
+            result = await self.ctx.llm.aggregate(reflections)
+            partial = PartialUpdate(
+                operations=result.operations,
+                reflection_ids=sorted(distinct),
+                trace_ids=sorted({r.trace_id for r in reflections}),
+                model=self.settings.aggregator_model,
+                usage=result.usage,
+                latency_s=result.latency_s,
+                **fields,
+            )
+        except LLMError as error:
+            for copy in ready.copies:
+                await self.ctx.dead_letter(
+                    make_dead_letter(STAGE, f"aggregation failed for window {ready.key}: {error}", error,
+                                     copy.to_json_bytes(), trace_id=copy.reflection.trace_id,
+                                     playbook_id=copy.playbook_id)
+                )
+            partial = PartialUpdate(operations=[], error=str(error)[:2000], model=self.settings.aggregator_model,
+                                    **{**fields, "missing_items": ready.expected_count, "items_read": 0})
+        await self.ctx.send("partials", partial.playbook_id, partial, wait=True)
+        self.ctx.count("partials")
+        for record in self._records.pop(ready.key, []):
+            self.done(record)
+
+    async def drain(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)

@@ -1,0 +1,90 @@
+"""Controller: batch metrics -> delay samples per batch size -> power-law fit -> batch-size decisions.
+
+Active only with ``auto_batch_size``. It rebuilds its samples from the whole ``metrics`` topic at start and
+continues the decision ids found on the ``control`` topic, so a restart neither loses samples nor repeats ids.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiokafka.structs import ConsumerRecord
+
+from combee_core.controller import BatchSizeController, ControllerConfig
+from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
+from streams.runtime import Stage, read_topic
+
+log = logging.getLogger(__name__)
+
+STAGE = "control"
+
+
+class ControllerStage(Stage):
+    name = STAGE
+    consumes = ("metrics",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        settings = ctx.settings
+        self.config = ControllerConfig(
+            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max
+        )
+        self.controllers: dict[str, BatchSizeController] = {}
+        self.next_decision_id: dict[str, int] = {}
+        self.current: dict[str, int] = {}
+        self.seen_batches: dict[str, set[int]] = {}
+
+    async def prepare(self) -> None:
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
+            decision = ControlDecision.from_json_bytes(record.value)
+            self.next_decision_id[decision.playbook_id] = max(
+                self.next_decision_id.get(decision.playbook_id, 0), decision.decision_id + 1
+            )
+            self.current[decision.playbook_id] = decision.batch_size
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("metrics")):
+            self._observe(BatchMetrics.from_json_bytes(record.value))
+
+    def controller(self, playbook_id: str) -> BatchSizeController:
+        if playbook_id not in self.controllers:
+            self.controllers[playbook_id] = BatchSizeController(self.config)
+        return self.controllers[playbook_id]
+
+    def _observe(self, metrics: BatchMetrics) -> bool:
+        """Record a sample once per batch; False for a redelivered one."""
+        seen = self.seen_batches.setdefault(metrics.playbook_id, set())
+        if metrics.batch_id in seen:
+            return False
+        seen.add(metrics.batch_id)
+        delay = metrics.llm_critical_path_s if self.settings.controller_clock == "modelled" else metrics.delay_s
+        self.controller(metrics.playbook_id).observe(metrics.batch_size, delay)
+        return True
+
+    async def handle(self, record: ConsumerRecord) -> None:
+        metrics = BatchMetrics.from_json_bytes(record.value)
+        if self._observe(metrics) and self.settings.auto_batch_size:
+            decision = self.controller(metrics.playbook_id).decide()
+            if decision.batch_size != self.current.get(metrics.playbook_id):
+                await self._publish(metrics.playbook_id, decision)
+        self.done(record)
+
+    async def _publish(self, playbook_id: str, decision) -> None:
+        decision_id = self.next_decision_id.get(playbook_id, 0)
+        fit = decision.fit
+        record = ControlDecision(
+            playbook_id=playbook_id,
+            decision_id=decision_id,
+            batch_size=decision.batch_size,
+            phase=decision.phase,
+            fit_A=fit.A if fit else None,
+            fit_alpha=fit.alpha if fit else None,
+            r2=fit.r2 if fit else None,
+            tau=self.config.tau,
+            samples=[DelaySample(batch_size=bs, delay_s=d) for bs, d in decision.samples],
+            reason=decision.reason,
+            decided_at=utc_now(),
+        )
+        await self.ctx.send("control", playbook_id, record, wait=True)
+        self.next_decision_id[playbook_id] = decision_id + 1
+        self.current[playbook_id] = decision.batch_size
+        self.ctx.count("decisions")
+        log.info("controller: %s batch size -> %d (%s)", playbook_id, decision.batch_size, decision.reason)

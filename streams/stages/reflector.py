@@ -1,0 +1,107 @@
+"""Ingest + reflector: validate each trace, reflect on it with the LLM, publish the reflection.
+
+A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflection becomes a dead letter with the
+reason; the stage keeps going. Reflections of one fetch are computed concurrently and published in input order,
+so the per-playbook order of reflections follows the order of traces (replays batch identically).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import orjson
+from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
+
+from combee_core import limits
+from combee_core.llm.errors import LLMError
+from combee_core.models import Reflection, Trace
+from streams.dead_letters import make_dead_letter
+from streams.runtime import Stage
+
+log = logging.getLogger(__name__)
+
+STAGE = "reflect"
+
+
+class TraceRejected(ValueError):
+    """A trace message that cannot be used, with the reason a person can act on."""
+
+
+def decode_trace(raw: bytes | None) -> Trace:
+    """Validate raw bytes as a Trace; raises :class:`TraceRejected` saying exactly what is wrong."""
+    if raw is None:
+        raise TraceRejected("empty message (no value)")
+    if len(raw) > limits.MAX_MESSAGE_BYTES:
+        raise TraceRejected(f"message is {len(raw)} bytes, over the limit of {limits.MAX_MESSAGE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceRejected(f"not valid UTF-8: {error.reason} at byte {error.start}") from error
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise TraceRejected(f"invalid JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise TraceRejected(f"a trace must be a JSON object, got {type(data).__name__}")
+    try:
+        return Trace.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()[:10]
+        )
+        raise TraceRejected(f"does not match the Trace schema v1: {problems}") from error
+
+
+class ReflectorStage(Stage):
+    name = STAGE
+    consumes = ("traces",)
+
+    async def handle_many(self, records: list[ConsumerRecord]) -> None:
+        assert self.ctx.llm is not None, "the reflector needs LLM roles"
+        decoded: list[tuple[ConsumerRecord, Trace | None]] = []
+        for record in records:
+            try:
+                decoded.append((record, decode_trace(record.value)))
+            except TraceRejected as error:
+                await self._reject(record, str(error), error)
+                decoded.append((record, None))
+
+        async def reflect(trace: Trace | None) -> Reflection | BaseException | None:
+            if trace is None:
+                return None
+            try:
+                return await self.ctx.llm.reflect(trace)
+            except LLMError as error:
+                return error
+
+        results = await asyncio.gather(*(reflect(trace) for _, trace in decoded))
+        for (record, trace), result in zip(decoded, results):
+            if isinstance(result, Reflection):
+                await self.ctx.send("reflections", result.playbook_id, result)
+                self.ctx.count("reflections")
+            elif isinstance(result, BaseException) and trace is not None:
+                await self._reject(
+                    record, f"reflection failed: {result}", result, trace_id=trace.trace_id,
+                    playbook_id=trace.playbook_id,
+                )
+        await self.ctx.producer.flush()
+        for record in records:
+            self.done(record)
+
+    async def _reject(
+        self,
+        record: ConsumerRecord,
+        reason: str,
+        error: BaseException,
+        *,
+        trace_id: str | None = None,
+        playbook_id: str | None = None,
+    ) -> None:
+        await self.ctx.dead_letter(
+            make_dead_letter(
+                STAGE, reason, error, record.value, topic=record.topic, partition=record.partition,
+                offset=record.offset, key=record.key, trace_id=trace_id, playbook_id=playbook_id,
+            )
+        )
