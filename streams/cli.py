@@ -197,13 +197,26 @@ def build_parser() -> argparse.ArgumentParser:
     schemas.add_argument("--dir", default="schemas")
     schemas.add_argument("--check", action="store_true")
 
-    try:
-        from streams.demo_cli import add_demo_parser
-    except ImportError:
-        pass
-    else:
-        add_demo_parser(sub)
+    for add_parser in _plugin_parsers():
+        add_parser(sub)
     return parser
+
+
+PLUGIN_MODULES = ("streams.demo_cli", "streams.replay_cli", "streams.model_cli")
+"""Modules that add sub-commands: each defines ``add_parser(subparsers)``, whose parsers set ``handler``."""
+
+
+def _plugin_parsers():
+    import importlib
+
+    for name in PLUGIN_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as error:
+            if error.name != name:
+                raise
+            continue
+        yield module.add_parser
 
 
 COMMANDS = {

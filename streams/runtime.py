@@ -118,10 +118,12 @@ async def read_topic(
                 records.extend(tp_records)
             if batch:
                 last_data = time.monotonic()
-            caught_up = all(
-                consumer.highwater(tp) is not None and await consumer.position(tp) >= consumer.highwater(tp)
-                for tp in tps
-            )
+            caught_up = True
+            for tp in tps:
+                highwater = consumer.highwater(tp)
+                if highwater is None or await consumer.position(tp) < highwater:
+                    caught_up = False
+                    break
             if caught_up and time.monotonic() - last_data >= min(idle_s, 0.2):
                 break
             if not batch and time.monotonic() - last_data >= idle_s:
