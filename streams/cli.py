@@ -56,11 +56,14 @@ def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
 @contextlib.asynccontextmanager
 async def broker_for(settings: CombeeSettings) -> AsyncIterator[tuple[str, object]]:
     """Yield (bootstrap, profile): the configured broker, or an embedded Tansu started for this command."""
-    from streams.broker import BrokerProfile, EmbeddedBroker, wait_for_broker
+    from streams.broker import BrokerProfile, EmbeddedBroker, detect_profile, wait_for_broker
 
     if settings.kafka_bootstrap:
-        profile = BrokerProfile.for_tansu() if settings.broker_kind == "tansu" else BrokerProfile.for_kafka()
         await wait_for_broker(settings.kafka_bootstrap, timeout_s=30)
+        if settings.broker_kind == "auto":
+            profile = await detect_profile(settings.kafka_bootstrap)
+        else:
+            profile = BrokerProfile.for_kind(settings.broker_kind)
         yield settings.kafka_bootstrap, profile
         return
     broker = EmbeddedBroker()
