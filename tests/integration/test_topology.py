@@ -1,0 +1,214 @@
+"""The whole topology on a real broker: versions, lineage, the augmented shuffle, fan-in, dedupe, dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import orjson
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from combee_core.models import PartialUpdate
+from streams.pipeline import InProcessPipeline, read_models
+from streams.produce import produce_traces
+from streams.runtime import producer_config, read_topic
+from tests.integration.topology_support import assert_contiguous, lineage_counts, make_traces, run_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TRACES = make_traces(300)
+_SINGLE_RUN_HASHES: dict[str, list[str]] = {}
+"""Content hashes of one single-process run of TRACES, per broker: the reference the other tests compare with."""
+
+
+async def _reference_hashes(kafka, prefix: str) -> list[str]:
+    if kafka.bootstrap not in _SINGLE_RUN_HASHES:
+        _, versions, *_ = await _run_300(kafka, prefix)
+        _SINGLE_RUN_HASHES[kafka.bootstrap] = [v.content_hash for v in versions]
+    return _SINGLE_RUN_HASHES[kafka.bootstrap]
+
+
+async def _run_300(kafka, prefix: str, *, send_twice: bool = False):
+    settings = run_settings(prefix)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
+        if send_twice:
+            await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
+        versions = await run.wait_for(lambda vs: len(vs) >= 8, timeout_s=120, what="8 versions")
+        await asyncio.sleep(1.5 if send_twice else 0)  # room for a wrong 9th version to show up
+        versions = await run.versions()
+        partials = await read_models(run, "partials", PartialUpdate)
+        manifests = await run.manifests()
+        dead = await run.dead_letters()
+    return run, versions, partials, manifests, dead
+
+
+async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_copies(kafka, unique_prefix):
+    run, versions, partials, manifests, dead = await _run_300(kafka, unique_prefix)
+    _SINGLE_RUN_HASHES.setdefault(kafka.bootstrap, [v.content_hash for v in versions])
+
+    assert_contiguous(versions, "pb", 8)
+    assert [m.closed_by for m in manifests] == ["size"] * 7 + ["max_wait"]
+    assert [m.n for m in manifests] == [40] * 7 + [20]
+    assert [v.stats.k for v in versions] == [6] * 7 + [4]  # floor(sqrt(n))
+    counts = lineage_counts(versions)
+    assert set(counts) == {t.trace_id for t in TRACES} and set(counts.values()) == {1}
+    assert dead == []
+
+    # Every reflection reached the aggregators p = 2 times, in two distinct subgroup windows.
+    per_batch: dict[int, Counter[str]] = {}
+    for partial in partials:
+        assert not partial.error and partial.missing_items == 0
+        per_batch.setdefault(partial.batch_id, Counter()).update(partial.reflection_ids)
+    assert sorted(per_batch) == list(range(8))
+    assert all(set(c.values()) == {2} for c in per_batch.values())
+    assert sum(len(c) for c in per_batch.values()) == 300
+
+    # From the recorded calls: one reflection per trace, aggregator calls read 2n items in all, fan-in respected.
+    roles = Counter(call.role for call in run.calls if call.error is None)
+    assert roles["reflector"] == 300
+    assert roles["aggregator"] == sum(m.k for m in manifests)
+    assert sum(c.items_read for c in run.calls if c.role == "aggregator" and c.error is None) == 600
+    settings = run_settings(unique_prefix)
+    assert max(call.items_read for call in run.calls) <= settings.max_fan_in
+    # ...and on the llm-calls topic, for the audit trail.
+    recorded = await read_topic(kafka.bootstrap, kafka.profile, settings.topic("llm-calls"))
+    assert len(recorded) == len(run.calls)
+
+
+async def test_fan_in_bound_forces_more_subgroups_and_a_multi_level_reduce(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, max_fan_in=4, batch_size=20)
+    traces = make_traces(20, seed=3)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
+        versions = await run.wait_for(lambda vs: len(vs) >= 1, timeout_s=60)
+    assert_contiguous(versions, "pb", 1)
+    assert versions[0].stats.k == 10  # ceil(p*n / max_fan_in), not floor(sqrt(20)) = 4
+    assert max(call.items_read for call in run.calls) <= 4
+    reducer_calls = [c for c in run.calls if c.role == "reducer" and c.error is None]
+    assert len(reducer_calls) >= 4  # 10 partials, fan-in 4: 3 + 1 (+1 at a third level if unbalanced)
+    assert sorted(lineage_counts(versions)) == sorted(t.trace_id for t in traces)
+
+
+async def test_sending_every_trace_twice_gives_the_same_versions_as_once(kafka, unique_prefix):
+    once = await _reference_hashes(kafka, unique_prefix + "once.")
+    run, twice, _, _, dead = await _run_300(kafka, unique_prefix + "twice.", send_twice=True)
+    assert [v.content_hash for v in twice] == once
+    assert dead == []
+    assert run.counters.get("duplicate_traces", 0) + run.counters.get("duplicate_reflections", 0) >= 300
+
+
+async def test_two_interleaved_playbooks_get_independent_contiguous_versions(kafka, unique_prefix):
+    settings = run_settings(unique_prefix)
+    alpha, beta = make_traces(120, "alpha", seed=1), make_traces(80, "beta", seed=2)
+    interleaved = [t for pair in zip(alpha, beta) for t in pair] + alpha[len(beta):]
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, interleaved)
+        versions = await run.wait_for(
+            lambda vs: sum(v.playbook_id == "alpha" for v in vs) >= 3 and sum(v.playbook_id == "beta" for v in vs) >= 2,
+            timeout_s=90,
+        )
+    assert_contiguous(versions, "alpha", 3)
+    assert_contiguous(versions, "beta", 2)
+    by_playbook = {pb: {t for v in versions if v.playbook_id == pb for t in v.lineage} for pb in ("alpha", "beta")}
+    assert by_playbook["alpha"] == {t.trace_id for t in alpha}
+    assert by_playbook["beta"] == {t.trace_id for t in beta}
+
+
+async def test_bad_messages_become_one_dead_letter_each_and_valid_traces_around_them_are_learned(
+    kafka, unique_prefix
+):
+    settings = run_settings(unique_prefix, batch_size=10)
+    traces = make_traces(20, seed=5)
+    wrong_types = orjson.loads(traces[0].to_json_bytes())
+    wrong_types.update(trace_id="wrong-types", playbook_version="three", steps="none")
+    huge = orjson.loads(traces[1].to_json_bytes())
+    huge.update(trace_id="huge", input="x" * (2 * 1024 * 1024))
+    bad = {
+        "invalid JSON": b'{"trace_id": "broken", "playbook_id": ',
+        "wrong field types": orjson.dumps(wrong_types),
+        "non-UTF-8": b'{"trace_id": "\xff\xfe"}',
+        "2 MiB": orjson.dumps(huge),
+    }
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        producer = AIOKafkaProducer(**producer_config(kafka.bootstrap, kafka.profile))
+        await producer.start()
+        try:
+            topic = settings.topic("traces")
+            bad_payloads = iter(bad.values())
+            for index, trace in enumerate(traces):
+                await producer.send(topic, trace.to_json_bytes(), key=b"pb")
+                if index % 5 == 2:
+                    await producer.send(topic, next(bad_payloads), key=b"pb")
+            await producer.flush()
+        finally:
+            await producer.stop()
+        versions = await run.wait_for(lambda vs: len(vs) >= 2, timeout_s=60)
+        dead = await run.dead_letters()
+    assert_contiguous(versions, "pb", 2)
+    assert lineage_counts(versions) == Counter({t.trace_id: 1 for t in traces})
+    assert len(dead) == 4
+    assert {d.stage for d in dead} == {"reflect"}
+    reasons = [d.reason for d in dead]
+    assert "invalid JSON" in reasons[0]
+    assert "playbook_version" in reasons[1] and "steps" in reasons[1]
+    assert "not valid UTF-8" in reasons[2] and dead[2].original_base64 is not None
+    assert "over the limit" in reasons[3] and dead[3].original_size > 2 * 1024 * 1024
+    assert all(d.topic == settings.topic("traces") and d.offset is not None for d in dead)
+
+
+def _worker(kafka, prefix: str, stages: str) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "COMBEE_KAFKA_BOOTSTRAP": kafka.bootstrap,
+        "COMBEE_BROKER_KIND": kafka.profile.kind,
+        "COMBEE_TOPIC_PREFIX": prefix,
+        "COMBEE_BATCH_SIZE": "40",
+        "COMBEE_MAX_WAIT_S": "3",
+        "COMBEE_SIM_CLOCK": "virtual",
+        "COMBEE_PARTITIONS": "2",
+    }
+    return subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--stages", stages], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+async def test_stages_split_over_two_worker_processes_give_the_same_playbook_as_one(kafka, unique_prefix):
+    single = await _reference_hashes(kafka, unique_prefix + "one.")
+    prefix = unique_prefix + "two."
+    settings = run_settings(prefix)
+    workers = [_worker(kafka, prefix, "reflect,batch"), _worker(kafka, prefix, "aggregate,reduce,control")]
+    try:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
+        deadline = time.monotonic() + 120
+        versions = []
+        while time.monotonic() < deadline and len(versions) < 8:
+            for worker in workers:
+                if worker.poll() is not None:
+                    pytest.fail(f"worker exited with {worker.returncode}: {worker.stdout.read().decode()[-2000:]}")
+            await asyncio.sleep(1)
+            versions = [v for v in await read_models_for(kafka, settings)]
+    finally:
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.wait()
+    assert_contiguous(versions, "pb", 8)
+    assert [v.content_hash for v in versions] == single
+    assert all(worker.returncode == 0 for worker in workers)
+
+
+async def read_models_for(kafka, settings):
+    from combee_core.models import PlaybookVersion
+
+    records = await read_topic(kafka.bootstrap, kafka.profile, settings.topic("playbook"))
+    return [PlaybookVersion.from_json_bytes(r.value) for r in records]

@@ -1,0 +1,40 @@
+"""Helpers for topology tests: deterministic traces and run settings."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from combee_core.models import PlaybookVersion, Trace
+from combee_core.settings import CombeeSettings
+from combee_core.tasks import build_suite, run_task
+
+
+def make_traces(count: int, playbook_id: str = "pb", *, seed: int = 0, agents: int = 40) -> list[Trace]:
+    """``count`` simulated traces for ``playbook_id`` (all run with version 0), deterministic for the arguments."""
+    suite = build_suite(seed=7)
+    tasks = suite.train
+    return [
+        run_task(suite, tasks[i % len(tasks)], [], playbook_id=playbook_id, playbook_version=0,
+                 agent_id=f"agent{i % agents:02d}", attempt=i // len(tasks), run_seed=seed)
+        for i in range(count)
+    ]
+
+
+def run_settings(prefix: str, **overrides: object) -> CombeeSettings:
+    """Settings for a fast test run: virtual simulator clock, short max_wait."""
+    values: dict[str, object] = dict(topic_prefix=prefix, batch_size=40, p=2, max_wait_s=3.0, sim_clock="virtual",
+                                     partitions=2)
+    values.update(overrides)
+    return CombeeSettings.load(env={}, **values)
+
+
+def assert_contiguous(versions: list[PlaybookVersion], playbook_id: str, count: int) -> None:
+    """Versions 1..count of ``playbook_id``, each exactly once and in order, each built on its predecessor."""
+    mine = [v for v in versions if v.playbook_id == playbook_id]
+    assert [v.version for v in mine] == list(range(1, count + 1))
+    assert [v.parent_version for v in mine] == list(range(0, count))
+    assert [v.batch_id for v in mine] == list(range(count))
+
+
+def lineage_counts(versions: list[PlaybookVersion]) -> Counter[str]:
+    return Counter(trace_id for v in versions for trace_id in v.lineage)
