@@ -10,10 +10,10 @@ from typing import TextIO
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from combee_core.models import ControlDecision, PlaybookVersion
+from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
-from streams.runtime import consumer_config, read_topic
+from streams.runtime import consumer_config, end_offsets, read_topic
 from streams.topics import TOPICS
 
 
@@ -87,6 +87,7 @@ class RunStatus:
     """stage -> records not yet committed by its consumer group"""
     versions: dict[str, int] = field(default_factory=dict)
     batch_sizes: dict[str, str] = field(default_factory=dict)
+    """playbook -> batch size of its latest batch, or the controller's latest decision (with its phase)"""
     dead_letters: int = 0
 
 
@@ -102,18 +103,15 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await consumer.start()
     try:
-        existing = set(await admin.list_topics())
+        existing = await consumer.topics()  # a full metadata fetch: partitions of every topic
         for spec in TOPICS:
             name = settings.topic(spec.name)
             if name not in existing:
                 continue
-            partitions = consumer.partitions_for_topic(name)
-            if partitions is None:
-                await consumer._client.force_metadata_update()  # noqa: SLF001
-                partitions = consumer.partitions_for_topic(name) or set()
+            partitions = consumer.partitions_for_topic(name) or set()
             status.topics[name] = len(partitions)
             tps = [TopicPartition(name, p) for p in partitions]
-            ends = await consumer.end_offsets(tps) if tps else {}
+            ends = await end_offsets(consumer, profile, tps)
             status.end_offsets[name] = sum(ends.values())
             stage = next((s for s, t in STAGE_INPUTS.items() if t == spec.name), None)
             if stage is not None and tps:
@@ -125,10 +123,10 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
                 version = PlaybookVersion.from_json_bytes(record.value)
                 status.versions[version.playbook_id] = max(status.versions.get(version.playbook_id, 0),
                                                            version.version)
-        for playbook in status.versions:
-            status.batch_sizes[playbook] = (
-                "auto (start " + str(settings.batch_size) + ")" if settings.auto_batch_size else str(settings.batch_size)
-            )
+        if settings.topic("batches") in status.topics:
+            for record in await read_topic(bootstrap, profile, settings.topic("batches")):
+                manifest = BatchManifest.from_json_bytes(record.value)
+                status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
         if settings.topic("control") in status.topics:
             for record in await read_topic(bootstrap, profile, settings.topic("control")):
                 decision = ControlDecision.from_json_bytes(record.value)

@@ -136,6 +136,34 @@ async def read_topic(
     return records
 
 
+async def end_offsets(
+    consumer: AIOKafkaConsumer, profile: BrokerProfile, tps: list[TopicPartition], *, deadline_s: float = 10.0
+) -> dict[TopicPartition, int]:
+    """The true end offset (high watermark) of each partition, on any broker.
+
+    Kafka answers ListOffsets correctly. Tansu answers it with the newest *batch's* base offset + 1, which can be
+    short of the end; there we seek just before that answer, fetch, and read the high watermark the fetch reports.
+    The consumer must not be in a group (it is assigned ``tps`` here).
+    """
+    listed = await consumer.end_offsets(tps) if tps else {}
+    if profile.latest_offsets_reliable or not tps:
+        return dict(listed)
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, max(0, listed[tp] - 1))
+    result: dict[TopicPartition, int] = {tp: 0 for tp in tps if listed[tp] == 0}
+    started = time.monotonic()
+    while len(result) < len(tps) and time.monotonic() - started < deadline_s:
+        await consumer.getmany(*[tp for tp in tps if tp not in result], timeout_ms=100)
+        for tp in tps:
+            highwater = consumer.highwater(tp)
+            if tp not in result and highwater is not None:
+                result[tp] = highwater
+    for tp in tps:
+        result.setdefault(tp, listed[tp])  # fall back to the listed offset rather than hang
+    return result
+
+
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, stage: "Stage") -> None:
         self._stage = stage
