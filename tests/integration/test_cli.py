@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -68,7 +69,8 @@ async def test_produce_tail_and_status_on_a_running_pipeline(kafka, unique_prefi
         await asyncio.sleep(settings.max_wait_s)  # let every stage commit its offsets (ticks every 0.25 s)
         code, out, err = await _combee("status", *common)
     assert code == 0, err
-    assert f"{unique_prefix}traces" in out
+    assert re.search(rf"{re.escape(unique_prefix)}traces\s+2 partition\(s\)\s+20 records", out), out
+    assert re.search(rf"{re.escape(unique_prefix)}shuffle\s+2 partition\(s\)\s+40 records", out), out
     assert "pb" in out and "version 1" in out and "batch size 20" in out
     assert "reflect    0" in out and "dead letters: 0" in out
 
