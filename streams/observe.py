@@ -104,11 +104,16 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     await consumer.start()
     try:
         existing = await consumer.topics()  # a full metadata fetch: partitions of every topic
+        partitions_of = {
+            settings.topic(spec.name): consumer.partitions_for_topic(settings.topic(spec.name)) or set()
+            for spec in TOPICS
+            if settings.topic(spec.name) in existing
+        }  # read before end_offsets() assigns partitions (which narrows the consumer's metadata)
         for spec in TOPICS:
             name = settings.topic(spec.name)
-            if name not in existing:
+            if name not in partitions_of:
                 continue
-            partitions = consumer.partitions_for_topic(name) or set()
+            partitions = partitions_of[name]
             status.topics[name] = len(partitions)
             tps = [TopicPartition(name, p) for p in partitions]
             ends = await end_offsets(consumer, profile, tps)
