@@ -56,7 +56,14 @@ class BatcherStage(Stage):
     async def handle(self, record: ConsumerRecord) -> None:
         if record.topic == self.settings.topic("control"):
             if self.settings.auto_batch_size:
-                self._apply_decision(ControlDecision.from_json_bytes(record.value))
+                try:
+                    self._apply_decision(ControlDecision.from_json_bytes(record.value))
+                except (ValueError, ValidationError) as error:
+                    await self.ctx.dead_letter(
+                        make_dead_letter(STAGE, f"unreadable control decision: {error}", error, record.value,
+                                         topic=record.topic, partition=record.partition, offset=record.offset,
+                                         key=record.key)
+                    )
             self.done(record)
             return
         try:

@@ -12,6 +12,9 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.controller import BatchSizeController, ControllerConfig
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
+from pydantic import ValidationError
+
+from streams.dead_letters import make_dead_letter
 from streams.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
@@ -60,7 +63,15 @@ class ControllerStage(Stage):
         return True
 
     async def handle(self, record: ConsumerRecord) -> None:
-        metrics = BatchMetrics.from_json_bytes(record.value)
+        try:
+            metrics = BatchMetrics.from_json_bytes(record.value)
+        except (ValueError, ValidationError) as error:
+            await self.ctx.dead_letter(
+                make_dead_letter(STAGE, f"unreadable batch metrics: {error}", error, record.value, topic=record.topic,
+                                 partition=record.partition, offset=record.offset, key=record.key)
+            )
+            self.done(record)
+            return
         if self._observe(metrics) and self.settings.auto_batch_size:
             decision = self.controller(metrics.playbook_id).decide()
             if decision.batch_size != self.current.get(metrics.playbook_id):
