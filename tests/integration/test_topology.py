@@ -212,3 +212,39 @@ async def read_models_for(kafka, settings):
 
     records = await read_topic(kafka.bootstrap, kafka.profile, settings.topic("playbook"))
     return [PlaybookVersion.from_json_bytes(r.value) for r in records]
+
+
+async def test_a_worker_killed_mid_run_and_restarted_gives_the_same_versions(kafka, unique_prefix):
+    reference = await _reference_hashes(kafka, unique_prefix + "ref.")
+    prefix = unique_prefix + "crash."
+    settings = run_settings(prefix)
+    first = _worker(kafka, prefix, "all")
+    second = None
+    try:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(await read_models_for(kafka, settings)) < 2:
+            assert first.poll() is None, first.stdout.read().decode()[-2000:]
+            await asyncio.sleep(0.2)
+        first.kill()  # SIGKILL: no drain, no final commit
+        first.wait()
+        second = _worker(kafka, prefix, "all")
+        deadline = time.monotonic() + 120
+        versions = []
+        while time.monotonic() < deadline and len(versions) < 8:
+            assert second.poll() is None, second.stdout.read().decode()[-2000:]
+            await asyncio.sleep(1)
+            versions = await read_models_for(kafka, settings)
+        await asyncio.sleep(2)  # a duplicate 9th version would show up here
+        versions = await read_models_for(kafka, settings)
+    finally:
+        for worker in (first, second):
+            if worker is not None and worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+                try:
+                    worker.wait(timeout=20)
+                except subprocess.TimeoutExpired:
+                    worker.kill()
+                    worker.wait()
+    assert_contiguous(versions, "pb", 8)
+    assert [v.content_hash for v in versions] == reference
