@@ -15,6 +15,7 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.models import CombeeModel, DeadLetter
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
+from streams.dead_letters import make_dead_letter
 from streams.offsets import OffsetTracker
 
 if TYPE_CHECKING:
@@ -217,6 +218,22 @@ class Stage:
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         """Partitions taken away by a rebalance: drop their in-memory state (override)."""
+
+    async def reject(
+        self,
+        record: ConsumerRecord,
+        reason: str,
+        error: BaseException | str,
+        *,
+        trace_id: str | None = None,
+        playbook_id: str | None = None,
+    ) -> None:
+        """Send a consumed record to the dead-letter topic with the reason, and count it as done."""
+        await self.ctx.dead_letter(
+            make_dead_letter(self.name, reason, error, record.value, topic=record.topic, partition=record.partition,
+                             offset=record.offset, key=record.key, trace_id=trace_id, playbook_id=playbook_id)
+        )
+        self.done(record)
 
     def done(self, record: ConsumerRecord) -> None:
         self.tracker.done(TopicPartition(record.topic, record.partition), record.offset)

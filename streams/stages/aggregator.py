@@ -38,11 +38,7 @@ class AggregatorStage(Stage):
         try:
             copy = ShuffledReflection.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
-            await self.ctx.dead_letter(
-                make_dead_letter(STAGE, f"unreadable shuffled copy: {error}", error, record.value, topic=record.topic,
-                                 partition=record.partition, offset=record.offset, key=record.key)
-            )
-            self.done(record)
+            await self.reject(record, f"unreadable shuffled copy: {error}", error)
             return
         outcome, ready = self.windows.add(copy, time.monotonic())
         if outcome != "added":

@@ -15,7 +15,6 @@ from pydantic import ValidationError
 
 from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
-from streams.dead_letters import make_dead_letter
 from streams.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
@@ -59,21 +58,14 @@ class BatcherStage(Stage):
                 try:
                     self._apply_decision(ControlDecision.from_json_bytes(record.value))
                 except (ValueError, ValidationError) as error:
-                    await self.ctx.dead_letter(
-                        make_dead_letter(STAGE, f"unreadable control decision: {error}", error, record.value,
-                                         topic=record.topic, partition=record.partition, offset=record.offset,
-                                         key=record.key)
-                    )
+                    await self.reject(record, f"unreadable control decision: {error}", error)
+                    return
             self.done(record)
             return
         try:
             reflection = Reflection.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
-            await self.ctx.dead_letter(
-                make_dead_letter(STAGE, f"unreadable reflection: {error}", error, record.value, topic=record.topic,
-                                 partition=record.partition, offset=record.offset, key=record.key)
-            )
-            self.done(record)
+            await self.reject(record, f"unreadable reflection: {error}", error)
             return
         if self.accumulator.is_duplicate(reflection):
             self.ctx.count("duplicate_traces")
@@ -82,13 +74,11 @@ class BatcherStage(Stage):
         staleness = self.accumulator.next_base_version(reflection.playbook_id) - reflection.seen_version
         limit = self.settings.max_staleness
         if limit is not None and staleness > limit:
-            await self.ctx.dead_letter(
-                make_dead_letter(STAGE, f"stale: trace ran with version {reflection.seen_version}, {staleness} "
-                                 f"versions behind (max_staleness={limit})", "StaleTrace", record.value,
-                                 topic=record.topic, partition=record.partition, offset=record.offset,
-                                 key=record.key, trace_id=reflection.trace_id, playbook_id=reflection.playbook_id)
+            await self.reject(
+                record, f"stale: trace ran with version {reflection.seen_version}, {staleness} versions behind "
+                f"(max_staleness={limit})", "StaleTrace", trace_id=reflection.trace_id,
+                playbook_id=reflection.playbook_id,
             )
-            self.done(record)
             return
         self._open_records.setdefault(reflection.playbook_id, []).append(record)
         closed = self.accumulator.add(reflection, time.monotonic(), utc_now())

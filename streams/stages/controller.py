@@ -14,7 +14,6 @@ from combee_core.controller import BatchSizeController, ControllerConfig
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
 from pydantic import ValidationError
 
-from streams.dead_letters import make_dead_letter
 from streams.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
@@ -66,11 +65,7 @@ class ControllerStage(Stage):
         try:
             metrics = BatchMetrics.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
-            await self.ctx.dead_letter(
-                make_dead_letter(STAGE, f"unreadable batch metrics: {error}", error, record.value, topic=record.topic,
-                                 partition=record.partition, offset=record.offset, key=record.key)
-            )
-            self.done(record)
+            await self.reject(record, f"unreadable batch metrics: {error}", error)
             return
         if self._observe(metrics) and self.settings.auto_batch_size:
             decision = self.controller(metrics.playbook_id).decide()

@@ -54,11 +54,7 @@ class ReducerStage(Stage):
         try:
             partial = PartialUpdate.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
-            await self.ctx.dead_letter(
-                make_dead_letter(STAGE, f"unreadable partial: {error}", error, record.value, topic=record.topic,
-                                 partition=record.partition, offset=record.offset, key=record.key)
-            )
-            self.done(record)
+            await self.reject(record, f"unreadable partial: {error}", error)
             return
         current = self.playbook(partial.playbook_id).version
         pending = self.pending.setdefault(partial.playbook_id, PendingPartials())

@@ -17,7 +17,6 @@ from pydantic import ValidationError
 from combee_core import limits
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
-from streams.dead_letters import make_dead_letter
 from streams.runtime import Stage
 
 log = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class ReflectorStage(Stage):
             try:
                 decoded.append((record, decode_trace(record.value)))
             except TraceRejected as error:
-                await self._reject(record, str(error), error)
+                await self.reject(record, str(error), error)
                 decoded.append((record, None))
 
         async def reflect(trace: Trace | None) -> Reflection | BaseException | None:
@@ -82,26 +81,10 @@ class ReflectorStage(Stage):
                 await self.ctx.send("reflections", result.playbook_id, result)
                 self.ctx.count("reflections")
             elif isinstance(result, BaseException) and trace is not None:
-                await self._reject(
+                await self.reject(
                     record, f"reflection failed: {result}", result, trace_id=trace.trace_id,
                     playbook_id=trace.playbook_id,
                 )
         await self.ctx.producer.flush()
         for record in records:
             self.done(record)
-
-    async def _reject(
-        self,
-        record: ConsumerRecord,
-        reason: str,
-        error: BaseException,
-        *,
-        trace_id: str | None = None,
-        playbook_id: str | None = None,
-    ) -> None:
-        await self.ctx.dead_letter(
-            make_dead_letter(
-                STAGE, reason, error, record.value, topic=record.topic, partition=record.partition,
-                offset=record.offset, key=record.key, trace_id=trace_id, playbook_id=playbook_id,
-            )
-        )

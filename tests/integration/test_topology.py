@@ -178,6 +178,19 @@ def _worker(kafka, prefix: str, stages: str) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
+def _stop(*workers: subprocess.Popen) -> None:
+    """SIGTERM (a clean stop: drain, commit), then SIGKILL after 20 s."""
+    for worker in workers:
+        if worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+    for worker in workers:
+        try:
+            worker.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            worker.kill()
+            worker.wait()
+
+
 async def test_stages_split_over_two_worker_processes_give_the_same_playbook_as_one(kafka, unique_prefix):
     single = await _reference_hashes(kafka, unique_prefix + "one.")
     prefix = unique_prefix + "two."
@@ -194,14 +207,7 @@ async def test_stages_split_over_two_worker_processes_give_the_same_playbook_as_
             await asyncio.sleep(1)
             versions = [v for v in await read_models_for(kafka, settings)]
     finally:
-        for worker in workers:
-            worker.send_signal(signal.SIGTERM)
-        for worker in workers:
-            try:
-                worker.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                worker.kill()
-                worker.wait()
+        _stop(*workers)
     assert_contiguous(versions, "pb", 8)
     assert [v.content_hash for v in versions] == single
     assert all(worker.returncode == 0 for worker in workers)
@@ -238,13 +244,6 @@ async def test_a_worker_killed_mid_run_and_restarted_gives_the_same_versions(kaf
         await asyncio.sleep(2)  # a duplicate 9th version would show up here
         versions = await read_models_for(kafka, settings)
     finally:
-        for worker in (first, second):
-            if worker is not None and worker.poll() is None:
-                worker.send_signal(signal.SIGTERM)
-                try:
-                    worker.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    worker.kill()
-                    worker.wait()
+        _stop(*(w for w in (first, second) if w is not None))
     assert_contiguous(versions, "pb", 8)
     assert [v.content_hash for v in versions] == reference
