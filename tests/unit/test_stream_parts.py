@@ -1,0 +1,107 @@
+"""Pure parts of the stream side: safe commit offsets, stage lists, dead letters, trace decoding, CLI settings."""
+
+from __future__ import annotations
+
+import base64
+
+import orjson
+import pytest
+from aiokafka import TopicPartition
+from hypothesis import given
+from hypothesis import strategies as st
+
+from streams.cli import build_parser, settings_from_args
+from streams.dead_letters import make_dead_letter
+from streams.offsets import OffsetTracker
+from streams.stages.reflector import TraceRejected, decode_trace
+from streams.worker import ALL_STAGES, UnknownStageError, parse_stages
+from tests.integration.topology_support import make_traces
+
+TP = TopicPartition("t", 0)
+
+
+def test_commit_stops_below_the_oldest_unfinished_offset():
+    tracker = OffsetTracker()
+    for offset in range(5):
+        tracker.consumed(TP, offset)
+    tracker.done(TP, 0)
+    tracker.done(TP, 2)
+    assert tracker.committable()[TP].offset == 1
+    assert tracker.committable() == {}  # nothing new since
+    tracker.done(TP, 1)
+    assert tracker.committable()[TP].offset == 3
+    for offset in (3, 4):
+        tracker.done(TP, offset)
+    assert tracker.committable()[TP].offset == 5
+
+
+def test_a_failed_commit_is_offered_again_and_a_revoked_partition_is_forgotten():
+    tracker = OffsetTracker()
+    tracker.consumed(TP, 0)
+    tracker.done(TP, 0)
+    offsets = tracker.committable()
+    tracker.commit_failed(set(offsets))
+    assert tracker.committable()[TP].offset == 1
+    tracker.consumed(TP, 1)
+    tracker.forget({TP})
+    assert tracker.committable() == {}
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=60))
+def test_the_committed_offset_never_passes_an_unfinished_record(finished: list[bool]):
+    tracker = OffsetTracker()
+    for offset, is_done in enumerate(finished):
+        tracker.consumed(TP, offset)
+        if is_done:
+            tracker.done(TP, offset)
+    committed = tracker.committable().get(TP)
+    first_unfinished = next((i for i, d in enumerate(finished) if not d), len(finished))
+    assert committed is not None and committed.offset == first_unfinished
+
+
+def test_stage_lists_are_parsed_in_topology_order_and_unknown_names_are_named():
+    assert parse_stages(None) == ALL_STAGES == parse_stages("all")
+    assert parse_stages("reduce, reflect") == ("reflect", "reduce")
+    with pytest.raises(UnknownStageError, match=r"\['reflekt'\].*choose from reflect"):
+        parse_stages("reflekt,batch")
+
+
+def test_dead_letters_keep_text_or_base64_and_say_when_truncated():
+    text = make_dead_letter("reflect", "bad", ValueError("x"), b'{"a": 1}', topic="t", offset=3, key=b"pb")
+    assert (text.original_text, text.original_base64, text.error_type, text.key) == ('{"a": 1}', None, "ValueError",
+                                                                                    "pb")
+    binary = make_dead_letter("reflect", "bad", "Custom", b"\xff\x00")
+    assert binary.original_text is None and base64.b64decode(binary.original_base64) == b"\xff\x00"
+    big = make_dead_letter("reflect", "bad", "Big", b"a" * (5 * 1024 * 1024))
+    assert big.truncated and big.original_size == 5 * 1024 * 1024 and len(big.original_text) == 4 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (None, "empty message"),
+        (b"\xc3\x28", "not valid UTF-8"),
+        (b"{nope", "invalid JSON"),
+        (b"[1, 2]", "must be a JSON object, got list"),
+        (b'{"trace_id": "a"}', "does not match the Trace schema v1: playbook_id: Field required"),
+        (b"x" * 1_048_577, "over the limit of 1048576 bytes"),
+    ],
+)
+def test_bad_trace_bytes_are_rejected_with_a_reason(raw, reason):
+    with pytest.raises(TraceRejected, match=reason.replace("(", r"\(")):
+        decode_trace(raw)
+
+
+def test_a_valid_trace_round_trips():
+    trace = make_traces(1)[0]
+    assert decode_trace(trace.to_json_bytes()) == trace
+    assert orjson.loads(trace.to_json_bytes())["schema_version"] == 1
+
+
+def test_cli_flags_override_the_environment(monkeypatch):
+    monkeypatch.setenv("COMBEE_BATCH_SIZE", "12")
+    monkeypatch.setenv("COMBEE_P", "3")
+    args = build_parser().parse_args(["worker", "--batch-size", "auto", "--model", "openai/x", "--prefix", "a."])
+    settings = settings_from_args(args)
+    assert settings.auto_batch_size and settings.batch_size == 12 and settings.p == 3
+    assert settings.topic_prefix == "a." and settings.reducer_model == "openai/x"
