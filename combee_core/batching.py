@@ -175,3 +175,64 @@ class BatchAccumulator:
         state.open_reflections = []
         state.opened_at = None
         return batch
+
+
+class UnconfirmedBatches:
+    """Restored batches whose copies may not all have been sent (a crash between manifest and copies).
+
+    The batcher publishes a batch's manifest before its copies. After a restart it cannot tell whether every copy
+    of its latest batches went out, but it can tell from redelivery: reflections are committed only once all copies
+    are sent, so a batch whose reflections come back is one to re-send. When all of a restored batch's reflections
+    are back, :meth:`collect` re-deals it exactly as the manifest says (same order, seed, target, closing time): the
+    same copies, which aggregators recognise by copy_id. The last ``keep_per_playbook`` manifests are kept.
+    """
+
+    def __init__(self, config: ShuffleConfig, keep_per_playbook: int = 8) -> None:
+        self._config = config
+        self._keep = keep_per_playbook
+        self._manifests: dict[str, dict[int, BatchManifest]] = {}
+        self._batch_of: dict[str, dict[str, int]] = {}
+        self._returned: dict[tuple[str, int], dict[str, Reflection]] = {}
+
+    def restore(self, manifest: BatchManifest) -> None:
+        """Remember a manifest read at startup (older ones beyond the last ``keep_per_playbook`` are dropped)."""
+        manifests = self._manifests.setdefault(manifest.playbook_id, {})
+        batch_of = self._batch_of.setdefault(manifest.playbook_id, {})
+        manifests[manifest.batch_id] = manifest
+        batch_of.update(dict.fromkeys(manifest.trace_ids, manifest.batch_id))
+        while len(manifests) > self._keep:
+            self._forget(manifest.playbook_id, min(manifests))
+
+    def batch_of(self, reflection: Reflection) -> int | None:
+        """Id of the unconfirmed batch this reflection belongs to, if any."""
+        return self._batch_of.get(reflection.playbook_id, {}).get(reflection.trace_id)
+
+    def collect(self, reflection: Reflection) -> ClosedBatch | None:
+        """Take a redelivered reflection of an unconfirmed batch; the re-dealt batch once all are back."""
+        batch_id = self.batch_of(reflection)
+        if batch_id is None:
+            return None
+        manifest = self._manifests[reflection.playbook_id][batch_id]
+        returned = self._returned.setdefault((reflection.playbook_id, batch_id), {})
+        returned[reflection.trace_id] = reflection
+        if len(returned) < len(manifest.trace_ids):
+            return None
+        self._forget(reflection.playbook_id, batch_id)
+        batch = deal_batch(
+            manifest.playbook_id,
+            manifest.batch_id,
+            [returned[trace_id] for trace_id in manifest.trace_ids],
+            self._config,
+            target_batch_size=manifest.target_batch_size,
+            closed_by=manifest.closed_by,
+            closed_at=manifest.closed_at,
+        )
+        return batch
+
+    def _forget(self, playbook_id: str, batch_id: int) -> None:
+        manifest = self._manifests[playbook_id].pop(batch_id)
+        batch_of = self._batch_of[playbook_id]
+        for trace_id in manifest.trace_ids:
+            if batch_of.get(trace_id) == batch_id:
+                del batch_of[trace_id]
+        self._returned.pop((playbook_id, batch_id), None)

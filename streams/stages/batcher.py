@@ -3,6 +3,10 @@
 A batch closes at the playbook's current batch size (from the control topic, or the configured size) or after
 ``max_wait_s`` with at least one reflection. Batch ids are 0, 1, 2, ... per playbook and survive restarts: the
 batcher rebuilds them, and the set of trace_ids already batched, from the ``batches`` topic before consuming.
+
+A batch's manifest is published before its copies, so its membership is fixed even if the process dies before every
+copy is out; reflections are committed only after the copies, so after a restart they come back, and the batch's
+copies are re-dealt from the manifest and sent again (``UnconfirmedBatches``; aggregators drop copies they have).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import time
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
-from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig
+from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from streams.runtime import Stage, read_topic
 
@@ -29,18 +33,20 @@ class BatcherStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         settings = ctx.settings
-        self.accumulator = BatchAccumulator(
-            ShuffleConfig(
-                run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in, subgroups=settings.subgroups
-            ),
-            default_batch_size=settings.batch_size,
+        shuffle = ShuffleConfig(
+            run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in, subgroups=settings.subgroups
         )
+        self.accumulator = BatchAccumulator(shuffle, default_batch_size=settings.batch_size)
+        self.unconfirmed = UnconfirmedBatches(shuffle)
         self._open_records: dict[str, list[ConsumerRecord]] = {}
+        self._resend_records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._last_decision: dict[str, int] = {}
 
     async def prepare(self) -> None:
         for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("batches")):
-            self.accumulator.restore(BatchManifest.from_json_bytes(record.value))
+            manifest = BatchManifest.from_json_bytes(record.value)
+            self.accumulator.restore(manifest)
+            self.unconfirmed.restore(manifest)
         if self.settings.auto_batch_size:
             for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
                 self._apply_decision(ControlDecision.from_json_bytes(record.value))
@@ -68,8 +74,7 @@ class BatcherStage(Stage):
             await self.reject(record, f"unreadable reflection: {error}", error)
             return
         if self.accumulator.is_duplicate(reflection):
-            self.ctx.count("duplicate_traces")
-            self.done(record)
+            await self._duplicate(reflection, record)
             return
         staleness = self.accumulator.next_base_version(reflection.playbook_id) - reflection.seen_version
         limit = self.settings.max_staleness
@@ -89,13 +94,34 @@ class BatcherStage(Stage):
         for closed in self.accumulator.close_expired(now, self.settings.max_wait_s, utc_now()):
             await self._publish(closed)
 
-    async def _publish(self, batch: ClosedBatch) -> None:
-        manifest = batch.manifest
+    async def _duplicate(self, reflection: Reflection, record: ConsumerRecord) -> None:
+        """A trace already batched: a client's resend, or a redelivery after a crash (see UnconfirmedBatches)."""
+        batch_id = self.unconfirmed.batch_of(reflection)
+        if batch_id is None:
+            self.ctx.count("duplicate_traces")
+            self.done(record)
+            return
+        key = (reflection.playbook_id, batch_id)
+        self._resend_records.setdefault(key, []).append(record)
+        batch = self.unconfirmed.collect(reflection)
+        if batch is not None:
+            await self._send_copies(batch)
+            self.ctx.count("batches_resent")
+            log.info("re-sent the copies of batch %s/%d after a restart", *key)
+            for done in self._resend_records.pop(key, []):
+                self.done(done)
+
+    async def _send_copies(self, batch: ClosedBatch) -> None:
         for copy in batch.copies:
             key = f"{copy.playbook_id}/{copy.batch_id}/{copy.subgroup}"
             await self.ctx.send("shuffle", key, copy)
         await self.ctx.producer.flush()
+
+    async def _publish(self, batch: ClosedBatch) -> None:
+        """Manifest first (it fixes the batch's membership for good), then the copies, then commit."""
+        manifest = batch.manifest
         await self.ctx.send("batches", manifest.playbook_id, manifest, wait=True)
+        await self._send_copies(batch)
         self.ctx.count("batches")
         self.ctx.count("shuffled_copies", len(batch.copies))
         log.info("batch %s/%d closed by %s: n=%d k=%d p=%d", manifest.playbook_id, manifest.batch_id,

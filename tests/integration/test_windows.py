@@ -11,6 +11,7 @@ from combee_core.batching import ShuffleConfig, deal_batch
 from combee_core.models import Insight, PartialUpdate, Reflection
 from streams.pipeline import InProcessPipeline, read_models
 from streams.runtime import producer_config
+from streams.worker import ensure_topics
 from tests.integration.topology_support import assert_contiguous, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -51,3 +52,33 @@ async def test_a_missing_copy_closes_its_window_by_timeout_and_redeliveries_chan
     # The missing copy's reflection still reached the playbook through its other copy.
     assert versions[0].lineage == sorted(f"t{i}" for i in range(16))
     assert run.counters.get("duplicate_copies", 0) == 5
+
+
+async def test_a_batch_whose_copies_were_cut_off_by_a_crash_is_completed_after_restart(kafka, unique_prefix):
+    """The state a crash between manifest and copies leaves: manifest published, 3 copies out, reflections uncommitted."""
+    settings = run_settings(unique_prefix, batch_size=16)
+    reflections = _reflections(16)
+    batch = deal_batch("pb", 0, reflections, ShuffleConfig(run_seed=settings.run_seed, p=2, max_fan_in=32),
+                       target_batch_size=16, closed_by="size", closed_at=datetime.now(timezone.utc))
+    producer = AIOKafkaProducer(**producer_config(kafka.bootstrap, kafka.profile))
+    await producer.start()
+    try:
+        await ensure_topics(settings, kafka.bootstrap)
+        for reflection in reflections:
+            await producer.send(settings.topic("reflections"), reflection.to_json_bytes(), key=b"pb")
+        await producer.send(settings.topic("batches"), batch.manifest.to_json_bytes(), key=b"pb")
+        for copy in batch.copies[:3]:
+            await producer.send(settings.topic("shuffle"), copy.to_json_bytes(), key=f"pb/0/{copy.subgroup}".encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile,
+                                 stages=("batch", "aggregate", "reduce")) as run:
+        versions = await run.wait_for(lambda vs: len(vs) >= 1, timeout_s=30)
+        partials = await read_models(run, "partials", PartialUpdate)
+        manifests = await run.manifests()
+    assert_contiguous(versions, "pb", 1)
+    assert versions[0].lineage == sorted(r.trace_id for r in reflections)
+    assert all(p.closed_by == "complete" for p in partials) and len(partials) == batch.manifest.k
+    assert len(manifests) == 1  # the batch was re-sent, not re-formed
+    assert run.counters.get("batches_resent") == 1 and run.counters.get("duplicate_copies") == 3

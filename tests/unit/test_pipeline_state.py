@@ -144,3 +144,40 @@ def test_single_partial_needs_no_reduce_call():
 
     scan = asyncio.run(reduce_through_scan([[AddOp(section="general", content="x")]], 4, reduce))
     assert scan.levels == 0 and scan.usage.calls == 0
+
+
+def _unconfirmed_fixture(n: int = 10):
+    from datetime import datetime, timezone
+
+    from combee_core.batching import ShuffleConfig, UnconfirmedBatches, deal_batch
+    from combee_core.models import Insight, Reflection
+
+    config = ShuffleConfig(run_seed=4, p=2, max_fan_in=32)
+    reflections = [
+        Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=0, model="m",
+                   insights=[Insight(section="tools", content=f"lesson {i}")])
+        for i in range(n)
+    ]
+    original = deal_batch("pb", 3, reflections, config, target_batch_size=n, closed_by="max_wait",
+                          closed_at=datetime(2026, 1, 2, tzinfo=timezone.utc))
+    return UnconfirmedBatches(config, keep_per_playbook=2), original, reflections
+
+
+def test_an_unconfirmed_batch_is_re_dealt_identically_once_all_its_reflections_are_back():
+    unconfirmed, original, reflections = _unconfirmed_fixture()
+    unconfirmed.restore(original.manifest)
+    back = list(reversed(reflections))  # order of return does not matter: the manifest fixes the order
+    assert all(unconfirmed.collect(r) is None for r in back[:-1])
+    again = unconfirmed.collect(back[-1])
+    assert again is not None
+    assert again.copies == original.copies and again.manifest == original.manifest
+    assert unconfirmed.batch_of(reflections[0]) is None  # forgotten: a later client resend is a plain duplicate
+
+
+def test_only_the_latest_manifests_stay_unconfirmed():
+    unconfirmed, original, reflections = _unconfirmed_fixture()
+    unconfirmed.restore(original.manifest)
+    for later in (4, 5):
+        unconfirmed.restore(original.manifest.model_copy(update={"batch_id": later, "trace_ids": [f"x{later}"]}))
+    assert unconfirmed.batch_of(reflections[0]) is None
+    assert unconfirmed.collect(reflections[0]) is None
