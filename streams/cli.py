@@ -100,15 +100,23 @@ async def cmd_broker(args: argparse.Namespace) -> int:
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
-    from streams.worker import parse_stages, run_worker
-
     settings = settings_from_args(args)
-    stages = parse_stages(args.stages)
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    async with broker_for(settings) as (bootstrap, profile):
+    async with contextlib.AsyncExitStack() as exits:
+        readiness = None
+        if args.health_port is not None:  # first, so that liveness answers while the LLM layer imports
+            from streams.health import HealthServer, WorkerReadiness
+
+            readiness = WorkerReadiness()
+            health = await exits.enter_async_context(HealthServer(readiness.report, port=args.health_port))
+            print(f"worker: health on :{health.port} (/healthz, /readyz)", file=sys.stderr)
+        from streams.worker import parse_stages, run_worker
+
+        stages = parse_stages(args.stages)
+        bootstrap, profile = await exits.enter_async_context(broker_for(settings))
         print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
-        counters = await run_worker(settings, bootstrap, profile, stages, stop=stop)
+        counters = await run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
     print(f"worker stopped: {counters}", file=sys.stderr)
     return 0
 
@@ -182,6 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(worker)
     _add_pipeline(worker)
     worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control (default all)")
+    worker.add_argument("--health-port", type=int, help="serve /healthz and /readyz on this port (0: a free one)")
 
     produce = sub.add_parser("produce", help="validate and publish traces from a JSONL file or stdin")
     _add_common(produce)

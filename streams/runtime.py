@@ -191,6 +191,8 @@ class Stage:
         self.ctx = ctx
         self.tracker = OffsetTracker()
         self._consumer: AIOKafkaConsumer | None = None
+        self.started = asyncio.Event()
+        """Set once the consumer has started (joined its group); cleared when it stops."""
 
     @property
     def settings(self) -> CombeeSettings:
@@ -256,6 +258,7 @@ class Stage:
         self._consumer = consumer
         consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
         await consumer.start()
+        self.started.set()
         log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
         last_tick = 0.0
         try:
@@ -273,5 +276,6 @@ class Stage:
             await self.drain()
             await self.commit()
         finally:
+            self.started.clear()
             await consumer.stop()
             self._consumer = None

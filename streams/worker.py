@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile, create_topics
@@ -16,6 +17,9 @@ from streams.stages.controller import ControllerStage
 from streams.stages.reducer import ReducerStage
 from streams.stages.reflector import ReflectorStage
 from streams.topics import topic_partitions
+
+if TYPE_CHECKING:
+    from streams.health import WorkerReadiness
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +63,12 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     on_call: Callable[[object], Awaitable[None] | None] | None = None,
     ready: asyncio.Event | None = None,
+    readiness: "WorkerReadiness | None" = None,
 ) -> dict[str, int]:
-    """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...)."""
+    """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...).
+
+    ``readiness`` (for ``/readyz``) is handed the stages and their tasks once they are created.
+    """
     stop = stop or asyncio.Event()
     await ensure_topics(settings, bootstrap)
     producer = await start_producer(bootstrap, profile)
@@ -70,6 +78,8 @@ async def run_worker(
             ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call)
         instances = [STAGES[name](ctx) for name in stages]
         tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
+        if readiness is not None:
+            readiness.watch(instances, tasks)
         log.info("worker running stages: %s", ", ".join(stages))
         if ready is not None:
             ready.set()

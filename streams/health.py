@@ -1,0 +1,112 @@
+"""Liveness and readiness over HTTP for worker processes (Kubernetes probes, compose health checks).
+
+A deliberately tiny asyncio HTTP/1.1 server: ``GET /healthz`` answers 200 while the process runs its event loop;
+``GET /readyz`` answers 200 once every stage of the worker has started its consumer (joined its consumer group) and
+no stage has died, 503 otherwise. Anything else is 404. Each response is one short JSON body; connections close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+if TYPE_CHECKING:
+    from streams.runtime import Stage
+
+log = logging.getLogger(__name__)
+
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+MAX_REQUEST_HEAD_BYTES = 8192
+
+
+@dataclass
+class WorkerReadiness:
+    """Whether a worker's stages are consuming. ``run_worker`` hands it its stages and their tasks."""
+
+    stages: list["Stage"] = field(default_factory=list)
+    tasks: list[asyncio.Task] = field(default_factory=list)
+
+    def watch(self, stages: Sequence["Stage"], tasks: Sequence[asyncio.Task]) -> None:
+        self.stages = list(stages)
+        self.tasks = list(tasks)
+
+    def report(self) -> tuple[bool, dict[str, str]]:
+        """(ready, stage name -> "starting" | "consuming" | "stopped")."""
+        states: dict[str, str] = {}
+        for stage, task in zip(self.stages, self.tasks):
+            if task.done():
+                states[stage.name] = "stopped"
+            elif stage.started.is_set():
+                states[stage.name] = "consuming"
+            else:
+                states[stage.name] = "starting"
+        ready = bool(states) and all(state == "consuming" for state in states.values())
+        return ready, states
+
+
+class HealthServer:
+    """Serves ``/healthz`` and ``/readyz``; ``readiness`` is asked on every ``/readyz`` request."""
+
+    def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "0.0.0.0",
+                 port: int = 8080) -> None:
+        self._readiness = readiness
+        self.host = host
+        self.port = port
+        self._server: asyncio.Server | None = None
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
+        log.info("health endpoints on http://%s:%d/healthz and /readyz", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> "HealthServer":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def respond(self, method: str, path: str) -> tuple[int, dict[str, object]]:
+        """Status and JSON body for a request line (pure; the socket handling is in ``_serve``)."""
+        path = path.split("?", 1)[0]
+        if path not in ("/healthz", "/readyz"):
+            return 404, {"error": f"no such endpoint {path!r}; use /healthz or /readyz"}
+        if method not in ("GET", "HEAD"):
+            return 405, {"error": f"{method} not allowed; use GET"}
+        if path == "/healthz":
+            return 200, {"status": "alive"}
+        ready, stages = self._readiness()
+        return (200 if ready else 503), {"status": "ready" if ready else "not ready", "stages": stages}
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+            writer.close()
+            return
+        parts = head[:MAX_REQUEST_HEAD_BYTES].split(b"\r\n", 1)[0].decode("latin-1").split()
+        method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("GET", "/")
+        status, body = self.respond(method, path)
+        payload = orjson.dumps(body)
+        response = (
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+        ).encode("latin-1") + (b"" if method == "HEAD" else payload)
+        try:
+            writer.write(response)
+            await writer.drain()
+        except ConnectionError:
+            pass  # the prober went away; nothing to answer
+        finally:
+            writer.close()

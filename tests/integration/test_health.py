@@ -1,0 +1,81 @@
+"""Worker health endpoints: ``combee worker --health-port`` answers /healthz and /readyz on a real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from streams.health import HealthServer, WorkerReadiness
+
+pytestmark = [pytest.mark.integration]
+
+
+async def _get(port: int, path: str) -> tuple[int, bytes]:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n".encode())
+    await writer.drain()
+    response = await asyncio.wait_for(reader.read(), timeout=5)
+    writer.close()
+    status_line, _, rest = response.partition(b"\r\n")
+    return int(status_line.split()[1]), rest.partition(b"\r\n\r\n")[2]
+
+
+async def _poll(port: int, path: str, deadline_s: float, process: subprocess.Popen) -> tuple[int, bytes]:
+    """GET until 200; returns the last answer (or raises when nothing ever listened)."""
+    deadline = time.monotonic() + deadline_s
+    last: tuple[int, bytes] | None = None
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"worker exited early: {process.stderr.read()}"
+        try:
+            last = await _get(port, path)
+        except (ConnectionError, OSError):
+            last = None
+        if last is not None and last[0] == 200:
+            return last
+        await asyncio.sleep(0.2)
+    assert last is not None, f"nothing answered on port {port} within {deadline_s} s"
+    return last
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_health_server_answers_404_and_503_until_ready():
+    readiness = WorkerReadiness()
+    async with HealthServer(readiness.report, host="127.0.0.1", port=0) as server:
+        assert (await _get(server.port, "/healthz"))[0] == 200
+        status, body = await _get(server.port, "/readyz")
+        assert status == 503 and b"not ready" in body  # no stage has started
+        assert (await _get(server.port, "/metrics"))[0] == 404
+
+
+@pytest.mark.slow
+async def test_worker_with_health_port_is_alive_then_ready_and_stops_on_sigterm(kafka, unique_prefix):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "worker", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix,
+         "--health-port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        status, body = await _poll(port, "/healthz", 30, process)
+        assert status == 200 and b"alive" in body
+        status, body = await _poll(port, "/readyz", 60, process)
+        assert status == 200, body
+        for stage in ("reflect", "batch", "aggregate", "reduce", "control"):
+            assert f'"{stage}":"consuming"'.encode() in body
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(process.wait, 30)
+    assert returncode == 0, process.stderr.read()
