@@ -1,0 +1,260 @@
+"""``combee demo``: a simulated agent fleet learning a playbook live, end to end on a real broker.
+
+The demo starts the whole topology in this process (the same worker ``combee worker`` runs), a fleet of simulated
+agents (:mod:`streams.fleet`) that run the synthetic task suite with the latest playbook version, and a follower
+that scores every published version on the pinned held-out split. It returns a typed :class:`DemoResult` and
+writes ``results.json`` and two plots into the output folder.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from combee_core.controller import epoch_delay, fit_power_law
+from combee_core.llm.roles import CallRecord
+from combee_core.models import BatchMetrics, PlaybookVersion, Usage
+from combee_core.settings import CombeeSettings
+from combee_core.tasks import TaskSuite, build_suite, expected_accuracy
+from streams.broker import BrokerProfile
+from streams.fleet import Fleet, FleetConfig, FleetMode, FleetReport, PlaybookFollower
+from streams.pipeline import InProcessPipeline, read_models
+
+
+class DemoOptions(BaseModel):
+    """What ``combee demo`` runs; the CLI flags map one to one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fleet: int = Field(default=40, ge=1, description="Agents in the simulated fleet.")
+    mode: FleetMode = "sync"
+    traces: int | None = Field(default=None, ge=1, description="Traces in all; default one pass over the train split.")
+    families: int = Field(default=24, ge=1, description="Rule families in the synthetic task suite.")
+    suite_seed: int = Field(default=7, description="Seed of the task suite (pins the train / held-out split).")
+    out: Path = Path("demo-results")
+    playbook_id: str = "demo"
+    task_time_s: float = Field(default=0.02, ge=0, description="Simulated time an agent spends on a task.")
+
+
+class VersionRow(BaseModel):
+    """One published version, as the demo saw it."""
+
+    version: int
+    batch_id: int
+    batch_size: int
+    k: int
+    entries: int
+    playbook_tokens: int
+    held_out_accuracy: float
+    max_staleness: int
+    delay_s: float
+    llm_critical_path_s: float
+    llm_calls: int
+    seconds_since_start: float
+
+
+class DelayPoint(BaseModel):
+    batch_size: int
+    batch_delay_s: float
+    per_trace_delay_s: float
+
+
+class ControllerSummary(BaseModel):
+    """The controller's view: samples, its fit, and the sizes it chose."""
+
+    clock: Literal["wall", "modelled"]
+    auto: bool
+    samples: list[DelayPoint]
+    fit_A: float | None = None
+    fit_alpha: float | None = None
+    fit_r2: float | None = None
+    chosen_batch_sizes: list[int] = Field(description="Every batch size the controller decided, in order.")
+    last_reason: str | None = None
+    tau: float
+
+
+class DemoResult(BaseModel):
+    """Everything ``results.json`` holds."""
+
+    schema_version: Literal[1] = 1
+    started_at: datetime
+    wall_s: float
+    options: DemoOptions
+    settings: dict
+    broker: str
+    traces_sent: int
+    traces_incorporated: int
+    dead_letters: int
+    dead_letter_reasons: list[str]
+    versions: list[VersionRow]
+    accuracy_before: float
+    accuracy_after: float
+    playbook_entries: int
+    playbook_tokens: int
+    usage: Usage
+    fleet: FleetReport
+    controller: ControllerSummary
+    plots: list[str]
+
+
+@dataclass
+class DemoProgress:
+    """Live state the CLI renders."""
+
+    traces_total: int
+    traces_sent: int = 0
+    version: int = 0
+    batch_size: int = 0
+    accuracy_before: float = 0.0
+    accuracy: float = 0.0
+    entries: int = 0
+    llm_calls: int = 0
+    cost_usd: float = 0.0
+    phase: str = "starting"
+    last_version_note: str = ""
+    elapsed_s: float = 0.0
+    history: list[VersionRow] = field(default_factory=list)
+
+
+def demo_settings(base: CombeeSettings, started: datetime) -> CombeeSettings:
+    """The run's settings: a fresh topic namespace per demo, so reruns on a lasting Kafka never mix."""
+    stamp = started.strftime("%Y%m%d%H%M%S")
+    prefix = base.topic_prefix if base.topic_prefix != "combee." else f"combee.demo-{stamp}-{base.run_seed}."
+    return base.model_copy(update={"topic_prefix": prefix})
+
+
+def version_row(version: PlaybookVersion, suite: TaskSuite, started: float) -> VersionRow:
+    stats = version.stats
+    return VersionRow(
+        version=version.version, batch_id=version.batch_id, batch_size=stats.batch_size, k=stats.k,
+        entries=len(version.entries), playbook_tokens=stats.playbook_tokens,
+        held_out_accuracy=round(expected_accuracy(suite, suite.held_out, version.entries), 4),
+        max_staleness=stats.max_staleness, delay_s=round(stats.delay_s, 4),
+        llm_critical_path_s=round(stats.llm_critical_path_s, 4), llm_calls=stats.llm_calls,
+        seconds_since_start=round(time.monotonic() - started, 3),
+    )
+
+
+def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], follower: PlaybookFollower,
+                       playbook_id: str) -> ControllerSummary:
+    """Delay samples as the controller sees them, a fit over them (as the controller fits), and its decisions."""
+    samples = []
+    for m in metrics:
+        if m.playbook_id != playbook_id:
+            continue
+        delay = m.llm_critical_path_s if settings.controller_clock == "modelled" else m.delay_s
+        samples.append(DelayPoint(batch_size=m.batch_size, batch_delay_s=round(delay, 6),
+                                  per_trace_delay_s=round(epoch_delay(m.batch_size, delay), 6)))
+    positive = [s for s in samples if s.per_trace_delay_s > 0]
+    fit = None
+    if len({s.batch_size for s in positive}) >= 2:
+        fit = fit_power_law([s.batch_size for s in positive], [s.per_trace_delay_s for s in positive])
+    decisions = [d for d in follower.decisions if d.playbook_id == playbook_id]
+    return ControllerSummary(
+        clock=settings.controller_clock, auto=settings.auto_batch_size, samples=samples,
+        fit_A=fit.A if fit else None, fit_alpha=fit.alpha if fit else None, fit_r2=fit.r2 if fit else None,
+        chosen_batch_sizes=[d.batch_size for d in decisions],
+        last_reason=decisions[-1].reason if decisions else None, tau=settings.controller_tau,
+    )
+
+
+async def run_demo(
+    settings: CombeeSettings,
+    bootstrap: str,
+    profile: BrokerProfile,
+    options: DemoOptions,
+    *,
+    on_progress: Callable[[DemoProgress], None] | None = None,
+) -> DemoResult:
+    """Run the fleet against the topology until every trace is incorporated; write results and plots."""
+    from streams.plots import plot_accuracy, plot_controller
+
+    started_at = datetime.now(timezone.utc)
+    started = time.monotonic()
+    settings = demo_settings(settings, started_at)
+    suite = build_suite(families=options.families, seed=options.suite_seed)
+    total = options.traces or len(suite.train)
+    baseline = expected_accuracy(suite, suite.held_out, [])
+    progress = DemoProgress(traces_total=total, batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
+                            accuracy=round(baseline, 4))
+    usage = Usage()
+
+    def report(phase: str | None = None) -> None:
+        if phase:
+            progress.phase = phase
+        progress.elapsed_s = time.monotonic() - started
+        if on_progress is not None:
+            on_progress(progress)
+
+    def on_call(call: CallRecord) -> None:
+        nonlocal usage
+        usage = usage + call.usage
+        progress.llm_calls, progress.cost_usd = usage.calls, usage.cost_usd
+
+    def on_version(version: PlaybookVersion) -> None:
+        if version.playbook_id != options.playbook_id:
+            return
+        row = version_row(version, suite, started)
+        progress.history.append(row)
+        progress.version, progress.accuracy, progress.entries = row.version, row.held_out_accuracy, row.entries
+        progress.last_version_note = (f"v{row.version}: batch {row.batch_size}, {row.entries} entries, "
+                                      f"held-out accuracy {row.held_out_accuracy:.3f}")
+        report()
+
+    def on_traces(traces) -> None:
+        progress.traces_sent += len(traces)
+        progress.batch_size = fleet.round_size()
+        report()
+
+    report("starting the topology")
+    async with InProcessPipeline(settings, bootstrap, profile, on_call=on_call) as run:
+        async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version) as follower:
+            fleet = Fleet(settings, bootstrap, profile, suite, follower,
+                          FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
+                                      traces=total, task_time_s=options.task_time_s),
+                          on_traces=on_traces)
+            report(f"fleet running ({options.mode})")
+            fleet_report = await fleet.run()
+            report("waiting for the last traces to reach a version")
+            sent_ids = set(fleet.sent_ids)
+            await follower.wait_until(lambda: sent_ids <= follower.covered, timeout_s=settings.max_wait_s + 120,
+                                      what="every trace to reach a version or a dead letter")
+            metrics = await read_models(run, "metrics", BatchMetrics)
+            versions = [v for v in await run.versions(options.playbook_id)]
+            dead = await run.dead_letters()
+            controller = controller_summary(settings, metrics, follower, options.playbook_id)
+        report("stopping the topology")
+
+    rows = [version_row(v, suite, started) for v in versions]
+    for row, seen in zip(rows, progress.history):
+        row.seconds_since_start = seen.seconds_since_start
+    final = versions[-1] if versions else None
+    incorporated = {t for v in versions for t in v.lineage}
+    out = options.out
+    out.mkdir(parents=True, exist_ok=True)
+    plots = [
+        str(plot_accuracy(rows, baseline, out / "held_out_accuracy.png")),
+        str(plot_controller(controller, out / "controller_delay_fit.png")),
+    ]
+    result = DemoResult(
+        started_at=started_at, wall_s=round(time.monotonic() - started, 3), options=options,
+        settings=settings.model_dump(mode="json"), broker=bootstrap, traces_sent=fleet_report.traces_sent,
+        traces_incorporated=len(incorporated & sent_ids), dead_letters=len(dead),
+        dead_letter_reasons=sorted({f"{d.stage}: {d.reason[:120]}" for d in dead}),
+        versions=rows, accuracy_before=round(baseline, 4),
+        accuracy_after=rows[-1].held_out_accuracy if rows else round(baseline, 4),
+        playbook_entries=len(final.entries) if final else 0,
+        playbook_tokens=final.stats.playbook_tokens if final else 0,
+        usage=usage, fleet=fleet_report, controller=controller, plots=plots,
+    )
+    (out / "results.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    if final is not None:
+        (out / "playbook.json").write_text(final.model_dump_json(indent=2), encoding="utf-8")
+    report("done")
+    return result

@@ -1,0 +1,173 @@
+"""``combee demo``: flags, live progress (rich on a terminal, plain lines otherwise) and the summary table."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from combee_core.settings import ENV_PREFIX, CombeeSettings
+
+DEMO_DEFAULTS = {
+    # Fast enough for a one-minute demo, still paced by the latency model (see docs/simulator.md).
+    "sim_time_scale": 0.02,
+    "sim_clock": "real",
+    "controller_clock": "modelled",
+    "max_wait_s": 2.0,
+    "partitions": 2,
+    "auto_batch_size": True,
+}
+
+
+def add_parser(subparsers) -> None:
+    from streams.cli import _add_common
+
+    parser = subparsers.add_parser(
+        "demo", help="a simulated agent fleet learning a playbook live (embedded broker, offline model)",
+        description="Run a simulated agent fleet against the whole topology and watch the playbook improve. "
+                    "Writes results.json, playbook.json and PNG plots to --out.")
+    _add_common(parser)
+    parser.add_argument("--model", help="LLM model for all roles (default combee-sim/default, the offline simulator)")
+    parser.add_argument("--fleet", type=int, default=40, help="agents in the fleet (default 40)")
+    parser.add_argument("--batch-size", default=None, help="'auto' (the controller, default) or a fixed number")
+    parser.add_argument("--mode", choices=["sync", "async"], default="sync",
+                        help="sync: the fleet waits for each version (default); async: continuous, staleness shown")
+    parser.add_argument("--traces", type=int, help="traces in all (default: one pass over the train split)")
+    parser.add_argument("--families", type=int, default=24, help="rule families in the task suite (default 24)")
+    parser.add_argument("--out", type=Path, default=Path("demo-results"), help="results folder (default demo-results)")
+    parser.add_argument("--time-scale", type=float, dest="sim_time_scale",
+                        help=f"multiplier on the simulator's latency (default {DEMO_DEFAULTS['sim_time_scale']})")
+    parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
+    parser.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
+    parser.set_defaults(handler=cmd_demo)
+
+
+def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> CombeeSettings:
+    """Settings: demo defaults, then ``COMBEE_*`` environment variables, then flags."""
+    env = dict(os.environ if env is None else env)
+    overrides: dict[str, object] = {}
+    for name, value in DEMO_DEFAULTS.items():
+        if ENV_PREFIX + name.upper() not in env:
+            overrides[name] = value
+    for name in ("topic_prefix", "run_id", "run_seed", "sim_time_scale", "max_wait_s"):
+        if getattr(args, name, None) is not None:
+            overrides[name] = getattr(args, name)
+    if getattr(args, "bootstrap", None):
+        overrides["kafka_bootstrap"] = args.bootstrap
+    if args.batch_size is not None:
+        if args.batch_size == "auto":
+            overrides["auto_batch_size"] = True
+        else:
+            overrides.update(auto_batch_size=False, batch_size=args.batch_size)
+    if args.model:
+        overrides.update(reflector_model=args.model, aggregator_model=args.model, reducer_model=args.model)
+    return CombeeSettings.load(env, **overrides)
+
+
+async def cmd_demo(args: argparse.Namespace) -> int:
+    from streams.cli import broker_for
+    from streams.demo import DemoOptions, run_demo
+
+    settings = demo_settings_from_args(args)
+    options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out)
+    live = not args.plain and sys.stdout.isatty()
+    async with broker_for(settings) as (bootstrap, profile):
+        view = LiveView() if live else PlainView()
+        with view:
+            result = await run_demo(settings, bootstrap, profile, options, on_progress=view.update)
+    print_summary(result)
+    return 0
+
+
+class PlainView:
+    """One line per phase change and per version: for logs and pipes."""
+
+    def __init__(self) -> None:
+        self._phase = ""
+        self._versions = 0
+
+    def __enter__(self) -> PlainView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, progress) -> None:
+        if progress.phase != self._phase:
+            self._phase = progress.phase
+            print(f"[{progress.elapsed_s:6.1f}s] {progress.phase}", flush=True)
+        if len(progress.history) > self._versions:
+            self._versions = len(progress.history)
+            print(f"[{progress.elapsed_s:6.1f}s] traces {progress.traces_sent}/{progress.traces_total}  "
+                  f"{progress.last_version_note}  next batch size {progress.batch_size}  "
+                  f"LLM calls {progress.llm_calls}", flush=True)
+
+
+class LiveView:
+    """A rich live panel: progress bar, current version, accuracy, batch size."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.console = Console()
+        self.live = Live(console=self.console, refresh_per_second=8, transient=False)
+
+    def __enter__(self) -> LiveView:
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.live.__exit__(*exc)
+
+    def update(self, progress) -> None:
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold cyan", justify="right")
+        table.add_column()
+        bar = ProgressBar(total=progress.traces_total, completed=progress.traces_sent, width=40)
+        table.add_row("traces", bar)
+        table.add_row("", f"{progress.traces_sent}/{progress.traces_total} published")
+        table.add_row("phase", progress.phase)
+        table.add_row("version", str(progress.version))
+        table.add_row("batch size", f"{progress.batch_size} (controller)" if progress.batch_size else "-")
+        table.add_row("held-out accuracy", f"{progress.accuracy_before:.3f} -> {progress.accuracy:.3f}")
+        table.add_row("playbook entries", str(progress.entries))
+        table.add_row("LLM calls", f"{progress.llm_calls} (${progress.cost_usd:.4f} simulated)")
+        table.add_row("elapsed", f"{progress.elapsed_s:.1f}s")
+        self.live.update(table)
+
+
+def print_summary(result) -> None:
+    """The summary table, then where the results are."""
+    rows = [
+        ("versions published", str(len(result.versions))),
+        ("traces published / incorporated", f"{result.traces_sent} / {result.traces_incorporated}"),
+        ("dead letters", str(result.dead_letters)),
+        ("held-out accuracy before -> after", f"{result.accuracy_before:.3f} -> {result.accuracy_after:.3f}"),
+        ("playbook entries / tokens", f"{result.playbook_entries} / {result.playbook_tokens}"),
+        ("batch sizes chosen by the controller",
+         ", ".join(map(str, result.controller.chosen_batch_sizes)) or "(fixed)"),
+        ("fleet", f"{result.options.fleet} agents, {result.options.mode} mode, {result.fleet.rounds} round(s)"),
+        ("max staleness (versions)", str(max((v.max_staleness for v in result.versions), default=0))),
+        ("LLM calls", str(result.usage.calls)),
+        ("tokens (prompt / completion)", f"{result.usage.prompt_tokens} / {result.usage.completion_tokens}"),
+        ("cost", f"${result.usage.cost_usd:.4f}" + (" (simulated)" if "combee-sim" in
+                                                        result.settings["aggregator_model"] else "")),
+        ("wall time", f"{result.wall_s:.1f}s"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    print()
+    print("Combee demo summary")
+    print("-" * (width + 30))
+    for name, value in rows:
+        print(f"{name:<{width}}  {value}")
+    print("-" * (width + 30))
+    print(f"results: {result.options.out / 'results.json'}")
+    for plot in result.plots:
+        print(f"plot:    {plot}")
+    for reason in result.dead_letter_reasons[:5]:
+        print(f"dead letter: {reason}")
