@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 ENV_PREFIX = "COMBEE_"
 
@@ -58,14 +58,33 @@ class CombeeSettings(BaseModel):
     aggregator_model: str = "combee-sim/default"
     reducer_model: str = "combee-sim/default"
     llm_api_base: str | None = None
+    llm_api_key: SecretStr | None = Field(
+        default=None, description="API key sent with every role's calls; none -> the provider's own env var."
+    )
     llm_timeout_s: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
     llm_concurrency: int = Field(default=8, ge=1)
     sim_capacity: int = Field(default=12, ge=1, description="Simulator context capacity C (items per call).")
     sim_time_scale: float = Field(default=1.0, ge=0.0, description="Multiplier on the simulator's modelled latency.")
     sim_clock: Literal["real", "virtual"] = Field(default="real")
+    llm_record: Literal["off", "record", "replay"] = Field(
+        default="off",
+        description="off: call the models (every call still goes to the llm-calls topic); record: also append each "
+        "call to llm_record_file; replay: answer every call from the record and fail on a miss (docs/replay.md).",
+    )
+    llm_record_file: str | None = Field(
+        default=None, description="JSONL call store: written in record mode, read in replay mode."
+    )
+    llm_record_topic: str | None = Field(
+        default=None, description="Full topic name replay reads recorded calls from when there is no llm_record_file "
+        "(default: this run's llm-calls topic)."
+    )
+    batch_plan_topic: str | None = Field(
+        default=None, description="Full name of a topic of BatchManifest records the batcher follows instead of "
+        "closing batches by size and time (replay)."
+    )
 
-    @field_validator("kafka_bootstrap")
+    @field_validator("kafka_bootstrap", "llm_record_file", "llm_record_topic", "batch_plan_topic")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
         return value or None
