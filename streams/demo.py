@@ -39,7 +39,14 @@ class DemoOptions(BaseModel):
     suite_seed: int = Field(default=7, description="Seed of the task suite (pins the train / held-out split).")
     out: Path = Path("demo-results")
     playbook_id: str = "demo"
-    task_time_s: float = Field(default=0.02, ge=0, description="Simulated time an agent spends on a task.")
+    task_time_s: float | None = Field(
+        default=None, ge=0, description="Simulated time an agent spends on a task; default 0.02 s in sync mode, "
+        "1 s in async mode (so versions arrive while the fleet works and staleness is visible).")
+
+    def effective_task_time_s(self) -> float:
+        if self.task_time_s is not None:
+            return self.task_time_s
+        return 0.02 if self.mode == "sync" else 1.0
 
 
 class VersionRow(BaseModel):
@@ -108,6 +115,7 @@ class DemoProgress:
     """Live state the CLI renders."""
 
     traces_total: int
+    auto_batch_size: bool = False
     traces_sent: int = 0
     version: int = 0
     batch_size: int = 0
@@ -181,7 +189,7 @@ async def run_demo(
     suite = build_suite(families=options.families, seed=options.suite_seed)
     total = options.traces or len(suite.train)
     baseline = expected_accuracy(suite, suite.held_out, [])
-    progress = DemoProgress(traces_total=total, batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
+    progress = DemoProgress(traces_total=total, auto_batch_size=settings.auto_batch_size, batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
                             accuracy=round(baseline, 4))
     usage = Usage()
 
@@ -217,7 +225,7 @@ async def run_demo(
         async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
-                                      traces=total, task_time_s=options.task_time_s),
+                                      traces=total, task_time_s=options.effective_task_time_s()),
                           on_traces=on_traces)
             report(f"fleet running ({options.mode})")
             fleet_report = await fleet.run()

@@ -39,6 +39,8 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--time-scale", type=float, dest="sim_time_scale",
                         help=f"multiplier on the simulator's latency (default {DEMO_DEFAULTS['sim_time_scale']})")
     parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
+    parser.add_argument("--task-time", dest="task_time_s", type=float,
+                        help="simulated seconds an agent spends on a task (default 0.02 sync, 1.0 async)")
     parser.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     parser.set_defaults(handler=cmd_demo)
 
@@ -70,7 +72,8 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     from streams.demo import DemoOptions, run_demo
 
     settings = demo_settings_from_args(args)
-    options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out)
+    options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out,
+                          task_time_s=args.task_time_s)
     live = not args.plain and sys.stdout.isatty()
     async with broker_for(settings) as (bootstrap, profile):
         view = LiveView() if live else PlainView()
@@ -133,7 +136,7 @@ class LiveView:
         table.add_row("", f"{progress.traces_sent}/{progress.traces_total} published")
         table.add_row("phase", progress.phase)
         table.add_row("version", str(progress.version))
-        table.add_row("batch size", f"{progress.batch_size} (controller)" if progress.batch_size else "-")
+        table.add_row("batch size", f"{progress.batch_size}" + (" (controller)" if progress.auto_batch_size else " (fixed)"))
         table.add_row("held-out accuracy", f"{progress.accuracy_before:.3f} -> {progress.accuracy:.3f}")
         table.add_row("playbook entries", str(progress.entries))
         table.add_row("LLM calls", f"{progress.llm_calls} (${progress.cost_usd:.4f} simulated)")

@@ -1,0 +1,71 @@
+"""`combee demo` end to end on the real broker: the command, its results file and plots, and async mode."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from combee_core.settings import CombeeSettings
+from streams.demo import DemoOptions, DemoResult, run_demo
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+    env.update(extra)
+    return env
+
+
+def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, tmp_path: Path):
+    out = tmp_path / "results"
+    completed = subprocess.run(
+        [sys.executable, "-m", "streams.cli", "demo", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix,
+         "--traces", "80", "--fleet", "8", "--batch-size", "20", "--out", str(out), "--plain"],
+        env=_env(COMBEE_SIM_CLOCK="virtual"), capture_output=True, text=True, timeout=180,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "Combee demo summary" in completed.stdout
+    assert "held-out accuracy before -> after" in completed.stdout
+
+    result = DemoResult.model_validate_json((out / "results.json").read_text())
+    assert result.traces_sent == 80 and result.traces_incorporated == 80
+    assert [row.version for row in result.versions] == [1, 2, 3, 4]
+    assert all(row.batch_size == 20 for row in result.versions)
+    assert result.accuracy_after > result.accuracy_before
+    assert result.fleet.rounds == 4 and result.fleet.versions_used == [0, 1, 2, 3]
+    assert not result.controller.auto and result.controller.chosen_batch_sizes == []
+    assert len(result.controller.samples) == 4
+    assert result.usage.calls > 0 and result.usage.cost_usd > 0
+    for plot in result.plots:
+        assert Path(plot).read_bytes()[:8] == PNG_MAGIC
+        assert Path(plot).stat().st_size > 10_000
+    final = json.loads((out / "playbook.json").read_text())
+    assert final["version"] == 4 and len(final["entries"]) == result.playbook_entries
+
+
+async def test_async_demo_with_the_controller_reports_staleness_and_decisions(kafka, unique_prefix, tmp_path):
+    settings = CombeeSettings.load(env={}, topic_prefix=unique_prefix, auto_batch_size=True, sim_clock="virtual",
+                                   controller_clock="modelled", max_wait_s=1.0, partitions=2)
+    options = DemoOptions(fleet=6, mode="async", traces=90, out=tmp_path, task_time_s=0.4)
+    seen = []
+    result = await run_demo(settings, kafka.bootstrap, kafka.profile, options, on_progress=seen.append)
+
+    assert result.traces_incorporated == 90 and result.dead_letters == 0
+    versions = [row.version for row in result.versions]
+    assert versions == list(range(1, len(versions) + 1))
+    # The controller profiles other sizes than the start size, and the batcher follows it.
+    assert result.controller.chosen_batch_sizes
+    assert {row.batch_size for row in result.versions} - {settings.batch_size}
+    # Agents kept working while versions were published: some traces ran with an older version.
+    assert len(result.fleet.versions_used) > 1
+    assert max(row.max_staleness for row in result.versions) >= 1
+    assert result.accuracy_after > result.accuracy_before
+    assert seen and seen[-1].phase == "done"
