@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// Follow the playbook versions Combee Streams publishes, from Node.js (kafkajs).
+//
+//   node subscriber.js --bootstrap localhost:9092 --playbook support-bot --max-versions 5
+//
+// Reads <prefix>playbook from the beginning (each record is a whole playbook, so the newest record of a
+// playbook_id is its current state) and prints one JSON line per version. kafkajs can only consume through a
+// consumer group, so each subscriber uses a group of its own (a shared group would split the topic between agents).
+// Exit status: 0 when --max-versions versions were seen (or on SIGINT/SIGTERM), 3 on --timeout.
+import { randomUUID } from "node:crypto";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+
+import { CONSUMER_TIMEOUTS, SCHEMAS_DIR, describeErrors, loadValidator, makeKafka } from "./common.js";
+
+const SUPPORTED_SCHEMA_VERSIONS = new Set([1]);
+
+const { values: args } = parseArgs({
+  options: {
+    bootstrap: { type: "string" },
+    prefix: { type: "string", default: "combee." },
+    playbook: { type: "string" },
+    "max-versions": { type: "string" },
+    timeout: { type: "string" },
+    group: { type: "string" },
+    entries: { type: "boolean", default: false },
+    schema: { type: "string", default: join(SCHEMAS_DIR, "playbook_version.v1.json") },
+  },
+});
+if (!args.bootstrap) {
+  process.stderr.write("usage: subscriber.js --bootstrap HOST:PORT [--prefix P] [--playbook ID] "
+    + "[--max-versions N] [--timeout S] [--group G] [--entries]\n");
+  process.exit(64);
+}
+
+const validate = loadValidator(args.schema);
+const topic = `${args.prefix}playbook`;
+const maxVersions = args["max-versions"] === undefined ? Infinity : Number(args["max-versions"]);
+const kafka = makeKafka(args.bootstrap, "combee-node-subscriber");
+const consumer = kafka.consumer({
+  groupId: args.group ?? `${args.prefix}subscriber.${randomUUID()}`,
+  ...CONSUMER_TIMEOUTS,
+  maxBytes: 16 * 1024 * 1024,
+  maxBytesPerPartition: 16 * 1024 * 1024,
+});
+
+let seen = 0;
+let finished = false;
+let resolveDone;
+const done = new Promise((resolve) => { resolveDone = resolve; });
+async function finish(code, message) {
+  if (finished) return;
+  finished = true;
+  if (message) process.stderr.write(`${message}\n`);
+  await consumer.disconnect().catch(() => {});
+  resolveDone(code);
+}
+process.on("SIGINT", () => finish(0));
+process.on("SIGTERM", () => finish(0));
+if (args.timeout !== undefined) {
+  setTimeout(() => finish(3, `timed out after ${args.timeout} s with ${seen} version(s)`),
+    Number(args.timeout) * 1000).unref();
+}
+
+await consumer.connect();
+await consumer.subscribe({ topic, fromBeginning: true });
+process.stderr.write(`following ${topic}\n`);
+await consumer.run({
+  autoCommit: false, // nothing to resume: a subscriber re-reads the topic to find the current version
+  eachMessage: async ({ message }) => {
+    if (finished) return;
+    const version = JSON.parse(message.value.toString("utf-8"));
+    if (!SUPPORTED_SCHEMA_VERSIONS.has(version.schema_version)) {
+      process.stderr.write(`skipping a record with schema_version ${version.schema_version} at offset `
+        + `${message.offset}: this subscriber understands ${[...SUPPORTED_SCHEMA_VERSIONS]}\n`);
+      return;
+    }
+    if (!validate(version)) {
+      process.stderr.write(`skipping an invalid version at offset ${message.offset}: `
+        + `${describeErrors(validate.errors).slice(0, 3).join("; ")}\n`);
+      return;
+    }
+    if (args.playbook && version.playbook_id !== args.playbook) return;
+    const line = {
+      playbook_id: version.playbook_id,
+      version: version.version,
+      parent_version: version.parent_version,
+      batch_id: version.batch_id,
+      entries: args.entries ? version.entries.map((e) => `[${e.section}] ${e.content}`) : version.entries.length,
+      operations: version.operations.length,
+      lineage: version.lineage.length,
+      content_hash: version.content_hash,
+    };
+    process.stdout.write(`${JSON.stringify(line)}\n`);
+    seen += 1;
+    if (seen >= maxVersions) {
+      // Disconnecting from inside eachMessage would wait for this handler: finish after it returns.
+      setImmediate(() => finish(0));
+    }
+  },
+});
+process.exit(await done);
