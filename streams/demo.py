@@ -222,7 +222,8 @@ async def run_demo(
 
     report("starting the topology")
     async with InProcessPipeline(settings, bootstrap, profile, on_call=on_call) as run:
-        async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version) as follower:
+        async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version,
+                                    check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
                                       traces=total, task_time_s=options.effective_task_time_s()),

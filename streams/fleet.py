@@ -66,6 +66,8 @@ class PlaybookFollower:
     bootstrap: str
     profile: BrokerProfile
     on_version: Callable[[PlaybookVersion], None] | None = None
+    check_alive: Callable[[], None] | None = None
+    """Called while waiting; raises if what should produce the awaited records has died (e.g. the worker)."""
     latest: dict[str, PlaybookVersion] = field(default_factory=dict)
     batch_sizes: dict[str, int] = field(default_factory=dict)
     decisions: list[ControlDecision] = field(default_factory=list)
@@ -137,6 +139,8 @@ class PlaybookFollower:
             if self._task is not None and self._task.done():
                 self._task.result()
                 raise RuntimeError("the playbook follower stopped")
+            if self.check_alive is not None:
+                self.check_alive()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"waited {timeout_s:.0f}s for {what}")

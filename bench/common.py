@@ -1,0 +1,160 @@
+"""Shared by the benchmark scripts: run one configuration of the topology over a fixed set of train traces.
+
+Every variant (sequential, naive, Combee, Combee + controller) is a :class:`Variant`, i.e. a set of settings for
+the same Kafka topology; nothing here is a separate code path. Runs use the simulator's virtual clock: the latency
+model is evaluated for every call (and drives the controller) but not slept, so a benchmark takes minutes, and its
+delays are modelled seconds, not wall seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from combee_core.models import BatchMetrics, PlaybookVersion, Trace
+from combee_core.settings import CombeeSettings
+from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, run_task
+from streams.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.pipeline import InProcessPipeline, read_models
+from streams.produce import produce_traces
+
+
+@dataclass(frozen=True)
+class Variant:
+    """A named configuration of the topology."""
+
+    name: str
+    batch_size: int
+    p: int = 2
+    subgroups: str = "sqrt"
+    auto: bool = False
+
+    def overrides(self) -> dict[str, Any]:
+        return dict(batch_size=self.batch_size, p=self.p, subgroups=self.subgroups, auto_batch_size=self.auto)
+
+
+class RunResult(BaseModel):
+    """One variant, one capacity, one seed."""
+
+    variant: str
+    capacity: int
+    seed: int
+    traces: int
+    versions: int
+    held_out_accuracy: float
+    accuracy_before: float
+    playbook_entries: int
+    playbook_tokens: int
+    epoch_delay_s: float
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+    batch_sizes: list[int]
+    wall_s: float
+
+
+def train_traces(suite: TaskSuite, seed: int, playbook_id: str = "bench") -> list[Trace]:
+    """One pass over the train split, every agent run with the empty playbook (version 0)."""
+    return [
+        run_task(suite, task, [], playbook_id=playbook_id, playbook_version=0, agent_id=f"agent{i % 40:02d}",
+                 attempt=0, run_seed=seed)
+        for i, task in enumerate(suite.train)
+    ]
+
+
+def start_broker() -> ResolvedBroker:
+    """``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded Tansu (the same rule as the tests, minus Docker)."""
+    return resolve_test_bootstrap(use_docker=False)
+
+
+async def run_variant(
+    broker: ResolvedBroker,
+    variant: Variant,
+    suite: TaskSuite,
+    traces: Sequence[Trace],
+    *,
+    capacity: int,
+    seed: int,
+    max_wait_s: float = 1.0,
+    timeout_s: float = 900.0,
+    extra: dict[str, Any] | None = None,
+) -> RunResult:
+    """Send ``traces`` through a fresh run of the topology configured as ``variant``; measure the outcome.
+
+    Epoch delay (modelled seconds) = sum over versions of (one reflection latency, as a batch's reflections run
+    in parallel, + the version's LLM critical path: the slowest aggregator call + each reduce level's slowest call).
+    """
+    prefix = f"bench{uuid.uuid4().hex[:8]}."
+    settings = CombeeSettings.load(
+        env={}, topic_prefix=prefix, run_seed=seed, sim_capacity=capacity, sim_clock="virtual",
+        controller_clock="modelled", max_wait_s=max_wait_s, partitions=2, **variant.overrides(), **(extra or {}),
+    )
+    started = time.monotonic()
+    async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
+        await produce_traces(settings, broker.bootstrap, broker.profile, traces)
+        versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
+        metrics = await read_models(run, "metrics", BatchMetrics)
+        calls = list(run.calls)
+    wall = time.monotonic() - started
+    return summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall)
+
+
+def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, calls, *, capacity, seed,
+              wall_s) -> RunResult:
+    reflect = [c.latency_s for c in calls if c.role == "reflector" and c.error is None]
+    reflect_latency = statistics.fmean(reflect) if reflect else 0.0
+    epoch_delay = sum(reflect_latency + v.stats.llm_critical_path_s for v in versions)
+    final = versions[-1] if versions else None
+    ok = list(calls)
+    return RunResult(
+        variant=variant.name, capacity=capacity, seed=seed, traces=len(traces), versions=len(versions),
+        held_out_accuracy=round(expected_accuracy(suite, suite.held_out, final.entries if final else []), 4),
+        accuracy_before=round(expected_accuracy(suite, suite.held_out, []), 4),
+        playbook_entries=len(final.entries) if final else 0,
+        playbook_tokens=final.stats.playbook_tokens if final else 0,
+        epoch_delay_s=round(epoch_delay, 3), llm_calls=len(ok),
+        prompt_tokens=sum(c.usage.prompt_tokens for c in ok),
+        completion_tokens=sum(c.usage.completion_tokens for c in ok),
+        cost_usd=round(sum(c.usage.cost_usd for c in ok), 6),
+        batch_sizes=[m.batch_size for m in metrics], wall_s=round(wall_s, 2),
+    )
+
+
+def mean_spread(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and (population) standard deviation."""
+    return statistics.fmean(values), (statistics.pstdev(values) if len(values) > 1 else 0.0)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    cpu = ""
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    import os
+
+    return {"python": sys.version.split()[0], "platform": platform.platform(), "cpu": cpu,
+            "cpus": os.cpu_count(), "commit": commit}
+
+
+def write_results(path: Path, payload: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
+
+
+def default_suite() -> TaskSuite:
+    return build_suite(seed=7)
