@@ -83,6 +83,11 @@ def trace_identity(record: ArchiveRecord) -> tuple[str, str] | None:
     return None
 
 
+def select_traces(traces: Sequence[ArchiveRecord], selection: TraceSelection = TraceSelection()) -> list[ArchiveRecord]:
+    """The selected trace records in recorded order (timestamp, partition, offset)."""
+    return [r for r in sorted(traces, key=lambda r: (r.timestamp, r.partition, r.offset)) if selection.includes(r)]
+
+
 def plan_replay(
     traces: Sequence[ArchiveRecord], manifests: Sequence[BatchManifest], selection: TraceSelection = TraceSelection()
 ) -> ReplayPlan:
@@ -91,7 +96,7 @@ def plan_replay(
     Traces that are not trace objects are sent too (the run dead-lettered them; so will the replay). Valid traces
     no recorded batch holds are left out and listed in ``unbatched``.
     """
-    chosen = [r for r in sorted(traces, key=lambda r: (r.timestamp, r.partition, r.offset)) if selection.includes(r)]
+    chosen = select_traces(traces, selection)
     chosen_ids = {identity for r in chosen if (identity := trace_identity(r)) is not None}
     ordered = sorted(manifests, key=lambda m: (m.playbook_id, m.batch_id))
     planned: list[BatchManifest] = []

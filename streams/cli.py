@@ -33,13 +33,17 @@ def _add_pipeline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
     parser.add_argument("--partitions", type=int, help="partitions of scaled topics")
     parser.add_argument("--model", help="LLM model name for all roles (litellm name, e.g. combee-sim/default)")
+    parser.add_argument("--llm-record", choices=["off", "record", "replay"],
+                        help="record LLM calls to --llm-record-file, or answer them from the record (docs/replay.md)")
+    parser.add_argument("--llm-record-file", help="JSONL call store for --llm-record")
 
 
 def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
     """Settings from the environment, overridden by the flags given."""
     overrides = {
         name: getattr(args, name, None)
-        for name in ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions")
+        for name in ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
+                     "llm_record", "llm_record_file")
     }
     overrides["kafka_bootstrap"] = getattr(args, "bootstrap", None)
     batch_size = getattr(args, "batch_size", None)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile, create_topics
-from streams.llm_setup import build_llm_roles
+from streams.llm_setup import build_llm_roles, replay_responder
 from streams.runtime import Stage, StageContext, start_producer
 from streams.stages.aggregator import AggregatorStage
 from streams.stages.batcher import BatcherStage
@@ -74,8 +74,13 @@ async def run_worker(
     producer = await start_producer(bootstrap, profile)
     ctx = StageContext(settings=settings, bootstrap=bootstrap, profile=profile, producer=producer, stop=stop)
     try:
+        misses: list[BaseException] = []
         if LLM_STAGES.intersection(stages):
-            ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call)
+            responder = None
+            if settings.llm_record == "replay":  # a miss stops the worker, even from a background task
+                responder = await replay_responder(settings, bootstrap, profile,
+                                                   on_miss=lambda miss: (misses.append(miss), stop.set()))
+            ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
         instances = [STAGES[name](ctx) for name in stages]
         tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
         if readiness is not None:
@@ -92,6 +97,8 @@ async def run_worker(
                 raise task.exception()
         await asyncio.gather(*tasks)
         stopper.cancel()
+        if misses:
+            raise misses[0]
     finally:
         await producer.stop()
     return dict(ctx.counters)

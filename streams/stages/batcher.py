@@ -7,6 +7,9 @@ batcher rebuilds them, and the set of trace_ids already batched, from the ``batc
 A batch's manifest is published before its copies, so its membership is fixed even if the process dies before every
 copy is out; reflections are committed only after the copies, so after a restart they come back, and the batch's
 copies are re-dealt from the manifest and sent again (``UnconfirmedBatches``; aggregators drop copies they have).
+
+With ``batch_plan_topic`` set (replay), batches are not closed by size or time: they follow the recorded manifests of
+that topic (``PlannedBatches``), and a reflection the plan does not list is a dead letter.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import time
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
-from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
+from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from streams.runtime import Stage, read_topic
 
@@ -38,15 +41,24 @@ class BatcherStage(Stage):
         )
         self.accumulator = BatchAccumulator(shuffle, default_batch_size=settings.batch_size)
         self.unconfirmed = UnconfirmedBatches(shuffle)
+        self._shuffle = shuffle
+        self.plan: PlannedBatches | None = None
+        self._planned_records: dict[str, list[ConsumerRecord]] = {}
         self._open_records: dict[str, list[ConsumerRecord]] = {}
         self._resend_records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._last_decision: dict[str, int] = {}
 
     async def prepare(self) -> None:
+        if self.settings.batch_plan_topic:
+            planned = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.batch_plan_topic)
+            self.plan = PlannedBatches(self._shuffle, [BatchManifest.from_json_bytes(r.value) for r in planned])
+            log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
         for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("batches")):
             manifest = BatchManifest.from_json_bytes(record.value)
             self.accumulator.restore(manifest)
             self.unconfirmed.restore(manifest)
+            if self.plan is not None:
+                self.plan.restore(manifest)
         if self.settings.auto_batch_size:
             for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
                 self._apply_decision(ControlDecision.from_json_bytes(record.value))
@@ -85,10 +97,25 @@ class BatcherStage(Stage):
                 playbook_id=reflection.playbook_id,
             )
             return
+        if self.plan is not None:
+            await self._follow_plan(reflection, record)
+            return
         self._open_records.setdefault(reflection.playbook_id, []).append(record)
         closed = self.accumulator.add(reflection, time.monotonic(), utc_now())
         if closed is not None:
             await self._publish(closed)
+
+    async def _follow_plan(self, reflection: Reflection, record: ConsumerRecord) -> None:
+        assert self.plan is not None
+        if self.plan.batch_of(reflection) is None:
+            await self.reject(record, f"trace {reflection.trace_id} is not in the batch plan "
+                              f"({self.settings.batch_plan_topic})", "UnplannedTrace", trace_id=reflection.trace_id,
+                              playbook_id=reflection.playbook_id)
+            return
+        self._planned_records.setdefault(reflection.trace_id, []).append(record)
+        for batch in self.plan.add(reflection, utc_now()):
+            self.accumulator.restore(batch.manifest)  # dedupe and base versions, as if it had been formed here
+            await self._publish(batch)
 
     async def tick(self, now: float) -> None:
         for closed in self.accumulator.close_expired(now, self.settings.max_wait_s, utc_now()):
@@ -128,6 +155,9 @@ class BatcherStage(Stage):
                  manifest.closed_by, manifest.n, manifest.k, manifest.p)
         for record in self._open_records.pop(manifest.playbook_id, []):
             self.done(record)
+        for trace_id in manifest.trace_ids if self.plan is not None else ():
+            for record in self._planned_records.pop(trace_id, []):
+                self.done(record)
 
     async def drain(self) -> None:
         """Open batches stay uncommitted: their reflections are redelivered after a restart."""

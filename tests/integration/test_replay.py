@@ -1,0 +1,115 @@
+"""Reproducible reruns on the real broker: export, replay from the archive and from the traces topic, diff."""
+
+from __future__ import annotations
+
+import pytest
+
+from combee_core.archive import ArchiveError, read_archive
+from combee_core.diff import diff_versions
+from combee_core.llm.record import LLMRecordMiss
+from combee_core.models import BatchManifest
+from combee_core.replay import TraceSelection
+from streams.broker import list_topics
+from streams.cli import build_parser
+from streams.pipeline import InProcessPipeline, read_models
+from streams.produce import produce_traces
+from streams.replay import ReplayOptions, export_run, replay_archive, replay_from_topics
+from tests.integration.topology_support import make_traces, run_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TRACES = make_traces(200)
+
+
+def hashes(versions) -> list[tuple[str, int, str]]:
+    return sorted((v.playbook_id, v.version, v.content_hash) for v in versions)
+
+
+async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, unique_prefix, tmp_path, capsys):
+    settings = run_settings(unique_prefix)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
+        original = await run.wait_for(lambda vs: len(vs) >= 5, timeout_s=120, what="5 versions")
+        manifests = await run.manifests()
+    assert [v.version for v in original] == [1, 2, 3, 4, 5]
+
+    archive_path = tmp_path / "run.jsonl"
+    exported = await export_run(settings, kafka.bootstrap, kafka.profile, archive_path)
+    assert exported.counts["traces"] == 200 and exported.counts["playbook"] == 5 and exported.counts["llm-calls"] > 200
+    archive = read_archive(archive_path)
+    assert hashes(archive.versions()) == hashes(original)
+
+    # 1. From the archive, LLM calls answered from the record: the same versions, byte for byte.
+    from_archive = await replay_archive(archive, kafka.bootstrap, kafka.profile,
+                                        ReplayOptions(prefix=f"{unique_prefix}a."))
+    assert from_archive.llm_record == "replay" and from_archive.settings.topic_prefix == f"{unique_prefix}a."
+    assert from_archive.settings.run_id != settings.run_id
+    assert hashes(from_archive.versions) == hashes(original)
+    assert [v.model_dump(exclude={"published_at", "stats"}) for v in from_archive.versions] == \
+        [v.model_dump(exclude={"published_at", "stats"}) for v in original]
+    replayed_manifests = await read_models(_Run(from_archive.settings, kafka), "batches", BatchManifest)
+    assert [m.trace_ids for m in replayed_manifests] == [m.trace_ids for m in manifests]
+
+    # 2. From the traces topic of the recorded run, on the same broker.
+    from_topic = await replay_from_topics(settings, kafka.bootstrap, kafka.profile,
+                                          ReplayOptions(selection=TraceSelection(from_offset=0)))
+    assert hashes(from_topic.versions) == hashes(original)
+
+    # `combee diff` agrees: an archive against a topic prefix on the broker.
+    code = await _cli("diff", str(archive_path), from_topic.settings.topic_prefix, "--bootstrap", kafka.bootstrap)
+    assert code == 0 and "identical: 5 version(s)" in capsys.readouterr().out
+
+    # 3. Another seed (calling the simulator again): other versions, and diff says where.
+    other_seed = await replay_archive(archive, kafka.bootstrap, kafka.profile,
+                                      ReplayOptions(run_seed=1, llm_record="off"))
+    report = diff_versions(original, other_seed.versions)
+    assert not report.identical
+    first_changed = next(a.version for a, b in zip(original, sorted(other_seed.versions, key=lambda v: v.version))
+                         if a.content_hash != b.content_hash)
+    assert (report.first.playbook_id, report.first.version) == ("pb", first_changed)
+    assert {d.aspect for d in report.first.differences} & {"operation", "entry"}
+    code = await _cli("diff", str(archive_path), other_seed.settings.topic_prefix, "--bootstrap", kafka.bootstrap)
+    out = capsys.readouterr().out
+    assert code == 1 and f"first difference: playbook pb version {first_changed}" in out
+
+
+async def test_replay_fails_loudly_on_a_recorded_call_miss_and_on_a_corrupted_archive(kafka, unique_prefix, tmp_path,
+                                                                                      capsys):
+    settings = run_settings(unique_prefix)
+    traces = TRACES[:40]
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
+        await run.wait_for(lambda vs: len(vs) >= 1, timeout_s=60, what="1 version")
+    path = tmp_path / "run.jsonl"
+    await export_run(settings, kafka.bootstrap, kafka.profile, path, ["traces", "batches", "playbook", "llm-calls"])
+
+    # Another batch size changes the aggregator calls: not in the record, so the replay stops, naming the call.
+    with pytest.raises(LLMRecordMiss, match=r"no recorded answer for the aggregator call to 'combee-sim/default'"):
+        await replay_archive(read_archive(path), kafka.bootstrap, kafka.profile,
+                             ReplayOptions(batch_size=25, llm_record="replay", timeout_s=60))
+
+    # A corrupted line: rejected with its number before any topic of the new run exists.
+    lines = path.read_bytes().split(b"\n")
+    lines[9] = lines[9].replace(b'"trace_id":"', b'"trace_id":"X', 1)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\n".join(lines))
+    with pytest.raises(ArchiveError, match="line 10: checksum mismatch") as caught:
+        read_archive(bad)
+    assert caught.value.line == 10
+    into = f"{unique_prefix}bad."
+    code = await _cli("replay", "--archive", str(bad), "--bootstrap", kafka.bootstrap, "--into", into)
+    err = capsys.readouterr().err
+    assert code == 2 and "line 10: checksum mismatch" in err and "nothing was replayed" in err
+    assert await list_topics(kafka.bootstrap, into) == []
+
+
+class _Run:
+    """Enough of a pipeline for ``read_models``: settings and broker."""
+
+    def __init__(self, settings, kafka) -> None:
+        self.settings, self.bootstrap, self.profile = settings, kafka.bootstrap, kafka.profile
+
+
+async def _cli(*argv: str) -> int:
+    args = build_parser().parse_args(list(argv))
+    return int(await args.handler(args) or 0)
