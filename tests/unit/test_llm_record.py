@@ -105,3 +105,20 @@ async def test_call_store_round_trip_and_bad_line_numbers(tmp_path):
         parse_call_lines([b'{"role": "poet"}'], "x.jsonl")
     with pytest.raises(CallStoreError, match="no such call store"):
         CallStore(tmp_path / "missing.jsonl").load()
+
+
+async def test_record_mode_appends_every_call_to_the_file_and_replay_reads_it(tmp_path):
+    from combee_core.settings import CombeeSettings
+    from streams.llm_setup import build_llm_roles, replay_responder
+
+    path = tmp_path / "calls.jsonl"
+    settings = CombeeSettings.load(env={}, llm_record="record", llm_record_file=str(path), sim_clock="virtual")
+    roles = build_llm_roles(settings)
+    reflection = await roles.reflect(trace(5))
+    stored = CallStore(path).load()
+    assert [r.role for r in stored] == ["reflector"] and stored[0].error is None
+
+    replaying = settings.model_copy(update={"llm_record": "replay"})
+    responder = await replay_responder(replaying, "unused:9092", None)  # a file: no broker is read
+    again = await build_llm_roles(replaying, responder=responder).reflect(trace(5))
+    assert again == reflection and responder.answered == 1
