@@ -1,0 +1,129 @@
+"""Deployment files checked without a Docker engine: compose, Kubernetes manifests and the Dockerfile agree with the
+code (real sub-commands, flags and stage names; one image; the same COMBEE_* settings; ``combee`` as entry point)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import yaml
+
+from combee_core.settings import ENV_PREFIX, CombeeSettings
+from streams.cli import build_parser
+from streams.worker import parse_stages
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "deploy" / "Dockerfile"
+K8S = ROOT / "deploy" / "k8s"
+COMBEE_SERVICES = ("reflector", "batcher", "aggregator", "reducer", "demo", "worker-cli")
+WORKER_SERVICES = ("reflector", "batcher", "aggregator", "reducer")
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+@pytest.fixture(scope="module")
+def k8s_docs() -> list[dict]:
+    docs = []
+    for path in sorted(K8S.glob("*.yaml")):
+        docs.extend(doc for doc in yaml.safe_load_all(path.read_text()) if doc)
+    return docs
+
+
+def _deployments(docs: list[dict]) -> list[dict]:
+    return [doc for doc in docs if doc["kind"] == "Deployment"]
+
+
+def _check_combee_args(args: list[str]) -> None:
+    """The arguments parse as a real `combee` command line (sub-command and flags), with real stage names."""
+    assert all(isinstance(a, str) for a in args), f"every argument must be a string: {args}"
+    parsed = build_parser().parse_args(args)  # SystemExit (failing the test) on an unknown sub-command or flag
+    if parsed.command == "worker":
+        assert parse_stages(parsed.stages)  # UnknownStageError on a wrong stage name
+        assert parsed.health_port == 8080, f"workers must serve health on 8080: {args}"
+
+
+def test_compose_parses_with_kafka_in_kraft_mode_and_every_combee_service(compose):
+    kafka = compose["services"]["kafka"]
+    assert kafka["image"].startswith("apache/kafka:")
+    assert "controller" in kafka["environment"]["KAFKA_PROCESS_ROLES"]
+    assert "1@kafka:9093" == kafka["environment"]["KAFKA_CONTROLLER_QUORUM_VOTERS"]
+    assert int(kafka["environment"]["KAFKA_MESSAGE_MAX_BYTES"]) >= 8 * 1024 * 1024
+    assert set(COMBEE_SERVICES) <= set(compose["services"])
+
+
+def test_compose_commands_are_real_combee_commands_and_stages(compose):
+    for name in COMBEE_SERVICES:
+        _check_combee_args(compose["services"][name]["command"])
+    stages = set()
+    for name in WORKER_SERVICES:
+        command = compose["services"][name]["command"]
+        stages.update(parse_stages(command[command.index("--stages") + 1]))
+    assert stages == set(parse_stages(None)), "the worker services together must run every stage"
+    demo = build_parser().parse_args(compose["services"]["demo"]["command"])
+    assert demo.command == "demo" and demo.bootstrap == "kafka:9092"
+
+
+def test_compose_settings_are_real_combee_settings_and_load(compose):
+    env = compose["x-combee-env"]
+    fields = {ENV_PREFIX + name.upper() for name in CombeeSettings.model_fields}
+    assert set(env) <= fields, f"not settings: {set(env) - fields}"
+    resolved = {k: re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", str(v)) for k, v in env.items()}  # compose defaults
+    settings = CombeeSettings.load(env=resolved)
+    assert settings.kafka_bootstrap == "kafka:9092"
+    for name in COMBEE_SERVICES:
+        assert compose["services"][name]["environment"] == env, f"{name} must use the shared settings"
+
+
+def test_k8s_manifests_use_the_compose_image_settings_and_commands(compose, k8s_docs):
+    image = compose["services"]["reflector"]["image"]
+    assert {compose["services"][name]["image"] for name in COMBEE_SERVICES} == {image}
+    configmaps = [doc for doc in k8s_docs if doc["kind"] == "ConfigMap"]
+    assert len(configmaps) == 1
+    assert set(configmaps[0]["data"]) == set(compose["x-combee-env"]), "k8s and compose must set the same variables"
+    CombeeSettings.load(env=configmaps[0]["data"])
+
+    deployments = _deployments(k8s_docs)
+    stages = set()
+    partitions = int(configmaps[0]["data"]["COMBEE_PARTITIONS"])
+    for deployment in deployments:
+        spec = deployment["spec"]
+        assert spec["selector"]["matchLabels"].items() <= spec["template"]["metadata"]["labels"].items()
+        assert 1 <= spec["replicas"] <= partitions
+        (container,) = spec["template"]["spec"]["containers"]
+        assert container["image"] == image
+        _check_combee_args(container["args"])
+        stages.update(parse_stages(container["args"][container["args"].index("--stages") + 1]))
+        refs = [source.get("configMapRef", {}).get("name") for source in container["envFrom"]]
+        assert configmaps[0]["metadata"]["name"] in refs
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        if "batch" in container["args"][container["args"].index("--stages") + 1]:
+            assert spec["replicas"] == 1, "one batcher: only one group member receives the control partition"
+    assert stages == set(parse_stages(None)), "the deployments together must run every stage"
+
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert sorted(kustomization["resources"]) == sorted(p.name for p in K8S.glob("*.yaml")
+                                                        if p.name != "kustomization.yaml")
+
+
+def test_dockerfile_entrypoint_is_combee_and_installs_the_package():
+    lines = [line.strip() for line in DOCKERFILE.read_text().splitlines()]
+    instructions = [line for line in lines if line and not line.startswith("#")]
+    assert instructions[0].startswith("FROM python:3.11")
+    entrypoints = [line for line in instructions if line.startswith("ENTRYPOINT")]
+    assert len(entrypoints) == 1 and json.loads(entrypoints[0].removeprefix("ENTRYPOINT")) == ["combee"]
+    cmd = [line for line in instructions if line.startswith("CMD")]
+    _check_combee_args(json.loads(cmd[-1].removeprefix("CMD")))
+    assert any(line.startswith("RUN pip install .") for line in instructions)
+    copied = {shlex.split(line)[1] for line in instructions if line.startswith("COPY")}
+    for needed in ("pyproject.toml", "combee_core", "streams", "schemas"):
+        assert needed in copied, f"the image needs {needed}"
+        assert (ROOT / needed).exists()
+    assert any(line.startswith("USER") and "root" not in line for line in instructions)
