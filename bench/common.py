@@ -8,6 +8,7 @@ delays are modelled seconds, not wall seconds.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import platform
 import statistics
@@ -103,12 +104,47 @@ async def run_variant(
     )
     started = time.monotonic()
     async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
-        await produce_traces(settings, broker.bootstrap, broker.profile, traces)
+        if variant.auto:
+            await feed_in_rounds(run, traces, timeout_s=timeout_s)
+        else:
+            await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
         metrics = await read_models(run, "metrics", BatchMetrics)
         calls = list(run.calls)
     wall = time.monotonic() - started
     return summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall)
+
+
+async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,
+                         decision_grace_s: float = 0.3) -> int:
+    """Send traces one round at a time (the current batch size, from the control topic), each round after the
+    previous one is in a version: how a sync fleet feeds the controller. Returns the number of rounds.
+
+    A burst would let the batcher close every batch at the start size before the first metrics come back, so the
+    controller could not act. ``decision_grace_s`` after each round lets a new decision land before the next."""
+    from streams.fleet import PlaybookFollower
+    from streams.produce import send_traces
+    from streams.runtime import start_producer
+
+    settings = run.settings
+    playbook_id = traces[0].playbook_id
+    rounds = 0
+    producer = await start_producer(run.bootstrap, run.profile)
+    try:
+        async with PlaybookFollower(settings, run.bootstrap, run.profile, check_alive=run.check_alive) as follower:
+            position = 0
+            while position < len(traces):
+                size = follower.batch_sizes.get(playbook_id, settings.batch_size)
+                chunk = list(traces[position:position + size])
+                position += size
+                await send_traces(producer, settings, chunk)
+                ids = {t.trace_id for t in chunk}
+                rounds += 1
+                await follower.wait_until(lambda: ids <= follower.covered, timeout_s, f"round {rounds}")
+                await asyncio.sleep(decision_grace_s)
+    finally:
+        await producer.stop()
+    return rounds
 
 
 def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, calls, *, capacity, seed,
