@@ -180,6 +180,10 @@ class _Rebalance(ConsumerRebalanceListener):
         await self._stage.on_assigned(set(assigned))
 
 
+class StageFailed(RuntimeError):
+    """A stage's background work raised an unexpected error; the worker stops with it."""
+
+
 class Stage:
     """A consumer-group member running one stage: consume, handle, tick, commit what is safe."""
 
@@ -193,6 +197,34 @@ class Stage:
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
         """Set once the consumer has started (joined its group); cleared when it stops."""
+        self._background: set[asyncio.Task] = set()
+        self._failure: BaseException | None = None
+
+    def spawn(self, coro, name: str | None = None) -> asyncio.Task:
+        """Run ``coro`` in the background; an unexpected error in it stops this stage (and so the worker) with
+        that error, instead of vanishing (its records stay uncommitted, so a restart redelivers them)."""
+        task = asyncio.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        log.error("%s: background task %s failed: %s: %s", self.name, task.get_name(), type(error).__name__, error)
+        if self._failure is None:
+            self._failure = error
+            self.ctx.stop.set()
+
+    async def wait_background(self) -> None:
+        """Wait for every background task; raise the first unexpected error any of them died of."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        if self._failure is not None:
+            raise StageFailed(f"stage {self.name} failed in a background task: {type(self._failure).__name__}: "
+                              f"{self._failure}") from self._failure
 
     @property
     def settings(self) -> CombeeSettings:
@@ -274,6 +306,7 @@ class Stage:
                     await self.tick(now)
                     await self.commit()
             await self.drain()
+            await self.wait_background()
             await self.commit()
         finally:
             self.started.clear()

@@ -6,7 +6,6 @@ partial says how many copies were missing. Redelivered and late copies never cha
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 
@@ -32,7 +31,6 @@ class AggregatorStage(Stage):
         super().__init__(ctx)
         self.windows = SubgroupWindows()
         self._records: dict[tuple[str, int, int], list[ConsumerRecord]] = {}
-        self._tasks: set[asyncio.Task] = set()
 
     async def handle(self, record: ConsumerRecord) -> None:
         try:
@@ -56,9 +54,7 @@ class AggregatorStage(Stage):
             self._launch(ready)
 
     def _launch(self, ready: ReadyWindow) -> None:
-        task = asyncio.create_task(self._aggregate(ready))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self.spawn(self._aggregate(ready), name=f"aggregate-{ready.key}")
 
     async def _aggregate(self, ready: ReadyWindow) -> None:
         first = ready.copies[0]
@@ -104,5 +100,4 @@ class AggregatorStage(Stage):
             self.done(record)
 
     async def drain(self) -> None:
-        if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        await self.wait_background()

@@ -68,7 +68,7 @@ class ReducerStage(Stage):
     def _kick(self, playbook_id: str) -> None:
         worker = self._workers.get(playbook_id)
         if worker is None or worker.done():
-            self._workers[playbook_id] = asyncio.create_task(self._apply_ready(playbook_id))
+            self._workers[playbook_id] = self.spawn(self._apply_ready(playbook_id), name=f"reduce-{playbook_id}")
 
     async def _apply_ready(self, playbook_id: str) -> None:
         pending = self.pending[playbook_id]
@@ -124,9 +124,7 @@ class ReducerStage(Stage):
         return reduce
 
     async def drain(self) -> None:
-        workers = [w for w in self._workers.values() if not w.done()]
-        if workers:
-            await asyncio.gather(*workers, return_exceptions=True)
+        await self.wait_background()
 
 
 def _no_usage():
