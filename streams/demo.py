@@ -27,6 +27,10 @@ from streams.fleet import Fleet, FleetConfig, FleetMode, FleetReport, PlaybookFo
 from streams.pipeline import InProcessPipeline, read_models
 
 
+class DemoError(RuntimeError):
+    """The demo cannot run as asked; the message says why and what to do."""
+
+
 class DemoOptions(BaseModel):
     """What ``combee demo`` runs; the CLI flags map one to one."""
 
@@ -222,6 +226,12 @@ async def run_demo(
 
     report("starting the topology")
     async with InProcessPipeline(settings, bootstrap, profile, on_call=on_call) as run:
+        earlier = await run.versions(options.playbook_id)
+        if earlier:
+            # Its trace ids would repeat the earlier run's, which the pipeline (rightly) ignores as duplicates.
+            raise DemoError(f"topics {settings.topic_prefix}* already hold {len(earlier)} version(s) of playbook "
+                            f"{options.playbook_id!r} from an earlier run; give a fresh --prefix (or none, for a "
+                            f"new one per run)")
         async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version,
                                     check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,

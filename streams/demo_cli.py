@@ -69,7 +69,7 @@ def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None
 
 async def cmd_demo(args: argparse.Namespace) -> int:
     from streams.cli import broker_for
-    from streams.demo import DemoOptions, run_demo
+    from streams.demo import DemoError, DemoOptions, run_demo
 
     settings = demo_settings_from_args(args)
     options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out,
@@ -77,8 +77,12 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     live = not args.plain and sys.stdout.isatty()
     async with broker_for(settings) as (bootstrap, profile):
         view = LiveView() if live else PlainView()
-        with view:
-            result = await run_demo(settings, bootstrap, profile, options, on_progress=view.update)
+        try:
+            with view:
+                result = await run_demo(settings, bootstrap, profile, options, on_progress=view.update)
+        except DemoError as error:
+            print(f"combee demo: {error}", file=sys.stderr)
+            return 2
     print_summary(result)
     return 0
 

@@ -26,11 +26,10 @@ def _env(**extra: str) -> dict[str, str]:
 
 def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, tmp_path: Path):
     out = tmp_path / "results"
-    completed = subprocess.run(
-        [sys.executable, "-m", "streams.cli", "demo", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix,
-         "--traces", "80", "--fleet", "8", "--batch-size", "20", "--out", str(out), "--plain"],
-        env=_env(COMBEE_SIM_CLOCK="virtual"), capture_output=True, text=True, timeout=180,
-    )
+    command = [sys.executable, "-m", "streams.cli", "demo", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix,
+               "--traces", "80", "--fleet", "8", "--batch-size", "20", "--out", str(out), "--plain"]
+    completed = subprocess.run(command, env=_env(COMBEE_SIM_CLOCK="virtual"), capture_output=True, text=True,
+                               timeout=180)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Combee demo summary" in completed.stdout
     assert "held-out accuracy before -> after" in completed.stdout
@@ -49,6 +48,11 @@ def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, 
         assert Path(plot).stat().st_size > 10_000
     final = json.loads((out / "playbook.json").read_text())
     assert final["version"] == 4 and len(final["entries"]) == result.playbook_entries
+
+    # The same prefix again would repeat every trace id (ignored as duplicates): refused up front, clearly.
+    again = subprocess.run(command, env=_env(COMBEE_SIM_CLOCK="virtual"), capture_output=True, text=True, timeout=180)
+    assert again.returncode == 2
+    assert "already hold 4 version(s)" in again.stderr and "fresh --prefix" in again.stderr
 
 
 async def test_async_demo_with_the_controller_reports_staleness_and_decisions(kafka, unique_prefix, tmp_path):
@@ -69,3 +73,4 @@ async def test_async_demo_with_the_controller_reports_staleness_and_decisions(ka
     assert max(row.max_staleness for row in result.versions) >= 1
     assert result.accuracy_after > result.accuracy_before
     assert seen and seen[-1].phase == "done"
+
