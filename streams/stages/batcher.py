@@ -17,12 +17,14 @@ from __future__ import annotations
 import logging
 import time
 
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
-from streams.runtime import Stage, read_topic
+from streams.dead_letters import make_dead_letter
+from streams.runtime import Stage, consumer_config, read_topic
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ STAGE = "batch"
 
 class BatcherStage(Stage):
     name = STAGE
-    consumes = ("reflections", "control")
+    consumes = ("reflections",)
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -60,8 +62,33 @@ class BatcherStage(Stage):
             if self.plan is not None:
                 self.plan.restore(manifest)
         if self.settings.auto_batch_size:
+            next_offset = 0
             for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
+                next_offset = record.offset + 1
                 self._apply_decision(ControlDecision.from_json_bytes(record.value))
+            # Every batcher replica needs every decision, so the control topic is followed outside the consumer
+            # group (a group would hand its one partition to one replica only).
+            self.spawn(self._follow_control(next_offset), name="batcher-control")
+
+    async def _follow_control(self, offset: int) -> None:
+        """Apply new control decisions until the worker stops; an unreadable one becomes a dead letter."""
+        consumer = AIOKafkaConsumer(**consumer_config(self.ctx.bootstrap, self.ctx.profile, None))
+        await consumer.start()
+        try:
+            tp = TopicPartition(self.settings.topic("control"), 0)
+            consumer.assign([tp])
+            consumer.seek(tp, offset)
+            while not self.ctx.stop.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                for record in batch.get(tp, []):
+                    try:
+                        self._apply_decision(ControlDecision.from_json_bytes(record.value))
+                    except (ValueError, ValidationError) as error:
+                        await self.ctx.dead_letter(make_dead_letter(
+                            self.name, f"unreadable control decision: {error}", error, record.value,
+                            topic=record.topic, partition=record.partition, offset=record.offset, key=record.key))
+        finally:
+            await consumer.stop()
 
     def _apply_decision(self, decision: ControlDecision) -> None:
         if decision.decision_id <= self._last_decision.get(decision.playbook_id, -1):
@@ -71,15 +98,6 @@ class BatcherStage(Stage):
         log.info("batch size for %s is now %d (%s)", decision.playbook_id, decision.batch_size, decision.phase)
 
     async def handle(self, record: ConsumerRecord) -> None:
-        if record.topic == self.settings.topic("control"):
-            if self.settings.auto_batch_size:
-                try:
-                    self._apply_decision(ControlDecision.from_json_bytes(record.value))
-                except (ValueError, ValidationError) as error:
-                    await self.reject(record, f"unreadable control decision: {error}", error)
-                    return
-            self.done(record)
-            return
         try:
             reflection = Reflection.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:

@@ -1,0 +1,61 @@
+"""Two batcher replicas in one consumer group: each owns some playbooks, and every one follows the controller."""
+
+from __future__ import annotations
+
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+
+from streams.fleet import PlaybookFollower
+from streams.pipeline import InProcessPipeline
+from streams.produce import send_traces
+from streams.runtime import start_producer
+from tests.integration.topology_support import make_traces, run_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _playbooks_on_distinct_partitions(partitions: int = 2) -> tuple[str, str]:
+    """Two playbook ids whose keys land on different partitions (aiokafka's default partitioner)."""
+    choose = DefaultPartitioner()
+    by_partition: dict[int, str] = {}
+    for n in range(100):
+        name = f"pb{n}"
+        by_partition.setdefault(choose(name.encode(), list(range(partitions)), list(range(partitions))), name)
+        if len(by_partition) == partitions:
+            return by_partition[0], by_partition[1]
+    raise AssertionError("no two playbook ids on distinct partitions")
+
+
+async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, auto_batch_size=True, controller_clock="modelled", max_wait_s=2.0)
+    playbooks = _playbooks_on_distinct_partitions(settings.partitions)
+    traces = {pb: make_traces(100, pb) for pb in playbooks}
+    sent = {pb: 0 for pb in playbooks}
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
+            InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("batch",)):
+        producer = await start_producer(kafka.bootstrap, kafka.profile)
+        try:
+            async with PlaybookFollower(settings, kafka.bootstrap, kafka.profile,
+                                        check_alive=run.check_alive) as follower:
+                for _ in range(3):  # start size, then two sizes the controller chose
+                    ids = set()
+                    for pb in playbooks:
+                        size = follower.batch_sizes.get(pb, settings.batch_size)
+                        chunk = traces[pb][sent[pb]:sent[pb] + size]
+                        sent[pb] += size
+                        await send_traces(producer, settings, chunk)
+                        ids |= {t.trace_id for t in chunk}
+                    await follower.wait_until(lambda: ids <= follower.covered, 60, "a round in versions")
+                    await follower.wait_until(lambda: len(follower.decisions) >= 2, 10, "decisions for both")
+        finally:
+            await producer.stop()
+        manifests = await run.manifests()
+
+    for pb in playbooks:
+        sizes = [m.n for m in manifests if m.playbook_id == pb]
+        decided = [d.batch_size for d in follower.decisions if d.playbook_id == pb]
+        assert decided, f"no decision for {pb}"
+        # Whichever replica owns the playbook formed its batches at the sizes the controller chose.
+        assert sizes[0] == settings.batch_size
+        assert sizes[1:] == decided[:len(sizes) - 1], (pb, sizes, decided)
+        assert all(m.closed_by == "size" for m in manifests if m.playbook_id == pb)
