@@ -61,6 +61,9 @@ class CombeeSettings(BaseModel):
     llm_api_key: SecretStr | None = Field(
         default=None, description="API key sent with every role's calls; none -> the provider's own env var."
     )
+    llm_max_tokens: int | None = Field(
+        default=None, ge=1, description="Cap on the tokens of each answer (litellm max_tokens); none -> the model's."
+    )
     llm_timeout_s: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
     llm_concurrency: int = Field(default=8, ge=1)

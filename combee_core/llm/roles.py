@@ -75,6 +75,8 @@ class LLMConfig(BaseModel):
             "max_retries": settings.llm_max_retries,
             "concurrency": settings.llm_concurrency,
             "api_base": settings.llm_api_base,
+            "api_key": settings.llm_api_key,
+            "extra": {"max_tokens": settings.llm_max_tokens} if settings.llm_max_tokens else {},
         }
         return cls(
             reflector=RoleConfig(model=settings.reflector_model, **common),
@@ -195,6 +197,7 @@ class LLMRoles:
         self._responder = responder
         self._semaphores: dict[Role, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
         self._litellm: Any = None
+        self._unpriced: set[str] = set()
         if responder is None:
             register_offline_providers([self.config.role(r).model for r in ("reflector", "aggregator", "reducer")])
             from combee_core.llm.provider import litellm
@@ -376,7 +379,10 @@ class LLMRoles:
         try:
             cost = float(self._litellm.completion_cost(completion_response=response) or 0.0)
         except Exception as error:  # litellm raises many types here; a missing price must never fail a call
-            logger.warning("no cost for model %r (%s); recording 0.0", getattr(response, "model", "?"), error)
+            model = str(getattr(response, "model", "?"))
+            if model not in self._unpriced:  # once per model: a local or self-hosted model has no price at all
+                self._unpriced.add(model)
+                logger.warning("no cost for model %r (%s); recording 0.0 for its calls", model, error)
             cost = 0.0
         hidden = (getattr(response, "_hidden_params", None) or {}).get(HIDDEN_PARAM)
         modelled = float(hidden["latency_s"]) if hidden else None
