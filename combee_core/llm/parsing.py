@@ -24,6 +24,7 @@ _OPERATION = TypeAdapter(Operation)
 _CLOSER = {"{": "}", "[": "]"}
 _BARE_WORDS = {"True": "true", "False": "false", "None": "null"}
 _MAX_TRUNCATION_CANDIDATES = 64
+_MAX_OBJECT_CANDIDATES = 32
 
 
 @dataclass(frozen=True)
@@ -60,12 +61,13 @@ def extract_json_text(text: str) -> str:
     return ""
 
 
-def _scan(text: str) -> tuple[str, list[str], bool, list[tuple[int, list[str]]]]:
+def _scan(text: str) -> tuple[str, list[str], bool, list[tuple[int, list[str]]], int]:
     """One pass over ``text`` (which starts at a ``{``), converting to strict JSON where it can.
 
     Returns the converted text up to the end of the first complete top-level value, the stack of still-open
     brackets (empty when the value was complete), whether a string was left open, and the cut points (output
-    position and open-bracket stack just before each top-level-or-nested comma) used to back off a truncated tail.
+    position and open-bracket stack just before each top-level-or-nested comma) used to back off a truncated tail,
+    and the position in ``text`` just after the value (``len(text)`` when it was not complete).
     """
     out: list[str] = []
     stack: list[str] = []
@@ -109,7 +111,7 @@ def _scan(text: str) -> tuple[str, list[str], bool, list[tuple[int, list[str]]]]
                 stack.pop()
                 out.append(ch)
                 if not stack:
-                    return "".join(out), [], False, cuts
+                    return "".join(out), [], False, cuts, i + 1
             # a stray closer is skipped
         elif ch == ",":
             j = i + 1
@@ -137,7 +139,7 @@ def _scan(text: str) -> tuple[str, list[str], bool, list[tuple[int, list[str]]]]
         else:
             out.append(ch)
         i += 1
-    return "".join(out), stack, quote is not None, cuts
+    return "".join(out), stack, quote is not None, cuts, n
 
 
 def _close(stack: list[str]) -> str:
@@ -151,7 +153,12 @@ def repair_json(text: str) -> str:
     body = extract_json_text(text)
     if not body:
         return ""
-    converted, stack, open_string, cuts = _scan(body)
+    return _repair_object(body)
+
+
+def _repair_object(body: str) -> str:
+    """:func:`repair_json` for text that starts at the object's ``{``."""
+    converted, stack, open_string, cuts, _ = _scan(body)
     if not stack and not open_string:
         return converted
     # Closing as-is keeps everything when only brackets are missing; a string cut mid-way is not kept as if whole
@@ -171,23 +178,64 @@ def repair_json(text: str) -> str:
     return candidates[0]
 
 
-def load_json_object(text: str, *, role: str = "", model: str = "") -> tuple[dict[str, Any], bool]:
-    """The JSON object in a model's text, and whether repair was needed. Raises ``LLMOutputError`` if there is none."""
+def find_object_with(text: str, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """The first JSON object in ``text`` that has one of ``keys``: a top-level object (repaired if need be), or an
+    object that is directly the value of a top-level object's key (``{"answer": {...}}``).
+
+    Small models often echo their input, or the answer's template, before answering, or wrap the answer. Objects
+    deeper down (inside lists) are not considered: an echoed input holds its items there, and an item of the input
+    is not an answer. At most ``_MAX_OBJECT_CANDIDATES`` top-level objects are tried.
+    """
+    start = text.find("{")
+    for _ in range(_MAX_OBJECT_CANDIDATES):
+        if start < 0:
+            break
+        converted, stack, open_string, _cuts, end = _scan(text[start:])
+        candidate = converted if not stack and not open_string else _repair_object(text[start:])
+        try:
+            value = json.loads(candidate)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            for obj in [value, *(v for v in value.values() if isinstance(v, dict))]:
+                if any(key in obj for key in keys):
+                    return obj
+        start = text.find("{", start + max(end, 1))
+    return None
+
+
+def load_json_object(
+    text: str, *, role: str = "", model: str = "", keys: tuple[str, ...] = ()
+) -> tuple[dict[str, Any], bool]:
+    """The JSON object in a model's text, and whether repair was needed. Raises ``LLMOutputError`` if there is none.
+
+    With ``keys``, an object that has none of them is not the answer: the first object that has one (see
+    :func:`find_object_with`) is returned instead, if there is one (counted as a repair).
+    """
     if not text or not text.strip():
         raise LLMOutputError(role, model, "empty response", text)
     stripped = text.strip()
+    value: Any = None
+    problem: str | None = None
     try:
         value = json.loads(stripped)
         repaired = False
     except ValueError:
+        repaired = True
         candidate = repair_json(stripped)
         if not candidate:
-            raise LLMOutputError(role, model, "no JSON object in response", text) from None
-        try:
-            value = json.loads(candidate)
-        except ValueError as error:
-            raise LLMOutputError(role, model, f"JSON could not be repaired: {error}", text) from None
-        repaired = True
+            problem = "no JSON object in response"
+        else:
+            try:
+                value = json.loads(candidate)
+            except ValueError as error:
+                problem = f"JSON could not be repaired: {error}"
+    if keys and not (isinstance(value, dict) and any(key in value for key in keys)):
+        found = find_object_with(stripped, keys)
+        if found is not None:
+            return found, True
+    if problem is not None:
+        raise LLMOutputError(role, model, problem, text)
     if not isinstance(value, dict):
         raise LLMOutputError(role, model, f"expected a JSON object, got {type(value).__name__}", text)
     return value, repaired
@@ -223,7 +271,7 @@ def parse_reflection_output(text: str, *, role: str = "reflector", model: str = 
     Invalid items (and items over the per-reflection limits) are dropped and counted. An object with neither key,
     or whose items were all invalid, raises ``LLMOutputError``; empty lists are a valid empty reflection.
     """
-    obj, repaired = load_json_object(text, role=role, model=model)
+    obj, repaired = load_json_object(text, role=role, model=model, keys=("insights", "entry_tags"))
     if "insights" not in obj and "entry_tags" not in obj:
         raise LLMOutputError(role, model, "object has neither 'insights' nor 'entry_tags'", text)
     problems: list[str] = []
@@ -270,7 +318,7 @@ def parse_operations_output(text: str, *, role: str = "aggregator", model: str =
     and counted. ``{"operations": []}`` is valid (nothing to change); a missing key, or only invalid operations,
     raises ``LLMOutputError``.
     """
-    obj, repaired = load_json_object(text, role=role, model=model)
+    obj, repaired = load_json_object(text, role=role, model=model, keys=("operations",))
     if "operations" not in obj:
         raise LLMOutputError(role, model, "object has no 'operations'", text)
     problems: list[str] = []

@@ -153,3 +153,38 @@ def test_error_preview_is_bounded():
     assert len(caught.value.raw_preview) < 600
     assert "more chars" in caught.value.raw_preview
     assert "aggregator" in str(caught.value)
+
+
+# Shapes of SmolLM2-135M's answers to the real prompts (tests/integration/test_real_llm.py): it echoes the DATA block,
+# or the answer template, before (sometimes instead of) answering.
+
+
+def test_an_echoed_input_before_the_answer_is_skipped():
+    echo = '<<<DATA\n{"playbook":"","task":"reflect","trace":{"feedback":"Correct.","metadata":{\n "family":"R09"}}}\n'
+    parsed = parse_reflection_output(echo + "DATA>>>\nAnswer:\n" + GOOD_REFLECTION)
+    assert [i.content for i in parsed.insights] == ["Use SUMIFS."] and parsed.repaired
+
+
+def test_a_wrapped_answer_is_unwrapped():
+    parsed = parse_operations_output('{"answer": {"operations": [{"op": "DELETE", "entry_id": "for-00003"}]}}')
+    assert [o.op for o in parsed.operations] == ["DELETE"] and parsed.repaired
+
+
+def test_an_echoed_reducer_input_is_not_taken_for_the_answer():
+    # The items of an echoed input hold "operations"; taking one of them would keep partial 1 and lose the rest.
+    echo = '{"task": "reduce", "context": "", "items": [{"item": 1, "operations": [{"op": "DELETE", "entry_id": "a"}]}]}'
+    with pytest.raises(LLMOutputError, match="no 'operations'"):
+        parse_operations_output(echo + "\nI merged them.", role="reducer")
+
+
+def test_a_truncated_answer_after_an_echo_keeps_its_complete_items():
+    echo = '{"task": "reflect", "trace": {"trace_id": "t1", "steps": []}}\n'
+    answer = '{"insights": [{"section": "dates", "content": "Check the time zone."}, {"section": "da'
+    parsed = parse_reflection_output(echo + answer)
+    assert [i.content for i in parsed.insights] == ["Check the time zone."]
+
+
+def test_an_echo_with_no_answer_is_still_an_output_error():
+    echo = '<<<DATA\n{"playbook":"","task":"reflect","trace":{"feedback":"Correct.","steps":[]}}\n```'
+    with pytest.raises(LLMOutputError, match="neither 'insights' nor 'entry_tags'"):
+        parse_reflection_output(echo)
