@@ -18,7 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench.common import RunResult, Variant, default_suite, machine, start_broker, train_traces, write_results
+from bench.common import (RunResult, Variant, default_suite, feed_in_rounds, machine, start_broker, train_traces,
+                          write_results)
 from combee_core.models import BatchMetrics
 from combee_core.settings import CombeeSettings
 from streams.pipeline import InProcessPipeline, read_models
@@ -39,7 +40,10 @@ async def _run(broker, variant: Variant, suite, traces, seed: int) -> tuple[RunR
                                    **variant.overrides())
     started = time.monotonic()
     async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
-        await produce_traces(settings, broker.bootstrap, broker.profile, traces)
+        if variant.auto:  # a burst would be batched at the start size before the first decision
+            await feed_in_rounds(run, traces, timeout_s=900)
+        else:
+            await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=900)
         metrics = await read_models(run, "metrics", BatchMetrics)
         calls = list(run.calls)

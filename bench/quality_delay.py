@@ -97,7 +97,10 @@ def plot(rows: list[dict], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     capacities = sorted({r["capacity"] for r in rows})
-    fig, axes = plt.subplots(1, len(capacities), figsize=(5.2 * len(capacities), 4.4), dpi=110, squeeze=False)
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    fig, axes = plt.subplots(1, len(capacities), figsize=(5.2 * len(capacities), 4.4), dpi=110, squeeze=False,
+                             sharex=True, sharey=True)
     markers = dict(zip([v.name for v in VARIANTS], "osD^v*"))
     for ax, capacity in zip(axes[0], capacities):
         for row in (r for r in rows if r["capacity"] == capacity):
@@ -105,6 +108,8 @@ def plot(rows: list[dict], path: Path) -> Path:
                         marker=markers.get(row["variant"], "o"), markersize=7, capsize=3, linestyle="none",
                         label=row["variant"])
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ScalarFormatter())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("epoch delay, modelled seconds (log)")
         ax.set_ylabel("held-out accuracy (final playbook)")
         ax.set_title(f"simulator capacity C = {capacity}")
@@ -123,14 +128,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--capacities", default="12,6,24", help="simulator capacities C (default 12,6,24)")
     parser.add_argument("--seeds", default="0,1,2", help="run seeds (default 0,1,2)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--from-json", type=Path, help="re-print and re-plot a previous quality_delay.json, no runs")
     args = parser.parse_args(argv)
-    results = asyncio.run(run_all(_ints(args.capacities), _ints(args.seeds)))
+    if args.from_json:
+        import json
+
+        results = [RunResult.model_validate(r) for r in json.loads(args.from_json.read_text())["runs"]]
+    else:
+        results = asyncio.run(run_all(_ints(args.capacities), _ints(args.seeds)))
     text, rows = table(results)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
     png = plot(rows, args.out / "quality_delay.png")
-    write_results(args.out / "quality_delay.json", {"machine": machine(), "rows": rows,
-                                                     "runs": [r.model_dump() for r in results]})
+    if not args.from_json:
+        write_results(args.out / "quality_delay.json", {"machine": machine(), "rows": rows,
+                                                         "runs": [r.model_dump() for r in results]})
     print(f"\nwrote {args.out / 'quality_delay.json'} and {png}")
     return 0
 
