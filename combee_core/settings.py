@@ -64,6 +64,10 @@ class CombeeSettings(BaseModel):
     llm_max_tokens: int | None = Field(
         default=None, ge=1, description="Cap on the tokens of each answer (litellm max_tokens); none -> the model's."
     )
+    llm_response_format: Literal["text", "json_object", "json_schema", "llama_cpp_schema"] = Field(
+        default="text", description="How roles ask for JSON: the prompt only, JSON mode, or the answer schema "
+        "(OpenAI/vLLM json_schema, or llama-cpp-python's schema-constrained JSON mode); see docs/models.md."
+    )
     llm_timeout_s: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
     llm_concurrency: int = Field(default=8, ge=1)

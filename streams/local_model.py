@@ -126,6 +126,9 @@ class LocalModelServer:
             "reducer_model": self.litellm_model,
             "llm_api_base": self.api_base,
             "llm_api_key": LOCAL_API_KEY,
+            # A 135M model rarely follows the prompt's JSON instruction on its own; the server's schema-constrained
+            # decoding makes its answers parseable (their content is still a tiny model's).
+            "llm_response_format": "llama_cpp_schema",
         }
 
     def environment(self) -> dict[str, str]:

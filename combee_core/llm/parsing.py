@@ -336,6 +336,9 @@ def parse_operations_output(text: str, *, role: str = "aggregator", model: str =
                 item["section"] = _normalise_section(item["section"])
             if isinstance(item.get("tag"), str):
                 item["tag"] = item["tag"].strip().lower()
+            for count in ("support", "count"):  # an ADD or TAG exists, so it is backed at least once
+                if isinstance(item.get(count), int) and not isinstance(item[count], bool) and item[count] < 1:
+                    item[count] = 1
         try:
             operations.append(_OPERATION.validate_python(item))
         except ValidationError as error:

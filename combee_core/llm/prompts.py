@@ -149,3 +149,85 @@ def read_data_block(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 raise ValueError("DATA block is not a JSON object")
             return value
     raise ValueError("no <<<DATA ... DATA>>> block in the user messages")
+
+
+# ---------------------------------------------------------------------------------------------- answer schemas
+
+ResponseFormat = Literal["text", "json_object", "json_schema", "llama_cpp_schema"]
+"""How a role asks for JSON: ``text`` (the prompt only), ``json_object`` (JSON mode: OpenAI, DeepSeek, vLLM,
+llama.cpp), ``json_schema`` (OpenAI structured outputs / vLLM guided decoding with :func:`answer_schema`), or
+``llama_cpp_schema`` (llama-cpp-python's server: JSON mode constrained by the schema, ``{"type": "json_object",
+"schema": ...}``)."""
+
+_ANSWER_CONTENT_CHARS = 240
+_ANSWER_MAX_ITEMS = {"reflect": 4, "aggregate": 12, "reduce": 16}
+
+
+def answer_schema(task: Task) -> dict[str, Any]:
+    """JSON Schema of the answer to ``task``: the wire models' shapes, with short contents and few items, so a
+    constrained decoder (and a small model) finishes within a modest ``max_tokens``. Parsing still validates
+    every item against the models; the schema only guides generation."""
+    from pydantic import BaseModel, ConfigDict, Field  # noqa: PLC0415 - only needed for schema-guided calls
+
+    from combee_core.models import TagValue  # noqa: PLC0415
+
+    most = _ANSWER_MAX_ITEMS[task]
+    section_field = Field(min_length=1, max_length=40, pattern=r"^[a-z0-9][a-z0-9_]*$")
+    content_field = Field(min_length=1, max_length=_ANSWER_CONTENT_CHARS)
+    entry_id_field = Field(min_length=1, max_length=64)
+
+    class Lesson(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        section: str = section_field
+        content: str = content_field
+
+    class Verdict(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        entry_id: str = entry_id_field
+        tag: TagValue
+
+    if task == "reflect":
+
+        class ReflectionAnswer(BaseModel):
+            model_config = ConfigDict(extra="forbid")
+            insights: list[Lesson] = Field(max_length=most)
+            entry_tags: list[Verdict] = Field(max_length=most)
+
+        return ReflectionAnswer.model_json_schema()
+
+    class AddAnswer(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        op: Literal["ADD"]
+        section: str = section_field
+        content: str = content_field
+        support: int = Field(ge=1)
+
+    class TagAnswer(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        op: Literal["TAG"]
+        entry_id: str = entry_id_field
+        tag: TagValue
+        count: int = Field(ge=1)
+
+    class DeleteAnswer(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        op: Literal["DELETE"]
+        entry_id: str = entry_id_field
+
+    class OperationsAnswer(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        operations: list[AddAnswer | TagAnswer | DeleteAnswer] = Field(max_length=most)
+
+    return OperationsAnswer.model_json_schema()
+
+
+def response_format(kind: ResponseFormat, task: Task) -> dict[str, Any] | None:
+    """The litellm ``response_format`` argument for ``kind`` and ``task`` (None for ``text``)."""
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    schema = answer_schema(task)
+    if kind == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": f"{task}_answer", "schema": schema, "strict": False}}
+    return {"type": "json_object", "schema": schema}

@@ -76,12 +76,19 @@ class LLMConfig(BaseModel):
             "concurrency": settings.llm_concurrency,
             "api_base": settings.llm_api_base,
             "api_key": settings.llm_api_key,
-            "extra": {"max_tokens": settings.llm_max_tokens} if settings.llm_max_tokens else {},
         }
+
+        def extra(task: prompts.Task) -> dict[str, Any]:
+            values: dict[str, Any] = {"max_tokens": settings.llm_max_tokens} if settings.llm_max_tokens else {}
+            answer_format = prompts.response_format(settings.llm_response_format, task)
+            if answer_format is not None:
+                values["response_format"] = answer_format
+            return values
+
         return cls(
-            reflector=RoleConfig(model=settings.reflector_model, **common),
-            aggregator=RoleConfig(model=settings.aggregator_model, **common),
-            reducer=RoleConfig(model=settings.reducer_model, **common),
+            reflector=RoleConfig(model=settings.reflector_model, extra=extra("reflect"), **common),
+            aggregator=RoleConfig(model=settings.aggregator_model, extra=extra("aggregate"), **common),
+            reducer=RoleConfig(model=settings.reducer_model, extra=extra("reduce"), **common),
             simulator=SimulatorConfig(
                 capacity=settings.sim_capacity,
                 seed=settings.run_seed,

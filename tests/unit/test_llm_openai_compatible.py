@@ -136,3 +136,26 @@ async def test_a_model_without_a_price_is_warned_about_once(server, caplog):
             await roles.reflect(trace())
     assert len(server.requests) == 3
     assert sum("no cost for model 'tiny'" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize(
+    "kind, expected_type",
+    [("json_object", "json_object"), ("json_schema", "json_schema"), ("llama_cpp_schema", "json_object")],
+)
+async def test_response_format_asks_for_json_and_the_role_schema(server, kind, expected_type):
+    server.script = [(200, '{"insights": [], "entry_tags": []}'), (200, '{"operations": []}')]
+    roles = roles_for(server, llm_response_format=kind)
+    await roles.aggregate([await roles.reflect(trace())])
+    reflect_format, aggregate_format = server.requests[0]["response_format"], server.requests[1]["response_format"]
+    assert reflect_format["type"] == aggregate_format["type"] == expected_type
+    if kind == "llama_cpp_schema":
+        assert set(reflect_format["schema"]["properties"]) == {"insights", "entry_tags"}
+        assert set(aggregate_format["schema"]["properties"]) == {"operations"}
+    if kind == "json_schema":
+        assert reflect_format["json_schema"]["name"] == "reflect_answer"
+        assert set(reflect_format["json_schema"]["schema"]["properties"]) == {"insights", "entry_tags"}
+
+
+async def test_text_mode_sends_no_response_format(server):
+    await roles_for(server).reflect(trace())
+    assert "response_format" not in server.requests[0]

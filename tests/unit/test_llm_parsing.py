@@ -188,3 +188,13 @@ def test_an_echo_with_no_answer_is_still_an_output_error():
     echo = '<<<DATA\n{"playbook":"","task":"reflect","trace":{"feedback":"Correct.","steps":[]}}\n```'
     with pytest.raises(LLMOutputError, match="neither 'insights' nor 'entry_tags'"):
         parse_reflection_output(echo)
+
+
+def test_a_support_or_count_below_one_counts_as_one():
+    # SmolLM2-135M under llama.cpp's schema grammar writes "support": 0 (the grammar does not enforce minimum).
+    text = ('{"operations": [{"op": "ADD", "section": "dates", "content": "Check the zone.", "support": 0},'
+            ' {"op": "TAG", "entry_id": "e-1", "tag": "helpful", "count": -2}]}')
+    parsed = parse_operations_output(text)
+    assert parsed.operations == [AddOp(section="dates", content="Check the zone.", support=1),
+                                 TagOp(entry_id="e-1", tag="helpful", count=1)]
+    assert parsed.dropped == 0
