@@ -43,6 +43,9 @@ class FleetConfig(BaseModel):
     traces: int = Field(default=480, ge=1, description="Traces to publish in all (the train split, cycled).")
     task_time_s: float = Field(default=0.05, ge=0, description="Simulated time one agent spends on one task.")
     round_timeout_s: float = Field(default=120.0, gt=0, description="Sync mode: longest wait for a round's version.")
+    decision_grace_s: float = Field(
+        default=0.25, ge=0, description="Sync mode with the controller on: pause after each round so a new batch-size "
+        "decision (published after the round's version) sizes the next round; without it a round can be split.")
 
 
 class FleetReport(BaseModel):
@@ -220,6 +223,8 @@ class Fleet:
             ids = {t.trace_id for t in traces}
             await self.follower.wait_until(lambda: ids <= self.follower.covered, self.config.round_timeout_s,
                                            f"round {self.rounds} ({len(ids)} traces) to reach a playbook version")
+            if self.settings.auto_batch_size and self.config.decision_grace_s:
+                await asyncio.sleep(self.config.decision_grace_s)
 
     async def _agent_round(self, agent: int, tasks: list[tuple[Task, int]]) -> list[Trace]:
         traces = []

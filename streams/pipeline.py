@@ -7,7 +7,6 @@ to a list, and offers reads of the run's output topics. It is the same ``run_wor
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -110,22 +109,22 @@ class InProcessPipeline:
         summary = ", ".join(f"{v.playbook_id} v{v.version}" for v in versions[-5:]) or "none"
         raise PipelineTimeout(f"waited {timeout_s:.0f}s for {what}; {len(versions)} version(s) so far ({summary})")
 
-    async def wait_for_lineage(self, trace_ids: set[str], *, timeout_s: float = 120.0) -> list[PlaybookVersion]:
-        """Wait until every trace id is in some version's lineage or in a dead letter."""
-
-        def covered(versions: list[PlaybookVersion]) -> bool:
-            seen = {t for v in versions for t in v.lineage}
-            return trace_ids <= seen
-
-        with contextlib.suppress(PipelineTimeout):
-            return await self.wait_for(covered, timeout_s=timeout_s, what=f"{len(trace_ids)} traces in lineages")
-        seen = {t for v in await self.versions() for t in v.lineage}
-        dead = {d.trace_id for d in await self.dead_letters()}
-        missing = trace_ids - seen - dead
-        if missing:
-            raise PipelineTimeout(f"{len(missing)} trace(s) neither in a version nor dead-lettered after "
-                                  f"{timeout_s:.0f}s, e.g. {sorted(missing)[:3]}")
-        return await self.versions()
+    async def wait_for_lineage(self, trace_ids: set[str], *, timeout_s: float = 120.0,
+                               poll_s: float = 0.5) -> list[PlaybookVersion]:
+        """Wait until every trace id is in some version's lineage or in a dead letter; returns the versions."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive()
+            versions = await self.versions()
+            missing = trace_ids - {t for v in versions for t in v.lineage}
+            if missing:
+                missing -= {d.trace_id for d in await self.dead_letters()}
+            if not missing:
+                return versions
+            if time.monotonic() >= deadline:
+                raise PipelineTimeout(f"{len(missing)} trace(s) neither in a version nor dead-lettered after "
+                                      f"{timeout_s:.0f}s, e.g. {sorted(missing)[:3]}")
+            await asyncio.sleep(poll_s)
 
 
 async def read_models(run: InProcessPipeline, topic: str, model: type) -> list:

@@ -90,15 +90,15 @@ async def run_worker(
             ready.set()
         stopper = asyncio.create_task(stop.wait())
         done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        for task in done:
-            if task is not stopper and task.exception() is not None:
-                stop.set()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise task.exception()
-        await asyncio.gather(*tasks)
+        if any(task is not stopper and task.exception() is not None for task in done):
+            stop.set()  # one stage died: stop the others, then raise its error
+        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
         stopper.cancel()
-        if misses:
+        if misses:  # a replay miss is the cause, whatever the stages died of after it
             raise misses[0]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
     finally:
         await producer.stop()
     return dict(ctx.counters)
