@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bench.common import (RunResult, Variant, default_suite, feed_in_rounds, machine, start_broker, train_traces,
                           write_results)
+from combee_core.controller import ControllerConfig
 from combee_core.models import BatchMetrics
 from combee_core.settings import CombeeSettings
 from streams.pipeline import InProcessPipeline, read_models
@@ -46,10 +47,11 @@ async def _run(broker, variant: Variant, suite, traces, seed: int) -> tuple[RunR
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=900)
         metrics = await read_models(run, "metrics", BatchMetrics)
+        decisions = await run.decisions()
         calls = list(run.calls)
     result = summarise(variant, suite, traces, versions, metrics, calls, capacity=settings.sim_capacity, seed=seed,
                        wall_s=time.monotonic() - started)
-    return result, metrics
+    return result, metrics, [d.batch_size for d in decisions]
 
 
 def per_trace_delay(metrics: list[BatchMetrics], size: int) -> float:
@@ -65,13 +67,13 @@ async def run(sizes: list[int], seed: int) -> dict:
     sweep = []
     try:
         for size in sizes:
-            result, metrics = await _run(broker, Variant(f"fixed {size}", size, p=2), suite, traces, seed)
+            result, metrics, _ = await _run(broker, Variant(f"fixed {size}", size, p=2), suite, traces, seed)
             sweep.append(dict(batch_size=size, per_trace_delay_s=per_trace_delay(metrics, size),
                               epoch_delay_s=result.epoch_delay_s, accuracy=result.held_out_accuracy,
                               versions=result.versions))
             print(f"  fixed {size:>4}: T {sweep[-1]['per_trace_delay_s']:.4f}s/trace  epoch delay "
                   f"{result.epoch_delay_s:8.1f}s  acc {result.held_out_accuracy:.3f}", file=sys.stderr, flush=True)
-        controlled, metrics = await _run(broker, Variant("controller", 40, p=2, auto=True), suite, traces, seed)
+        controlled, _, decided = await _run(broker, Variant("controller", 40, p=2, auto=True), suite, traces, seed)
     finally:
         broker.stop()
     t1 = next((row["per_trace_delay_s"] for row in sweep if row["batch_size"] == 1), sweep[0]["per_trace_delay_s"])
@@ -79,27 +81,38 @@ async def run(sizes: list[int], seed: int) -> dict:
     for row in sweep:
         row["objective"] = row["per_trace_delay_s"] / t1 + TAU * row["batch_size"]
     best = min(sweep, key=lambda row: row["objective"])
-    settled = controlled.batch_sizes[-1] if controlled.batch_sizes else None
+    # The controller profiles and fits over its ladder's range only; the best swept size within that range too.
+    ladder = ControllerConfig().ladder
+    in_range = [row for row in sweep if min(ladder) <= row["batch_size"] <= max(ladder)]
+    best_in_range = min(in_range, key=lambda row: row["objective"]) if in_range else best
+    settled = decided[-1] if decided else None
     return dict(machine=machine(), seed=seed, tau=TAU, reference_batch_size=reference, sweep=sweep, best=best,
-                controller=dict(batch_sizes=controlled.batch_sizes, settled_on=settled,
+                best_in_ladder_range=best_in_range, ladder=list(ladder),
+                controller=dict(batch_sizes=controlled.batch_sizes, decisions=decided, settled_on=settled,
                                 epoch_delay_s=controlled.epoch_delay_s, accuracy=controlled.held_out_accuracy,
                                 versions=controlled.versions),
-                epoch_delay_ratio=controlled.epoch_delay_s / best["epoch_delay_s"])
+                epoch_delay_ratio=controlled.epoch_delay_s / best["epoch_delay_s"],
+                epoch_delay_ratio_in_range=controlled.epoch_delay_s / best_in_range["epoch_delay_s"])
 
 
 def report(result: dict) -> str:
     lines = [f"{'bs':>5} {'T(bs) s/trace':>14} {'J = T/T(1) + tau*bs':>20} {'epoch delay s':>14} {'acc':>6}"]
     for row in result["sweep"]:
-        mark = "  <- sweep best" if row is result["best"] or row == result["best"] else ""
+        mark = "  <- sweep best" if row == result["best"] else ""
+        if row == result["best_in_ladder_range"] and row != result["best"]:
+            mark = f"  <- sweep best within the controller's ladder range {result['ladder']}"
         lines.append(f"{row['batch_size']:>5} {row['per_trace_delay_s']:>14.4f} {row['objective']:>20.4f} "
                      f"{row['epoch_delay_s']:>14.1f} {row['accuracy']:>6.3f}{mark}")
     c = result["controller"]
     lines += [
         "",
-        f"controller: sizes used {c['batch_sizes']}",
-        f"controller settled on bs = {c['settled_on']}; sweep best bs = {result['best']['batch_size']}",
+        f"controller: decisions {c['decisions']}; batch sizes used {c['batch_sizes']}",
+        f"controller settled on bs = {c['settled_on']}; sweep best bs = {result['best']['batch_size']} "
+        f"(within the ladder range: {result['best_in_ladder_range']['batch_size']})",
         f"epoch delay: controller run {c['epoch_delay_s']:.1f}s (incl. profiling) vs sweep best "
-        f"{result['best']['epoch_delay_s']:.1f}s -> ratio {result['epoch_delay_ratio']:.2f}",
+        f"{result['best']['epoch_delay_s']:.1f}s -> ratio {result['epoch_delay_ratio']:.2f}; vs the best within "
+        f"the range {result['best_in_ladder_range']['epoch_delay_s']:.1f}s -> ratio "
+        f"{result['epoch_delay_ratio_in_range']:.2f}",
         f"held-out accuracy: controller run {c['accuracy']:.3f}, sweep best {result['best']['accuracy']:.3f}",
     ]
     return "\n".join(lines)
