@@ -14,12 +14,9 @@ import atexit
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from streams.child_process import LoggedChild
 
 __all__ = [
     "BrokerProfile",
@@ -168,28 +167,6 @@ def probe_kafka(host: str, port: int, timeout_s: float = 2.0) -> list[tuple[str,
 # Child-process hygiene
 
 
-def _pdeathsig_preexec() -> Callable[[], None] | None:
-    """A preexec_fn that asks Linux to SIGKILL the child when its parent thread dies (best effort)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes  # noqa: PLC0415
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except Exception:
-        return None
-    parent_pid = os.getpid()
-
-    def _preexec() -> None:
-        PR_SET_PDEATHSIG = 1
-        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        if os.getppid() != parent_pid:  # parent already gone between fork and prctl
-            os._exit(1)
-
-    return _preexec
-
-
 _LIVE: set[EmbeddedBroker] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -252,11 +229,7 @@ class EmbeddedBroker:
         self.cluster_id = cluster_id
         self._binary = Path(binary) if binary else None
         self._extra_env = dict(extra_env or {})
-        self._log_dir_arg = Path(log_dir) if log_dir else None
-        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
-        self.log_path: Path | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._log_file: Any = None
+        self._child = LoggedChild("combee-tansu-", log_dir)
         self.startup_seconds: float | None = None
         """Wall time from spawn to the first good metadata answer (set by start)."""
 
@@ -269,32 +242,23 @@ class EmbeddedBroker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._child.pid
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._child.log_path
 
     def log_tail(self, max_lines: int = 40) -> str:
-        if not self.log_path or not self.log_path.exists():
-            return "(no broker log)"
-        with contextlib.suppress(OSError):
-            lines = self.log_path.read_text(errors="replace").splitlines()
-            return "\n".join(lines[-max_lines:]) or "(broker log empty)"
-        return "(broker log unreadable)"
+        return self._child.log_tail(max_lines)
 
     # ---- lifecycle
     def _spawn(self) -> None:
         binary = self._binary or tansu_binary_path()
-        if self._log_dir_arg is not None:
-            self._log_dir_arg.mkdir(parents=True, exist_ok=True)
-            log_dir = self._log_dir_arg
-        else:
-            if self._tmpdir is None:
-                self._tmpdir = tempfile.TemporaryDirectory(prefix="combee-tansu-")
-            log_dir = Path(self._tmpdir.name)
         self.port = self._requested_port or find_free_port(self.host)
-        self.log_path = log_dir / f"tansu-{self.port}.log"
         url = f"tcp://{self.host}:{self.port}"
         cmd = [
             str(binary),
@@ -310,25 +274,17 @@ class EmbeddedBroker:
         ]
         env = {k: v for k, v in os.environ.items() if k not in self._SCRUB_ENV}
         env.update(self._extra_env)
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
-        self._proc = subprocess.Popen(
-            cmd,
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-            close_fds=True,
-            preexec_fn=_pdeathsig_preexec(),  # noqa: PLW1509 - tiny, async-signal-safe enough
-        )
+        self._child.spawn(cmd, f"tansu-{self.port}.log", env)
         with _LIVE_LOCK:
             _LIVE.add(self)
 
     def _check_once(self) -> bool:
         """True when the broker answers metadata; raises BrokerStartError if the child died."""
-        assert self._proc is not None and self.port is not None
-        if self._proc.poll() is not None:
+        assert self.port is not None
+        code = self._child.exit_code()
+        if code is not None:
             raise BrokerStartError(
-                f"Tansu exited with code {self._proc.returncode} while starting on {self.bootstrap}.\n"
+                f"Tansu exited with code {code} while starting on {self.bootstrap}.\n"
                 f"--- broker log ({self.log_path}) ---\n{self.log_tail()}"
             )
         try:
@@ -388,32 +344,15 @@ class EmbeddedBroker:
         raise AssertionError("unreachable")
 
     def stop(self, timeout_s: float = 5.0) -> None:
-        """SIGTERM, wait up to ``timeout_s``, then SIGKILL. Idempotent. The temp log dir is removed."""
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.terminate()
-                try:
-                    proc.wait(timeout=timeout_s)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        proc.kill()
-                    proc.wait(timeout=timeout_s)
-        if self._log_file is not None:
-            with contextlib.suppress(OSError):
-                self._log_file.close()
-            self._log_file = None
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL. Idempotent."""
+        self._child.stop(timeout_s)
         with _LIVE_LOCK:
             _LIVE.discard(self)
 
     def cleanup(self) -> None:
         """Stop and delete the temporary log directory (if one was created)."""
         self.stop()
-        if self._tmpdir is not None:
-            with contextlib.suppress(OSError):
-                self._tmpdir.cleanup()
-            self._tmpdir = None
+        self._child.cleanup()
 
     async def stop_async(self, timeout_s: float = 5.0) -> None:
         await asyncio.to_thread(self.stop, timeout_s)

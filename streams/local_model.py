@@ -13,14 +13,11 @@ No faust or Kafka import here.
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import json
 import logging
 import os
-import subprocess
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -28,7 +25,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from streams.broker import _pdeathsig_preexec, find_free_port
+from streams.broker import find_free_port
+from streams.child_process import LoggedChild
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +95,7 @@ class LocalModelServer:
         self.n_ctx = n_ctx
         self.n_threads = n_threads
         self.startup_timeout_s = startup_timeout_s
-        self._log_dir = Path(log_dir) if log_dir else None
-        self._tmpdir: tempfile.TemporaryDirectory[str] | None = None
-        self.log_path: Path | None = None
-        self._log_file: Any = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._child = LoggedChild("combee-llama-", log_dir)
         self.startup_seconds: float | None = None
 
     # ---------------------------------------------------------------------------------- what clients use
@@ -137,13 +131,14 @@ class LocalModelServer:
 
     @property
     def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child.running
+
+    @property
+    def log_path(self) -> Path | None:
+        return self._child.log_path
 
     def log_tail(self, max_lines: int = 30) -> str:
-        if not self.log_path or not self.log_path.exists():
-            return "(no server log)"
-        lines = self.log_path.read_text(errors="replace").splitlines()
-        return "\n".join(lines[-max_lines:]) or "(server log empty)"
+        return self._child.log_tail(max_lines)
 
     # ---------------------------------------------------------------------------------- lifecycle
 
@@ -173,24 +168,9 @@ class LocalModelServer:
             self.model_path = smollm2_gguf_path()
         elif not self.model_path.is_file():
             raise LocalModelUnavailable(f"no model file at {self.model_path}")
-        if self._log_dir is None:
-            self._tmpdir = tempfile.TemporaryDirectory(prefix="combee-llama-")
-            log_dir = Path(self._tmpdir.name)
-        else:
-            self._log_dir.mkdir(parents=True, exist_ok=True)
-            log_dir = self._log_dir
         self.port = self._requested_port or find_free_port(self.host)
-        self.log_path = log_dir / f"llama-server-{self.port}.log"
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
         started = time.monotonic()
-        self._proc = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.DEVNULL,
-            stdout=self._log_file,
-            stderr=subprocess.STDOUT,
-            close_fds=True,
-            preexec_fn=_pdeathsig_preexec(),  # noqa: PLW1509 - the server dies with the thread that started it
-        )
+        self._child.spawn(self.command(), f"llama-server-{self.port}.log")
         try:
             self._wait_until_ready(started)
         except BaseException:
@@ -201,12 +181,12 @@ class LocalModelServer:
         return self
 
     def _wait_until_ready(self, started: float) -> None:
-        assert self._proc is not None
         deadline = started + self.startup_timeout_s
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
+            code = self._child.exit_code()
+            if code is not None:
                 raise LocalModelStartError(
-                    f"llama.cpp server exited with code {self._proc.returncode} while starting on port {self.port}.\n"
+                    f"llama.cpp server exited with code {code} while starting on port {self.port}.\n"
                     f"--- server log ({self.log_path}) ---\n{self.log_tail()}"
                 )
             if self._serves_model():
@@ -228,25 +208,11 @@ class LocalModelServer:
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout_s``) and close its log. Idempotent."""
-        proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=timeout_s)
-        if self._log_file is not None:
-            self._log_file.close()
-            self._log_file = None
+        self._child.stop(timeout_s)
 
     def cleanup(self) -> None:
         """Stop, then remove the temporary log directory (if one was made)."""
-        self.stop()
-        if self._tmpdir is not None:
-            with contextlib.suppress(OSError):
-                self._tmpdir.cleanup()
-            self._tmpdir = None
+        self._child.cleanup()
 
     def __enter__(self) -> LocalModelServer:
         return self.start()
