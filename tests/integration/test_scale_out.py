@@ -37,7 +37,7 @@ async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, un
         try:
             async with PlaybookFollower(settings, kafka.bootstrap, kafka.profile,
                                         check_alive=run.check_alive) as follower:
-                for _ in range(3):  # start size, then two sizes the controller chose
+                for round_number in range(1, 4):  # start size, then two sizes the controller chose
                     ids = set()
                     for pb in playbooks:
                         size = follower.batch_sizes.get(pb, settings.batch_size)
@@ -46,7 +46,10 @@ async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, un
                         await send_traces(producer, settings, chunk)
                         ids |= {t.trace_id for t in chunk}
                     await follower.wait_until(lambda: ids <= follower.covered, 60, "a round in versions")
-                    await follower.wait_until(lambda: len(follower.decisions) >= 2, 10, "decisions for both")
+                    # Each profiling batch changes the size, so every round ends with one new decision per playbook.
+                    await follower.wait_until(
+                        lambda: all(sum(d.playbook_id == pb for d in follower.decisions) >= round_number
+                                    for pb in playbooks), 20, f"decision {round_number} for both playbooks")
         finally:
             await producer.stop()
         manifests = await run.manifests()
