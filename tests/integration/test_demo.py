@@ -58,7 +58,7 @@ def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, 
 async def test_async_demo_with_the_controller_reports_staleness_and_decisions(kafka, unique_prefix, tmp_path):
     settings = CombeeSettings.load(env={}, topic_prefix=unique_prefix, auto_batch_size=True, sim_clock="virtual",
                                    controller_clock="modelled", max_wait_s=1.0, partitions=2)
-    options = DemoOptions(fleet=6, mode="async", traces=90, out=tmp_path, task_time_s=0.4)
+    options = DemoOptions(fleet=6, mode="async", traces=90, out=tmp_path, task_time_s=0.6)
     seen = []
     result = await run_demo(settings, kafka.bootstrap, kafka.profile, options, on_progress=seen.append)
 
