@@ -5,6 +5,7 @@ Pure and clock-injected: the stream stage passes ``now`` (monotonic seconds) and
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -92,34 +93,87 @@ def deal_batch(
     return ClosedBatch(manifest=manifest, copies=tuple(copies))
 
 
+DEFAULT_DEDUPE_HORIZON = 1_000_000
+"""Batched trace ids remembered per playbook to drop resends (about 130 bytes each, see docs/architecture.md)."""
+
+
+class RecentTraceIds:
+    """The trace ids of one playbook that a resend must not bring in again: a bounded horizon.
+
+    Ids of the open batch are always held. Ids of closed batches count against ``horizon``; past it the oldest are
+    forgotten, in batch order, so a trace resent after ``horizon`` newer traces were batched is batched again.
+    Live batching and a restore from the same manifests forget the same ids (restart-equivalent).
+    """
+
+    def __init__(self, horizon: int = DEFAULT_DEDUPE_HORIZON) -> None:
+        if horizon < 1:
+            raise ValueError(f"dedupe horizon must be at least 1 trace, got {horizon}")
+        self.horizon = horizon
+        self.forgotten = 0
+        self._open: set[str] = set()
+        self._batched: set[str] = set()
+        self._order: deque[str] = deque()
+
+    def __contains__(self, trace_id: object) -> bool:
+        return trace_id in self._open or trace_id in self._batched
+
+    def __len__(self) -> int:
+        return len(self._open) + len(self._batched)
+
+    def hold(self, trace_id: str) -> None:
+        """A trace joined the open batch."""
+        self._open.add(trace_id)
+
+    def batched(self, trace_ids: list[str]) -> None:
+        """These traces are in a closed (or restored) batch; forget the oldest beyond the horizon."""
+        for trace_id in trace_ids:
+            self._open.discard(trace_id)
+            if trace_id not in self._batched:
+                self._batched.add(trace_id)
+                self._order.append(trace_id)
+        while len(self._order) > self.horizon:
+            self._batched.discard(self._order.popleft())
+            self.forgotten += 1
+
+
 @dataclass
 class _PlaybookBatches:
+    seen_trace_ids: RecentTraceIds
     next_batch_id: int = 0
     target_batch_size: int = 40
-    seen_trace_ids: set[str] = field(default_factory=set)
     open_reflections: list[Reflection] = field(default_factory=list)
     opened_at: float | None = None
 
 
 class BatchAccumulator:
-    """Per-playbook open batches with dedupe by trace_id; batch ids are 0, 1, 2, ... per playbook."""
+    """Per-playbook open batches with dedupe by trace_id; batch ids are 0, 1, 2, ... per playbook.
 
-    def __init__(self, config: ShuffleConfig, default_batch_size: int) -> None:
+    Dedupe covers the open batch and the last ``dedupe_horizon`` batched traces of each playbook (RecentTraceIds).
+    """
+
+    def __init__(
+        self, config: ShuffleConfig, default_batch_size: int, dedupe_horizon: int = DEFAULT_DEDUPE_HORIZON
+    ) -> None:
+        if dedupe_horizon < 1:
+            raise ValueError(f"dedupe horizon must be at least 1 trace, got {dedupe_horizon}")
         self._config = config
         self._default_batch_size = default_batch_size
+        self._dedupe_horizon = dedupe_horizon
         self._playbooks: dict[str, _PlaybookBatches] = {}
 
     def _state(self, playbook_id: str) -> _PlaybookBatches:
         state = self._playbooks.get(playbook_id)
         if state is None:
-            state = _PlaybookBatches(target_batch_size=self._default_batch_size)
+            state = _PlaybookBatches(
+                seen_trace_ids=RecentTraceIds(self._dedupe_horizon), target_batch_size=self._default_batch_size
+            )
             self._playbooks[playbook_id] = state
         return state
 
     def restore(self, manifest: BatchManifest) -> None:
         """Replay a published manifest (startup recovery): its traces are done and its id is taken."""
         state = self._state(manifest.playbook_id)
-        state.seen_trace_ids.update(manifest.trace_ids)
+        state.seen_trace_ids.batched(manifest.trace_ids)
         state.next_batch_id = max(state.next_batch_id, manifest.batch_id + 1)
 
     def set_target(self, playbook_id: str, batch_size: int) -> None:
@@ -130,7 +184,12 @@ class BatchAccumulator:
         return self._state(playbook_id).target_batch_size
 
     def is_duplicate(self, reflection: Reflection) -> bool:
+        """Is this trace in the open batch or among the playbook's last ``dedupe_horizon`` batched traces?"""
         return reflection.trace_id in self._state(reflection.playbook_id).seen_trace_ids
+
+    def forgotten(self, playbook_id: str) -> int:
+        """How many batched trace ids of the playbook have left the dedupe horizon."""
+        return self._state(playbook_id).seen_trace_ids.forgotten
 
     def next_base_version(self, playbook_id: str) -> int:
         """Version the currently open batch will be applied to."""
@@ -141,7 +200,7 @@ class BatchAccumulator:
         state = self._state(reflection.playbook_id)
         if reflection.trace_id in state.seen_trace_ids:
             return None
-        state.seen_trace_ids.add(reflection.trace_id)
+        state.seen_trace_ids.hold(reflection.trace_id)
         if not state.open_reflections:
             state.opened_at = now
         state.open_reflections.append(reflection)
@@ -171,6 +230,7 @@ class BatchAccumulator:
             closed_by=closed_by,
             closed_at=wall_time,
         )
+        state.seen_trace_ids.batched(batch.manifest.trace_ids)
         state.next_batch_id += 1
         state.open_reflections = []
         state.opened_at = None

@@ -42,6 +42,10 @@ class CombeeSettings(BaseModel):
     auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
     max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
+    dedupe_horizon: int = Field(
+        default=1_000_000, ge=1, description="Per playbook, how many most recently batched trace ids the batcher "
+        "remembers to drop resends (about 130 bytes each); a trace resent after that many newer ones is batched again."
+    )
     window_timeout_s: float = Field(
         default=60.0, gt=0, description="Close an aggregator window with missing copies after this long."
     )

@@ -32,6 +32,8 @@ def _add_pipeline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-fan-in", type=int, help="most items one LLM call may read")
     parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
     parser.add_argument("--partitions", type=int, help="partitions of scaled topics")
+    parser.add_argument("--dedupe-horizon", type=int,
+                        help="batched trace ids remembered per playbook to drop resends (default 1000000)")
     parser.add_argument("--model", help="LLM model name for all roles (litellm name, e.g. combee-sim/default)")
     parser.add_argument("--llm-record", choices=["off", "record", "replay"],
                         help="record LLM calls to --llm-record-file, or answer them from the record (docs/replay.md)")
@@ -43,7 +45,7 @@ def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
     overrides = {
         name: getattr(args, name, None)
         for name in ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
-                     "llm_record", "llm_record_file")
+                     "dedupe_horizon", "llm_record", "llm_record_file")
     }
     overrides["kafka_bootstrap"] = getattr(args, "bootstrap", None)
     batch_size = getattr(args, "batch_size", None)

@@ -41,7 +41,10 @@ class BatcherStage(Stage):
         shuffle = ShuffleConfig(
             run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in, subgroups=settings.subgroups
         )
-        self.accumulator = BatchAccumulator(shuffle, default_batch_size=settings.batch_size)
+        self.accumulator = BatchAccumulator(
+            shuffle, default_batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon
+        )
+        self._horizon_reported: set[str] = set()
         self.unconfirmed = UnconfirmedBatches(shuffle)
         self._shuffle = shuffle
         self.plan: PlannedBatches | None = None
@@ -173,9 +176,19 @@ class BatcherStage(Stage):
                  manifest.closed_by, manifest.n, manifest.k, manifest.p)
         for record in self._open_records.pop(manifest.playbook_id, []):
             self.done(record)
+        self._report_horizon(manifest.playbook_id)
         for trace_id in manifest.trace_ids if self.plan is not None else ():
             for record in self._planned_records.pop(trace_id, []):
                 self.done(record)
+
+    def _report_horizon(self, playbook_id: str) -> None:
+        """Say once per playbook when batched trace ids start leaving the dedupe horizon (no silent cap)."""
+        if self.accumulator.forgotten(playbook_id) and playbook_id not in self._horizon_reported:
+            self._horizon_reported.add(playbook_id)
+            self.ctx.count("playbooks_past_dedupe_horizon")
+            log.warning("%s: more than %d traces batched; the oldest trace ids are forgotten from now on, so a trace "
+                        "resent after %d newer ones would be batched again (dedupe_horizon)", playbook_id,
+                        self.settings.dedupe_horizon, self.settings.dedupe_horizon)
 
     async def drain(self) -> None:
         """Open batches stay uncommitted: their reflections are redelivered after a restart."""

@@ -4,6 +4,8 @@ import asyncio
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from combee_core.batching import BatchAccumulator, ShuffleConfig, deal_batch
 from combee_core.models import AddOp, PartialUpdate, Reflection, Insight, Usage
@@ -37,6 +39,55 @@ def test_duplicate_trace_ids_are_ignored_even_after_restore():
     restored.restore(first.manifest)
     assert restored.is_duplicate(reflection(1))
     assert restored.next_base_version("pb") == 1
+
+
+def test_the_dedupe_horizon_forgets_the_oldest_batched_traces_only():
+    acc = BatchAccumulator(ShuffleConfig(), default_batch_size=2, dedupe_horizon=4)
+    for i in range(6):
+        acc.add(reflection(i), 0.0, NOW)
+    assert acc.forgotten("pb") == 2
+    assert not acc.is_duplicate(reflection(0)) and not acc.is_duplicate(reflection(1))
+    assert all(acc.is_duplicate(reflection(i)) for i in range(2, 6))
+    resent = acc.add(reflection(0), 0.0, NOW)
+    assert resent is None and acc.open_count("pb") == 1  # batched again: it left the horizon
+
+
+def test_the_open_batch_is_deduped_whatever_the_horizon():
+    acc = BatchAccumulator(ShuffleConfig(), default_batch_size=5, dedupe_horizon=1)
+    acc.add(reflection(0), 0.0, NOW)
+    assert acc.add(reflection(0), 0.0, NOW) is None and acc.open_count("pb") == 1
+    closed = [acc.add(reflection(i), 0.0, NOW) for i in range(1, 5)][-1]
+    assert closed is not None and closed.manifest.trace_ids == [f"t-{i}" for i in range(5)]
+    assert acc.is_duplicate(reflection(4)) and not acc.is_duplicate(reflection(3))
+
+
+def test_a_zero_horizon_is_refused():
+    with pytest.raises(ValueError, match="at least 1"):
+        BatchAccumulator(ShuffleConfig(), default_batch_size=2, dedupe_horizon=0)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    arrivals=st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=120),
+    batch_size=st.integers(min_value=1, max_value=7),
+    horizon=st.integers(min_value=1, max_value=20),
+)
+def test_a_restore_from_manifests_dedupes_exactly_like_the_live_batcher(arrivals, batch_size, horizon):
+    live = BatchAccumulator(ShuffleConfig(), default_batch_size=batch_size, dedupe_horizon=horizon)
+    manifests = []
+    for i in arrivals:
+        closed = live.add(reflection(i), 0.0, NOW)
+        if closed is not None:
+            manifests.append(closed.manifest)
+            assert len(set(closed.manifest.trace_ids)) == len(closed.manifest.trace_ids)
+    manifests.extend(closed.manifest for closed in live.close_expired(1.0, 0.5, NOW))
+    restored = BatchAccumulator(ShuffleConfig(), default_batch_size=batch_size, dedupe_horizon=horizon)
+    for manifest in manifests:
+        restored.restore(manifest)
+    for i in range(31):
+        assert live.is_duplicate(reflection(i)) == restored.is_duplicate(reflection(i))
+    batched = sum(m.n for m in manifests)
+    assert live.forgotten("pb") == restored.forgotten("pb") == max(0, batched - horizon)
 
 
 def test_max_wait_closes_a_non_empty_batch_only():
