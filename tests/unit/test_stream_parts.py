@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import orjson
@@ -10,9 +11,14 @@ from aiokafka import TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
+from combee_core.models import Reflection, utc_now
+from combee_core.settings import SettingsError
+from streams.broker import BrokerProfile
 from streams.cli import build_parser, settings_from_args
 from streams.dead_letters import make_dead_letter
 from streams.offsets import OffsetTracker
+from streams.runtime import StageContext
+from streams.stages.batcher import BatcherStage
 from streams.stages.reflector import TraceRejected, decode_trace
 from streams.worker import ALL_STAGES, UnknownStageError, parse_stages
 from tests.integration.topology_support import make_traces
@@ -105,3 +111,21 @@ def test_cli_flags_override_the_environment(monkeypatch):
     settings = settings_from_args(args)
     assert settings.auto_batch_size and settings.batch_size == 12 and settings.p == 3
     assert settings.topic_prefix == "a." and settings.reducer_model == "openai/x"
+
+
+def test_the_dedupe_horizon_comes_from_a_flag_or_the_environment_and_reaches_the_batcher(monkeypatch):
+    monkeypatch.setenv("COMBEE_DEDUPE_HORIZON", "7")
+    assert settings_from_args(build_parser().parse_args(["worker"])).dedupe_horizon == 7
+    settings = settings_from_args(build_parser().parse_args(["worker", "--dedupe-horizon", "3", "--batch-size", "1"]))
+    assert settings.dedupe_horizon == 3
+    context = StageContext(settings=settings, bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=None, stop=asyncio.Event())  # the batcher's state needs no broker
+    stage = BatcherStage(context)
+    reflections = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=0, insights=[],
+                              model="sim") for i in range(4)]
+    for number, reflection in enumerate(reflections):
+        assert stage.accumulator.add(reflection, float(number), utc_now()) is not None
+    assert stage.accumulator.forgotten("pb") == 1 and not stage.accumulator.is_duplicate(reflections[0])
+    monkeypatch.setenv("COMBEE_DEDUPE_HORIZON", "0")
+    with pytest.raises(SettingsError, match="DEDUPE_HORIZON"):
+        settings_from_args(build_parser().parse_args(["worker"]))
