@@ -55,6 +55,13 @@ async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, u
                                           ReplayOptions(selection=TraceSelection(from_offset=0)))
     assert hashes(from_topic.versions) == hashes(original)
 
+    # 2b. An offset range of the traces topic (one playbook, so one partition): the first two batches' traces give
+    # the first two versions, byte for byte, and nothing after them.
+    first_two = await replay_from_topics(settings, kafka.bootstrap, kafka.profile,
+                                         ReplayOptions(selection=TraceSelection(from_offset=0, to_offset=80)))
+    assert [m.n for m in manifests[:2]] == [40, 40]
+    assert hashes(first_two.versions) == hashes(original[:2])
+
     # `combee diff` agrees: an archive against a topic prefix on the broker.
     code = await _cli("diff", str(archive_path), from_topic.settings.topic_prefix, "--bootstrap", kafka.bootstrap)
     assert code == 0 and "identical: 5 version(s)" in capsys.readouterr().out
