@@ -67,6 +67,14 @@ class ReplayPlan:
     cut_batches: int
     """Recorded batches only partly selected (replayed with the selected part)."""
     renumbered: bool
+    """Some planned batch has another id than its recorded batch (batches before it were left out)."""
+    mismatch: str | None = None
+    """Why the planned batches are not a leading run of whole recorded batches (None when they are)."""
+
+    @property
+    def matches_recording(self) -> bool:
+        """Whole recorded batches from each playbook's first: the recording's first versions and LLM calls again."""
+        return self.mismatch is None
 
     def expected_versions(self) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -103,16 +111,20 @@ def plan_replay(
     next_id: dict[str, int] = {}
     cut = 0
     renumbered = False
+    mismatch: str | None = None
     for manifest in ordered:
         keep = [i for i, t in enumerate(manifest.trace_ids) if (manifest.playbook_id, t) in chosen_ids]
         if not keep:
-            renumbered = True
             continue
+        where = f"recorded batch {manifest.batch_id} of {manifest.playbook_id}"
         if len(keep) < len(manifest.trace_ids):
             cut += 1
+            mismatch = mismatch or f"{where} is cut: {len(keep)} of its {len(manifest.trace_ids)} traces are selected"
         batch_id = next_id.get(manifest.playbook_id, 0)
         next_id[manifest.playbook_id] = batch_id + 1
-        renumbered = renumbered or batch_id != manifest.batch_id
+        if batch_id != manifest.batch_id:
+            renumbered = True
+            mismatch = mismatch or f"{where} becomes batch {batch_id}: the batches before it are not selected"
         planned.append(manifest.model_copy(update={
             "batch_id": batch_id,
             "base_version": batch_id,
@@ -124,7 +136,7 @@ def plan_replay(
     sent = tuple(r for r in chosen if (identity := trace_identity(r)) is None or identity in in_plan)
     unbatched = tuple(sorted({t for (_, t) in chosen_ids - in_plan}))
     return ReplayPlan(traces=sent, manifests=tuple(planned), selected=len(chosen), unbatched=unbatched,
-                      cut_batches=cut, renumbered=renumbered or cut > 0)
+                      cut_batches=cut, renumbered=renumbered, mismatch=mismatch)
 
 
 def settings_mismatch(manifests: Sequence[BatchManifest], run_seed: int, p: int) -> str | None:

@@ -211,6 +211,11 @@ async def _replay(
         llm_record = options.llm_record
     if llm_record == "replay" and not has_calls:
         raise ReplayError("--llm-record replay needs recorded calls; the archive has no llm-calls records")
+    if llm_record == "replay" and plan is not None and not plan.matches_recording:
+        raise ReplayError(f"the selection does not replay whole recorded batches from the first: {plan.mismatch}. "
+                          "Those batches make LLM calls the recorded run never made, so the record cannot answer "
+                          "them: select whole batches from each playbook's first, or pass --llm-record off to call "
+                          "the model")
     prefix = options.prefix or f"{source.topic_prefix}replay-{uuid.uuid4().hex[:8]}."
     copy_calls = bool(recorded_calls) and llm_record == "replay"
     if copy_calls:

@@ -125,9 +125,12 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     if plan is not None and plan.unbatched:
         print(f"not replayed: {len(plan.unbatched)} trace(s) in no recorded batch", file=sys.stderr)
     deliberate = args.run_seed is not None or args.batch_size is not None or args.llm_record == "off"
-    if plan is not None and plan.renumbered:
-        print("a partial selection: batches were renumbered from 0, versions are not comparable with the recording")
+    if plan is not None and not plan.matches_recording:
+        print(f"a partial selection ({plan.mismatch}): versions are not comparable with the recording")
         return 0
+    if plan is not None:  # whole leading batches: compare with the recording's first versions
+        expected = plan.expected_versions()
+        recorded = [v for v in recorded if v.version <= expected.get(v.playbook_id, 0)]
     report = diff_versions(recorded, result.versions)
     print(("compared with the recording: " if recorded else "") + report.describe())
     return 0 if report.identical or deliberate or not recorded else 1

@@ -8,7 +8,7 @@ from combee_core.archive import ArchiveError, read_archive
 from combee_core.diff import diff_versions
 from combee_core.llm.record import LLMRecordMiss
 from combee_core.models import BatchManifest
-from combee_core.replay import TraceSelection
+from combee_core.replay import ReplayError, TraceSelection
 from streams.broker import list_topics
 from streams.cli import build_parser
 from streams.pipeline import InProcessPipeline, read_models
@@ -25,7 +25,8 @@ def hashes(versions) -> list[tuple[str, int, str]]:
     return sorted((v.playbook_id, v.version, v.content_hash) for v in versions)
 
 
-async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, unique_prefix, tmp_path, capsys):
+async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, unique_prefix, tmp_path, capsys,
+                                                                       monkeypatch):
     settings = run_settings(unique_prefix)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
@@ -56,11 +57,18 @@ async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, u
     assert hashes(from_topic.versions) == hashes(original)
 
     # 2b. An offset range of the traces topic (one playbook, so one partition): the first two batches' traces give
-    # the first two versions, byte for byte, and nothing after them.
-    first_two = await replay_from_topics(settings, kafka.bootstrap, kafka.profile,
-                                         ReplayOptions(selection=TraceSelection(from_offset=0, to_offset=80)))
+    # the first two versions, byte for byte (`combee replay` compares them with the recording's first two).
     assert [m.n for m in manifests[:2]] == [40, 40]
-    assert hashes(first_two.versions) == hashes(original[:2])
+    monkeypatch.setenv("COMBEE_SIM_CLOCK", "virtual")  # a broker replay takes unrecorded settings from the environment
+    code = await _cli("replay", "--prefix", unique_prefix, "--from-offset", "0", "--to-offset", "80",
+                      "--bootstrap", kafka.bootstrap)
+    out, err = capsys.readouterr()
+    assert code == 0 and "2 version(s)" in out and "identical: 2 version(s)" in out, out + err
+    # A range that cuts a batch would make calls the record cannot answer: refused before any topic is made.
+    with pytest.raises(ReplayError, match="recorded batch 1 of pb is cut: 39 of its 40 traces are selected"):
+        await replay_from_topics(settings, kafka.bootstrap, kafka.profile,
+                                 ReplayOptions(prefix=f"{unique_prefix}cut.", selection=TraceSelection(to_offset=79)))
+    assert await list_topics(kafka.bootstrap, f"{unique_prefix}cut.") == []
 
     # `combee diff` agrees: an archive against a topic prefix on the broker.
     code = await _cli("diff", str(archive_path), from_topic.settings.topic_prefix, "--bootstrap", kafka.bootstrap)

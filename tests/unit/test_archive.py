@@ -115,7 +115,7 @@ def test_full_plan_keeps_recorded_batches_and_a_range_renumbers_them():
     traces = [trace_record(i) for i in range(12)] + [ArchiveRecord.from_kafka("traces", 0, 12, 2000, b"pb", b"bad")]
     traces.append(trace_record(13, "t-open"))  # in no batch: its batch never closed
     full = plan_replay(traces, recorded)
-    assert list(full.manifests) == recorded and not full.renumbered
+    assert list(full.manifests) == recorded and not full.renumbered and full.matches_recording
     assert full.unbatched == ("t-open",) and len(full.traces) == 13  # the invalid one is sent: a dead letter again
     assert full.expected_versions() == {"pb": 3}
 
@@ -123,6 +123,13 @@ def test_full_plan_keeps_recorded_batches_and_a_range_renumbers_them():
     assert [m.batch_id for m in part.manifests] == [0, 1] and part.renumbered and part.cut_batches == 1
     assert [m.trace_ids for m in part.manifests] == [["t-6", "t-7"], ["t-8", "t-9", "t-10", "t-11"]]
     assert [m.n for m in part.manifests] == [2, 4]
+    assert part.mismatch == "recorded batch 1 of pb is cut: 2 of its 4 traces are selected"
+
+    leading = plan_replay(traces, recorded, TraceSelection(to_offset=8))
+    assert list(leading.manifests) == recorded[:2] and leading.matches_recording and not leading.renumbered
+    later = plan_replay(traces, recorded, TraceSelection(from_offset=4))
+    assert later.cut_batches == 0 and later.renumbered
+    assert later.mismatch == "recorded batch 1 of pb becomes batch 0: the batches before it are not selected"
 
     timed = plan_replay(traces, recorded, TraceSelection(since=datetime.fromtimestamp(1.004, timezone.utc)))
     assert timed.manifests[0].trace_ids == ["t-4", "t-5", "t-6", "t-7"]
