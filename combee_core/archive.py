@@ -39,6 +39,7 @@ from combee_core.models import (
     PlaybookVersion,
     Reflection,
     ShuffledReflection,
+    first_error,
 )
 
 ARCHIVE_FORMAT = "combee-archive"
@@ -299,7 +300,7 @@ def _parse_header(number: int, line: bytes | str, problems: list[tuple[int, str]
         try:
             return ArchiveHeader.model_validate(data)
         except ValidationError as error:
-            problem = f"bad header: {_first_error(error)}"
+            problem = f"bad header: {first_error(error)}"
     problems.append((number, problem))
     return None
 
@@ -322,7 +323,7 @@ def _parse_record(line: bytes | str, header: ArchiveHeader) -> tuple[ArchiveReco
     try:
         record = ArchiveRecord.model_validate(data)
     except ValidationError as error:
-        return None, f"not an archive record: {_first_error(error)}"
+        return None, f"not an archive record: {first_error(error)}"
     if record_check(data) != record.check:
         return None, f"checksum mismatch on {record.topic}/{record.partition}@{record.offset} (the line was changed)"
     if record.topic not in header.topics:
@@ -334,11 +335,5 @@ def _parse_record(line: bytes | str, header: ArchiveHeader) -> tuple[ArchiveReco
         try:
             model.model_validate(record.value)
         except ValidationError as error:
-            return None, f"{record.topic} value is not a {model.__name__}: {_first_error(error)}"
+            return None, f"{record.topic} value is not a {model.__name__}: {first_error(error)}"
     return record, None
-
-
-def _first_error(error: ValidationError) -> str:
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "<root>"
-    return f"{where}: {first['msg']}"

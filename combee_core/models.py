@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from combee_core import limits
 
@@ -31,6 +31,13 @@ SectionName = Annotated[
 EntryId = Annotated[str, Field(min_length=1, max_length=limits.MAX_ID_CHARS)]
 InsightText = Annotated[str, Field(min_length=1, max_length=limits.MAX_INSIGHT_CHARS)]
 TagValue = Literal["helpful", "harmful", "neutral"]
+
+
+def first_error(error: ValidationError) -> str:
+    """The first problem of a validation error, as ``field.path: message`` (``<root>`` for the value itself)."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "<root>"
+    return f"{where}: {first['msg']}"
 
 
 def utc_now() -> datetime:

@@ -30,10 +30,6 @@ class TraceSelection:
     since: datetime | None = None
     until: datetime | None = None
 
-    @property
-    def everything(self) -> bool:
-        return self.from_offset is None and self.to_offset is None and self.since is None and self.until is None
-
     def includes(self, record: ArchiveRecord) -> bool:
         if self.from_offset is not None and record.offset < self.from_offset:
             return False

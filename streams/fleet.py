@@ -191,8 +191,10 @@ class Fleet:
         return FleetReport(traces_sent=self.sent, rounds=self.rounds, versions_used=sorted(self.versions_used),
                            wall_s=round(time.monotonic() - started, 3))
 
-    def _trace(self, task: Task, attempt: int, agent: int) -> Trace:
-        version, entries = self.follower.playbook(self.config.playbook_id)
+    def _trace(self, task: Task, attempt: int, agent: int,
+               playbook: tuple[int, list[PlaybookEntry]] | None = None) -> Trace:
+        """One agent's run of ``task`` with ``playbook`` (version, entries), by default the newest version seen."""
+        version, entries = playbook or self.follower.playbook(self.config.playbook_id)
         self.versions_used.add(version)
         return run_task(self.suite, task, entries, playbook_id=self.config.playbook_id, playbook_version=version,
                         agent_id=f"agent{agent:03d}", attempt=attempt, run_seed=self.settings.run_seed)
@@ -249,11 +251,7 @@ class Fleet:
                 if self.config.task_time_s:
                     await asyncio.sleep(self.config.task_time_s)
                 # The agent ran with the version it read when it started the task.
-                trace = run_task(self.suite, task, version_at_start[1], playbook_id=self.config.playbook_id,
-                                 playbook_version=version_at_start[0], agent_id=f"agent{number:03d}",
-                                 attempt=attempt, run_seed=self.settings.run_seed)
-                self.versions_used.add(version_at_start[0])
-                await self._publish(producer, [trace])
+                await self._publish(producer, [self._trace(task, attempt, number, version_at_start)])
 
         await asyncio.gather(*(agent(n) for n in range(self.config.agents)))
         self.rounds = 1

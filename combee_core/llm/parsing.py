@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from combee_core import limits
 from combee_core.llm.errors import LLMOutputError
-from combee_core.models import EntryTag, Insight, Operation
+from combee_core.models import EntryTag, Insight, Operation, first_error
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
 _OPERATION = TypeAdapter(Operation)
@@ -260,11 +260,6 @@ def _list_field(obj: dict[str, Any], key: str, problems: list[str]) -> list[Any]
     return value
 
 
-def _short(error: ValidationError) -> str:
-    first = error.errors()[0]
-    return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
-
-
 def parse_reflection_output(text: str, *, role: str = "reflector", model: str = "") -> ParsedReflection:
     """Parse ``{"insights": [{"section", "content"}], "entry_tags": [{"entry_id", "tag"}]}``.
 
@@ -287,7 +282,7 @@ def parse_reflection_output(text: str, *, role: str = "reflector", model: str = 
             insights.append(Insight.model_validate(item))
         except ValidationError as error:
             dropped += 1
-            problems.append(f"insight dropped ({_short(error)})")
+            problems.append(f"insight dropped ({first_error(error)})")
     for item in raw_tags:
         try:
             if isinstance(item, dict) and isinstance(item.get("tag"), str):
@@ -295,7 +290,7 @@ def parse_reflection_output(text: str, *, role: str = "reflector", model: str = 
             tags.append(EntryTag.model_validate(item))
         except ValidationError as error:
             dropped += 1
-            problems.append(f"entry tag dropped ({_short(error)})")
+            problems.append(f"entry tag dropped ({first_error(error)})")
     if len(insights) > limits.MAX_INSIGHTS_PER_REFLECTION:
         extra = len(insights) - limits.MAX_INSIGHTS_PER_REFLECTION
         dropped += extra
@@ -343,7 +338,7 @@ def parse_operations_output(text: str, *, role: str = "aggregator", model: str =
             operations.append(_OPERATION.validate_python(item))
         except ValidationError as error:
             dropped += 1
-            problems.append(f"operation dropped ({_short(error)})")
+            problems.append(f"operation dropped ({first_error(error)})")
     if len(operations) > limits.MAX_OPERATIONS_PER_UPDATE:
         extra = len(operations) - limits.MAX_OPERATIONS_PER_UPDATE
         dropped += extra

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMCallError
 from combee_core.llm.roles import CallRecord, LLMReply, LLMRequest
+from combee_core.models import first_error
 
 PROMPT_WORDS = 12
 """How many words of the prompt an :class:`LLMRecordMiss` quotes."""
@@ -141,7 +142,5 @@ def parse_call_lines(lines: Iterable[bytes | str], source: str = "<calls>") -> l
         except orjson.JSONDecodeError as error:
             raise CallStoreError(source, number, f"invalid JSON: {error}") from error
         except ValidationError as error:
-            first = error.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "<root>"
-            raise CallStoreError(source, number, f"not a call record: {where}: {first['msg']}") from error
+            raise CallStoreError(source, number, f"not a call record: {first_error(error)}") from error
     return records
