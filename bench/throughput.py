@@ -17,7 +17,6 @@ import cProfile
 import io
 import os
 import pstats
-import signal
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from bench.common import machine, start_broker, write_results
 from combee_core.models import PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, run_task
+from streams.child_process import stop_processes
 from streams.pipeline import InProcessPipeline
 from streams.produce import produce_traces
 from streams.runtime import read_topic
@@ -92,13 +92,7 @@ async def measure(broker, count: int, workers: int) -> dict:
         first = min(sent_at.values())
         rss = [_peak_rss_mib(p.pid) for p in procs]
     finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_processes(procs, timeout_s=30)
     return dict(workers=workers, traces=count, versions=len(versions), produce_s=round(produced_s, 2),
                 traces_per_s=round(count / (last - first), 1), p50_latency_s=round(percentile(latencies, 0.5), 2),
                 p99_latency_s=round(percentile(latencies, 0.99), 2), worker_peak_rss_mib=[round(r) for r in rss])

@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,23 @@ def pdeathsig_preexec() -> Callable[[], None] | None:
             os._exit(1)
 
     return _preexec
+
+
+def stop_processes(processes: Iterable[subprocess.Popen], timeout_s: float = 5.0) -> None:
+    """SIGTERM every running process first (they shut down in parallel), then wait for each up to ``timeout_s``
+    and SIGKILL the ones still running."""
+    processes = list(processes)
+    for process in processes:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            process.wait(timeout=timeout_s)
 
 
 class LoggedChild:
@@ -94,15 +111,8 @@ class LoggedChild:
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM, wait up to ``timeout_s``, then SIGKILL; close the log. Idempotent."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.terminate()
-            try:
-                proc.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    proc.kill()
-                proc.wait(timeout=timeout_s)
+        if proc is not None:
+            stop_processes([proc], timeout_s)
         if self._log_file is not None:
             with contextlib.suppress(OSError):
                 self._log_file.close()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ from aiokafka import AIOKafkaProducer
 
 from combee_core.models import PartialUpdate
 from streams.pipeline import InProcessPipeline, read_models
+from streams.child_process import stop_processes
 from streams.produce import produce_traces
 from streams.runtime import producer_config, read_topic
 from tests.integration.topology_support import assert_contiguous, lineage_counts, make_traces, run_settings
@@ -180,15 +180,7 @@ def _worker(kafka, prefix: str, stages: str) -> subprocess.Popen:
 
 def _stop(*workers: subprocess.Popen) -> None:
     """SIGTERM (a clean stop: drain, commit), then SIGKILL after 20 s."""
-    for worker in workers:
-        if worker.poll() is None:
-            worker.send_signal(signal.SIGTERM)
-    for worker in workers:
-        try:
-            worker.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
+    stop_processes(workers, timeout_s=20)
 
 
 async def test_stages_split_over_two_worker_processes_give_the_same_playbook_as_one(kafka, unique_prefix):
