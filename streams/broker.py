@@ -284,8 +284,7 @@ class EmbeddedBroker:
         code = self._child.exit_code()
         if code is not None:
             raise BrokerStartError(
-                f"Tansu exited with code {code} while starting on {self.bootstrap}.\n"
-                f"--- broker log ({self.log_path}) ---\n{self.log_tail()}"
+                self._child.report(f"Tansu exited with code {code} while starting on {self.bootstrap}.", "broker")
             )
         try:
             probe_kafka(self.host, self.port, timeout_s=1.0)
@@ -294,10 +293,9 @@ class EmbeddedBroker:
             return False
 
     def _timeout_error(self) -> BrokerStartError:
-        return BrokerStartError(
+        return BrokerStartError(self._child.report(
             f"Tansu did not answer a Kafka metadata request on {self.bootstrap} within "
-            f"{self.startup_timeout_s:.0f}s.\n--- broker log ({self.log_path}) ---\n{self.log_tail()}"
-        )
+            f"{self.startup_timeout_s:.0f}s.", "broker"))
 
     def start(self) -> EmbeddedBroker:
         """Spawn and block until the broker answers metadata (retries once on a lost port race)."""

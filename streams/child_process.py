@@ -108,6 +108,10 @@ class LoggedChild:
             return "\n".join(lines[-max_lines:]) or "(log empty)"
         return "(log unreadable)"
 
+    def report(self, headline: str, label: str) -> str:
+        """``headline`` followed by the log's tail, for a start-up error: ``--- <label> log (<path>) ---``."""
+        return f"{headline}\n--- {label} log ({self.log_path}) ---\n{self.log_tail()}"
+
     def stop(self, timeout_s: float = 5.0) -> None:
         """SIGTERM, wait up to ``timeout_s``, then SIGKILL; close the log. Idempotent."""
         proc, self._proc = self._proc, None

@@ -185,17 +185,13 @@ class LocalModelServer:
         while time.monotonic() < deadline:
             code = self._child.exit_code()
             if code is not None:
-                raise LocalModelStartError(
-                    f"llama.cpp server exited with code {code} while starting on port {self.port}.\n"
-                    f"--- server log ({self.log_path}) ---\n{self.log_tail()}"
-                )
+                raise LocalModelStartError(self._child.report(
+                    f"llama.cpp server exited with code {code} while starting on port {self.port}.", "server"))
             if self._serves_model():
                 return
             time.sleep(0.25)
-        raise LocalModelStartError(
-            f"llama.cpp server did not answer on {self.api_base} within {self.startup_timeout_s:.0f}s.\n"
-            f"--- server log ({self.log_path}) ---\n{self.log_tail()}"
-        )
+        raise LocalModelStartError(self._child.report(
+            f"llama.cpp server did not answer on {self.api_base} within {self.startup_timeout_s:.0f}s.", "server"))
 
     def _serves_model(self) -> bool:
         """True when ``GET /v1/models`` answers and lists our alias."""
