@@ -193,7 +193,8 @@ async def run_demo(
     suite = build_suite(families=options.families, seed=options.suite_seed)
     total = options.traces or len(suite.train)
     baseline = expected_accuracy(suite, suite.held_out, [])
-    progress = DemoProgress(traces_total=total, auto_batch_size=settings.auto_batch_size, batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
+    progress = DemoProgress(traces_total=total, auto_batch_size=settings.auto_batch_size,
+                            batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
                             accuracy=round(baseline, 4))
     usage = Usage()
 
@@ -245,14 +246,13 @@ async def run_demo(
             await follower.wait_until(lambda: sent_ids <= follower.covered, timeout_s=settings.max_wait_s + 120,
                                       what="every trace to reach a version or a dead letter")
             metrics = await read_models(run, "metrics", BatchMetrics)
-            versions = [v for v in await run.versions(options.playbook_id)]
+            versions = await run.versions(options.playbook_id)
             dead = await run.dead_letters()
             controller = controller_summary(settings, metrics, follower, options.playbook_id)
         report("stopping the topology")
 
-    rows = [version_row(v, suite, started) for v in versions]
-    for row, seen in zip(rows, progress.history):
-        row.seconds_since_start = seen.seconds_since_start
+    seen = {row.version: row for row in progress.history}  # scored live, when each version arrived
+    rows = [seen.get(v.version) or version_row(v, suite, started) for v in versions]
     final = versions[-1] if versions else None
     incorporated = {t for v in versions for t in v.lineage}
     out = options.out
