@@ -134,13 +134,13 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
         async with PlaybookFollower(settings, run.bootstrap, run.profile, check_alive=run.check_alive) as follower:
             position = 0
             while position < len(traces):
-                size = follower.batch_sizes.get(playbook_id, settings.batch_size)
+                size = follower.batch_size(playbook_id)
                 chunk = list(traces[position:position + size])
                 position += size
                 await send_traces(producer, settings, chunk)
                 ids = {t.trace_id for t in chunk}
                 rounds += 1
-                await follower.wait_until(lambda: ids <= follower.covered, timeout_s, f"round {rounds}")
+                await follower.wait_incorporated(ids, timeout_s, f"round {rounds}")
                 await asyncio.sleep(decision_grace_s)
     finally:
         await producer.stop()

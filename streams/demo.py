@@ -243,8 +243,8 @@ async def run_demo(
             fleet_report = await fleet.run()
             report("waiting for the last traces to reach a version")
             sent_ids = set(fleet.sent_ids)
-            await follower.wait_until(lambda: sent_ids <= follower.covered, timeout_s=settings.max_wait_s + 120,
-                                      what="every trace to reach a version or a dead letter")
+            await follower.wait_incorporated(sent_ids, timeout_s=settings.max_wait_s + 120,
+                                             what="every trace to reach a version or a dead letter")
             metrics = await read_models(run, "metrics", BatchMetrics)
             versions = await run.versions(options.playbook_id)
             dead = await run.dead_letters()

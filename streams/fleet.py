@@ -135,6 +135,14 @@ class PlaybookFollower:
         version = self.latest.get(playbook_id)
         return (version.version, version.entries) if version else (0, [])
 
+    def batch_size(self, playbook_id: str) -> int:
+        """The playbook's current batch size: the controller's latest decision, else the configured size."""
+        return self.batch_sizes.get(playbook_id, self.settings.batch_size)
+
+    async def wait_incorporated(self, trace_ids: set[str], timeout_s: float, what: str) -> None:
+        """Wait until every trace id is in a version's lineage or in a dead letter."""
+        await self.wait_until(lambda: trace_ids <= self.covered, timeout_s, what)
+
     async def wait_until(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
         """Wait until ``condition()`` holds after some record arrived; TimeoutError naming ``what`` otherwise."""
         deadline = time.monotonic() + timeout_s
@@ -201,7 +209,7 @@ class Fleet:
 
     def round_size(self) -> int:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""
-        return self.follower.batch_sizes.get(self.config.playbook_id, self.settings.batch_size)
+        return self.follower.batch_size(self.config.playbook_id)
 
     async def _publish(self, producer, traces: list[Trace]) -> None:
         await send_traces(producer, self.settings, traces)
@@ -223,8 +231,8 @@ class Fleet:
             await self._publish(producer, traces)
             self.rounds += 1
             ids = {t.trace_id for t in traces}
-            await self.follower.wait_until(lambda: ids <= self.follower.covered, self.config.round_timeout_s,
-                                           f"round {self.rounds} ({len(ids)} traces) to reach a playbook version")
+            await self.follower.wait_incorporated(ids, self.config.round_timeout_s,
+                                                  f"round {self.rounds} ({len(ids)} traces) to reach a playbook version")
             if self.settings.auto_batch_size and self.config.decision_grace_s:
                 await asyncio.sleep(self.config.decision_grace_s)
 

@@ -40,12 +40,12 @@ async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, un
                 for round_number in range(1, 4):  # start size, then two sizes the controller chose
                     ids = set()
                     for pb in playbooks:
-                        size = follower.batch_sizes.get(pb, settings.batch_size)
+                        size = follower.batch_size(pb)
                         chunk = traces[pb][sent[pb]:sent[pb] + size]
                         sent[pb] += size
                         await send_traces(producer, settings, chunk)
                         ids |= {t.trace_id for t in chunk}
-                    await follower.wait_until(lambda: ids <= follower.covered, 60, "a round in versions")
+                    await follower.wait_incorporated(ids, 60, "a round in versions")
                     # Each profiling batch changes the size, so every round ends with one new decision per playbook.
                     await follower.wait_until(
                         lambda: all(sum(d.playbook_id == pb for d in follower.decisions) >= round_number
