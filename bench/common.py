@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, run_task
+from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
 from streams.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.pipeline import InProcessPipeline, read_models
 from streams.produce import produce_traces
@@ -66,13 +66,9 @@ class RunResult(BaseModel):
     wall_s: float
 
 
-def train_traces(suite: TaskSuite, seed: int, playbook_id: str = "bench") -> list[Trace]:
+def one_pass(suite: TaskSuite, seed: int, playbook_id: str = "bench") -> list[Trace]:
     """One pass over the train split, every agent run with the empty playbook (version 0)."""
-    return [
-        run_task(suite, task, [], playbook_id=playbook_id, playbook_version=0, agent_id=f"agent{i % 40:02d}",
-                 attempt=0, run_seed=seed)
-        for i, task in enumerate(suite.train)
-    ]
+    return train_traces(suite, len(suite.train), playbook_ids=(playbook_id,), run_seed=seed)
 
 
 def start_broker() -> ResolvedBroker:

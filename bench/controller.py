@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench.common import (RunResult, Variant, default_suite, feed_in_rounds, machine, start_broker, train_traces,
+from bench.common import (RunResult, Variant, default_suite, feed_in_rounds, machine, start_broker, one_pass,
                           write_results)
 from combee_core.controller import ControllerConfig
 from combee_core.models import BatchMetrics
@@ -62,7 +62,7 @@ def per_trace_delay(metrics: list[BatchMetrics], size: int) -> float:
 
 async def run(sizes: list[int], seed: int) -> dict:
     suite = default_suite()
-    traces = train_traces(suite, seed)
+    traces = one_pass(suite, seed)
     broker = start_broker()
     sweep = []
     try:

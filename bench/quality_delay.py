@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from bench.common import (RunResult, Variant, default_suite, machine, mean_spread, run_variant, start_broker,
-                          train_traces, write_results)
+                          one_pass, write_results)
 
 VARIANTS = (
     Variant("sequential (bs 3)", 3, p=1, subgroups="single"),
@@ -38,7 +38,7 @@ async def run_all(capacities: list[int], seeds: list[int], variants=VARIANTS) ->
     try:
         for capacity in capacities:
             for seed in seeds:
-                traces = train_traces(suite, seed)
+                traces = one_pass(suite, seed)
                 for variant in variants:
                     result = await run_variant(broker, variant, suite, traces, capacity=capacity, seed=seed)
                     print(f"  C={capacity} seed={seed} {variant.name:<22} acc {result.held_out_accuracy:.3f} "

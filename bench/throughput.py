@@ -26,7 +26,7 @@ from pathlib import Path
 from bench.common import machine, start_broker, write_results
 from combee_core.models import PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import build_suite, run_task
+from combee_core.tasks import build_suite, train_traces
 from streams.child_process import stop_processes
 from streams.pipeline import InProcessPipeline
 from streams.produce import produce_traces
@@ -36,10 +36,7 @@ SETTINGS = dict(sim_clock="virtual", sim_time_scale=0.0, batch_size=40, p=2, max
 
 
 def many_traces(count: int, seed: int = 0) -> list[Trace]:
-    suite = build_suite(seed=7)
-    train = suite.train
-    return [run_task(suite, train[i % len(train)], [], playbook_id=f"pb{i % 4}", playbook_version=0,
-                     agent_id=f"agent{i % 40:02d}", attempt=i // len(train), run_seed=seed) for i in range(count)]
+    return train_traces(build_suite(seed=7), count, playbook_ids=[f"pb{j}" for j in range(4)], run_seed=seed)
 
 
 def percentile(values: list[float], q: float) -> float:

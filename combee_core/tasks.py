@@ -172,3 +172,16 @@ def run_task(
         metadata={"family": family.family_id, **({"used_entries": used} if used else {})},
         created_at=created_at or datetime(2026, 1, 1, tzinfo=timezone.utc),
     )
+
+
+def train_traces(
+    suite: TaskSuite, count: int, *, playbook_ids: Sequence[str] = ("pb",), run_seed: int = 0, agents: int = 40
+) -> list[Trace]:
+    """``count`` traces of agents running the train split with the empty playbook (version 0): tasks cycled
+    (attempt = pass number), agents and playbooks dealt round-robin. Deterministic for its arguments."""
+    train = suite.train
+    return [
+        run_task(suite, train[i % len(train)], [], playbook_id=playbook_ids[i % len(playbook_ids)],
+                 playbook_version=0, agent_id=f"agent{i % agents:02d}", attempt=i // len(train), run_seed=run_seed)
+        for i in range(count)
+    ]

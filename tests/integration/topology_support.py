@@ -6,18 +6,12 @@ from collections import Counter
 
 from combee_core.models import PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import build_suite, run_task
+from combee_core.tasks import build_suite, train_traces
 
 
 def make_traces(count: int, playbook_id: str = "pb", *, seed: int = 0, agents: int = 40) -> list[Trace]:
     """``count`` simulated traces for ``playbook_id`` (all run with version 0), deterministic for the arguments."""
-    suite = build_suite(seed=7)
-    tasks = suite.train
-    return [
-        run_task(suite, tasks[i % len(tasks)], [], playbook_id=playbook_id, playbook_version=0,
-                 agent_id=f"agent{i % agents:02d}", attempt=i // len(tasks), run_seed=seed)
-        for i in range(count)
-    ]
+    return train_traces(build_suite(seed=7), count, playbook_ids=(playbook_id,), run_seed=seed, agents=agents)
 
 
 def run_settings(prefix: str, **overrides: object) -> CombeeSettings:
