@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     rows = [measure(args.traces, int(h)) for h in args.horizons.split(",")]
-    print(f"{'traces':>8} {'horizon':>9} {'remembered':>10} {'forgotten':>9} {'held MB':>8} {'B/id':>6} {'us/trace':>8}")
+    print(f"{'traces':>8} {'horizon':>9} {'remembered':>10} {'forgotten':>9} {'held MB':>8} {'B/id':>6} "
+          f"{'us/trace':>8}")
     for row in rows:
         print(f"{row['traces']:>8} {row['horizon']:>9} {row['remembered']:>10} {row['forgotten']:>9} "
               f"{row['held_mb']:>8.1f} {row['bytes_per_remembered_id']:>6.0f} {row['us_per_trace']:>8.1f}")

@@ -231,8 +231,8 @@ class Fleet:
             await self._publish(producer, traces)
             self.rounds += 1
             ids = {t.trace_id for t in traces}
-            await self.follower.wait_incorporated(ids, self.config.round_timeout_s,
-                                                  f"round {self.rounds} ({len(ids)} traces) to reach a playbook version")
+            what = f"round {self.rounds} ({len(ids)} traces) to reach a playbook version"
+            await self.follower.wait_incorporated(ids, self.config.round_timeout_s, what)
             if self.settings.auto_batch_size and self.config.decision_grace_s:
                 await asyncio.sleep(self.config.decision_grace_s)
 
