@@ -40,13 +40,15 @@ def _add_pipeline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-record-file", help="JSONL call store for --llm-record")
 
 
-def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
-    """Settings from the environment, overridden by the flags given."""
-    overrides = {
-        name: getattr(args, name, None)
-        for name in ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
-                     "dedupe_horizon", "llm_record", "llm_record_file")
-    }
+PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
+                  "dedupe_horizon", "llm_record", "llm_record_file")
+"""Flags named after the setting they override (see ``_add_common`` and ``_add_pipeline``)."""
+
+
+def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, object]:
+    """The settings the given flags override: ``names`` as they are, plus ``--bootstrap``, ``--batch-size``
+    (a number, or ``auto`` for the controller) and ``--model`` (every role). Flags not given are left out."""
+    overrides = {name: getattr(args, name, None) for name in names}
     overrides["kafka_bootstrap"] = getattr(args, "bootstrap", None)
     batch_size = getattr(args, "batch_size", None)
     if batch_size == "auto":
@@ -56,7 +58,12 @@ def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
     model = getattr(args, "model", None)
     if model:
         overrides.update(reflector_model=model, aggregator_model=model, reducer_model=model)
-    return CombeeSettings.load(**overrides)
+    return {name: value for name, value in overrides.items() if value is not None}
+
+
+def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
+    """Settings from the environment, overridden by the flags given."""
+    return CombeeSettings.load(**flag_overrides(args, PIPELINE_FLAGS))
 
 
 @contextlib.asynccontextmanager

@@ -47,23 +47,13 @@ def add_parser(subparsers) -> None:
 
 def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> CombeeSettings:
     """Settings: demo defaults, then ``COMBEE_*`` environment variables, then flags."""
+    from streams.cli import flag_overrides
+
     env = dict(os.environ if env is None else env)
-    overrides: dict[str, object] = {}
-    for name, value in DEMO_DEFAULTS.items():
-        if ENV_PREFIX + name.upper() not in env:
-            overrides[name] = value
-    for name in ("topic_prefix", "run_id", "run_seed", "sim_time_scale", "max_wait_s"):
-        if getattr(args, name, None) is not None:
-            overrides[name] = getattr(args, name)
-    if getattr(args, "bootstrap", None):
-        overrides["kafka_bootstrap"] = args.bootstrap
-    if args.batch_size is not None:
-        if args.batch_size == "auto":
-            overrides["auto_batch_size"] = True
-        else:
-            overrides.update(auto_batch_size=False, batch_size=args.batch_size)
-    if args.model:
-        overrides.update(reflector_model=args.model, aggregator_model=args.model, reducer_model=args.model)
+    overrides = {name: value for name, value in DEMO_DEFAULTS.items() if ENV_PREFIX + name.upper() not in env}
+    overrides.update(flag_overrides(args, ("topic_prefix", "run_id", "run_seed", "sim_time_scale", "max_wait_s")))
+    if args.batch_size not in (None, "auto"):
+        overrides["auto_batch_size"] = False  # a number fixes the size (the demo's default is the controller)
     return CombeeSettings.load(env, **overrides)
 
 
