@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
@@ -15,29 +14,23 @@ import pytest
 from streams.broker import wait_for_broker
 from streams.pipeline import InProcessPipeline
 from streams.runtime import read_topic
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration]
 
 COMBEE = [sys.executable, "-m", "streams.cli"]
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
-    env.update(extra)
-    return env
-
-
 async def _combee(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        *COMBEE, *args, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        *COMBEE, *args, env=env or env_without_combee(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
     out, err = await asyncio.wait_for(process.communicate(), timeout)
     return process.returncode, out.decode(), err.decode()
 
 
 async def test_broker_command_prints_a_bootstrap_that_answers_and_stops_on_sigterm():
-    process = subprocess.Popen([*COMBEE, "broker"], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen([*COMBEE, "broker"], env=env_without_combee(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)
     try:
         bootstrap = (await asyncio.to_thread(process.stdout.readline)).strip()

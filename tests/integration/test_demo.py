@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,24 +11,19 @@ import pytest
 
 from combee_core.settings import CombeeSettings
 from streams.demo import DemoOptions, DemoResult, run_demo
+from tests.integration.topology_support import env_without_combee
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
-    env.update(extra)
-    return env
-
-
 def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, tmp_path: Path):
     out = tmp_path / "results"
     command = [sys.executable, "-m", "streams.cli", "demo", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix,
                "--traces", "80", "--fleet", "8", "--batch-size", "20", "--out", str(out), "--plain"]
-    completed = subprocess.run(command, env=_env(COMBEE_SIM_CLOCK="virtual"), capture_output=True, text=True,
-                               timeout=180)
+    env = env_without_combee(COMBEE_SIM_CLOCK="virtual")
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Combee demo summary" in completed.stdout
     assert "held-out accuracy before -> after" in completed.stdout
@@ -50,7 +44,7 @@ def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, 
     assert final["version"] == 4 and len(final["entries"]) == result.playbook_entries
 
     # The same prefix again would repeat every trace id (ignored as duplicates): refused up front, clearly.
-    again = subprocess.run(command, env=_env(COMBEE_SIM_CLOCK="virtual"), capture_output=True, text=True, timeout=180)
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=180)
     assert again.returncode == 2
     assert "already hold 4 version(s)" in again.stderr and "fresh --prefix" in again.stderr
 

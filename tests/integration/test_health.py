@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import pytest
 
+from streams.broker import find_free_port
 from streams.health import HealthServer, WorkerReadiness
+from tests.integration.topology_support import env_without_combee
 
 pytestmark = [pytest.mark.integration]
 
@@ -44,12 +44,6 @@ async def _poll(port: int, path: str, deadline_s: float, process: subprocess.Pop
     return last
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 async def test_health_server_answers_404_and_503_until_ready():
     readiness = WorkerReadiness()
     async with HealthServer(readiness.report, host="127.0.0.1", port=0) as server:
@@ -61,8 +55,8 @@ async def test_health_server_answers_404_and_503_until_ready():
 
 @pytest.mark.slow
 async def test_worker_with_health_port_is_alive_then_ready_and_stops_on_sigterm(kafka, unique_prefix):
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+    port = find_free_port()
+    env = env_without_combee()
     process = subprocess.Popen(
         [sys.executable, "-m", "streams.cli", "worker", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix,
          "--health-port", str(port)],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from combee_core.models import PlaybookVersion, Trace
@@ -12,6 +13,13 @@ from combee_core.tasks import build_suite, train_traces
 def make_traces(count: int, playbook_id: str = "pb", *, seed: int = 0, agents: int = 40) -> list[Trace]:
     """``count`` simulated traces for ``playbook_id`` (all run with version 0), deterministic for the arguments."""
     return train_traces(build_suite(seed=7), count, playbook_ids=(playbook_id,), run_seed=seed, agents=agents)
+
+
+def env_without_combee(**extra: str) -> dict[str, str]:
+    """This process's environment minus every ``COMBEE_*`` variable, plus ``extra``: for a child ``combee``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+    env.update(extra)
+    return env
 
 
 def run_settings(prefix: str, **overrides: object) -> CombeeSettings:
