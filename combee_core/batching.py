@@ -124,6 +124,10 @@ class RecentTraceIds:
         """A trace joined the open batch."""
         self._open.add(trace_id)
 
+    def release_open(self) -> None:
+        """Forget the open batch's ids (its reflections will be delivered again)."""
+        self._open.clear()
+
     def batched(self, trace_ids: list[str]) -> None:
         """These traces are in a closed (or restored) batch; forget the oldest beyond the horizon."""
         for trace_id in trace_ids:
@@ -176,6 +180,20 @@ class BatchAccumulator:
         state.seen_trace_ids.batched(manifest.trace_ids)
         state.next_batch_id = max(state.next_batch_id, manifest.batch_id + 1)
 
+    def drop_open(self, playbook_id: str) -> None:
+        """Forget the open batch of a playbook (its partition was revoked: its reflections come back elsewhere)."""
+        state = self._playbooks.get(playbook_id)
+        if state is not None:
+            state.seen_trace_ids.release_open()
+            state.open_reflections = []
+            state.opened_at = None
+
+    def forget_playbook(self, playbook_id: str) -> None:
+        """Drop everything known of a playbook (before rebuilding it from the ``batches`` log); keeps its target."""
+        state = self._playbooks.pop(playbook_id, None)
+        if state is not None:
+            self._state(playbook_id).target_batch_size = state.target_batch_size
+
     def set_target(self, playbook_id: str, batch_size: int) -> None:
         """Batch size for batches opened from now on (the open one closes at the new size too)."""
         self._state(playbook_id).target_batch_size = max(1, batch_size)
@@ -215,6 +233,9 @@ class BatchAccumulator:
             if state.open_reflections and state.opened_at is not None and now - state.opened_at >= max_wait_s:
                 closed.append(self._close(playbook_id, "max_wait", wall_time))
         return closed
+
+    def playbook_ids(self) -> list[str]:
+        return sorted(self._playbooks)
 
     def open_count(self, playbook_id: str) -> int:
         return len(self._state(playbook_id).open_reflections)
@@ -262,6 +283,17 @@ class UnconfirmedBatches:
         batch_of.update(dict.fromkeys(manifest.trace_ids, manifest.batch_id))
         while len(manifests) > self._keep:
             self._forget(manifest.playbook_id, min(manifests))
+
+    def confirm_all(self) -> None:
+        """Every batch not fully redelivered by now was confirmed (some of its reflections were committed, which
+        happens only after all its copies went out): forget them all."""
+        self._manifests.clear()
+        self._batch_of.clear()
+        self._returned.clear()
+
+    def forget_playbook(self, playbook_id: str) -> None:
+        for batch_id in list(self._manifests.get(playbook_id, {})):
+            self._forget(playbook_id, batch_id)
 
     def batch_of(self, reflection: Reflection) -> int | None:
         """Id of the unconfirmed batch this reflection belongs to, if any."""

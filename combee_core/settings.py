@@ -49,6 +49,9 @@ class CombeeSettings(BaseModel):
     window_timeout_s: float = Field(
         default=60.0, gt=0, description="Close an aggregator window with missing copies after this long."
     )
+    stall_warning_s: float = Field(
+        default=180.0, gt=0, description="Warn when a closed batch has waited this long for its playbook version."
+    )
     controller_tau: float = Field(default=0.016, gt=0)
     controller_bs_min: int = Field(default=3, ge=1)
     controller_bs_max: int = Field(default=200, ge=1)

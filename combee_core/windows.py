@@ -74,6 +74,14 @@ class SubgroupWindows:
         due = [key for key, window in self._open.items() if now - window.opened_at >= timeout_s]
         return [self._close(key, "timeout") for key in sorted(due)]
 
+    def drop(self, keys: list[WindowKey]) -> None:
+        """Forget windows whose partials are not out (their partition was revoked): open ones, and closed ones whose
+        call was cancelled, so that their copies, delivered again, form them again."""
+        for key in keys:
+            self._open.pop(key, None)
+            playbook_id, batch_id, subgroup = key
+            self._closed.get(playbook_id, {}).get(batch_id, set()).discard(subgroup)
+
     def open_keys(self) -> list[WindowKey]:
         return sorted(self._open)
 

@@ -115,8 +115,9 @@ class PlaybookFollower:
         if topic == "playbook":
             version = PlaybookVersion.from_json_bytes(value)
             current = self.latest.get(version.playbook_id)
-            if current is None or version.version > current.version:
-                self.latest[version.playbook_id] = version
+            if version.version != (current.version if current else 0) + 1:
+                return  # not the next version: a fenced writer's duplicate (docs/protocol.md, "Reading versions")
+            self.latest[version.playbook_id] = version
             self.covered.update(version.lineage)
             if self.on_version is not None:
                 self.on_version(version)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TextIO
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
-from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion
+from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
+from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion, utc_now
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
 from streams.runtime import consumer_config, end_offsets, read_topic
@@ -62,11 +64,14 @@ async def tail_versions(
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
+        gate = ContiguousNumbers[str](start=1)
         while not stop.is_set() and (limit is None or printed < limit):
             batch = await consumer.getmany(timeout_ms=250)
             for records in batch.values():
                 for record in records:
                     version = PlaybookVersion.from_json_bytes(record.value)
+                    if not gate.accept(version.playbook_id, version.version):
+                        continue  # a fenced writer's duplicate: the first record of each version counts
                     if playbook_id and version.playbook_id != playbook_id:
                         continue
                     print(describe_version(version), file=out, flush=True)
@@ -89,6 +94,22 @@ class RunStatus:
     batch_sizes: dict[str, str] = field(default_factory=dict)
     """playbook -> batch size of its latest batch, or the controller's latest decision (with its phase)"""
     dead_letters: int = 0
+    waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """playbook -> (traces batched but not yet in a version, age in seconds of the oldest such batch)"""
+    stall_warning_s: float = 180.0
+
+
+def waiting_batches(
+    manifests: list[BatchManifest], versions: dict[str, int], now: datetime
+) -> dict[str, tuple[int, float]]:
+    """Per playbook with batches not yet in a version: their traces, and the age of the oldest of them."""
+    waiting: dict[str, tuple[int, float]] = {}
+    for manifest in manifests:
+        if manifest.batch_id < versions.get(manifest.playbook_id, 0):
+            continue
+        traces, age = waiting.get(manifest.playbook_id, (0, 0.0))
+        waiting[manifest.playbook_id] = (traces + manifest.n, max(age, (now - manifest.closed_at).total_seconds()))
+    return waiting
 
 
 STAGE_INPUTS = {"reflect": "traces", "batch": "reflections", "aggregate": "shuffle", "reduce": "partials",
@@ -97,7 +118,7 @@ STAGE_INPUTS = {"reflect": "traces", "batch": "reflections", "aggregate": "shuff
 
 async def collect_status(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> RunStatus:
     """Topics and their sizes, lag of each stage's consumer group, current version and batch size per playbook."""
-    status = RunStatus()
+    status = RunStatus(stall_warning_s=settings.stall_warning_s)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
@@ -123,15 +144,17 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
                 committed = await admin.list_consumer_group_offsets(settings.group(stage), partitions=tps)
                 done = sum(meta.offset for meta in committed.values() if meta is not None and meta.offset >= 0)
                 status.lag[stage] = max(0, status.end_offsets[name] - done)
+        manifests: list[BatchManifest] = []
         if settings.topic("playbook") in status.topics:
-            for record in await read_topic(bootstrap, profile, settings.topic("playbook")):
-                version = PlaybookVersion.from_json_bytes(record.value)
-                status.versions[version.playbook_id] = max(status.versions.get(version.playbook_id, 0),
-                                                           version.version)
+            records = await read_topic(bootstrap, profile, settings.topic("playbook"))
+            for version in valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records):
+                status.versions[version.playbook_id] = version.version
         if settings.topic("batches") in status.topics:
-            for record in await read_topic(bootstrap, profile, settings.topic("batches")):
-                manifest = BatchManifest.from_json_bytes(record.value)
+            records = await read_topic(bootstrap, profile, settings.topic("batches"))
+            manifests = valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records)
+            for manifest in manifests:
                 status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
+        status.waiting = waiting_batches(manifests, status.versions, utc_now())
         if settings.topic("control") in status.topics:
             for record in await read_topic(bootstrap, profile, settings.topic("control")):
                 decision = ControlDecision.from_json_bytes(record.value)
@@ -154,9 +177,16 @@ def format_status(status: RunStatus) -> str:
     for stage, lag in status.lag.items():
         lines.append(f"  {stage:<10} {lag}")
     lines.append("playbooks:")
-    for playbook, version in sorted(status.versions.items()):
-        lines.append(f"  {playbook:<30} version {version:<5} batch size {status.batch_sizes.get(playbook, '?')}")
-    if not status.versions:
+    for playbook in sorted(set(status.versions) | set(status.waiting)):
+        line = (f"  {playbook:<30} version {status.versions.get(playbook, 0):<5} "
+                f"batch size {status.batch_sizes.get(playbook, '?')}")
+        if playbook in status.waiting:
+            traces, age = status.waiting[playbook]
+            line += f"; {traces} trace(s) batched, not yet in a version (oldest batch {age:.0f} s ago)"
+            if age > status.stall_warning_s:
+                line += f" STALLED? (over {status.stall_warning_s:.0f} s)"
+        lines.append(line)
+    if not status.versions and not status.waiting:
         lines.append("  (no version published yet)")
     lines.append(f"dead letters: {status.dead_letters}")
     return "\n".join(lines)

@@ -37,10 +37,12 @@ class OffsetTracker:
         for tp in partitions:
             self._committed.pop(tp, None)
 
-    def committable(self) -> dict[TopicPartition, OffsetAndMetadata]:
-        """Offsets that advanced since the last call and are safe to commit."""
+    def committable(self, owned: set[TopicPartition] | None = None) -> dict[TopicPartition, OffsetAndMetadata]:
+        """Offsets that advanced since the last call and are safe to commit (of ``owned`` partitions only)."""
         result = {}
         for tp, next_offset in self._next.items():
+            if owned is not None and tp not in owned:
+                continue
             pending = self._pending.get(tp)
             safe = min(pending) if pending else next_offset
             if safe > self._committed.get(tp, -1):

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from combee_core.llm.roles import CallRecord
+from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
@@ -76,15 +77,17 @@ class InProcessPipeline:
     # ---------------------------------------------------------------------------------- reading outputs
 
     async def versions(self, playbook_id: str | None = None) -> list[PlaybookVersion]:
-        """Every published version so far (in topic order), optionally of one playbook."""
-        return [v for v in await read_models(self, "playbook", PlaybookVersion)
+        """Every version so far that counts (in topic order; see ``combee_core.log_order``), optionally of one
+        playbook."""
+        return [v for v in valid_versions(await read_models(self, "playbook", PlaybookVersion))
                 if playbook_id is None or v.playbook_id == playbook_id]
 
     async def dead_letters(self) -> list[DeadLetter]:
         return await read_models(self, "dlq", DeadLetter)
 
     async def manifests(self) -> list[BatchManifest]:
-        return await read_models(self, "batches", BatchManifest)
+        """Every batch so far that counts (in topic order)."""
+        return valid_manifests(await read_models(self, "batches", BatchManifest))
 
     async def decisions(self) -> list[ControlDecision]:
         return await read_models(self, "control", ControlDecision)

@@ -7,10 +7,13 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.structs import ConsumerRecord
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.structs import ConsumerRecord, RecordMetadata
+
+from pydantic import ValidationError
 
 from combee_core.models import CombeeModel, DeadLetter
 from combee_core.settings import CombeeSettings
@@ -22,6 +25,8 @@ if TYPE_CHECKING:
     from combee_core.llm.roles import LLMRoles
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=CombeeModel)
 
 FETCH_MAX_BYTES = 16 * 1024 * 1024
 
@@ -41,14 +46,17 @@ class StageContext:
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
 
-    async def send(self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False) -> None:
-        """Send a model to a logical topic (name without prefix). ``wait`` blocks until the broker acks."""
+    async def send(
+        self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False
+    ) -> RecordMetadata | None:
+        """Send a model to a logical topic (name without prefix). ``wait`` blocks until the broker acks and returns
+        where the record landed."""
         payload = value if isinstance(value, bytes) else value.to_json_bytes()
         full_topic = self.settings.topic(topic)
         if wait:
-            await self.producer.send_and_wait(full_topic, payload, key=key.encode())
-        else:
-            await self.producer.send(full_topic, payload, key=key.encode())
+            return await self.producer.send_and_wait(full_topic, payload, key=key.encode())
+        await self.producer.send(full_topic, payload, key=key.encode())
+        return None
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Publish a dead letter (always waits: a dead letter must never be lost)."""
@@ -165,19 +173,25 @@ async def end_offsets(
     return result
 
 
+def partition_for(key: str, partitions: int) -> int:
+    """The partition a keyed record lands on with the default (murmur2) partitioner of our producers."""
+    every = list(range(partitions))
+    return DefaultPartitioner()(key.encode(), every, every)
+
+
 class _Rebalance(ConsumerRebalanceListener):
     def __init__(self, stage: "Stage") -> None:
         self._stage = stage
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
-        revoked = set(revoked)
-        if revoked:
-            await self._stage.commit()
-            self._stage.tracker.forget(revoked)
-            await self._stage.on_revoked(revoked)
+        await self._stage.release(set(revoked))
 
     async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
-        await self._stage.on_assigned(set(assigned))
+        await self._stage.acquire(set(assigned))
+
+
+def _partitions(tps: set[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
 
 
 class StageFailed(RuntimeError):
@@ -194,29 +208,38 @@ class Stage:
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
         self.tracker = OffsetTracker()
+        self.assigned: set[TopicPartition] = set()
+        """Partitions this member owns now: it handles, produces for and commits only these."""
+        self.views: list = []
+        """Live state-topic views (``streams.log_view.LogView``), closed when the stage stops."""
+        self._ownership = asyncio.Lock()
+        self._stale: set[TopicPartition] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
         """Set once the consumer has started (joined its group); cleared when it stops."""
         self._background: set[asyncio.Task] = set()
+        self._services: set[asyncio.Task] = set()
         self._failure: BaseException | None = None
 
-    def spawn(self, coro, name: str | None = None) -> asyncio.Task:
+    def spawn(self, coro, name: str | None = None, *, service: bool = False) -> asyncio.Task:
         """Run ``coro`` in the background; an unexpected error in it stops this stage (and so the worker) with
-        that error, instead of vanishing (its records stay uncommitted, so a restart redelivers them)."""
+        that error, instead of vanishing (its records stay uncommitted, so a restart redelivers them).
+
+        A ``service`` (a state view) runs until the stage closes it; :meth:`wait_background` does not wait for it.
+        """
         task = asyncio.create_task(coro, name=name)
-        self._background.add(task)
+        (self._services if service else self._background).add(task)
         task.add_done_callback(self._background_done)
         return task
 
     def _background_done(self, task: asyncio.Task) -> None:
         self._background.discard(task)
+        self._services.discard(task)
         if task.cancelled() or task.exception() is None:
             return
         error = task.exception()
-        log.error("%s: background task %s failed: %s: %s", self.name, task.get_name(), type(error).__name__, error)
-        if self._failure is None:
-            self._failure = error
-            self.ctx.stop.set()
+        log.error("%s: background task %s failed", self.name, task.get_name())
+        self._fail(error)
 
     async def wait_background(self) -> None:
         """Wait for every background task; raise the first unexpected error any of them died of."""
@@ -248,10 +271,82 @@ class Stage:
         """Finish in-flight work before stopping (override)."""
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
-        """Partitions assigned by a rebalance (override)."""
+        """Partitions assigned (by a rebalance, or again after a reset): rebuild exactly their state (override).
+        Records of these partitions are handled only once this returns."""
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
-        """Partitions taken away by a rebalance: drop their in-memory state (override)."""
+        """Partitions taken away: stop their work in flight and drop their state (override). Their uncommitted
+        records are delivered again, to whichever member owns them next."""
+
+    def owns(self, tp: TopicPartition) -> bool:
+        return tp in self.assigned
+
+    def owner_partition(self, key: str) -> TopicPartition:
+        """The input partition records keyed ``key`` arrive on (stages consuming one keyed topic)."""
+        topic = self.settings.topic(self.consumes[0])
+        count = len(self._consumer.partitions_for_topic(topic) or ()) if self._consumer is not None else 0
+        return TopicPartition(topic, partition_for(key, count or self.settings.partitions))
+
+    def owns_key(self, key: str) -> bool:
+        return self.owner_partition(key) in self.assigned
+
+    def mark_stale(self, tp: TopicPartition) -> None:
+        """This partition's state was found stale (another writer took a number first): the main loop resets it."""
+        if tp in self.assigned:
+            self._stale.add(tp)
+
+    async def release(self, revoked: set[TopicPartition]) -> None:
+        """Fence revoked partitions: no handling, producing or committing for them from now on."""
+        async with self._ownership:
+            revoked &= self.assigned
+            if not revoked:
+                return
+            self.assigned -= revoked
+            self._stale -= revoked
+            try:
+                await self.on_revoked(revoked)
+                await self.ctx.producer.flush()  # what was written before the fence lands before the next owner reads
+                await self._commit(self.tracker.committable(revoked))
+            finally:
+                self.tracker.forget(revoked)
+            log.info("%s: released %s", self.name, _partitions(revoked))
+
+    async def acquire(self, assigned: set[TopicPartition]) -> None:
+        """Rebuild the state of newly assigned partitions, then own them. A failure stops the worker."""
+        async with self._ownership:
+            assigned -= self.assigned
+            if not assigned or self.ctx.stop.is_set():
+                return
+            try:
+                await self.on_assigned(assigned)
+            except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
+                self._fail(error)
+                return
+            self.assigned |= assigned
+            log.info("%s: owns %s", self.name, _partitions(assigned))
+
+    async def reset_stale(self) -> None:
+        """Partitions whose state went stale: release, seek back to the committed offset, rebuild, own again."""
+        stale, self._stale = self._stale & self.assigned, set()
+        if not stale or self._consumer is None:
+            return
+        log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
+                    _partitions(stale))
+        self.ctx.count("state_resets")
+        await self.release(stale)
+        for tp in stale:
+            committed = await self._consumer.committed(tp)
+            if committed is None:
+                await self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, committed)
+        await self.acquire(stale & self._consumer.assignment())
+
+    def _fail(self, error: BaseException) -> None:
+        log.error("%s: %s: %s", self.name, type(error).__name__, error)
+        if self._failure is None:
+            self._failure = error
+            self.ctx.stop.set()
 
     async def reject(
         self,
@@ -269,11 +364,26 @@ class Stage:
         )
         self.done(record)
 
+    def read_state(self, record: ConsumerRecord, model: type[M]) -> M | None:
+        """Parse a state-topic record; one that cannot be read becomes a dead letter (the rebuild goes on)."""
+        try:
+            return model.from_json_bytes(record.value)
+        except (ValueError, ValidationError) as error:
+            self.ctx.count("unreadable_state_records")
+            self.spawn(self.ctx.dead_letter(make_dead_letter(
+                self.name, f"unreadable {model.__name__} in {record.topic}: {error}", error, record.value,
+                topic=record.topic, partition=record.partition, offset=record.offset, key=record.key)))
+            return None
+
     def done(self, record: ConsumerRecord) -> None:
-        self.tracker.done(TopicPartition(record.topic, record.partition), record.offset)
+        tp = TopicPartition(record.topic, record.partition)
+        if tp in self.assigned:
+            self.tracker.done(tp, record.offset)
 
     async def commit(self) -> None:
-        offsets = self.tracker.committable()
+        await self._commit(self.tracker.committable(self.assigned))
+
+    async def _commit(self, offsets: dict) -> None:
         if offsets and self._consumer is not None:
             try:
                 await self._consumer.commit(offsets)
@@ -283,32 +393,46 @@ class Stage:
 
     async def run(self) -> None:
         """Consume until the worker's stop event is set."""
-        await self.prepare()
-        consumer = AIOKafkaConsumer(
-            **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
-        )
-        self._consumer = consumer
-        consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
-        await consumer.start()
-        self.started.set()
-        log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
-        last_tick = 0.0
+        consumer: AIOKafkaConsumer | None = None
         try:
-            while not self.ctx.stop.is_set():
-                batch = await consumer.getmany(timeout_ms=100, max_records=500)
-                for tp, records in batch.items():
-                    for record in records:
-                        self.tracker.consumed(tp, record.offset)
-                    await self.handle_many(records)
-                now = time.monotonic()
-                if now - last_tick >= self.tick_interval_s:
-                    last_tick = now
-                    await self.tick(now)
-                    await self.commit()
+            await self.prepare()
+            consumer = AIOKafkaConsumer(
+                **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
+            )
+            self._consumer = consumer
+            consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
+            await consumer.start()
+            self.started.set()
+            log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
+            await self._consume(consumer)
             await self.drain()
             await self.wait_background()
             await self.commit()
         finally:
             self.started.clear()
-            await consumer.stop()
+            for view in self.views:
+                view.close()
+            await asyncio.gather(*self._services, return_exceptions=True)
+            if consumer is not None:
+                await consumer.stop()
             self._consumer = None
+
+    async def _consume(self, consumer: AIOKafkaConsumer) -> None:
+        last_tick = 0.0
+        while not self.ctx.stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100, max_records=500)
+            for tp, records in batch.items():
+                if tp not in self.assigned:
+                    async with self._ownership:  # fetched while its state is being rebuilt: wait for that
+                        pass
+                if tp not in self.assigned:  # fetched before a revocation: the next owner handles them
+                    continue
+                for record in records:
+                    self.tracker.consumed(tp, record.offset)
+                await self.handle_many(records)
+            await self.reset_stale()
+            now = time.monotonic()
+            if now - last_tick >= self.tick_interval_s:
+                last_tick = now
+                await self.tick(now)
+                await self.commit()

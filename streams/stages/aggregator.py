@@ -2,19 +2,24 @@
 
 A window completes at its expected count of copies; after ``window_timeout_s`` it closes with what it has and the
 partial says how many copies were missing. Redelivered and late copies never change a result.
+
+On revocation the windows of the revoked partitions are dropped and their calls in flight cancelled: their copies
+are uncommitted, so the next owner forms the same windows again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMError
 from combee_core.models import PartialUpdate, ShuffledReflection
-from combee_core.windows import ReadyWindow, SubgroupWindows
+from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
 from streams.dead_letters import make_dead_letter
 from streams.runtime import Stage
 
@@ -30,9 +35,25 @@ class AggregatorStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.windows = SubgroupWindows()
-        self._records: dict[tuple[str, int, int], list[ConsumerRecord]] = {}
+        self._records: dict[WindowKey, list[ConsumerRecord]] = {}
+        self._partition: dict[WindowKey, TopicPartition] = {}
+        self._calls: dict[WindowKey, asyncio.Task] = {}
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        keys = [key for key, tp in self._partition.items() if tp in revoked]
+        self.windows.drop(keys)
+        calls = [self._calls.pop(key) for key in keys if key in self._calls]
+        for call in calls:
+            call.cancel()
+        await asyncio.gather(*calls, return_exceptions=True)
+        for key in keys:
+            self._records.pop(key, None)
+            del self._partition[key]
 
     async def handle(self, record: ConsumerRecord) -> None:
+        tp = TopicPartition(record.topic, record.partition)
+        if not self.owns(tp):
+            return
         try:
             copy = ShuffledReflection.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
@@ -43,7 +64,9 @@ class AggregatorStage(Stage):
             self.ctx.count(f"{outcome}_copies")
             self.done(record)
             return
-        self._records.setdefault(SubgroupWindows.key_of(copy), []).append(record)
+        key = SubgroupWindows.key_of(copy)
+        self._records.setdefault(key, []).append(record)
+        self._partition[key] = tp
         if ready is not None:
             self._launch(ready)
 
@@ -54,7 +77,7 @@ class AggregatorStage(Stage):
             self._launch(ready)
 
     def _launch(self, ready: ReadyWindow) -> None:
-        self.spawn(self._aggregate(ready), name=f"aggregate-{ready.key}")
+        self._calls[ready.key] = self.spawn(self._aggregate(ready), name=f"aggregate-{ready.key}")
 
     async def _aggregate(self, ready: ReadyWindow) -> None:
         first = ready.copies[0]
@@ -86,16 +109,17 @@ class AggregatorStage(Stage):
                 **fields,
             )
         except LLMError as error:
-            for copy in ready.copies:
-                await self.ctx.dead_letter(
-                    make_dead_letter(STAGE, f"aggregation failed for window {ready.key}: {error}", error,
-                                     copy.to_json_bytes(), trace_id=copy.reflection.trace_id,
-                                     playbook_id=copy.playbook_id)
-                )
+            traces = sorted({copy.reflection.trace_id for copy in ready.copies})
+            await self.ctx.dead_letter(make_dead_letter(
+                STAGE, f"aggregation failed for window {ready.key} ({len(traces)} traces: {', '.join(traces[:20])}): "
+                f"{error}; a trace whose other copies reach the version is learned anyway, the reducer dead-letters "
+                "each one that is not", error, b"", playbook_id=first.playbook_id))
             partial = PartialUpdate(operations=[], error=str(error)[:2000], model=self.settings.aggregator_model,
                                     **{**fields, "missing_items": ready.expected_count, "items_read": 0})
         await self.ctx.send("partials", partial.playbook_id, partial, wait=True)
         self.ctx.count("partials")
+        self._calls.pop(ready.key, None)
+        self._partition.pop(ready.key, None)
         for record in self._records.pop(ready.key, []):
             self.done(record)
 

@@ -8,6 +8,13 @@ A batch's manifest is published before its copies, so its membership is fixed ev
 copy is out; reflections are committed only after the copies, so after a restart they come back, and the batch's
 copies are re-dealt from the manifest and sent again (``UnconfirmedBatches``; aggregators drop copies they have).
 
+Ownership (docs/architecture.md, "Scaling out"): the batcher keeps a live view of ``batches`` for every playbook,
+where the first manifest of each (playbook, batch_id) in the log is that batch (``ContiguousNumbers``). It forms
+batches only for playbooks on the reflection partitions it owns; after writing a manifest it waits to see it in the
+view, and sends the copies only when its manifest is the one that counts. On revocation it drops the open batches of
+those partitions (their reflections come back to the next owner); on assignment it catches the view up to the end
+and re-arms the unconfirmed batches of the newly owned playbooks.
+
 With ``batch_plan_topic`` set (replay), batches are not closed by size or time: they follow the recorded manifests of
 that topic (``PlannedBatches``), and a reflection the plan does not list is a dead letter.
 """
@@ -16,19 +23,23 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
+from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
-from streams.dead_letters import make_dead_letter
-from streams.runtime import Stage, consumer_config, read_topic
+from streams.log_view import LogView
+from streams.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
 
 STAGE = "batch"
+UNCONFIRMED_KEEP = 8
+"""Per playbook, the latest batches whose copies a new owner re-sends when all their reflections come back."""
 
 
 class BatcherStage(Stage):
@@ -45,62 +56,134 @@ class BatcherStage(Stage):
             shuffle, default_batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon
         )
         self._horizon_reported: set[str] = set()
-        self.unconfirmed = UnconfirmedBatches(shuffle)
+        self.unconfirmed = UnconfirmedBatches(shuffle, keep_per_playbook=UNCONFIRMED_KEEP)
         self._shuffle = shuffle
         self.plan: PlannedBatches | None = None
         self._planned_records: dict[str, list[ConsumerRecord]] = {}
         self._open_records: dict[str, list[ConsumerRecord]] = {}
         self._resend_records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._last_decision: dict[str, int] = {}
+        self._valid = ContiguousNumbers[str]()
+        self._recent: dict[str, deque[BatchManifest]] = {}
+        self._sending: dict[tuple[str, int], bytes] = {}
+        self._outcome: dict[tuple[str, int], bool] = {}
+        self._dirty: set[str] = set()
+        self._redelivery_end: dict[TopicPartition, int | None] = {}
+        self._batches_view: LogView | None = None
 
     async def prepare(self) -> None:
         if self.settings.batch_plan_topic:
             planned = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.batch_plan_topic)
             self.plan = PlannedBatches(self._shuffle, [BatchManifest.from_json_bytes(r.value) for r in planned])
             log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
-        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("batches")):
-            manifest = BatchManifest.from_json_bytes(record.value)
-            self.accumulator.restore(manifest)
-            self.unconfirmed.restore(manifest)
-            if self.plan is not None:
-                self.plan.restore(manifest)
+        self._batches_view = LogView(self, self.settings.topic("batches"), self._apply_manifest)
+        await self._batches_view.start()
         if self.settings.auto_batch_size:
-            next_offset = 0
-            for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
-                next_offset = record.offset + 1
-                self._apply_decision(ControlDecision.from_json_bytes(record.value))
             # Every batcher replica needs every decision, so the control topic is followed outside the consumer
             # group (a group would hand its one partition to one replica only).
-            self.spawn(self._follow_control(next_offset), name="batcher-control")
+            control = LogView(self, self.settings.topic("control"), self._apply_control)
+            await control.start()
+            await control.catch_up()
 
-    async def _follow_control(self, offset: int) -> None:
-        """Apply new control decisions until the worker stops; an unreadable one becomes a dead letter."""
-        consumer = AIOKafkaConsumer(**consumer_config(self.ctx.bootstrap, self.ctx.profile, None))
-        await consumer.start()
-        try:
-            tp = TopicPartition(self.settings.topic("control"), 0)
-            consumer.assign([tp])
-            consumer.seek(tp, offset)
-            while not self.ctx.stop.is_set():
-                batch = await consumer.getmany(timeout_ms=200)
-                for record in batch.get(tp, []):
-                    try:
-                        self._apply_decision(ControlDecision.from_json_bytes(record.value))
-                    except (ValueError, ValidationError) as error:
-                        await self.ctx.dead_letter(make_dead_letter(
-                            self.name, f"unreadable control decision: {error}", error, record.value,
-                            topic=record.topic, partition=record.partition, offset=record.offset, key=record.key))
-        finally:
-            await consumer.stop()
+    # ------------------------------------------------------------------------------------------ state views
 
-    def _apply_decision(self, decision: ControlDecision) -> None:
-        if decision.decision_id <= self._last_decision.get(decision.playbook_id, -1):
+    def _apply_manifest(self, record: ConsumerRecord) -> None:
+        """Take one record of ``batches`` in log order: the first manifest of each batch id counts."""
+        manifest = self.read_state(record, BatchManifest)
+        if manifest is None:
+            return
+        playbook_id, key = manifest.playbook_id, (manifest.playbook_id, manifest.batch_id)
+        valid = self._valid.accept(playbook_id, manifest.batch_id)
+        mine = self._sending.get(key) == record.value
+        if mine:
+            self._outcome[key] = valid
+        if not valid:
+            self.ctx.count("void_manifests")
+            return
+        if key in self._sending and not mine:
+            self._outcome[key] = False
+        if not mine and self.owns_key(playbook_id):
+            log.warning("batch %s/%d was written by another batcher while this one owns the playbook",
+                        playbook_id, manifest.batch_id)
+            self._dirty.add(playbook_id)
+            self.mark_stale(self.owner_partition(playbook_id))
+        self.accumulator.restore(manifest)
+        if self.plan is not None:
+            self.plan.restore(manifest)
+        self._recent.setdefault(playbook_id, deque(maxlen=UNCONFIRMED_KEEP)).append(manifest)
+
+    def _apply_control(self, record: ConsumerRecord) -> None:
+        decision = self.read_state(record, ControlDecision)
+        if decision is None or decision.decision_id <= self._last_decision.get(decision.playbook_id, -1):
             return
         self._last_decision[decision.playbook_id] = decision.decision_id
         self.accumulator.set_target(decision.playbook_id, decision.batch_size)
         log.info("batch size for %s is now %d (%s)", decision.playbook_id, decision.batch_size, decision.phase)
 
+    # ------------------------------------------------------------------------------------------ ownership
+
+    def _playbooks_of(self, partitions: set[TopicPartition]) -> list[str]:
+        return [pb for pb in self.accumulator.playbook_ids() if self.owner_partition(pb) in partitions]
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        for playbook_id in self._playbooks_of(revoked):
+            self.accumulator.drop_open(playbook_id)
+            self.unconfirmed.forget_playbook(playbook_id)
+            self._open_records.pop(playbook_id, None)
+            for key in [key for key in self._resend_records if key[0] == playbook_id]:
+                del self._resend_records[key]
+        for tp in revoked:
+            self._redelivery_end.pop(tp, None)
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        assert self._batches_view is not None
+        await self._batches_view.catch_up()
+        for playbook_id in sorted(self._dirty):
+            await self._rebuild_playbook(playbook_id)
+        self._dirty.clear()
+        for playbook_id in self._playbooks_of(assigned):
+            self.unconfirmed.forget_playbook(playbook_id)
+            for manifest in self._recent.get(playbook_id, ()):
+                self.unconfirmed.restore(manifest)
+        for tp in assigned:
+            self._redelivery_end[tp] = None
+
+    async def _rebuild_playbook(self, playbook_id: str) -> None:
+        """After losing a batch id to another writer: this playbook's state again from the ``batches`` log alone."""
+        self.accumulator.forget_playbook(playbook_id)
+        valid = ContiguousNumbers[str]()
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("batches")):
+            manifest = self.read_state(record, BatchManifest)
+            if manifest is not None and manifest.playbook_id == playbook_id and valid.accept(
+                    playbook_id, manifest.batch_id):
+                self.accumulator.restore(manifest)
+
+    async def _confirm_redelivered(self) -> None:
+        """Once a newly owned partition is read past its end at assignment, every batch not fully redelivered was
+        confirmed before: release the reflections held for it (a client's partial resend must not pin the offset)."""
+        if self._consumer is None:
+            return
+        for tp, end in list(self._redelivery_end.items()):
+            if tp not in self.assigned:
+                continue
+            if end is None:
+                self._redelivery_end[tp] = self._consumer.highwater(tp)
+                continue
+            if await self._consumer.position(tp) < end:
+                continue
+            del self._redelivery_end[tp]
+            for playbook_id in self._playbooks_of({tp}):
+                self.unconfirmed.forget_playbook(playbook_id)
+                for key in [key for key in self._resend_records if key[0] == playbook_id]:
+                    for record in self._resend_records.pop(key):
+                        self.ctx.count("duplicate_traces")
+                        self.done(record)
+
+    # ------------------------------------------------------------------------------------------ records
+
     async def handle(self, record: ConsumerRecord) -> None:
+        if not self.owns(TopicPartition(record.topic, record.partition)):
+            return  # revoked while this fetch was being handled: the next owner gets it again
         try:
             reflection = Reflection.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
@@ -139,6 +222,7 @@ class BatcherStage(Stage):
             await self._publish(batch)
 
     async def tick(self, now: float) -> None:
+        await self._confirm_redelivered()
         for closed in self.accumulator.close_expired(now, self.settings.max_wait_s, utc_now()):
             await self._publish(closed)
 
@@ -166,9 +250,28 @@ class BatcherStage(Stage):
         await self.ctx.producer.flush()
 
     async def _publish(self, batch: ClosedBatch) -> None:
-        """Manifest first (it fixes the batch's membership for good), then the copies, then commit."""
+        """Manifest first (it fixes the batch's membership for good, if it is the first of its id), then the
+        copies, then commit."""
+        assert self._batches_view is not None
         manifest = batch.manifest
-        await self.ctx.send("batches", manifest.playbook_id, manifest, wait=True)
+        key = (manifest.playbook_id, manifest.batch_id)
+        payload = manifest.to_json_bytes()
+        self._sending[key] = payload
+        try:
+            written = await self.ctx.send("batches", manifest.playbook_id, payload, wait=True)
+            assert written is not None
+            await self._batches_view.reached(written.offset)
+            counts = self._outcome.pop(key, False)
+        finally:
+            self._sending.pop(key, None)
+        if not counts:
+            self.ctx.count("batches_lost")
+            log.warning("batch %s/%d: another batcher's manifest came first; re-forming from the log", *key)
+            self._dirty.add(manifest.playbook_id)
+            self.mark_stale(self.owner_partition(manifest.playbook_id))
+            return
+        if not self.owns_key(manifest.playbook_id):
+            return  # revoked meanwhile: the next owner re-sends the copies from the manifest
         await self._send_copies(batch)
         self.ctx.count("batches")
         self.ctx.count("shuffled_copies", len(batch.copies))

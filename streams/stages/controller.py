@@ -1,13 +1,15 @@
 """Controller: batch metrics -> delay samples per batch size -> power-law fit -> batch-size decisions.
 
-Active only with ``auto_batch_size``. It rebuilds its samples from the whole ``metrics`` topic at start and
-continues the decision ids found on the ``control`` topic, so a restart neither loses samples nor repeats ids.
+Active only with ``auto_batch_size``. Whenever it is assigned the metrics partition it rebuilds its samples from the
+``metrics`` topic up to the group's committed offset (later records are delivered again) and continues the decision ids found on the ``control`` topic, so neither a restart nor a
+move to another worker loses samples or repeats ids; on revocation it drops them.
 """
 
 from __future__ import annotations
 
 import logging
 
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.controller import BatchSizeController, ControllerConfig
@@ -31,20 +33,32 @@ class ControllerStage(Stage):
         self.config = ControllerConfig(
             tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max
         )
+        self._forget()
+
+    def _forget(self) -> None:
         self.controllers: dict[str, BatchSizeController] = {}
         self.next_decision_id: dict[str, int] = {}
         self.current: dict[str, int] = {}
         self.seen_batches: dict[str, set[int]] = {}
 
-    async def prepare(self) -> None:
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._forget()
         for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
-            decision = ControlDecision.from_json_bytes(record.value)
-            self.next_decision_id[decision.playbook_id] = max(
-                self.next_decision_id.get(decision.playbook_id, 0), decision.decision_id + 1
-            )
+            decision = self.read_state(record, ControlDecision)
+            if decision is None or decision.decision_id < self.next_decision_id.get(decision.playbook_id, 0):
+                continue  # the first decision of each id counts
+            self.next_decision_id[decision.playbook_id] = decision.decision_id + 1
             self.current[decision.playbook_id] = decision.batch_size
+        # Samples up to the group's committed offset; the records after it are delivered again and decided on.
+        tp = TopicPartition(self.settings.topic("metrics"), 0)
+        committed = (await self._consumer.committed(tp) if self._consumer is not None else None) or 0
         for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("metrics")):
-            self._observe(BatchMetrics.from_json_bytes(record.value))
+            metrics = self.read_state(record, BatchMetrics) if record.offset < committed else None
+            if metrics is not None:
+                self._observe(metrics)
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        self._forget()
 
     def controller(self, playbook_id: str) -> BatchSizeController:
         if playbook_id not in self.controllers:
@@ -62,6 +76,8 @@ class ControllerStage(Stage):
         return True
 
     async def handle(self, record: ConsumerRecord) -> None:
+        if not self.owns(TopicPartition(record.topic, record.partition)):
+            return
         try:
             metrics = BatchMetrics.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:

@@ -2,7 +2,12 @@
 result to playbook v and publish v+1 with its lineage; then publish the batch's metrics for the controller.
 
 Versions are contiguous (batch b is applied to version b and gives b+1); partials of later batches wait.
-State (the current playbook per id) is rebuilt from the ``playbook`` topic before consuming.
+
+State is a live view of the ``playbook`` log, where the first record of each (playbook, version) is that version
+(``ContiguousNumbers``): the reducer never trusts its own write until it sees it there first. A version written by
+another reducer for a playbook this one owns (a fenced "zombie") makes it rebuild that partition from the logs. It
+also views ``batches`` to know each pending batch's traces: a trace of the batch that reached no aggregator window
+becomes a dead letter, and a batch waiting longer than ``stall_warning_s`` for its version is logged.
 """
 
 from __future__ import annotations
@@ -10,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMError
-from combee_core.models import BatchMetrics, Operation, PartialUpdate, PlaybookVersion, utc_now
+from combee_core.log_order import ContiguousNumbers
+from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage, utc_now
 from combee_core.playbook import Playbook
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from streams.dead_letters import make_dead_letter
-from streams.runtime import Stage, read_topic
+from streams.log_view import LogView
+from streams.runtime import Stage
 
 log = logging.getLogger(__name__)
 
@@ -33,24 +41,90 @@ class ReducerStage(Stage):
         super().__init__(ctx)
         self.playbooks: dict[str, Playbook] = {}
         self.pending: dict[str, PendingPartials] = {}
+        self.manifests: dict[str, dict[int, BatchManifest]] = {}
+        """Per playbook, the valid manifests of batches not yet in a version."""
         self._records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._workers: dict[str, asyncio.Task] = {}
+        self._versions = ContiguousNumbers[str](start=1)
+        self._batches = ContiguousNumbers[str]()
+        self._sending: dict[tuple[str, int], bytes] = {}
+        self._outcome: dict[tuple[str, int], bool] = {}
+        self._stall_reported: set[tuple[str, int]] = set()
+        self._playbook_view: LogView | None = None
+        self._batches_view: LogView | None = None
 
     async def prepare(self) -> None:
-        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("playbook")):
-            version = PlaybookVersion.from_json_bytes(record.value)
-            current = self.playbooks.get(version.playbook_id)
-            if current is None or version.version > current.version:
-                self.playbooks[version.playbook_id] = Playbook.from_entries(
-                    version.playbook_id, version.version, version.entries, version.next_entry_number
-                )
+        self._playbook_view = LogView(self, self.settings.topic("playbook"), self._apply_version)
+        self._batches_view = LogView(self, self.settings.topic("batches"), self._apply_manifest)
+        await self._playbook_view.start()
+        await self._batches_view.start()
 
     def playbook(self, playbook_id: str) -> Playbook:
         if playbook_id not in self.playbooks:
             self.playbooks[playbook_id] = Playbook.empty(playbook_id)
         return self.playbooks[playbook_id]
 
+    # ------------------------------------------------------------------------------------------ state views
+
+    def _apply_version(self, record: ConsumerRecord) -> None:
+        """Take one record of ``playbook`` in log order: the first record of each version number counts."""
+        version = self.read_state(record, PlaybookVersion)
+        if version is None:
+            return
+        playbook_id, key = version.playbook_id, (version.playbook_id, version.version)
+        valid = self._versions.accept(playbook_id, version.version)
+        mine = self._sending.get(key) == record.value
+        if mine:
+            self._outcome[key] = valid
+        if not valid:
+            self.ctx.count("void_versions")
+            return
+        if key in self._sending and not mine:
+            self._outcome[key] = False
+        if not mine and self.owns_key(playbook_id):
+            log.warning("%s v%d was written by another reducer while this one owns the playbook", *key)
+            self.mark_stale(self.owner_partition(playbook_id))
+        self.playbooks[playbook_id] = Playbook.from_entries(
+            playbook_id, version.version, version.entries, version.next_entry_number
+        )
+        waiting = self.manifests.get(playbook_id, {})
+        for batch_id in [b for b in waiting if b < version.version]:
+            del waiting[batch_id]
+
+    def _apply_manifest(self, record: ConsumerRecord) -> None:
+        manifest = self.read_state(record, BatchManifest)
+        if manifest is None or not self._batches.accept(manifest.playbook_id, manifest.batch_id):
+            return
+        if manifest.batch_id >= self.playbook(manifest.playbook_id).version:
+            self.manifests.setdefault(manifest.playbook_id, {})[manifest.batch_id] = manifest
+
+    # ------------------------------------------------------------------------------------------ ownership
+
+    def _playbooks_of(self, partitions: set[TopicPartition]) -> list[str]:
+        known = set(self.pending) | set(self._workers)
+        return [pb for pb in sorted(known) if self.owner_partition(pb) in partitions]
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        playbooks = self._playbooks_of(revoked)
+        workers = [self._workers.pop(pb) for pb in playbooks if pb in self._workers]
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        for playbook_id in playbooks:
+            self.pending.pop(playbook_id, None)
+            for key in [key for key in self._records if key[0] == playbook_id]:
+                del self._records[key]
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        assert self._playbook_view is not None and self._batches_view is not None
+        await self._playbook_view.catch_up()
+        await self._batches_view.catch_up()
+
+    # ------------------------------------------------------------------------------------------ records
+
     async def handle(self, record: ConsumerRecord) -> None:
+        if not self.owns(TopicPartition(record.topic, record.partition)):
+            return
         try:
             partial = PartialUpdate.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
@@ -72,22 +146,37 @@ class ReducerStage(Stage):
 
     async def _apply_ready(self, playbook_id: str) -> None:
         pending = self.pending[playbook_id]
-        while True:
+        while self.owns_key(playbook_id):
             playbook = self.playbook(playbook_id)
             partials = pending.pop_ready(playbook.version)
-            if partials is None:
+            if partials is None or not await self._publish_version(playbook, partials):
                 return
-            await self._publish_version(playbook, partials)
 
-    async def _publish_version(self, playbook: Playbook, partials: list[PartialUpdate]) -> None:
+    async def _publish_version(self, playbook: Playbook, partials: list[PartialUpdate]) -> bool:
+        """Build and publish the next version; False when another writer's version came first."""
+        assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
         scan = await reduce_through_scan(
             [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(partials)
         )
-        new = build_version(playbook, partials, scan, published_at=utc_now())
-        record = new.record
-        await self.ctx.send("playbook", playbook_id, record, wait=True)
-        self.playbooks[playbook_id] = new.playbook
+        record = build_version(playbook, partials, scan, published_at=utc_now()).record
+        manifest = await self._manifest(playbook_id, record.batch_id)
+        key = (playbook_id, record.version)
+        payload = record.to_json_bytes()
+        self._sending[key] = payload
+        try:
+            written = await self.ctx.send("playbook", playbook_id, payload, wait=True)
+            assert written is not None
+            await self._playbook_view.reached(written.offset)
+            counts = self._outcome.pop(key, False)
+        finally:
+            self._sending.pop(key, None)
+        if not counts:
+            self.ctx.count("versions_lost")
+            log.warning("%s v%d: another reducer's version came first; rebuilding from the log", *key)
+            self.mark_stale(self.owner_partition(playbook_id))
+            return False
+        await self._dead_letter_unlearned(record, manifest)
         metrics = BatchMetrics(
             playbook_id=playbook_id,
             batch_id=record.batch_id,
@@ -104,6 +193,29 @@ class ReducerStage(Stage):
                  record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)
         for consumed in self._records.pop((playbook_id, record.batch_id), []):
             self.done(consumed)
+        return True
+
+    async def _manifest(self, playbook_id: str, batch_id: int) -> BatchManifest | None:
+        assert self._batches_view is not None
+        manifest = self.manifests.get(playbook_id, {}).get(batch_id)
+        if manifest is None:
+            await self._batches_view.catch_up()
+            manifest = self.manifests.get(playbook_id, {}).get(batch_id)
+        if manifest is None:
+            log.warning("%s batch %d: manifest not found; the version's lineage is not checked against it",
+                        playbook_id, batch_id)
+        return manifest
+
+    async def _dead_letter_unlearned(self, version: PlaybookVersion, manifest: BatchManifest | None) -> None:
+        """Traces of the batch that no partial read (every copy's window timed out or failed): a dead letter each,
+        so every batched trace ends in exactly one version's lineage or a dead letter."""
+        learned = set(version.lineage)
+        for trace_id in manifest.trace_ids if manifest is not None else ():
+            if trace_id not in learned:
+                await self.ctx.dead_letter(make_dead_letter(
+                    STAGE, f"trace {trace_id} of batch {version.batch_id} reached no aggregator (its windows closed "
+                    f"by timeout or failed): not learned, not in version {version.version}", "NotLearned", b"",
+                    trace_id=trace_id, playbook_id=version.playbook_id))
 
     def _reduce_call(self, partials: list[PartialUpdate]):
         first = partials[0]
@@ -119,15 +231,26 @@ class ReducerStage(Stage):
                                      f"{len(children)} children's operations unmerged: {error}", error,
                                      b"", playbook_id=first.playbook_id)
                 )
-                return ReduceOutcome(operations=union, usage=_no_usage(), latency_s=0.0)
+                return ReduceOutcome(operations=union, usage=Usage(), latency_s=0.0)
 
         return reduce
+
+    async def tick(self, now: float) -> None:
+        """Warn once per batch that has waited longer than ``stall_warning_s`` for its version."""
+        wall = utc_now()
+        for playbook_id, waiting in self.manifests.items():
+            if not waiting or not self.owns_key(playbook_id):
+                continue
+            oldest = waiting[min(waiting)]
+            age = (wall - oldest.closed_at).total_seconds()
+            key = (playbook_id, oldest.batch_id)
+            if age > self.settings.stall_warning_s and key not in self._stall_reported:
+                self._stall_reported.add(key)
+                self.ctx.count("stalled_batches")
+                log.warning("%s: batch %d (%d traces) closed %.0f s ago and is still not a version (partials %s)",
+                            playbook_id, oldest.batch_id, oldest.n, age,
+                            self.pending.get(playbook_id, PendingPartials()).waiting().get(oldest.batch_id, "none"))
 
     async def drain(self) -> None:
         await self.wait_background()
 
-
-def _no_usage():
-    from combee_core.models import Usage
-
-    return Usage()

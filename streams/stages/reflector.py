@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 import orjson
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
@@ -77,6 +78,8 @@ class ReflectorStage(Stage):
 
         results = await asyncio.gather(*(reflect(trace) for _, trace in decoded))
         for (record, trace), result in zip(decoded, results):
+            if not self.owns(TopicPartition(record.topic, record.partition)):
+                continue  # revoked during the calls: the next owner reflects it again
             if isinstance(result, Reflection):
                 await self.ctx.send("reflections", result.playbook_id, result)
                 self.ctx.count("reflections")

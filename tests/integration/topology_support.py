@@ -33,7 +33,7 @@ def run_settings(prefix: str, **overrides: object) -> CombeeSettings:
 def assert_contiguous(versions: list[PlaybookVersion], playbook_id: str, count: int) -> None:
     """Versions 1..count of ``playbook_id``, each exactly once and in order, each built on its predecessor."""
     mine = [v for v in versions if v.playbook_id == playbook_id]
-    assert [v.version for v in mine] == list(range(1, count + 1))
+    assert [v.version for v in mine] == list(range(1, count + 1)), [(v.version, v.content_hash[:8]) for v in mine]
     assert [v.parent_version for v in mine] == list(range(0, count))
     assert [v.batch_id for v in mine] == list(range(count))
 
