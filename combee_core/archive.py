@@ -39,6 +39,7 @@ from combee_core.models import (
     PlaybookVersion,
     Reflection,
     ShuffledReflection,
+    ViewCheckpoint,
     first_error,
 )
 
@@ -56,6 +57,7 @@ TOPIC_MODELS: dict[str, type[BaseModel]] = {
     "control": ControlDecision,
     "dlq": DeadLetter,
     "llm-calls": CallRecord,
+    "checkpoints": ViewCheckpoint,
 }
 """Topics whose values the stages write, validated when an archive is read. ``traces`` is not: agents may have sent
 invalid traces (they are dead letters in the run, and a replay reproduces them)."""

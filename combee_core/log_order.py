@@ -10,6 +10,7 @@ the same log therefore agrees on the one content of each number.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Hashable, Iterable
 from typing import Generic, TypeVar
 
@@ -36,6 +37,13 @@ class ContiguousNumbers(Generic[K]):
         self._next[key] = number + 1
         return True
 
+    def load(self, nexts: dict[K, int]) -> None:
+        """Resume from a checkpoint: these keys' next numbers (others start over)."""
+        self._next = dict(nexts)
+
+    def state(self) -> dict[K, int]:
+        return dict(self._next)
+
     def forget(self, key: K) -> None:
         self._next.pop(key, None)
 
@@ -53,3 +61,40 @@ def valid_manifests(manifests: Iterable[BatchManifest]) -> list[BatchManifest]:
     """The batches that count, in log order: per playbook 0, 1, 2, ..., the first manifest of each batch id."""
     gate = ContiguousNumbers[str]()
     return [m for m in manifests if gate.accept(m.playbook_id, m.batch_id)]
+
+
+class ResumePoints:
+    """Per key, the offsets of the valid records a rebuild still needs, oldest first: where a view of the log can
+    resume reading, and the number gates it must resume with, instead of reading from offset 0."""
+
+    def __init__(self) -> None:
+        self._points: dict[str, deque[tuple[int, int, int]]] = {}
+        """key -> (offset, number, weight) of the records still needed"""
+        self._weight: dict[str, int] = {}
+
+    def add(self, key: str, offset: int, number: int, weight: int = 1) -> None:
+        self._points.setdefault(key, deque()).append((offset, number, weight))
+        self._weight[key] = self._weight.get(key, 0) + weight
+
+    def drop_below(self, key: str, number: int) -> None:
+        """Records of ``key`` numbered below ``number`` are no longer needed."""
+        points = self._points.get(key)
+        while points and points[0][1] < number:
+            self._weight[key] -= points.popleft()[2]
+
+    def keep_newest(self, key: str, weight: int, at_least: int = 1) -> None:
+        """Keep only the newest records of ``key`` whose weights add up to ``weight`` (and ``at_least`` of them)."""
+        points = self._points.get(key)
+        while points and len(points) > at_least and self._weight[key] - points[0][2] >= weight:
+            self._weight[key] -= points.popleft()[2]
+
+    def resume(self, position: int, nexts: dict[str, int]) -> tuple[int, dict[str, int]]:
+        """(offset to resume from, gates there): the oldest needed record, or ``position`` when none is needed.
+
+        A key with needed records resumes at its oldest one's number; a key without keeps its current gate, so its
+        records between the resume offset and ``position`` are read again as void (not needed)."""
+        needed = {key: points[0] for key, points in self._points.items() if points}
+        resume = min((offset for offset, _, _ in needed.values()), default=position)
+        gates = dict(nexts)
+        gates.update({key: number for key, (_, number, _) in needed.items()})
+        return resume, gates

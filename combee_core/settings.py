@@ -49,6 +49,10 @@ class CombeeSettings(BaseModel):
     window_timeout_s: float = Field(
         default=60.0, gt=0, description="Close an aggregator window with missing copies after this long."
     )
+    view_checkpoint_every: int = Field(
+        default=2000, ge=1, description="Records of a state topic between two checkpoints of a stage's view of it "
+        "(a restart resumes from the latest checkpoint instead of reading the topic from the beginning)."
+    )
     stall_warning_s: float = Field(
         default=180.0, gt=0, description="Warn when a closed batch has waited this long for its playbook version."
     )

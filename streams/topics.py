@@ -29,6 +29,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("control", "ControlDecision", "playbook_id", False),
     TopicSpec("dlq", "DeadLetter", "stage", False),
     TopicSpec("llm-calls", "CallRecord", "call key", False),
+    TopicSpec("checkpoints", "ViewCheckpoint", "stage/topic", False),
 )
 
 

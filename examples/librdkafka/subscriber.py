@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, stop)
     deadline = time.monotonic() + args.timeout if args.timeout else None
     seen = 0
+    latest: dict[str, int] = {}
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics[topic]
         if metadata.error is not None:
@@ -97,6 +98,11 @@ def main(argv: list[str] | None = None) -> int:
             if errors:
                 print(f"skipping an invalid version at offset {message.offset()}: {errors[:3]}", file=sys.stderr)
                 continue
+            # The reading rule (docs/protocol.md): per playbook, only version latest+1 counts; a record with a
+            # number already taken was written by a fenced writer and is ignored.
+            if version["version"] != latest.get(version["playbook_id"], 0) + 1:
+                continue
+            latest[version["playbook_id"]] = version["version"]
             if args.playbook and version["playbook_id"] != args.playbook:
                 continue
             line = summary(version)

@@ -62,6 +62,7 @@ if (args.timeout !== undefined) {
     Number(args.timeout) * 1000).unref();
 }
 
+const latest = new Map();
 await consumer.connect();
 await consumer.subscribe({ topic, fromBeginning: true });
 process.stderr.write(`following ${topic}\n`);
@@ -80,6 +81,10 @@ await consumer.run({
         + `${describeErrors(validate.errors).slice(0, 3).join("; ")}\n`);
       return;
     }
+    // The reading rule (docs/protocol.md): per playbook, only version latest+1 counts; a record with a number
+    // already taken was written by a fenced writer and is ignored.
+    if (version.version !== (latest.get(version.playbook_id) ?? 0) + 1) return;
+    latest.set(version.playbook_id, version.version);
     if (args.playbook && version.playbook_id !== args.playbook) return;
     const line = {
       playbook_id: version.playbook_id,

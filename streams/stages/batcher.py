@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
-from streams.log_view import LogView
+from streams.log_view import GatedState, LogView
 from streams.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
@@ -64,6 +64,7 @@ class BatcherStage(Stage):
         self._resend_records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._last_decision: dict[str, int] = {}
         self._valid = ContiguousNumbers[str]()
+        self._view_state = GatedState(self._valid)
         self._recent: dict[str, deque[BatchManifest]] = {}
         self._sending: dict[tuple[str, int], bytes] = {}
         self._outcome: dict[tuple[str, int], bool] = {}
@@ -76,12 +77,12 @@ class BatcherStage(Stage):
             planned = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.batch_plan_topic)
             self.plan = PlannedBatches(self._shuffle, [BatchManifest.from_json_bytes(r.value) for r in planned])
             log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
-        self._batches_view = LogView(self, self.settings.topic("batches"), self._apply_manifest)
+        self._batches_view = LogView(self, "batches", self._apply_manifest, self._view_state)
         await self._batches_view.start()
         if self.settings.auto_batch_size:
             # Every batcher replica needs every decision, so the control topic is followed outside the consumer
             # group (a group would hand its one partition to one replica only).
-            control = LogView(self, self.settings.topic("control"), self._apply_control)
+            control = LogView(self, "control", self._apply_control)
             await control.start()
             await control.catch_up()
 
@@ -108,6 +109,9 @@ class BatcherStage(Stage):
             self._dirty.add(playbook_id)
             self.mark_stale(self.owner_partition(playbook_id))
         self.accumulator.restore(manifest)
+        points = self._view_state.points  # a restart needs the manifests within the dedupe horizon
+        points.add(playbook_id, record.offset, manifest.batch_id, manifest.n)
+        points.keep_newest(playbook_id, self.settings.dedupe_horizon, at_least=UNCONFIRMED_KEEP)
         if self.plan is not None:
             self.plan.restore(manifest)
         self._recent.setdefault(playbook_id, deque(maxlen=UNCONFIRMED_KEEP)).append(manifest)

@@ -25,7 +25,7 @@ from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUp
 from combee_core.playbook import Playbook
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from streams.dead_letters import make_dead_letter
-from streams.log_view import LogView
+from streams.log_view import GatedState, LogView
 from streams.runtime import Stage
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,8 @@ class ReducerStage(Stage):
         """Per playbook, the valid manifests of batches not yet in a version."""
         self._records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._workers: dict[str, asyncio.Task] = {}
-        self._versions = ContiguousNumbers[str](start=1)
-        self._batches = ContiguousNumbers[str]()
+        self._versions = GatedState(ContiguousNumbers[str](start=1), load=self._load_version)
+        self._batches = GatedState(ContiguousNumbers[str]())
         self._sending: dict[tuple[str, int], bytes] = {}
         self._outcome: dict[tuple[str, int], bool] = {}
         self._stall_reported: set[tuple[str, int]] = set()
@@ -54,8 +54,8 @@ class ReducerStage(Stage):
         self._batches_view: LogView | None = None
 
     async def prepare(self) -> None:
-        self._playbook_view = LogView(self, self.settings.topic("playbook"), self._apply_version)
-        self._batches_view = LogView(self, self.settings.topic("batches"), self._apply_manifest)
+        self._playbook_view = LogView(self, "playbook", self._apply_version, self._versions)
+        self._batches_view = LogView(self, "batches", self._apply_manifest, self._batches)
         await self._playbook_view.start()
         await self._batches_view.start()
 
@@ -72,7 +72,7 @@ class ReducerStage(Stage):
         if version is None:
             return
         playbook_id, key = version.playbook_id, (version.playbook_id, version.version)
-        valid = self._versions.accept(playbook_id, version.version)
+        valid = self._versions.gate.accept(playbook_id, version.version)
         mine = self._sending.get(key) == record.value
         if mine:
             self._outcome[key] = valid
@@ -84,19 +84,32 @@ class ReducerStage(Stage):
         if not mine and self.owns_key(playbook_id):
             log.warning("%s v%d was written by another reducer while this one owns the playbook", *key)
             self.mark_stale(self.owner_partition(playbook_id))
+        self._take_version(version, record.offset)
+
+    def _load_version(self, record: ConsumerRecord) -> None:
+        """A checkpoint's latest version of a playbook (its gate is already set)."""
+        version = self.read_state(record, PlaybookVersion)
+        if version is not None:
+            self._take_version(version, record.offset)
+
+    def _take_version(self, version: PlaybookVersion, offset: int) -> None:
+        playbook_id = version.playbook_id
         self.playbooks[playbook_id] = Playbook.from_entries(
             playbook_id, version.version, version.entries, version.next_entry_number
         )
+        self._versions.latest[playbook_id] = offset
         waiting = self.manifests.get(playbook_id, {})
         for batch_id in [b for b in waiting if b < version.version]:
             del waiting[batch_id]
+        self._batches.points.drop_below(playbook_id, version.version)
 
     def _apply_manifest(self, record: ConsumerRecord) -> None:
         manifest = self.read_state(record, BatchManifest)
-        if manifest is None or not self._batches.accept(manifest.playbook_id, manifest.batch_id):
+        if manifest is None or not self._batches.gate.accept(manifest.playbook_id, manifest.batch_id):
             return
         if manifest.batch_id >= self.playbook(manifest.playbook_id).version:
             self.manifests.setdefault(manifest.playbook_id, {})[manifest.batch_id] = manifest
+            self._batches.points.add(manifest.playbook_id, record.offset, manifest.batch_id)
 
     # ------------------------------------------------------------------------------------------ ownership
 

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from tests.integration.topology_support import make_traces
-from tests.integration.worker_fleet import WorkerFleet, feed, fleet_settings, wait_accounted
+from streams.worker_processes import WorkerFleet, feed, fleet_settings, wait_accounted
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

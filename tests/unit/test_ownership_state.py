@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from combee_core.audit import audit_run
 from combee_core.batching import BatchAccumulator, ShuffleConfig, UnconfirmedBatches, deal_batch
-from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
+from combee_core.log_order import ContiguousNumbers, ResumePoints, valid_manifests, valid_versions
 from combee_core.models import DeadLetter, Insight, PartialUpdate, Reflection, Usage
 from combee_core.playbook import Playbook
 from combee_core.reduction import ScanResult, build_version
@@ -121,3 +121,49 @@ def test_dropped_windows_form_again_from_their_redelivered_copies():
     windows.drop([ready.key])  # its call was cancelled on revocation
     outcomes = [windows.add(copy, 1.0) for copy in first_window]
     assert outcomes[-1][0] == "added" and outcomes[-1][1] is not None
+
+
+def replay(log: list[tuple[str, int, int]], start: int, gates: dict[str, int]) -> dict[str, list[int]]:
+    """Numbers each key keeps when a log of (key, number, weight) is read from ``start`` with ``gates``."""
+    gate = ContiguousNumbers[str]()
+    gate.load(gates)
+    kept: dict[str, list[int]] = {}
+    for key, number, _ in log[start:]:
+        if gate.accept(key, number):
+            kept.setdefault(key, []).append(number)
+    return kept
+
+
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.integers(1, 5)), min_size=1, max_size=60),
+       st.integers(1, 12))
+def test_a_view_resumed_from_its_checkpoint_keeps_exactly_the_records_its_state_still_needs(items, horizon):
+    """A batcher-style view needs, per key, its newest records up to a weight (the dedupe horizon): resuming from
+    the checkpoint keeps those records and no older one, however the keys interleave."""
+    counters: dict[str, int] = {}
+    log = []
+    for key, weight in items:
+        log.append((key, counters.get(key, 0), weight))
+        counters[key] = counters.get(key, 0) + 1
+    points, gate = ResumePoints(), ContiguousNumbers[str]()
+    for offset, (key, number, weight) in enumerate(log):
+        assert gate.accept(key, number)
+        points.add(key, offset, number, weight)
+        points.keep_newest(key, horizon)
+    start, gates = points.resume(len(log), gate.state())
+    kept = replay(log, start, gates)
+    for key in counters:
+        mine = [(number, weight) for k, number, weight in log if k == key]
+        needed, total = [], 0
+        for number, weight in reversed(mine):
+            if needed and total >= horizon:
+                break
+            needed.insert(0, number)
+            total += weight
+        assert kept.get(key) == needed
+
+
+def test_a_view_with_nothing_pending_resumes_at_its_position_and_rejects_old_records():
+    points = ResumePoints()
+    points.add("pb", 3, 0)
+    points.drop_below("pb", 1)
+    assert points.resume(10, {"pb": 1}) == (10, {"pb": 1})

@@ -1,5 +1,6 @@
-"""Worker processes for fault tests: start, kill -9, SIGTERM and restart ``combee worker`` children, each with its
-own log file, while a feeder produces traces at a steady rate; then audit the run from its topics."""
+"""Worker processes for fault tests and benchmarks: start, kill -9, SIGTERM, pause and restart ``combee worker``
+children, each with its own log file, while a feeder produces traces at a steady rate; then audit the run from its
+topics (``combee_core.audit``)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ from combee_core.settings import CombeeSettings
 from streams.broker import ResolvedBroker
 from streams.child_process import stop_processes
 from streams.runtime import read_topic, start_producer
-from tests.integration.topology_support import env_without_combee
 
 WORKER_SETTINGS = {
     "COMBEE_BATCH_SIZE": "20",
@@ -55,9 +55,9 @@ class WorkerFleet:
 
     def start(self, number: int) -> None:
         self._starts += 1
-        env = env_without_combee(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap,
-                                 COMBEE_BROKER_KIND=self.broker.profile.kind, COMBEE_TOPIC_PREFIX=self.prefix,
-                                 **WORKER_SETTINGS)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+        env.update(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap, COMBEE_BROKER_KIND=self.broker.profile.kind,
+                   COMBEE_TOPIC_PREFIX=self.prefix, **WORKER_SETTINGS)
         log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # noqa: SIM115 - closed by the child
         self.processes[number] = subprocess.Popen(
             [sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"], env=env, stdout=log,
