@@ -7,8 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
-from combee_core.settings import CombeeSettings
+from combee_core.settings import CombeeSettings, SettingsError
 from streams.broker import BrokerProfile, create_topics
+from streams.broker_watch import BrokerWatchdog, watching
 from streams.llm_setup import build_llm_roles, replay_responder
 from streams.runtime import Stage, StageContext, start_producer
 from streams.stages.aggregator import AggregatorStage
@@ -34,7 +35,7 @@ ALL_STAGES = tuple(STAGES)
 LLM_STAGES = {"reflect", "aggregate", "reduce"}
 
 
-class UnknownStageError(ValueError):
+class UnknownStageError(SettingsError):
     """A stage name that is not one of :data:`ALL_STAGES`."""
 
 
@@ -54,6 +55,12 @@ async def ensure_topics(settings: CombeeSettings, bootstrap: str) -> None:
     await create_topics(bootstrap, topic_partitions(settings))
 
 
+STOP_BUDGET_S = 8.0
+"""Seconds from the stop request until the worker has returned, whatever the broker does (SIGTERM: within 10 s)."""
+PRODUCER_STOP_S = 1.5
+"""Of that budget, what the producer gets to flush; the stages get the rest to drain and commit."""
+
+
 async def run_worker(
     settings: CombeeSettings,
     bootstrap: str,
@@ -67,38 +74,87 @@ async def run_worker(
 ) -> dict[str, int]:
     """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...).
 
+    A broker that stays unreachable for ``settings.broker_loss_grace_s`` (or comes back without the run's topics)
+    stops the worker with :class:`~streams.broker.BrokerLost`. Once ``stop`` is set the worker returns within
+    :data:`STOP_BUDGET_S`: stages still draining then are cancelled (their uncommitted records are redelivered).
     ``readiness`` (for ``/readyz``) is handed the stages and their tasks once they are created.
     """
     stop = stop or asyncio.Event()
     await ensure_topics(settings, bootstrap)
+    watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=set(topic_partitions(settings)))
     producer = await start_producer(bootstrap, profile)
     ctx = StageContext(settings=settings, bootstrap=bootstrap, profile=profile, producer=producer, stop=stop)
     try:
-        misses: list[BaseException] = []
-        if LLM_STAGES.intersection(stages):
-            responder = None
-            if settings.llm_record == "replay":  # a miss stops the worker, even from a background task
-                responder = await replay_responder(settings, bootstrap, profile,
-                                                   on_miss=lambda miss: (misses.append(miss), stop.set()))
-            ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
-        instances = [STAGES[name](ctx) for name in stages]
-        tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
-        if readiness is not None:
-            readiness.watch(instances, tasks)
-        log.info("worker running stages: %s", ", ".join(stages))
-        if ready is not None:
-            ready.set()
-        stopper = asyncio.create_task(stop.wait())
-        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-        if any(task is not stopper and task.exception() is not None for task in done):
-            stop.set()  # one stage died: stop the others, then raise its error
-        outcomes = await asyncio.gather(*tasks, return_exceptions=True)
-        stopper.cancel()
-        if misses:  # a replay miss is the cause, whatever the stages died of after it
-            raise misses[0]
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        async with watching(watchdog):
+            counters = await _run_stages(ctx, stages, on_call=on_call, ready=ready, readiness=readiness)
     finally:
-        await producer.stop()
+        await _stop_producer(producer, PRODUCER_STOP_S)
+    if watchdog.cause is not None:  # the stages stopped because the broker is gone: that is the error
+        raise watchdog.cause
+    return counters
+
+
+async def _run_stages(
+    ctx: StageContext,
+    stages: Sequence[str],
+    *,
+    on_call: Callable[[object], Awaitable[None] | None] | None,
+    ready: asyncio.Event | None,
+    readiness: "WorkerReadiness | None",
+) -> dict[str, int]:
+    settings, stop = ctx.settings, ctx.stop
+    misses: list[BaseException] = []
+    if LLM_STAGES.intersection(stages):
+        responder = None
+        if settings.llm_record == "replay":  # a miss stops the worker, even from a background task
+            responder = await replay_responder(settings, ctx.bootstrap, ctx.profile,
+                                               on_miss=lambda miss: (misses.append(miss), stop.set()))
+        ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
+    instances = [STAGES[name](ctx) for name in stages]
+    tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
+    if readiness is not None:
+        readiness.watch(instances, tasks)
+    log.info("worker running stages: %s", ", ".join(stages))
+    if ready is not None:
+        ready.set()
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:
+        stop.set()
+        await _finish_stages(tasks, STOP_BUDGET_S - PRODUCER_STOP_S)
+        raise
+    finally:
+        stopper.cancel()
+    if any(task is not stopper and not task.cancelled() and task.exception() is not None for task in done):
+        stop.set()  # one stage died: stop the others, then raise its error
+    outcomes = await _finish_stages(tasks, STOP_BUDGET_S - PRODUCER_STOP_S)
+    if misses:  # a replay miss is the cause, whatever the stages died of after it
+        raise misses[0]
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
     return dict(ctx.counters)
+
+
+async def _finish_stages(tasks: Sequence[asyncio.Task], budget_s: float) -> list[BaseException | None]:
+    """Wait up to ``budget_s`` for the stopping stages, then cancel the ones still running (a broker that does not
+    answer makes draining, committing and leaving the group wait); returns each task's error, None if it stopped
+    cleanly or was cancelled here."""
+    _, pending = await asyncio.wait(tasks, timeout=budget_s)
+    for task in pending:
+        log.warning("%s did not stop within %.0f s; cancelled (its uncommitted records will be redelivered)",
+                    task.get_name(), budget_s)
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=1.0)  # a task whose cleanup awaits the broker again is left behind
+    return [task.exception() if task.done() and not task.cancelled() else None for task in tasks]
+
+
+async def _stop_producer(producer, timeout_s: float) -> None:
+    """Flush and close the producer, giving up after ``timeout_s`` (unsent records are the stages' uncommitted
+    ones, redelivered on restart)."""
+    try:
+        await asyncio.wait_for(producer.stop(), timeout_s)
+    except asyncio.TimeoutError:
+        log.warning("the producer did not flush within %.1f s; closed without it", timeout_s)
