@@ -20,7 +20,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -509,6 +509,20 @@ async def check_broker(bootstrap: str, timeout_s: float = 5.0) -> None:
         cause = error.__cause__ or error
         raise BrokerUnreachable(f"no Kafka broker answers at {bootstrap} (waited {timeout_s:g}s; is it running? "
                                 f"is the address right?)") from cause
+
+
+async def close_client(closing: Awaitable[object], what: str, timeout_s: float = 5.0) -> None:
+    """Await an aiokafka client's ``stop()``/``close()`` without hanging on a broker that is gone (give up after
+    ``timeout_s``) and without aiokafka's stray ``CancelledError`` (its consumer's stop cancels a pending fetch, then
+    re-raises that task's cancellation); a cancellation of the caller itself still propagates."""
+    try:
+        await asyncio.wait_for(closing, timeout_s)
+    except asyncio.TimeoutError:
+        logging.getLogger(__name__).warning("%s did not close within %.1f s; left behind", what, timeout_s)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
 
 
 # --------------------------------------------------------------------------------------------------

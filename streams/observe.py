@@ -12,7 +12,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion
 from combee_core.settings import CombeeSettings
-from streams.broker import BrokerProfile
+from streams.broker import BrokerProfile, close_client
 from streams.runtime import consumer_config, end_offsets, read_topic
 from streams.topics import TOPICS
 
@@ -74,7 +74,7 @@ async def tail_versions(
                     if limit is not None and printed >= limit:
                         break
     finally:
-        await consumer.stop()
+        await close_client(consumer.stop(), "the tail consumer")
     return printed
 
 
@@ -138,8 +138,8 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
                 status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
         status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
     finally:
-        await consumer.stop()
-        await admin.close()
+        await close_client(consumer.stop(), "the status consumer")
+        await close_client(admin.close(), "the admin client")
     return status
 
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings, SettingsError
-from streams.broker import BrokerProfile, create_topics
+from streams.broker import BrokerProfile, close_client, create_topics
 from streams.broker_watch import BrokerWatchdog, watching
 from streams.llm_setup import build_llm_roles, replay_responder
 from streams.runtime import Stage, StageContext, start_producer
@@ -154,7 +154,4 @@ async def _finish_stages(tasks: Sequence[asyncio.Task], budget_s: float) -> list
 async def _stop_producer(producer, timeout_s: float) -> None:
     """Flush and close the producer, giving up after ``timeout_s`` (unsent records are the stages' uncommitted
     ones, redelivered on restart)."""
-    try:
-        await asyncio.wait_for(producer.stop(), timeout_s)
-    except asyncio.TimeoutError:
-        log.warning("the producer did not flush within %.1f s; closed without it", timeout_s)
+    await close_client(producer.stop(), "the producer", timeout_s)
