@@ -8,12 +8,14 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
 from pathlib import Path
 
 from combee_core.settings import CombeeSettings, SettingsError
 
 log = logging.getLogger("combee")
+T = TypeVar("T")
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
@@ -183,14 +185,33 @@ async def cmd_worker(args: argparse.Namespace) -> int:
             readiness = WorkerReadiness()
             health = await exits.enter_async_context(HealthServer(readiness.report, port=args.health_port))
             print(f"worker: health on :{health.port} (/healthz, /readyz)", file=sys.stderr)
-        from streams.worker import parse_stages, run_worker
+        from streams.worker import STOP_BUDGET_S, parse_stages, run_worker
 
         stages = parse_stages(args.stages)
         bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
         print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
-        counters = await run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
-    print(f"worker stopped: {counters}", file=sys.stderr)
+        work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
+        counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
+    print(f"worker stopped: {counters if counters is not None else 'cancelled while starting'}", file=sys.stderr)
     return 0
+
+
+async def until_stopped(work: Awaitable[T], stop: asyncio.Event, budget_s: float) -> T | None:
+    """Await ``work``; once ``stop`` is set, give it ``budget_s`` more, then cancel it and return None."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait([task], timeout=budget_s)
+    finally:
+        stopper.cancel()
+    if not task.done():
+        log.warning("did not stop within %.1f s of the stop request; cancelled", budget_s)
+        task.cancel()
+        await asyncio.wait([task], timeout=1.0)
+        return None
+    return task.result()
 
 
 async def cmd_produce(args: argparse.Namespace) -> int:

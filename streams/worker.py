@@ -55,10 +55,14 @@ async def ensure_topics(settings: CombeeSettings, bootstrap: str) -> None:
     await create_topics(bootstrap, topic_partitions(settings))
 
 
-STOP_BUDGET_S = 8.0
-"""Seconds from the stop request until the worker has returned, whatever the broker does (SIGTERM: within 10 s)."""
+STAGE_DRAIN_S = 5.5
+"""Seconds the stages get, once stopped, to drain and commit; then they are cancelled."""
+CANCEL_UNWIND_S = 1.0
+"""Seconds cancelled stages get to unwind."""
 PRODUCER_STOP_S = 1.5
-"""Of that budget, what the producer gets to flush; the stages get the rest to drain and commit."""
+"""Seconds the producer gets to flush and close."""
+STOP_BUDGET_S = STAGE_DRAIN_S + CANCEL_UNWIND_S + PRODUCER_STOP_S
+"""From the stop request until the worker has returned, whatever the broker does (8 s: SIGTERM exits within 10)."""
 
 
 async def run_worker(
@@ -120,15 +124,15 @@ async def _run_stages(
     stopper = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError:  # cancelled from outside: no draining, just unwind
         stop.set()
-        await _finish_stages(tasks, STOP_BUDGET_S - PRODUCER_STOP_S)
+        await _finish_stages(tasks, 0)
         raise
     finally:
         stopper.cancel()
     if any(task is not stopper and not task.cancelled() and task.exception() is not None for task in done):
         stop.set()  # one stage died: stop the others, then raise its error
-    outcomes = await _finish_stages(tasks, STOP_BUDGET_S - PRODUCER_STOP_S)
+    outcomes = await _finish_stages(tasks, STAGE_DRAIN_S)
     if misses:  # a replay miss is the cause, whatever the stages died of after it
         raise misses[0]
     for outcome in outcomes:
@@ -141,13 +145,15 @@ async def _finish_stages(tasks: Sequence[asyncio.Task], budget_s: float) -> list
     """Wait up to ``budget_s`` for the stopping stages, then cancel the ones still running (a broker that does not
     answer makes draining, committing and leaving the group wait); returns each task's error, None if it stopped
     cleanly or was cancelled here."""
-    _, pending = await asyncio.wait(tasks, timeout=budget_s)
+    pending = {task for task in tasks if not task.done()}
+    if pending and budget_s > 0:
+        _, pending = await asyncio.wait(pending, timeout=budget_s)
     for task in pending:
         log.warning("%s did not stop within %.0f s; cancelled (its uncommitted records will be redelivered)",
                     task.get_name(), budget_s)
         task.cancel()
     if pending:
-        await asyncio.wait(pending, timeout=1.0)  # a task whose cleanup awaits the broker again is left behind
+        await asyncio.wait(pending, timeout=CANCEL_UNWIND_S)  # one whose cleanup awaits the broker is left behind
     return [task.exception() if task.done() and not task.cancelled() else None for task in tasks]
 
 

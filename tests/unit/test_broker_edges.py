@@ -207,3 +207,35 @@ def test_grace_and_connect_timeout_flags_are_settings():
     settings = settings_from_args(args)
     assert settings.broker_loss_grace_s == 5 and settings.broker_connect_timeout_s == 2
     assert settings_from_args(build_parser().parse_args(["tail"])).broker_loss_grace_s == 60
+
+
+# ---------------------------------------------------------------------------------------------- bounded stops
+
+
+async def test_stages_that_do_not_stop_in_time_are_cancelled_and_count_as_stopped():
+    from streams.worker import _finish_stages
+
+    async def stuck() -> None:
+        await asyncio.sleep(3600)
+
+    async def failing() -> None:
+        raise KeyError("a bug")
+
+    tasks = [asyncio.create_task(stuck(), name="stage-stuck"), asyncio.create_task(failing()),
+             asyncio.create_task(asyncio.sleep(0))]
+    started = time.monotonic()
+    outcomes = await _finish_stages(tasks, 0.3)
+    assert time.monotonic() - started < 2
+    assert tasks[0].cancelled()
+    assert outcomes[0] is None and isinstance(outcomes[1], KeyError) and outcomes[2] is None
+
+
+async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
+    from streams.cli import until_stopped
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.1, stop.set)
+    started = time.monotonic()
+    assert await until_stopped(asyncio.sleep(3600), stop, 0.3) is None
+    assert time.monotonic() - started < 2
+    assert await until_stopped(asyncio.sleep(0, result=7), asyncio.Event(), 0.3) == 7
