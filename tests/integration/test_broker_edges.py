@@ -4,6 +4,7 @@ and workers and `combee tail` losing their broker (each test that kills a broker
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import signal
 import subprocess
@@ -226,3 +227,70 @@ async def test_a_worker_and_tail_stop_when_their_broker_comes_back_without_its_d
         assert code == 3, err[-3000:]
         assert line.startswith(f"combee {name}: the broker at {broker.bootstrap} answers but no longer has topic(s) "
                                f"reborn."), line
+
+
+# ---------------------------------------------------------------------------------------------- storage
+
+
+@pytest.mark.skipif(importlib.util.find_spec("moto") is None, reason="needs moto[server] (an S3 server that runs "
+                    "offline); install it to check what s3:// storage keeps")
+async def test_an_s3_backed_combee_broker_keeps_topics_records_and_offsets_across_a_restart(tmp_path):
+    import boto3
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streams.broker import BrokerProfile
+    from streams.runtime import consumer_config
+
+    s3_port = find_free_port()
+    s3 = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(s3_port)],
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)},
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    aws = dict(AWS_ACCESS_KEY_ID="test", AWS_SECRET_ACCESS_KEY="test", AWS_DEFAULT_REGION="us-east-1",
+               AWS_ENDPOINT=f"http://127.0.0.1:{s3_port}", AWS_ALLOW_HTTP="true")
+    env = _env(tmp_path / "state", **aws)
+    jsonl = tmp_path / "traces.jsonl"
+    traces = make_traces(3, seed=5)
+    jsonl.write_text("".join(t.to_json_bytes().decode() + "\n" for t in traces))
+    profile = BrokerProfile.for_tansu()
+    storage = ("--port", str(find_free_port()), "--storage", "s3://tansu/")
+    brokers = []
+    try:
+        client = boto3.client("s3", endpoint_url=aws["AWS_ENDPOINT"], aws_access_key_id="test",
+                              aws_secret_access_key="test", region_name="us-east-1")
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client.create_bucket(Bucket="tansu")
+                break
+            except Exception:  # the S3 server is still starting (botocore raises several types)
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+        first = _spawn("broker", *storage, env=env)
+        brokers.append(first)
+        bootstrap = await _wait_for_line(first)
+        code, _, err, _ = await _combee("produce", str(jsonl), "--prefix", "kept.", env=env)
+        assert code == 0, err
+        consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, "kept.group"))
+        await consumer.start()
+        tp = TopicPartition("kept.traces", 0)
+        consumer.assign([tp])
+        await consumer.commit({tp: 1})
+        await consumer.stop()
+        first.send_signal(signal.SIGTERM)
+        assert (await _exit_within(first, 15))[0] == 0
+        assert "topics and offsets kept across restarts" in first.stderr.read()
+
+        second = _spawn("broker", *storage, env=env)
+        brokers.append(second)
+        assert await _wait_for_line(second) == bootstrap
+        records = await read_topic(bootstrap, profile, "kept.traces")
+        consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, "kept.group"))
+        await consumer.start()
+        consumer.assign([tp])
+        committed = await consumer.committed(tp)
+        await consumer.stop()
+    finally:
+        stop_processes([*brokers, s3])
+    assert sorted(r.value for r in records) == sorted(t.to_json_bytes() for t in traces)
+    assert committed == 1
