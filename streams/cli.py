@@ -353,14 +353,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     verbose = getattr(args, "verbose", False)
+    root = logging.getLogger()
+    existing = list(root.handlers)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    if not verbose:
+    if not verbose:  # only on the handler made here (a host's own logging, e.g. pytest's, is left alone)
         from streams.log_flood import limit_repeated_logs
 
-        limit_repeated_logs()
+        limit_repeated_logs([handler for handler in root.handlers if handler not in existing])
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
     try:
         result = handler(args)

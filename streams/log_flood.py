@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 BURST = 3
 """Records of one template shown per window before the rest are counted instead."""
@@ -48,9 +48,11 @@ class RepeatedLogLimit(logging.Filter):
         return True
 
 
-def limit_repeated_logs(burst: int = BURST, window_s: float = WINDOW_S) -> RepeatedLogLimit:
-    """Install the limit on every handler of the root logger (where every logger's records end up)."""
+def limit_repeated_logs(handlers: Iterable[logging.Handler] | None = None, burst: int = BURST,
+                        window_s: float = WINDOW_S) -> RepeatedLogLimit:
+    """Install the limit on ``handlers`` (default: every handler of the root logger, where every logger's records
+    end up)."""
     limit = RepeatedLogLimit(burst, window_s)
-    for handler in logging.getLogger().handlers:
+    for handler in logging.getLogger().handlers if handlers is None else handlers:
         handler.addFilter(limit)
     return limit
