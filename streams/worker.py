@@ -39,6 +39,10 @@ class UnknownStageError(SettingsError):
     """A stage name that is not one of :data:`ALL_STAGES`."""
 
 
+class StageStopped(RuntimeError):
+    """A stage's task ended without an error before the worker was asked to stop."""
+
+
 def parse_stages(spec: str | Sequence[str] | None) -> tuple[str, ...]:
     """``"reflect,batch"`` -> ("reflect", "batch"); None or "all" -> every stage, in topology order."""
     if spec is None or spec == "all":
@@ -91,6 +95,10 @@ async def run_worker(
     try:
         async with watching(watchdog):
             counters = await _run_stages(ctx, stages, on_call=on_call, ready=ready, readiness=readiness)
+    except Exception as error:
+        if watchdog.cause is not None:  # whatever the stages died of, the lost broker is the cause
+            raise watchdog.cause from error
+        raise
     finally:
         await _stop_producer(producer, PRODUCER_STOP_S)
     if watchdog.cause is not None:  # the stages stopped because the broker is gone: that is the error
@@ -130,14 +138,17 @@ async def _run_stages(
         raise
     finally:
         stopper.cancel()
-    if any(task is not stopper and not task.cancelled() and task.exception() is not None for task in done):
-        stop.set()  # one stage died: stop the others, then raise its error
+    ended_early = [task for task in done if task is not stopper and not stop.is_set()]
+    stop.set()  # asked to stop, or a stage ended on its own: stop the others
     outcomes = await _finish_stages(tasks, STAGE_DRAIN_S)
     if misses:  # a replay miss is the cause, whatever the stages died of after it
         raise misses[0]
     for outcome in outcomes:
         if isinstance(outcome, Exception):
             raise outcome
+    if ended_early:
+        raise StageStopped(f"{ended_early[0].get_name()} stopped before the worker was asked to "
+                           f"({'cancelled' if ended_early[0].cancelled() else 'returned'})")
     return dict(ctx.counters)
 
 

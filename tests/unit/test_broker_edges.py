@@ -239,3 +239,34 @@ async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
     assert await until_stopped(asyncio.sleep(3600), stop, 0.3) is None
     assert time.monotonic() - started < 2
     assert await until_stopped(asyncio.sleep(0, result=7), asyncio.Event(), 0.3) == 7
+
+
+async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monkeypatch):
+    from combee_core.settings import CombeeSettings
+    from streams import worker
+    from streams.runtime import StageContext
+
+    class Quitter:
+        name = "quitter"
+
+        def __init__(self, ctx) -> None:
+            self.ctx = ctx
+
+        async def run(self) -> None:
+            await asyncio.sleep(0.05)
+            raise asyncio.CancelledError  # what aiokafka's consumer.stop() can leave behind
+
+    class Waiter(Quitter):
+        name = "waiter"
+
+        async def run(self) -> None:
+            await self.ctx.stop.wait()
+
+    monkeypatch.setitem(worker.STAGES, "batch", Quitter)
+    monkeypatch.setitem(worker.STAGES, "control", Waiter)
+    ctx = StageContext(settings=CombeeSettings.load(env={}), bootstrap="x:1", profile=None, producer=None,
+                       stop=asyncio.Event())
+    with pytest.raises(worker.StageStopped, match=r"stage-quitter stopped before the worker was asked to \(cancelled"):
+        await asyncio.wait_for(worker._run_stages(ctx, ["batch", "control"], on_call=None, ready=None,
+                                                  readiness=None), 10)
+    assert ctx.stop.is_set()
