@@ -9,8 +9,8 @@ import logging
 import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable
-from typing import TypeVar
 from pathlib import Path
+from typing import TypeVar
 
 from combee_core.settings import CombeeSettings, SettingsError
 
@@ -107,7 +107,7 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> Asy
         yield bootstrap, profile
         return
     broker = EmbeddedBroker()
-    await asyncio.to_thread(broker.start)
+    await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
     print(f"Started a throwaway embedded broker (Tansu) at {broker.bootstrap}. Its data lives in memory only, for as "
           f"long as this command runs.", file=sys.stderr)
     try:
