@@ -33,38 +33,40 @@ class BrokerWatchdog:
     report_every_s: float = 15.0
     clock: Callable[[], float] = time.monotonic
     cause: BrokerLost | None = field(default=None, init=False)
+    unreachable_since: float | None = field(default=None, init=False)
+    """When (``clock``) the broker stopped answering; None while it answers."""
     _seen: set[str] = field(default_factory=set, init=False)
 
     async def run(self) -> None:
         """Watch until ``stop`` is set (by anyone); then return. Never raises for a broker problem."""
-        lost_since: float | None = None
         last_report = 0.0
         missing_before: set[str] = set()
         while not self.stop.is_set():
             answered = await kafka_answers(self.bootstrap, timeout_s=min(2.0, self.interval_s))
             now = self.clock()
             if answered:
-                if lost_since is not None:
-                    log.warning("broker %s answers again after %.0f s", self.bootstrap, now - lost_since)
-                    lost_since = None
+                if self.unreachable_since is not None:
+                    log.warning("broker %s answers again after %.0f s", self.bootstrap, now - self.unreachable_since)
+                    self.unreachable_since = None
                 missing = await self._missing_topics() if self.topics else set()
                 if missing and missing & missing_before:
                     self._lost(f"the broker at {self.bootstrap} answers but no longer has topic(s) "
                                f"{', '.join(sorted(missing))} (restarted without its data?); restart this command")
                     return
                 missing_before = missing
-            elif lost_since is None:
-                lost_since = last_report = now
+            elif self.unreachable_since is None:
+                self.unreachable_since = last_report = now
                 log.warning("broker %s does not answer; stopping in %.0f s unless it comes back", self.bootstrap,
                             self.grace_s)
-            elif now - lost_since >= self.grace_s:
-                self._lost(f"lost the broker at {self.bootstrap}: no answer for {now - lost_since:.0f} s "
+            elif now - self.unreachable_since >= self.grace_s:
+                self._lost(f"lost the broker at {self.bootstrap}: no answer for {now - self.unreachable_since:.0f} s "
                            f"(broker_loss_grace_s={self.grace_s:g}); restart this command once it is back")
                 return
             elif now - last_report >= self.report_every_s:
                 last_report = now
+                away = now - self.unreachable_since
                 log.warning("broker %s has not answered for %.0f s; stopping in %.0f s unless it comes back",
-                            self.bootstrap, now - lost_since, self.grace_s - (now - lost_since))
+                            self.bootstrap, away, self.grace_s - away)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stop.wait(), self.interval_s)
 

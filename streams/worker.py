@@ -90,6 +90,8 @@ async def run_worker(
     stop = stop or asyncio.Event()
     await ensure_topics(settings, bootstrap)
     watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=set(topic_partitions(settings)))
+    if readiness is not None:
+        readiness.broker = watchdog
     producer = await start_producer(bootstrap, profile)
     ctx = StageContext(settings=settings, bootstrap=bootstrap, profile=profile, producer=producer, stop=stop)
     try:

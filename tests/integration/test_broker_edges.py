@@ -70,6 +70,21 @@ async def _ready(port: int, process: subprocess.Popen, deadline_s: float = 90) -
     pytest.fail(f"worker not ready within {deadline_s} s")
 
 
+async def _readyz_says_unreachable(port: int, deadline_s: float) -> bool:
+    """True once the worker's /readyz answers 503 with the broker unreachable."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+        if response.startswith(b"HTTP/1.1 503") and b'"broker":"unreachable"' in response:
+            return True
+        await asyncio.sleep(0.2)
+    return False
+
+
 async def _wait_for_line(process: subprocess.Popen, deadline_s: float = 30) -> str:
     return (await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), deadline_s)).strip()
 
@@ -177,7 +192,7 @@ async def test_a_worker_and_tail_that_lose_their_broker_stop_after_the_grace_and
         assert tail.poll() is None and patient.poll() is None
         os.kill(broker.pid, signal.SIGKILL)
         killed = time.monotonic()
-        await asyncio.sleep(2)
+        assert await _readyz_says_unreachable(port, deadline_s=6)
         patient.send_signal(signal.SIGTERM)  # a stop request while the broker is away: still within 10 s
         code, took = await _exit_within(patient, 10)
         assert code == 0, patient.stderr.read()[-3000:]

@@ -167,6 +167,21 @@ async def test_the_watchdog_stops_after_the_grace_with_the_cause():
     assert f"lost the broker at {bootstrap}: no answer for" in str(watchdog.cause)
 
 
+async def test_a_worker_whose_broker_does_not_answer_is_not_ready():
+    from streams.health import WorkerReadiness
+
+    stop = asyncio.Event()
+    watchdog = BrokerWatchdog(f"127.0.0.1:{find_free_port()}", grace_s=60, stop=stop, interval_s=0.05)
+    readiness = WorkerReadiness(broker=watchdog)
+    task = asyncio.create_task(watchdog.run())
+    deadline = time.monotonic() + 5
+    while watchdog.unreachable_since is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    stop.set()
+    await task
+    assert readiness.report() == (False, {"broker": "unreachable"})
+
+
 async def test_the_watchdog_returns_quietly_when_stopped_by_someone_else():
     stop = asyncio.Event()
     watchdog = BrokerWatchdog(f"127.0.0.1:{find_free_port()}", grace_s=60, stop=stop, interval_s=0.05)
