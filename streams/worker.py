@@ -162,7 +162,7 @@ async def _finish_stages(tasks: Sequence[asyncio.Task], budget_s: float) -> list
     if pending and budget_s > 0:
         _, pending = await asyncio.wait(pending, timeout=budget_s)
     for task in pending:
-        log.warning("%s did not stop within %.0f s; cancelled (its uncommitted records will be redelivered)",
+        log.warning("%s did not stop within %g s; cancelled (its uncommitted records will be redelivered)",
                     task.get_name(), budget_s)
         task.cancel()
     if pending:
