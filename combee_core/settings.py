@@ -25,10 +25,18 @@ class CombeeSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     kafka_bootstrap: str | None = Field(
-        default=None, description="Kafka bootstrap servers; none -> the embedded Tansu broker is started."
+        default=None, description="Kafka bootstrap servers; none -> the broker `combee broker` recorded, if it runs."
     )
     broker_kind: Literal["auto", "kafka", "tansu"] = Field(
         default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
+    )
+    broker_connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=600, description="How long a command waits for the broker to answer when it starts; "
+        "then it exits with status 2."
+    )
+    broker_loss_grace_s: float = Field(
+        default=60.0, gt=0, description="How long a running worker (or `combee tail`) keeps going without an answer "
+        "from its broker; then it stops and exits with status 3."
     )
     topic_prefix: str = Field(default="combee.", pattern=r"^[A-Za-z0-9._-]*$")
     run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$", description="Names consumer groups.")

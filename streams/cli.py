@@ -9,17 +9,23 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
+from typing import TypeVar
 
 from combee_core.settings import CombeeSettings, SettingsError
 
 log = logging.getLogger("combee")
+T = TypeVar("T")
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); "
-                        "none -> start the embedded broker")
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); none -> the "
+                        "broker `combee broker` runs on this machine")
+    parser.add_argument("--embedded", action="store_true",
+                        help="without --bootstrap: start a throwaway in-memory broker for this command only")
+    parser.add_argument("--connect-timeout", dest="broker_connect_timeout_s", type=float,
+                        help="seconds to wait for the broker to answer at start (default 5); then exit 2")
     parser.add_argument("--prefix", dest="topic_prefix", help="topic prefix (default combee.)")
     parser.add_argument("--run-id", help="run id, names the consumer groups")
     parser.add_argument("--seed", dest="run_seed", type=int, help="run seed")
@@ -41,8 +47,13 @@ def _add_pipeline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm-record-file", help="JSONL call store for --llm-record")
 
 
+def _add_loss_grace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker-loss-grace", dest="broker_loss_grace_s", type=float,
+                        help="seconds without an answer from the broker before stopping with exit 3 (default 60)")
+
+
 PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
-                  "dedupe_horizon", "llm_record", "llm_record_file")
+                  "dedupe_horizon", "llm_record", "llm_record_file", "broker_connect_timeout_s", "broker_loss_grace_s")
 """Flags named after the setting they override (see ``_add_common`` and ``_add_pipeline``)."""
 
 
@@ -67,23 +78,39 @@ def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
     return CombeeSettings.load(**flag_overrides(args, PIPELINE_FLAGS))
 
 
-@contextlib.asynccontextmanager
-async def broker_for(settings: CombeeSettings) -> AsyncIterator[tuple[str, object]]:
-    """Yield (bootstrap, profile): the configured broker, or an embedded Tansu started for this command."""
-    from streams.broker import BrokerProfile, EmbeddedBroker, detect_profile, wait_for_broker
+NO_BROKER_HELP = ("no broker: pass --bootstrap HOST:PORT (or set COMBEE_KAFKA_BOOTSTRAP), or start one with "
+                  "`combee broker` in another terminal (commands on this machine then find it), or pass --embedded "
+                  "for a throwaway in-memory broker that stops with this command")
 
-    if settings.kafka_bootstrap:
-        await wait_for_broker(settings.kafka_bootstrap, timeout_s=30)
+
+@contextlib.asynccontextmanager
+async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, object]]:
+    """Yield (bootstrap, profile): the configured broker; else, with ``embedded``, a throwaway Tansu started for
+    this command; else the broker a running ``combee broker`` recorded. None of these: :class:`NoBrokerFound`.
+    A broker that does not answer within ``broker_connect_timeout_s``: :class:`BrokerUnreachable`."""
+    from streams.broker import BrokerProfile, EmbeddedBroker, NoBrokerFound, check_broker, detect_profile
+    from streams.broker_state import read_record
+
+    bootstrap = settings.kafka_bootstrap
+    if not bootstrap and not embedded:
+        record = read_record()
+        if record is None:
+            raise NoBrokerFound(NO_BROKER_HELP)
+        bootstrap = record.bootstrap
+        print(f"Using the broker at {bootstrap} (`combee broker`, pid {record.pid}, storage {record.storage}).",
+              file=sys.stderr)
+    if bootstrap:
+        await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s)
         if settings.broker_kind == "auto":
-            profile = await detect_profile(settings.kafka_bootstrap)
+            profile = await detect_profile(bootstrap)
         else:
             profile = BrokerProfile.for_kind(settings.broker_kind)
-        yield settings.kafka_bootstrap, profile
+        yield bootstrap, profile
         return
     broker = EmbeddedBroker()
-    await asyncio.to_thread(broker.start)
-    print(f"Started the embedded broker (Tansu) at {broker.bootstrap}. Its data lives in memory only, for as long "
-          f"as this command runs. Use --bootstrap to point at a lasting Kafka.", file=sys.stderr)
+    await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
+    print(f"Started a throwaway embedded broker (Tansu) at {broker.bootstrap}. Its data lives in memory only, for as "
+          f"long as this command runs.", file=sys.stderr)
     try:
         yield broker.bootstrap, BrokerProfile.for_tansu()
     finally:
@@ -98,19 +125,53 @@ def _stop_on_signals(stop: asyncio.Event) -> None:
 
 
 async def cmd_broker(args: argparse.Namespace) -> int:
-    from streams.broker import EmbeddedBroker
+    from streams.broker import MEMORY_STORAGE, EmbeddedBroker
+    from streams.broker_state import BrokerRecord, clear_record, read_record, write_record
 
-    broker = EmbeddedBroker(port=args.port)
-    await asyncio.to_thread(broker.start)
-    print(broker.bootstrap, flush=True)
-    print(f"Embedded Tansu broker running at {broker.bootstrap} (memory only; Ctrl-C stops it).", file=sys.stderr)
-    stop = asyncio.Event()
-    _stop_on_signals(stop)
+    broker = EmbeddedBroker(port=args.port, storage=args.storage or MEMORY_STORAGE)
+    await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
     try:
-        await stop.wait()
+        previous = read_record()
+        path = write_record(BrokerRecord.now(broker.bootstrap, broker.storage))
+        print(broker.bootstrap, flush=True)
+        if previous is not None:
+            print(f"Note: the broker at {previous.bootstrap} (pid {previous.pid}) is still running; commands without "
+                  f"--bootstrap now use this one.", file=sys.stderr)
+        keeps = ("memory only: its data is lost when it stops" if broker.storage.startswith("memory:")
+                 else "topics and offsets kept across restarts")
+        print(f"Embedded Tansu broker running at {broker.bootstrap}, storage {broker.storage} ({keeps}). Recorded in "
+              f"{path}: combee commands on this machine use it without --bootstrap. Ctrl-C stops it.",
+              file=sys.stderr, flush=True)
+        stop = asyncio.Event()
+        _stop_on_signals(stop)
+        exit_code = await _wait_for_stop_or_exit(stop, broker)
     finally:
-        await asyncio.to_thread(broker.stop)
+        clear_record()
+        await broker.stop_async()
+    if exit_code is not None:
+        from streams.broker import BrokerLost
+
+        raise BrokerLost(f"the Tansu broker process at {broker.bootstrap} {_describe_exit(exit_code)}; last log "
+                         f"line: {broker.log_tail(1).strip() or '(none)'}")
     return 0
+
+
+async def _wait_for_stop_or_exit(stop: asyncio.Event, broker, poll_s: float = 0.5) -> int | None:
+    """Wait until ``stop`` is set (None) or the broker's process exits (its exit code)."""
+    while not stop.is_set():
+        code = broker.exit_code()
+        if code is not None:
+            return code
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), poll_s)
+    return None
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
@@ -125,14 +186,33 @@ async def cmd_worker(args: argparse.Namespace) -> int:
             readiness = WorkerReadiness()
             health = await exits.enter_async_context(HealthServer(readiness.report, port=args.health_port))
             print(f"worker: health on :{health.port} (/healthz, /readyz)", file=sys.stderr)
-        from streams.worker import parse_stages, run_worker
+        from streams.worker import STOP_BUDGET_S, parse_stages, run_worker
 
         stages = parse_stages(args.stages)
-        bootstrap, profile = await exits.enter_async_context(broker_for(settings))
+        bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
         print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
-        counters = await run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
-    print(f"worker stopped: {counters}", file=sys.stderr)
+        work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
+        counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
+    print(f"worker stopped: {counters if counters is not None else 'cancelled while starting'}", file=sys.stderr)
     return 0
+
+
+async def until_stopped(work: Awaitable[T], stop: asyncio.Event, budget_s: float) -> T | None:
+    """Await ``work``; once ``stop`` is set, give it ``budget_s`` more, then cancel it and return None."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait([task], timeout=budget_s)
+    finally:
+        stopper.cancel()
+    if not task.done():
+        log.warning("did not stop within %.1f s of the stop request; cancelled", budget_s)
+        task.cancel()
+        await asyncio.wait([task], timeout=1.0)
+        return None
+    return task.result()
 
 
 async def cmd_produce(args: argparse.Namespace) -> int:
@@ -141,28 +221,39 @@ async def cmd_produce(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     source = sys.stdin if args.file == "-" else open(args.file, encoding="utf-8", errors="strict")
     with source:
-        loaded = load_traces(source)
-    for error in loaded.errors:
-        print(f"line {error.line}: {error.reason}", file=sys.stderr)
-    if loaded.errors and not args.skip_invalid:
-        print(f"{len(loaded.errors)} invalid line(s); nothing sent (use --skip-invalid to send the valid ones)",
-              file=sys.stderr)
-        return 2
-    async with broker_for(settings) as (bootstrap, profile):
-        sent = await produce_traces(settings, bootstrap, profile, loaded.traces)
-    print(f"sent {sent} trace(s) to {settings.topic('traces')}", file=sys.stderr)
+        async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):  # no broker: read nothing
+            loaded = load_traces(source)
+            for error in loaded.errors:
+                print(f"line {error.line}: {error.reason}", file=sys.stderr)
+            if loaded.errors and not args.skip_invalid:
+                print(f"{len(loaded.errors)} invalid line(s); nothing sent (use --skip-invalid to send the valid "
+                      f"ones)", file=sys.stderr)
+                return 2
+            sent = await produce_traces(settings, bootstrap, profile, loaded.traces)
+    gone = " (a throwaway broker: they are gone with it)" if args.embedded and not settings.kafka_bootstrap else ""
+    print(f"sent {sent} trace(s) to {settings.topic('traces')}{gone}", file=sys.stderr)
     return 0
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
+    from streams.broker import list_topics
+    from streams.broker_watch import BrokerWatchdog, watching
     from streams.observe import tail_versions
 
     settings = settings_from_args(args)
     stop = asyncio.Event()
     _stop_on_signals(stop)
-    async with broker_for(settings) as (bootstrap, profile):
-        await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
-                            stop=stop, out=sys.stdout)
+    async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
+        topic = settings.topic("playbook")
+        if topic not in await list_topics(bootstrap, settings.topic_prefix):
+            print(f"Waiting for {topic}: no worker has run with prefix {settings.topic_prefix} on {bootstrap} yet.",
+                  file=sys.stderr, flush=True)
+        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic])
+        async with watching(watchdog):
+            await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
+                                stop=stop, out=sys.stdout)
+    if watchdog.cause is not None:
+        raise watchdog.cause
     return 0
 
 
@@ -170,7 +261,7 @@ async def cmd_status(args: argparse.Namespace) -> int:
     from streams.observe import collect_status, format_status
 
     settings = settings_from_args(args)
-    async with broker_for(settings) as (bootstrap, profile):
+    async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
         status = await collect_status(settings, bootstrap, profile)
     print(format_status(status))
     return 0
@@ -196,8 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="combee", description="Combee Streams: parallel prompt learning on Kafka")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    broker = sub.add_parser("broker", help="run the embedded Tansu broker")
+    broker = sub.add_parser("broker", help="run the embedded Tansu broker; other commands here find it")
     broker.add_argument("--port", type=int, help="port (default: a free one)")
+    broker.add_argument("--storage", help="Tansu storage engine: memory://tansu/ (default; lost on stop), "
+                        "or s3://BUCKET/ (kept; AWS_* variables set the endpoint and credentials); docs/broker.md")
     broker.add_argument("-v", "--verbose", action="store_true")
 
     worker = sub.add_parser("worker", help="run all stages or a subset")
@@ -205,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_pipeline(worker)
     worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control (default all)")
     worker.add_argument("--health-port", type=int, help="serve /healthz and /readyz on this port (0: a free one)")
+    _add_loss_grace(worker)
 
     produce = sub.add_parser("produce", help="validate and publish traces from a JSONL file or stdin")
     _add_common(produce)
@@ -215,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(tail)
     tail.add_argument("--playbook", help="only this playbook id")
     tail.add_argument("--max-versions", type=int, help="exit after this many versions")
+    _add_loss_grace(tail)
 
     status = sub.add_parser("status", help="topics, lag per stage, version and batch size per playbook")
     _add_common(status)
@@ -258,21 +353,66 @@ COMMANDS = {
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    verbose = getattr(args, "verbose", False)
+    root = logging.getLogger()
+    existing = list(root.handlers)
     logging.basicConfig(
-        level=logging.DEBUG if getattr(args, "verbose", False) else os.environ.get("COMBEE_LOG_LEVEL", "WARNING"),
+        level=logging.DEBUG if verbose else os.environ.get("COMBEE_LOG_LEVEL", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if not verbose:  # only on the handler made here (a host's own logging, e.g. pytest's, is left alone)
+        from streams.log_flood import limit_repeated_logs
+
+        limit_repeated_logs([handler for handler in root.handlers if handler not in existing])
     handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
     try:
         result = handler(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
         return int(result or 0)
-    except SettingsError as error:
-        print(f"combee: {error}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as error:
+        code = expected_failure_code(error)
+        if code is None:
+            raise
+        print(f"combee {args.command}: {describe_failure(error)}", file=sys.stderr)
+        return code
+
+
+def expected_failure_code(error: BaseException) -> int | None:
+    """The exit status for a failure a user can expect (and fix), None for a bug (which keeps its traceback).
+
+    3: a running command lost its broker; 2: everything else a user can fix (settings, no or unreachable broker,
+    broker errors, a missing file)."""
+    from aiokafka.errors import KafkaError
+
+    from streams.broker import (BrokerLost, BrokerStartError, BrokerUnavailable, EmbeddedBrokerUnavailable,
+                                StorageURLError)
+
+    if isinstance(error, BrokerLost):
+        return 3
+    expected = (SettingsError, BrokerUnavailable, BrokerStartError, EmbeddedBrokerUnavailable, StorageURLError,
+                KafkaError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)
+    if isinstance(error, expected):
+        return 2
+    return None
+
+
+def describe_failure(error: BaseException) -> str:
+    """One line for an expected failure (a broker start failure keeps the broker's log lines under it)."""
+    from aiokafka.errors import KafkaError
+
+    from streams.broker import BrokerStartError
+
+    if isinstance(error, BrokerStartError):
+        return str(error)
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, KafkaError):
+        return f"broker error: {type(error).__name__}: {text}"
+    if isinstance(error, OSError) and error.filename:
+        return f"{error.strerror}: {error.filename}"
+    return text
 
 
 if __name__ == "__main__":

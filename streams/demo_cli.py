@@ -51,7 +51,8 @@ def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None
 
     env = dict(os.environ if env is None else env)
     overrides = {name: value for name, value in DEMO_DEFAULTS.items() if ENV_PREFIX + name.upper() not in env}
-    overrides.update(flag_overrides(args, ("topic_prefix", "run_id", "run_seed", "sim_time_scale", "max_wait_s")))
+    overrides.update(flag_overrides(args, ("topic_prefix", "run_id", "run_seed", "sim_time_scale", "max_wait_s",
+                                           "broker_connect_timeout_s")))
     if args.batch_size not in (None, "auto"):
         overrides["auto_batch_size"] = False  # a number fixes the size (the demo's default is the controller)
     return CombeeSettings.load(env, **overrides)
@@ -65,7 +66,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out,
                           task_time_s=args.task_time_s)
     live = not args.plain and sys.stdout.isatty()
-    async with broker_for(settings) as (bootstrap, profile):
+    async with broker_for(settings, embedded=True) as (bootstrap, profile):  # --bootstrap, else its own broker
         view = LiveView() if live else PlainView()
         try:
             with view:

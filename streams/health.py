@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
+    from streams.broker_watch import BrokerWatchdog
     from streams.runtime import Stage
 
 log = logging.getLogger(__name__)
@@ -30,13 +31,16 @@ class WorkerReadiness:
 
     stages: list["Stage"] = field(default_factory=list)
     tasks: list[asyncio.Task] = field(default_factory=list)
+    broker: "BrokerWatchdog | None" = None
+    """The worker's broker watchdog: while the broker does not answer, the worker is not ready."""
 
     def watch(self, stages: Sequence["Stage"], tasks: Sequence[asyncio.Task]) -> None:
         self.stages = list(stages)
         self.tasks = list(tasks)
 
     def report(self) -> tuple[bool, dict[str, str]]:
-        """(ready, stage name -> "starting" | "consuming" | "stopped")."""
+        """(ready, stage name -> "starting" | "consuming" | "stopped", plus ``"broker": "unreachable"`` while the
+        broker does not answer)."""
         states: dict[str, str] = {}
         for stage, task in zip(self.stages, self.tasks):
             if task.done():
@@ -46,6 +50,9 @@ class WorkerReadiness:
             else:
                 states[stage.name] = "starting"
         ready = bool(states) and all(state == "consuming" for state in states.values())
+        if self.broker is not None and self.broker.unreachable_since is not None:
+            states["broker"] = "unreachable"
+            ready = False
         return ready, states
 
 

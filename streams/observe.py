@@ -14,7 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion, utc_now
 from combee_core.settings import CombeeSettings
-from streams.broker import BrokerProfile
+from streams.broker import BrokerProfile, close_client
 from streams.runtime import consumer_config, end_offsets, read_topic
 from streams.topics import TOPICS
 
@@ -79,7 +79,7 @@ async def tail_versions(
                     if limit is not None and printed >= limit:
                         break
     finally:
-        await consumer.stop()
+        await close_client(consumer.stop(), "the tail consumer")
     return printed
 
 
@@ -161,8 +161,8 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
                 status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
         status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
     finally:
-        await consumer.stop()
-        await admin.close()
+        await close_client(consumer.stop(), "the status consumer")
+        await close_client(admin.close(), "the admin client")
     return status
 
 

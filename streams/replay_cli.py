@@ -27,7 +27,10 @@ def add_parser(subparsers) -> None:
     )
     source = replay.add_argument_group("source (an archive, or the run with --prefix on the broker)")
     source.add_argument("--archive", help="archive written by `combee export`")
-    source.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); none -> embedded")
+    source.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); none -> the "
+                        "broker `combee broker` runs on this machine")
+    source.add_argument("--embedded", action="store_true",
+                        help="without --bootstrap: replay into a throwaway in-memory broker (an archive only)")
     source.add_argument("--prefix", dest="topic_prefix", help="topic prefix of the recorded run (without --archive)")
     source.add_argument("-p", "--copies", dest="p", type=int, help="the recorded run's p (without --archive)")
     pick = replay.add_argument_group("which traces (offsets per partition of the traces topic; record times)")
@@ -79,7 +82,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else list(ALL_TOPICS)
     try:
-        async with broker_for(settings) as (bootstrap, profile):
+        async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
             result = await export_run(settings, bootstrap, profile, args.out, topics)
     except ReplayError as error:
         return _fail("export", error)
@@ -107,7 +110,7 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     try:
         archive = read_archive(args.archive) if args.archive else None  # a bad line stops us before anything else
         broker = CombeeSettings.load(kafka_bootstrap=args.bootstrap)
-        async with broker_for(broker) as (bootstrap, profile):
+        async with broker_for(broker, embedded=args.embedded) as (bootstrap, profile):
             if archive is not None:
                 result = await replay_archive(archive, bootstrap, profile, options)
                 recorded = archive.versions()

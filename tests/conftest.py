@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
 from streams.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.broker_state import STATE_DIR_ENV
 
 
 @pytest.fixture(scope="session")
@@ -18,6 +20,20 @@ def kafka() -> Iterator[ResolvedBroker]:
         yield broker
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_broker_record(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Commands run by tests never find, replace or remove the developer's own `combee broker` record."""
+    previous = os.environ.get(STATE_DIR_ENV)
+    os.environ[STATE_DIR_ENV] = str(tmp_path_factory.mktemp("combee-state"))
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(STATE_DIR_ENV, None)
+        else:
+            os.environ[STATE_DIR_ENV] = previous
 
 
 @pytest.fixture

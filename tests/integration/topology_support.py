@@ -16,8 +16,9 @@ def make_traces(count: int, playbook_id: str = "pb", *, seed: int = 0, agents: i
 
 
 def env_without_combee(**extra: str) -> dict[str, str]:
-    """This process's environment minus every ``COMBEE_*`` variable, plus ``extra``: for a child ``combee``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+    """This process's environment minus every ``COMBEE_*`` setting, plus ``extra``: for a child ``combee``.
+    ``COMBEE_STATE_DIR`` (where `combee broker` records itself; tests/conftest.py isolates it) is kept."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_") or k == "COMBEE_STATE_DIR"}
     env.update(extra)
     return env
 

@@ -1,0 +1,58 @@
+"""A guard against log floods: the same message template from the same logger is shown a few times per window,
+then counted, and the count is reported with the next one shown.
+
+A lost broker makes aiokafka (and the stages' retries) log the same few errors many times a second; this keeps a
+worker's log readable while it decides whether the broker is gone for good (``broker_loss_grace_s``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+BURST = 3
+"""Records of one template shown per window before the rest are counted instead."""
+WINDOW_S = 30.0
+MAX_TEMPLATES = 4096
+
+
+class RepeatedLogLimit(logging.Filter):
+    """Lets ``burst`` records per (logger, level, template) through every ``window_s`` seconds; drops the rest and
+    appends their count to the next record shown."""
+
+    def __init__(self, burst: int = BURST, window_s: float = WINDOW_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.burst = burst
+        self.window_s = window_s
+        self._clock = clock
+        self._windows: dict[tuple[str, int, str], tuple[float, int, int]] = {}
+        """key -> (window start, shown in window, dropped since the last one shown)"""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        key = (record.name, record.levelno, str(record.msg))
+        now = self._clock()
+        if len(self._windows) > MAX_TEMPLATES:  # messages formatted before logging: forget the expired ones
+            self._windows = {k: v for k, v in self._windows.items() if now - v[0] < self.window_s}
+        start, shown, dropped = self._windows.get(key, (now, 0, 0))
+        if now - start >= self.window_s:
+            start, shown = now, 0
+        if shown >= self.burst:
+            self._windows[key] = (start, shown, dropped + 1)
+            return False
+        self._windows[key] = (start, shown + 1, 0)
+        if dropped:
+            record.msg = f"{record.getMessage()} [{dropped} more like this not shown]"
+            record.args = None
+        return True
+
+
+def limit_repeated_logs(handlers: Iterable[logging.Handler] | None = None, burst: int = BURST,
+                        window_s: float = WINDOW_S) -> RepeatedLogLimit:
+    """Install the limit on ``handlers`` (default: every handler of the root logger, where every logger's records
+    end up)."""
+    limit = RepeatedLogLimit(burst, window_s)
+    for handler in logging.getLogger().handlers if handlers is None else handlers:
+        handler.addFilter(limit)
+    return limit

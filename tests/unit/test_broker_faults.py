@@ -1,0 +1,287 @@
+"""Faults at the edges, without a broker: the broker record, storage URLs, the log flood guard, the watchdog on an
+address nobody answers, and what the CLI prints for expected failures."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import subprocess
+import sys
+import time
+
+import pytest
+
+from streams.broker import (BrokerLost, BrokerStartError, BrokerUnreachable, EmbeddedBroker, NoBrokerFound,
+                            StorageURLError, bootstrap_addresses, check_storage_url, find_free_port, kafka_answers)
+from streams.broker_state import (BrokerRecord, clear_record, process_alive, read_record, record_path, state_dir,
+                                  write_record)
+from streams.broker_watch import BrokerWatchdog
+from streams.cli import NO_BROKER_HELP, build_parser, expected_failure_code, main, settings_from_args
+from streams.log_flood import RepeatedLogLimit
+
+
+@pytest.fixture
+def state(tmp_path, monkeypatch):
+    monkeypatch.setenv("COMBEE_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.delenv("COMBEE_KAFKA_BOOTSTRAP", raising=False)
+    return tmp_path / "state"
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+# ---------------------------------------------------------------------------------------------- the broker record
+
+
+def test_state_dir_is_the_env_override_else_xdg_state_home_else_home(tmp_path):
+    assert state_dir({"COMBEE_STATE_DIR": "/x/y", "XDG_STATE_HOME": "/s"}) == tmp_path.__class__("/x/y")
+    assert state_dir({"XDG_STATE_HOME": "/s"}).as_posix() == "/s/combee"
+    assert state_dir({}).as_posix().endswith("/.local/state/combee")
+    assert record_path({"COMBEE_STATE_DIR": "/x"}).as_posix() == "/x/broker.json"
+
+
+def test_a_record_of_a_running_process_is_read_back(state):
+    record = BrokerRecord.now("127.0.0.1:9999", "memory://tansu/")
+    path = write_record(record)
+    assert path == state / "broker.json"
+    assert read_record() == record
+    assert [p.name for p in state.iterdir()] == ["broker.json"]  # no temporary file left behind
+
+
+def test_a_stale_record_is_ignored_and_removed(state):
+    write_record(BrokerRecord.now("127.0.0.1:9999", "memory://tansu/", pid=_dead_pid()))
+    assert read_record() is None
+    assert not (state / "broker.json").exists()
+
+
+def test_a_zombie_counts_as_gone():
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # exited, not yet reaped
+        stat = open(f"/proc/{process.pid}/stat").read()
+        if stat.rpartition(")")[2].split()[0] == "Z":
+            break
+        time.sleep(0.02)
+    assert not process_alive(process.pid)
+    process.wait()
+    assert not process_alive(process.pid)
+
+
+def test_a_broker_removes_only_its_own_record(state):
+    write_record(BrokerRecord.now("127.0.0.1:9999", "memory://tansu/", pid=1))
+    clear_record()  # this process is not pid 1
+    assert (state / "broker.json").exists()
+    clear_record(pid=1)
+    assert not (state / "broker.json").exists()
+    clear_record()  # nothing there: fine
+
+
+def test_an_unreadable_record_is_ignored(state):
+    state.mkdir(parents=True)
+    (state / "broker.json").write_text("{not json")
+    assert read_record() is None
+
+
+# ---------------------------------------------------------------------------------------------- storage
+
+
+@pytest.mark.parametrize("url", ["memory://tansu/", "s3://tansu/", "s3://my-bucket/prefix/"])
+def test_storage_urls_the_shipped_tansu_accepts(url):
+    assert check_storage_url(url) == url
+
+
+@pytest.mark.parametrize("url", ["file:///tmp/x", "postgres://u:p@localhost/db", "sqlite:///x.db", "s3://", "tansu"])
+def test_storage_urls_it_does_not_are_refused_with_the_choices(url):
+    with pytest.raises(StorageURLError, match=r"memory://tansu/.*s3://BUCKET/"):
+        check_storage_url(url)
+
+
+def test_the_storage_url_reaches_the_tansu_command_line(tmp_path):
+    argv_file = tmp_path / "argv"
+    fake = tmp_path / "tansu"
+    fake.write_text(f'#!/bin/sh\necho "$@" > {argv_file}\nexit 1\n')
+    fake.chmod(0o755)
+    broker = EmbeddedBroker(binary=fake, storage="s3://tansu/", startup_timeout_s=5)
+    with pytest.raises(BrokerStartError):
+        broker.start()
+    broker.cleanup()
+    assert "--storage-engine s3://tansu/" in argv_file.read_text()
+
+
+def test_memory_is_the_default_storage_of_the_broker_command():
+    args = build_parser().parse_args(["broker"])
+    assert args.storage is None  # cmd_broker uses MEMORY_STORAGE
+    assert EmbeddedBroker().storage == "memory://tansu/"
+    assert build_parser().parse_args(["broker", "--storage", "s3://b/"]).storage == "s3://b/"
+
+
+# ---------------------------------------------------------------------------------------------- log floods
+
+
+def _record(msg: str, *args: object, name: str = "aiokafka.conn") -> logging.LogRecord:
+    return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, args, None)
+
+
+def test_a_repeated_message_is_shown_a_few_times_per_window_then_counted():
+    now = [0.0]
+    limit = RepeatedLogLimit(burst=3, window_s=30, clock=lambda: now[0])
+    shown = [limit.filter(_record("Unable connect to node %s", i)) for i in range(1000)]
+    assert shown.count(True) == 3
+    assert limit.filter(_record("another template"))  # other messages are not held back
+    now[0] = 31.0
+    record = _record("Unable connect to node %s", 7)
+    assert limit.filter(record)
+    assert record.getMessage() == "Unable connect to node 7 [997 more like this not shown]"
+
+
+def test_the_same_template_from_another_logger_is_counted_apart():
+    limit = RepeatedLogLimit(burst=1, window_s=30, clock=lambda: 0.0)
+    assert limit.filter(_record("x", name="a"))
+    assert limit.filter(_record("x", name="b"))
+    assert not limit.filter(_record("x", name="a"))
+
+
+# ---------------------------------------------------------------------------------------------- watchdog
+
+
+def test_bootstrap_addresses():
+    assert bootstrap_addresses("a:1, b:2") == [("a", 1), ("b", 2)]
+    assert bootstrap_addresses("kafka") == [("kafka", 9092)]
+
+
+async def test_nobody_answers_on_a_free_port():
+    assert not await kafka_answers(f"127.0.0.1:{find_free_port()}", timeout_s=1)
+
+
+async def test_the_watchdog_stops_after_the_grace_with_the_cause():
+    stop = asyncio.Event()
+    bootstrap = f"127.0.0.1:{find_free_port()}"
+    watchdog = BrokerWatchdog(bootstrap, grace_s=0.5, stop=stop, interval_s=0.05)
+    started = time.monotonic()
+    await asyncio.wait_for(watchdog.run(), 10)
+    assert stop.is_set() and isinstance(watchdog.cause, BrokerLost)
+    assert time.monotonic() - started >= 0.5
+    assert f"lost the broker at {bootstrap}: no answer for" in str(watchdog.cause)
+
+
+async def test_a_worker_whose_broker_does_not_answer_is_not_ready():
+    from streams.health import WorkerReadiness
+
+    stop = asyncio.Event()
+    watchdog = BrokerWatchdog(f"127.0.0.1:{find_free_port()}", grace_s=60, stop=stop, interval_s=0.05)
+    readiness = WorkerReadiness(broker=watchdog)
+    task = asyncio.create_task(watchdog.run())
+    deadline = time.monotonic() + 5
+    while watchdog.unreachable_since is None and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    stop.set()
+    await task
+    assert readiness.report() == (False, {"broker": "unreachable"})
+
+
+async def test_the_watchdog_returns_quietly_when_stopped_by_someone_else():
+    stop = asyncio.Event()
+    watchdog = BrokerWatchdog(f"127.0.0.1:{find_free_port()}", grace_s=60, stop=stop, interval_s=0.05)
+    task = asyncio.create_task(watchdog.run())
+    await asyncio.sleep(0.2)
+    stop.set()
+    await asyncio.wait_for(task, 5)
+    assert watchdog.cause is None
+
+
+# ---------------------------------------------------------------------------------------------- the CLI
+
+
+def test_expected_failures_get_an_exit_status_and_bugs_keep_their_traceback():
+    assert expected_failure_code(BrokerLost("x")) == 3
+    assert expected_failure_code(NoBrokerFound("x")) == 2
+    assert expected_failure_code(BrokerUnreachable("x")) == 2
+    assert expected_failure_code(FileNotFoundError(2, "No such file", "t.jsonl")) == 2
+    assert expected_failure_code(KeyError("bug")) is None
+
+
+@pytest.mark.parametrize("command", [["status"], ["tail"], ["produce", "-"], ["worker"], ["export", "--out", "x"]])
+def test_without_a_bootstrap_or_a_running_broker_commands_refuse_and_say_how_to_start_one(state, command, capsys):
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err == f"combee {command[0]}: {NO_BROKER_HELP}\n"
+    assert "combee broker" in err and "--embedded" in err and "--bootstrap" in err
+
+
+def test_a_stale_broker_record_is_no_broker(state, capsys):
+    write_record(BrokerRecord.now("127.0.0.1:1", "memory://tansu/", pid=_dead_pid()))
+    assert main(["status"]) == 2
+    assert NO_BROKER_HELP in capsys.readouterr().err
+
+
+def test_grace_and_connect_timeout_flags_are_settings():
+    args = build_parser().parse_args(["worker", "--broker-loss-grace", "5", "--connect-timeout", "2"])
+    settings = settings_from_args(args)
+    assert settings.broker_loss_grace_s == 5 and settings.broker_connect_timeout_s == 2
+    assert settings_from_args(build_parser().parse_args(["tail"])).broker_loss_grace_s == 60
+
+
+# ---------------------------------------------------------------------------------------------- bounded stops
+
+
+async def test_stages_that_do_not_stop_in_time_are_cancelled_and_count_as_stopped():
+    from streams.worker import _finish_stages
+
+    async def stuck() -> None:
+        await asyncio.sleep(3600)
+
+    async def failing() -> None:
+        raise KeyError("a bug")
+
+    tasks = [asyncio.create_task(stuck(), name="stage-stuck"), asyncio.create_task(failing()),
+             asyncio.create_task(asyncio.sleep(0))]
+    started = time.monotonic()
+    outcomes = await _finish_stages(tasks, 0.3)
+    assert time.monotonic() - started < 2
+    assert tasks[0].cancelled()
+    assert outcomes[0] is None and isinstance(outcomes[1], KeyError) and outcomes[2] is None
+
+
+async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
+    from streams.cli import until_stopped
+
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.1, stop.set)
+    started = time.monotonic()
+    assert await until_stopped(asyncio.sleep(3600), stop, 0.3) is None
+    assert time.monotonic() - started < 2
+    assert await until_stopped(asyncio.sleep(0, result=7), asyncio.Event(), 0.3) == 7
+
+
+async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monkeypatch):
+    from combee_core.settings import CombeeSettings
+    from streams import worker
+    from streams.runtime import StageContext
+
+    class Quitter:
+        name = "quitter"
+
+        def __init__(self, ctx) -> None:
+            self.ctx = ctx
+
+        async def run(self) -> None:
+            await asyncio.sleep(0.05)
+            raise asyncio.CancelledError  # what aiokafka's consumer.stop() can leave behind
+
+    class Waiter(Quitter):
+        name = "waiter"
+
+        async def run(self) -> None:
+            await self.ctx.stop.wait()
+
+    monkeypatch.setitem(worker.STAGES, "batch", Quitter)
+    monkeypatch.setitem(worker.STAGES, "control", Waiter)
+    ctx = StageContext(settings=CombeeSettings.load(env={}), bootstrap="x:1", profile=None, producer=None,
+                       stop=asyncio.Event())
+    with pytest.raises(worker.StageStopped, match=r"stage-quitter stopped before the worker was asked to \(cancelled"):
+        await asyncio.wait_for(worker._run_stages(ctx, ["batch", "control"], on_call=None, ready=None,
+                                                  readiness=None), 10)
+    assert ctx.stop.is_set()
