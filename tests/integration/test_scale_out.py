@@ -62,3 +62,27 @@ async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, un
         assert sizes[0] == settings.batch_size
         assert sizes[1:] == decided[:len(sizes) - 1], (pb, sizes, decided)
         assert all(m.closed_by == "size" for m in manifests if m.playbook_id == pb)
+
+
+async def test_a_batch_that_never_becomes_a_version_is_reported_as_stalled(kafka, unique_prefix, caplog):
+    """A manifest whose copies never come (written here, as a batcher that died before its copies would leave it
+    with reflections nobody redelivers): the reducer warns once the batch is older than stall_warning_s."""
+    from datetime import datetime, timezone
+
+    from combee_core.models import BatchManifest
+    from streams.observe import collect_status, format_status
+
+    settings = run_settings(unique_prefix, stall_warning_s=1.0)
+    stuck = BatchManifest(playbook_id="pb", batch_id=0, base_version=0, trace_ids=["t-1", "t-2"],
+                          reflection_ids=["r-1", "r-2"], n=2, k=1, p=2, seed=0, subgroup_sizes=[4],
+                          target_batch_size=2, closed_by="size", closed_at=datetime.now(timezone.utc))
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("reduce",)) as run:
+        producer = await start_producer(kafka.bootstrap, kafka.profile)
+        try:
+            await producer.send_and_wait(settings.topic("batches"), stuck.to_json_bytes(), key=b"pb")
+        finally:
+            await producer.stop()
+        async with PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as f:
+            await f.wait_until(lambda: "batch 0 (2 traces) closed" in caplog.text, 30, "the stall warning")
+        report = format_status(await collect_status(settings, kafka.bootstrap, kafka.profile))
+    assert "2 trace(s) batched, not yet in a version" in report and "STALLED?" in report

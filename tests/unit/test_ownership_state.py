@@ -167,3 +167,17 @@ def test_a_view_with_nothing_pending_resumes_at_its_position_and_rejects_old_rec
     points.add("pb", 3, 0)
     points.drop_below("pb", 1)
     assert points.resume(10, {"pb": 1}) == (10, {"pb": 1})
+
+
+def test_status_shows_traces_batched_but_not_in_a_version_and_flags_a_stall():
+    from datetime import timedelta
+
+    from streams.observe import RunStatus, format_status, waiting_batches
+
+    old = manifest(1, range(4, 9)).model_copy(update={"closed_at": NOW - timedelta(seconds=400)})
+    new = manifest(2, range(9, 12)).model_copy(update={"closed_at": NOW - timedelta(seconds=5)})
+    waiting = waiting_batches([manifest(0, range(0, 4)), old, new], {"pb": 1}, NOW)
+    assert waiting == {"pb": (8, 400.0)}  # batch 0 is version 1; batches 1 and 2 wait
+    report = format_status(RunStatus(versions={"pb": 1}, waiting=waiting, stall_warning_s=180))
+    assert "8 trace(s) batched, not yet in a version (oldest batch 400 s ago) STALLED?" in report
+    assert "STALLED" not in format_status(RunStatus(versions={"pb": 1}, waiting={"pb": (3, 5.0)}))
