@@ -89,6 +89,7 @@ def deal_batch(
         target_batch_size=target_batch_size,
         closed_by=closed_by,
         closed_at=closed_at,
+        trace_digests=[r.trace_digest for r in reflections] if any(r.trace_digest for r in reflections) else None,
     )
     return ClosedBatch(manifest=manifest, copies=tuple(copies))
 
@@ -110,8 +111,9 @@ class RecentTraceIds:
             raise ValueError(f"dedupe horizon must be at least 1 trace, got {horizon}")
         self.horizon = horizon
         self.forgotten = 0
-        self._open: set[str] = set()
-        self._batched: set[str] = set()
+        self._open: dict[str, str | None] = {}
+        self._batched: dict[str, str | None] = {}
+        """trace id -> digest of the trace batched under it (None when the reflection did not carry one)"""
         self._order: deque[str] = deque()
 
     def __contains__(self, trace_id: object) -> bool:
@@ -120,23 +122,27 @@ class RecentTraceIds:
     def __len__(self) -> int:
         return len(self._open) + len(self._batched)
 
-    def hold(self, trace_id: str) -> None:
+    def digest_of(self, trace_id: str) -> str | None:
+        """Digest of the trace held or batched under ``trace_id`` (None if unknown)."""
+        return self._open.get(trace_id) or self._batched.get(trace_id)
+
+    def hold(self, trace_id: str, digest: str | None = None) -> None:
         """A trace joined the open batch."""
-        self._open.add(trace_id)
+        self._open[trace_id] = digest
 
     def release_open(self) -> None:
         """Forget the open batch's ids (its reflections will be delivered again)."""
         self._open.clear()
 
-    def batched(self, trace_ids: list[str]) -> None:
+    def batched(self, trace_ids: list[str], digests: list[str | None] | None = None) -> None:
         """These traces are in a closed (or restored) batch; forget the oldest beyond the horizon."""
-        for trace_id in trace_ids:
-            self._open.discard(trace_id)
+        for trace_id, digest in zip(trace_ids, digests or [None] * len(trace_ids)):
+            digest = self._open.pop(trace_id, None) or digest
             if trace_id not in self._batched:
-                self._batched.add(trace_id)
+                self._batched[trace_id] = digest
                 self._order.append(trace_id)
         while len(self._order) > self.horizon:
-            self._batched.discard(self._order.popleft())
+            self._batched.pop(self._order.popleft(), None)
             self.forgotten += 1
 
 
@@ -177,7 +183,7 @@ class BatchAccumulator:
     def restore(self, manifest: BatchManifest) -> None:
         """Replay a published manifest (startup recovery): its traces are done and its id is taken."""
         state = self._state(manifest.playbook_id)
-        state.seen_trace_ids.batched(manifest.trace_ids)
+        state.seen_trace_ids.batched(manifest.trace_ids, manifest.trace_digests)
         state.next_batch_id = max(state.next_batch_id, manifest.batch_id + 1)
 
     def drop_open(self, playbook_id: str) -> None:
@@ -205,6 +211,13 @@ class BatchAccumulator:
         """Is this trace in the open batch or among the playbook's last ``dedupe_horizon`` batched traces?"""
         return reflection.trace_id in self._state(reflection.playbook_id).seen_trace_ids
 
+    def conflicting_digest(self, reflection: Reflection) -> str | None:
+        """For a duplicate trace_id: the digest of the trace batched first under it, when this one differs."""
+        known = self._state(reflection.playbook_id).seen_trace_ids.digest_of(reflection.trace_id)
+        if known is None or reflection.trace_digest is None or known == reflection.trace_digest:
+            return None
+        return known
+
     def forgotten(self, playbook_id: str) -> int:
         """How many batched trace ids of the playbook have left the dedupe horizon."""
         return self._state(playbook_id).seen_trace_ids.forgotten
@@ -218,7 +231,7 @@ class BatchAccumulator:
         state = self._state(reflection.playbook_id)
         if reflection.trace_id in state.seen_trace_ids:
             return None
-        state.seen_trace_ids.hold(reflection.trace_id)
+        state.seen_trace_ids.hold(reflection.trace_id, reflection.trace_digest)
         if not state.open_reflections:
             state.opened_at = now
         state.open_reflections.append(reflection)
@@ -251,7 +264,7 @@ class BatchAccumulator:
             closed_by=closed_by,
             closed_at=wall_time,
         )
-        state.seen_trace_ids.batched(batch.manifest.trace_ids)
+        state.seen_trace_ids.batched(batch.manifest.trace_ids, batch.manifest.trace_digests)
         state.next_batch_id += 1
         state.open_reflections = []
         state.opened_at = None

@@ -123,6 +123,10 @@ class Trace(CombeeModel):
                 )
         return value
 
+    def digest(self) -> str:
+        """Short sha256 of the whole trace (sorted-key JSON): tells a resend from another trace under the same id."""
+        return hashlib.sha256(dump_json(self.model_dump(mode="json"))).hexdigest()[:16]
+
 
 # ---------------------------------------------------------------------------------------------- reflections
 
@@ -156,6 +160,10 @@ class Reflection(CombeeModel):
     model: str
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = Field(default=0.0, ge=0.0)
+    trace_digest: str | None = Field(
+        default=None, description="Trace.digest() of the trace reflected on: a second trace under the same trace_id "
+        "with another digest is a conflict (dead letter), not a resend."
+    )
 
 
 class ShuffledReflection(CombeeModel):
@@ -282,6 +290,9 @@ class BatchManifest(CombeeModel):
     target_batch_size: int = Field(ge=1)
     closed_by: Literal["size", "max_wait"]
     closed_at: datetime
+    trace_digests: list[str | None] | None = Field(
+        default=None, description="Trace.digest() of each trace, in batch order, when the reflections carried them."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- versions

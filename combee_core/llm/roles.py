@@ -229,6 +229,7 @@ class LLMRoles:
             model=self.config.reflector.model,
             usage=usage,
             latency_s=latency,
+            trace_digest=trace.digest(),
         )
 
     async def aggregate(self, items: Sequence[Reflection], context: str = "") -> RoleResult:

@@ -231,7 +231,15 @@ class BatcherStage(Stage):
             await self._publish(closed)
 
     async def _duplicate(self, reflection: Reflection, record: ConsumerRecord) -> None:
-        """A trace already batched: a client's resend, or a redelivery after a crash (see UnconfirmedBatches)."""
+        """A trace already batched: a client's resend, or a redelivery after a crash (see UnconfirmedBatches); or
+        another trace under a taken trace_id (a dead letter: the first one is the one learned)."""
+        learned = self.accumulator.conflicting_digest(reflection)
+        if learned is not None:
+            await self.reject(record, f"trace_id {reflection.trace_id} was sent again with different content (digest "
+                              f"{reflection.trace_digest}); the trace batched first under this id (digest {learned}) "
+                              "is the one learned, this one is not", "ConflictingTrace",
+                              trace_id=reflection.trace_id, playbook_id=reflection.playbook_id)
+            return
         batch_id = self.unconfirmed.batch_of(reflection)
         if batch_id is None:
             self.ctx.count("duplicate_traces")

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from streams.fleet import PlaybookFollower
 from streams.pipeline import InProcessPipeline
-from streams.produce import send_traces
+from streams.produce import produce_traces, send_traces
 from streams.runtime import start_producer
 from tests.integration.topology_support import make_traces, run_settings
 
@@ -86,3 +88,24 @@ async def test_a_batch_that_never_becomes_a_version_is_reported_as_stalled(kafka
             await f.wait_until(lambda: "batch 0 (2 traces) closed" in caplog.text, 30, "the stall warning")
         report = format_status(await collect_status(settings, kafka.bootstrap, kafka.profile))
     assert "2 trace(s) batched, not yet in a version" in report and "STALLED?" in report
+
+
+async def test_a_partial_resend_after_a_restart_is_dropped_and_never_pins_the_committed_offset(kafka, unique_prefix):
+    """A client resends some traces of a batch already learned while the batcher restarts: they are duplicates (not
+    a batch to re-send), the batcher commits past them, and nothing is learned twice."""
+    from streams.observe import collect_status
+
+    settings = run_settings(unique_prefix, batch_size=20, max_wait_s=30.0)
+    traces = make_traces(20, "pb")
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
+        await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=60)
+    await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[:7])  # while no batcher runs
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        deadline = asyncio.get_running_loop().time() + 60
+        while (lag := (await collect_status(settings, kafka.bootstrap, kafka.profile)).lag)["batch"]:
+            assert asyncio.get_running_loop().time() < deadline, f"batcher offsets pinned: lag {lag}"
+            await asyncio.sleep(1)
+        versions = await run.versions("pb")
+    assert [v.version for v in versions] == [1] and sorted(versions[0].lineage) == sorted(t.trace_id for t in traces)
+    assert run.counters.get("duplicate_traces") == 7 and "batches_resent" not in run.counters

@@ -239,3 +239,20 @@ async def test_a_worker_killed_mid_run_and_restarted_gives_the_same_versions(kaf
         _stop(*(w for w in (first, second) if w is not None))
     assert_contiguous(versions, "pb", 8)
     assert [v.content_hash for v in versions] == reference
+
+
+async def test_a_second_trace_under_a_taken_trace_id_is_a_dead_letter_naming_the_copy_learned(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, batch_size=10, max_wait_s=2.0)
+    traces = make_traces(10, "pb")
+    impostor = traces[3].model_copy(update={"output": "something else entirely"})
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, [*traces, traces[5], impostor])
+        versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=60)
+        deadline = time.monotonic() + 30
+        while not (dead := await run.dead_letters()) and time.monotonic() < deadline:
+            await asyncio.sleep(0.5)
+    assert lineage_counts(versions)[traces[3].trace_id] == 1
+    [letter] = dead  # the plain resend of traces[5] is dropped silently; the impostor is not
+    assert letter.trace_id == traces[3].trace_id and letter.playbook_id == "pb"
+    assert letter.error_type == "ConflictingTrace"
+    assert f"digest {traces[3].digest()}) is the one learned" in letter.reason
