@@ -256,3 +256,22 @@ async def test_a_second_trace_under_a_taken_trace_id_is_a_dead_letter_naming_the
     assert letter.trace_id == traces[3].trace_id and letter.playbook_id == "pb"
     assert letter.error_type == "ConflictingTrace"
     assert f"digest {traces[3].digest()}) is the one learned" in letter.reason
+
+
+async def test_traces_whose_every_aggregator_call_failed_are_dead_lettered_once_each(kafka, unique_prefix):
+    """The aggregator's model is unreachable: every window fails. The batch still becomes a version (with no
+    lineage), the aggregator says which windows failed, and the reducer dead-letters each trace that no partial
+    read (NotLearned): every trace ends in exactly one lineage or one dead letter."""
+    settings = run_settings(unique_prefix, batch_size=9, aggregator_model="openai/unreachable",
+                            llm_api_base="http://127.0.0.1:9/v1", llm_api_key="x", llm_max_retries=0,
+                            llm_timeout_s=5)
+    traces = make_traces(9, "pb")
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
+        versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=90)
+        dead = await run.dead_letters()
+    assert [v.version for v in versions] == [1] and versions[0].lineage == []
+    failed_windows = [d for d in dead if d.stage == "aggregate"]
+    not_learned = sorted(d.trace_id for d in dead if d.error_type == "NotLearned")
+    assert failed_windows and all(d.trace_id is None and "learned anyway" in d.reason for d in failed_windows)
+    assert not_learned == sorted(t.trace_id for t in traces)
