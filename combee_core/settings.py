@@ -52,7 +52,7 @@ class CombeeSettings(BaseModel):
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
     dedupe_horizon: int = Field(
         default=1_000_000, ge=1, description="Per playbook, how many most recently batched trace ids the batcher "
-        "remembers to drop resends (about 135 bytes each); a trace resent after that many newer ones is batched again."
+        "remembers to drop resends (about 200 bytes each); a trace resent after that many newer ones is batched again."
     )
     window_timeout_s: float = Field(
         default=60.0, gt=0, description="Close an aggregator window with missing copies after this long."

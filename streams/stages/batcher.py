@@ -106,6 +106,10 @@ class BatcherStage(Stage):
         if not mine and self.owns_key(playbook_id):
             log.warning("batch %s/%d was written by another batcher while this one owns the playbook",
                         playbook_id, manifest.batch_id)
+            # Its traces may be in the open batch: drop that batch now (its records come back after the reset),
+            # so that no later close re-batches them.
+            self.accumulator.drop_open(playbook_id)
+            self._open_records.pop(playbook_id, None)
             self._dirty.add(playbook_id)
             self.mark_stale(self.owner_partition(playbook_id))
         self.accumulator.restore(manifest)
