@@ -212,7 +212,10 @@ class Stage:
         """Partitions this member owns now: it handles, produces for and commits only these."""
         self.views: list = []
         """Live state-topic views (``streams.log_view.LogView``), closed when the stage stops."""
-        self._ownership = asyncio.Lock()
+        self._to_rebuild: set[TopicPartition] = set()
+        """Assigned by the group, state not rebuilt yet: paused until the main loop has rebuilt it."""
+        self._releases = 0
+        """Counts releases: a rebuild that saw one happen meanwhile does not take ownership."""
         self._stale: set[TopicPartition] = set()
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
@@ -297,33 +300,50 @@ class Stage:
 
     async def release(self, revoked: set[TopicPartition]) -> None:
         """Fence revoked partitions: no handling, producing or committing for them from now on."""
-        async with self._ownership:
-            revoked &= self.assigned
-            if not revoked:
-                return
-            self.assigned -= revoked
-            self._stale -= revoked
-            try:
-                await self.on_revoked(revoked)
-                await self.ctx.producer.flush()  # what was written before the fence lands before the next owner reads
-                await self._commit(self.tracker.committable(revoked))
-            finally:
-                self.tracker.forget(revoked)
-            log.info("%s: released %s", self.name, _partitions(revoked))
+        self._to_rebuild -= revoked
+        revoked &= self.assigned
+        if not revoked:
+            return
+        self._releases += 1
+        self.assigned -= revoked
+        self._stale -= revoked
+        try:
+            await self.on_revoked(revoked)
+            await self.ctx.producer.flush()  # what was written before the fence lands before the next owner reads
+            await self._commit(self.tracker.committable(revoked))
+        finally:
+            self.tracker.forget(revoked)
+        log.info("%s: released %s", self.name, _partitions(revoked))
 
     async def acquire(self, assigned: set[TopicPartition]) -> None:
-        """Rebuild the state of newly assigned partitions, then own them. A failure stops the worker."""
-        async with self._ownership:
-            assigned -= self.assigned
-            if not assigned or self.ctx.stop.is_set():
-                return
-            try:
-                await self.on_assigned(assigned)
-            except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
-                self._fail(error)
-                return
-            self.assigned |= assigned
-            log.info("%s: owns %s", self.name, _partitions(assigned))
+        """Newly assigned partitions: paused until the main loop has rebuilt their state (:meth:`rebuild`). The
+        rebalance callback itself stays short, so a slow rebuild never makes this member miss a rebalance."""
+        assigned -= self.assigned
+        if not assigned:
+            return
+        self._to_rebuild |= assigned
+        if self._consumer is not None:
+            self._consumer.pause(*assigned)
+
+    async def rebuild(self) -> None:
+        """Rebuild the state of the partitions waiting for it, then own them and let their records in. A release
+        during the rebuild voids it (partitions assigned again are queued again); a failure stops the worker."""
+        pending, self._to_rebuild = self._to_rebuild, set()
+        if not pending or self._consumer is None or self.ctx.stop.is_set():
+            return
+        releases = self._releases
+        try:
+            await self.on_assigned(pending)
+        except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
+            self._fail(error)
+            return
+        owned = pending & self._consumer.assignment()
+        if releases != self._releases:
+            self._to_rebuild |= owned  # rebuild again: what was read may predate the release's writes
+            return
+        self.assigned |= owned
+        self._consumer.resume(*owned)
+        log.info("%s: owns %s", self.name, _partitions(owned))
 
     async def reset_stale(self) -> None:
         """Partitions whose state went stale: release, seek back to the committed offset, rebuild, own again."""
@@ -334,13 +354,13 @@ class Stage:
                     _partitions(stale))
         self.ctx.count("state_resets")
         await self.release(stale)
-        for tp in stale:
+        for tp in stale & self._consumer.assignment():
             committed = await self._consumer.committed(tp)
             if committed is None:
                 await self._consumer.seek_to_beginning(tp)
             else:
                 self._consumer.seek(tp, committed)
-        await self.acquire(stale & self._consumer.assignment())
+            await self.acquire({tp})
 
     def _fail(self, error: BaseException) -> None:
         log.error("%s: %s: %s", self.name, type(error).__name__, error)
@@ -421,12 +441,14 @@ class Stage:
         last_tick = 0.0
         while not self.ctx.stop.is_set():
             batch = await consumer.getmany(timeout_ms=100, max_records=500)
+            await self.rebuild()
             for tp, records in batch.items():
+                if tp in self._to_rebuild:  # fetched before the pause took effect: rebuild first
+                    await self.rebuild()
                 if tp not in self.assigned:
-                    async with self._ownership:  # fetched while its state is being rebuilt: wait for that
-                        pass
-                if tp not in self.assigned:  # fetched before a revocation: the next owner handles them
-                    continue
+                    if tp in consumer.assignment():  # still ours, state not rebuilt: read these again later
+                        consumer.seek(tp, records[0].offset)
+                    continue  # else revoked: the next owner reads them
                 for record in records:
                     self.tracker.consumed(tp, record.offset)
                 await self.handle_many(records)
