@@ -179,19 +179,23 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:
-        readiness = None
+        readiness = metrics = None
         if args.health_port is not None:  # first, so that liveness answers while the LLM layer imports
             from streams.health import HealthServer, WorkerReadiness
+            from streams.metrics import WorkerMetrics
 
             readiness = WorkerReadiness()
-            health = await exits.enter_async_context(HealthServer(readiness.report, port=args.health_port))
-            print(f"worker: health on :{health.port} (/healthz, /readyz)", file=sys.stderr)
+            metrics = WorkerMetrics(readiness)
+            health = await exits.enter_async_context(
+                HealthServer(readiness.report, port=args.health_port, metrics=metrics.render))
+            print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics)", file=sys.stderr)
         from streams.worker import STOP_BUDGET_S, parse_stages, run_worker
 
         stages = parse_stages(args.stages)
         bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
         print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
-        work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
+        work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness,
+                          on_call=metrics.observe_call if metrics is not None else None)
         counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
     print(f"worker stopped: {counters if counters is not None else 'cancelled while starting'}", file=sys.stderr)
     return 0
@@ -297,7 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(worker)
     _add_pipeline(worker)
     worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control (default all)")
-    worker.add_argument("--health-port", type=int, help="serve /healthz and /readyz on this port (0: a free one)")
+    worker.add_argument("--health-port", type=int,
+                        help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
+                        "docs/operations.md")
     _add_loss_grace(worker)
 
     produce = sub.add_parser("produce", help="validate and publish traces from a JSONL file or stdin")
