@@ -16,8 +16,12 @@ def add_parser(subparsers) -> None:
     from streams.cli import _add_common, _add_pipeline
 
     export = subparsers.add_parser("export", help="write topics of a run to a JSONL archive")
-    _add_common(export)
-    _add_pipeline(export)
+    _add_common(export, run=False, run_id=True)
+    recorded = export.add_argument_group(
+        "the recorded run's settings", "written to the archive's header, which `combee replay` reruns the run with "
+        "(default: the COMBEE_* environment, as when the run was started)")
+    recorded.add_argument("--seed", dest="run_seed", type=int, help="the run's seed")
+    _add_pipeline(recorded, llm_record=False)
     export.add_argument("--out", required=True, help="archive file to write (JSONL)")
     export.add_argument("--topics", help="comma-separated logical topics (default: all of the run's topics)")
     export.set_defaults(handler=cmd_export)
