@@ -88,3 +88,11 @@ async def test_export_of_a_run_that_does_not_exist_says_so(kafka, unique_prefix)
     code, out, err = await _combee("playbook", "export", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
     assert code == 2 and out == ""
     assert f"no topic {unique_prefix}playbook" in err and "no run with prefix" in err
+
+
+async def test_run_export_of_a_prefix_that_does_not_exist_fails_and_names_it(kafka, unique_prefix, tmp_path):
+    out = tmp_path / "run.jsonl"
+    code, stdout, err = await _combee("export", "--out", str(out), "--bootstrap", kafka.bootstrap,
+                                      "--prefix", unique_prefix)
+    assert code == 2 and "wrote" not in stdout and not out.exists()
+    assert f"no topics with prefix {unique_prefix} on {kafka.bootstrap}: no run with that prefix" in err
