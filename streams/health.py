@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 MAX_REQUEST_HEAD_BYTES = 8192
 
 
@@ -116,7 +117,11 @@ class HealthServer:
         if path.split("?", 1)[0] == "/metrics" and self._metrics is not None and method in ("GET", "HEAD"):
             from streams.metrics import CONTENT_TYPE
 
-            status, payload, content_type = 200, await self._metrics(), CONTENT_TYPE
+            try:
+                status, payload, content_type = 200, await self._metrics(), CONTENT_TYPE
+            except Exception as error:  # noqa: BLE001 - a failing collector must not kill the health server
+                log.exception("metrics: scrape failed")
+                status, payload = 500, orjson.dumps({"error": f"{type(error).__name__}: {error}"})
         else:
             status, body = self.respond(method, path)
             payload = orjson.dumps(body)

@@ -15,10 +15,12 @@ with labels (``records_in.reflect`` -> ``combee_records_in_total{stage="reflect"
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
+from aiokafka.errors import KafkaError
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -32,6 +34,9 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The content type of the text exposition format served on ``/metrics``."""
+
+LAG_REFRESH_TIMEOUT_S = 2.0
+"""Longest a scrape waits for the committed offsets behind the lag gauge."""
 
 LLM_LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 
@@ -79,7 +84,8 @@ class WorkerMetrics:
                                      "(modelled by the simulator in virtual mode).", labels,
                                      buckets=LLM_LATENCY_BUCKETS, registry=self.registry)
         self.lag: dict[str, int] = {}
-        """stage -> records of its owned partitions not yet committed (refreshed before each scrape)."""
+        """stage -> records of its owned partitions (those fetched from yet) not yet committed, refreshed before each
+        scrape."""
         self.registry.register(_StageCollector(self))
 
     def observe_call(self, call: "CallRecord") -> None:
@@ -96,25 +102,21 @@ class WorkerMetrics:
         return list(self.readiness.stages)
 
     async def refresh(self) -> None:
-        """Read what needs the consumers (committed offsets) before a scrape."""
-        lag: dict[str, int] = {}
+        """Read each stage's committed offsets (from the group coordinator) before a scrape; a broker that does not
+        answer within :data:`LAG_REFRESH_TIMEOUT_S` leaves the previous lag in place."""
         for stage in self.stages:
             consumer = stage.consumer
             if consumer is None:
                 continue
-            total = 0
-            for tp in sorted(stage.assigned):
-                highwater = consumer.highwater(tp)
-                if highwater is None:  # nothing fetched from it yet
-                    continue
-                try:
-                    committed = await consumer.committed(tp)
-                except Exception as error:  # noqa: BLE001 - a scrape must answer even when the broker does not
-                    log.debug("metrics: no committed offset for %s: %s", tp, error)
-                    continue
-                total += max(0, highwater - (committed or 0))
-            lag[stage.name] = total
-        self.lag = lag
+            owned = [tp for tp in sorted(stage.assigned) if consumer.highwater(tp) is not None]
+            try:
+                committed = await asyncio.wait_for(asyncio.gather(*(consumer.committed(tp) for tp in owned)),
+                                                   LAG_REFRESH_TIMEOUT_S)
+            except (KafkaError, asyncio.TimeoutError) as error:
+                log.debug("metrics: lag of %s not refreshed: %s", stage.name, error)
+                continue
+            self.lag[stage.name] = sum(max(0, (consumer.highwater(tp) or 0) - (offset or 0))
+                                       for tp, offset in zip(owned, committed))
 
     async def render(self) -> bytes:
         """The text exposition of every metric (refreshed first)."""

@@ -111,5 +111,6 @@ async def test_worker_metrics_after_traces_flowed(kafka, unique_prefix):
         assert _value(samples, "combee_stage_up", stage=stage) == 1, stage
         lag = _value(samples, "combee_stage_lag_records", stage=stage)
         assert lag is None or 0 <= lag <= 41, (stage, lag)
+    assert _value(samples, "combee_stage_lag_records", stage="reflect") is not None
     assert _value(samples, "combee_stage_events_total", event="versions") >= 1
     assert _value(samples, "combee_worker_ready") == 1

@@ -61,3 +61,14 @@ async def test_health_server_serves_metrics_as_text_and_refuses_other_methods():
         assert (await _request(server.port, "POST /metrics HTTP/1.1"))[0] == 405
         status, _, body = await _request(server.port, "GET /nope HTTP/1.1")
         assert status == 404 and b"/metrics" in body
+
+
+async def test_a_failing_scrape_answers_500_and_the_server_keeps_serving():
+    async def broken() -> bytes:
+        raise RuntimeError("collector broke")
+
+    readiness = WorkerReadiness()
+    async with HealthServer(readiness.report, host="127.0.0.1", port=0, metrics=broken) as server:
+        status, _, body = await _request(server.port, "GET /metrics HTTP/1.1")
+        assert status == 500 and b"collector broke" in body
+        assert (await _request(server.port, "GET /healthz HTTP/1.1"))[0] == 200
