@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 from combee_core.ace_format import parse_ace
-from combee_core.models import PlaybookVersion
+from combee_core.models import PlaybookVersion, utc_now
 from combee_core.seed import seed_version
-from combee_core.models import utc_now
 from streams.pipeline import InProcessPipeline
 from streams.produce import produce_traces
 from streams.runtime import start_producer

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.models import AddOp, BatchManifest, PlaybookVersion
+from combee_core.models import AddOp, PlaybookVersion
 from combee_core.playbook import Playbook, apply_operations
 from streams.cli import build_parser
 from streams.observe import describe_version
@@ -48,8 +49,9 @@ def test_export_shows_the_run_settings_it_records_as_such_and_no_llm_record_flag
 
 
 def _combee(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_") or k == "COMBEE_STATE_DIR"}
     return subprocess.run([sys.executable, "-m", "streams.cli", *args], capture_output=True, text=True, timeout=60,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": ":".join(sys.path)})
+                          env=env)
 
 
 def test_diff_of_a_missing_archive_says_the_file_is_missing(tmp_path):
