@@ -66,12 +66,16 @@ _TOPIC = r"^[A-Za-z0-9._-]+$"
 
 
 class ArchiveError(ValueError):
-    """An archive that cannot be used. ``line`` is the first bad line (1-based); ``problems`` lists up to 20."""
+    """An archive that cannot be used. ``line`` is the first bad line (1-based; 0 when the file as a whole cannot be
+    used: missing, unreadable); ``problems`` lists up to 20."""
 
     def __init__(self, source: str, problems: list[tuple[int, str]]) -> None:
         self.source = source
         self.problems = problems
         self.line = problems[0][0]
+        if self.line == 0:  # about the file as a whole (missing, unreadable), not one of its lines
+            super().__init__(f"{source}: {problems[0][1]}")
+            return
         listed = "; ".join(f"line {line}: {reason}" for line, reason in problems[:5])
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
         super().__init__(f"{source}: rejected, nothing was replayed: {listed}{more}")
@@ -244,7 +248,8 @@ def read_archive(path: str | os.PathLike[str]) -> Archive:
     try:
         data = Path(path).read_bytes()
     except OSError as error:
-        raise ArchiveError(source, [(0, f"cannot read: {error.strerror or error}")]) from error
+        reason = "no such file" if isinstance(error, FileNotFoundError) else f"cannot read: {error.strerror or error}"
+        raise ArchiveError(source, [(0, reason)]) from error
     return parse_archive(data.split(b"\n"), source)
 
 

@@ -19,7 +19,9 @@ log = logging.getLogger("combee")
 T = TypeVar("T")
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+def _add_common(parser: argparse.ArgumentParser, *, run: bool = True, run_id: bool | None = None) -> None:
+    """Broker and topic flags; ``run``: also ``--run-id`` and ``--seed`` (``run_id`` alone overrides for
+    ``--run-id``: commands that read consumer groups but make no random choice)."""
     parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); none -> the "
                         "broker `combee broker` runs on this machine")
     parser.add_argument("--embedded", action="store_true",
@@ -27,12 +29,14 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--connect-timeout", dest="broker_connect_timeout_s", type=float,
                         help="seconds to wait for the broker to answer at start (default 5); then exit 2")
     parser.add_argument("--prefix", dest="topic_prefix", help="topic prefix (default combee.)")
-    parser.add_argument("--run-id", help="run id, names the consumer groups")
-    parser.add_argument("--seed", dest="run_seed", type=int, help="run seed")
+    if run if run_id is None else run_id:
+        parser.add_argument("--run-id", help="run id, names the consumer groups")
+    if run:
+        parser.add_argument("--seed", dest="run_seed", type=int, help="run seed")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
 
 
-def _add_pipeline(parser: argparse.ArgumentParser) -> None:
+def _add_pipeline(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, llm_record: bool = True) -> None:
     parser.add_argument("--batch-size", help="batch size: a number, or 'auto' for the controller")
     parser.add_argument("-p", "--copies", dest="p", type=int, help="copies per reflection in the shuffle (p)")
     parser.add_argument("--subgroups", choices=["sqrt", "single"], help="sqrt (Combee) or single (naive)")
@@ -42,9 +46,11 @@ def _add_pipeline(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dedupe-horizon", type=int,
                         help="batched trace ids remembered per playbook to drop resends (default 1000000)")
     parser.add_argument("--model", help="LLM model name for all roles (litellm name, e.g. combee-sim/default)")
-    parser.add_argument("--llm-record", choices=["off", "record", "replay"],
-                        help="record LLM calls to --llm-record-file, or answer them from the record (docs/replay.md)")
-    parser.add_argument("--llm-record-file", help="JSONL call store for --llm-record")
+    if llm_record:
+        parser.add_argument("--llm-record", choices=["off", "record", "replay"],
+                            help="record LLM calls to --llm-record-file, or answer them from the record "
+                            "(docs/replay.md)")
+        parser.add_argument("--llm-record-file", help="JSONL call store for --llm-record")
 
 
 def _add_loss_grace(parser: argparse.ArgumentParser) -> None:
@@ -179,19 +185,23 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:
-        readiness = None
+        readiness = metrics = None
         if args.health_port is not None:  # first, so that liveness answers while the LLM layer imports
             from streams.health import HealthServer, WorkerReadiness
+            from streams.metrics import WorkerMetrics
 
             readiness = WorkerReadiness()
-            health = await exits.enter_async_context(HealthServer(readiness.report, port=args.health_port))
-            print(f"worker: health on :{health.port} (/healthz, /readyz)", file=sys.stderr)
+            metrics = WorkerMetrics(readiness)
+            health = await exits.enter_async_context(
+                HealthServer(readiness.report, port=args.health_port, metrics=metrics.render))
+            print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics)", file=sys.stderr)
         from streams.worker import STOP_BUDGET_S, parse_stages, run_worker
 
         stages = parse_stages(args.stages)
         bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
         print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
-        work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness)
+        work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness,
+                          on_call=metrics.observe_call if metrics is not None else None)
         counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
     print(f"worker stopped: {counters if counters is not None else 'cancelled while starting'}", file=sys.stderr)
     return 0
@@ -297,22 +307,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(worker)
     _add_pipeline(worker)
     worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control (default all)")
-    worker.add_argument("--health-port", type=int, help="serve /healthz and /readyz on this port (0: a free one)")
+    worker.add_argument("--health-port", type=int,
+                        help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
+                        "docs/operations.md")
     _add_loss_grace(worker)
 
     produce = sub.add_parser("produce", help="validate and publish traces from a JSONL file or stdin")
-    _add_common(produce)
+    _add_common(produce, run=False)
     produce.add_argument("file", help="JSONL file of traces, or - for stdin")
     produce.add_argument("--skip-invalid", action="store_true", help="send the valid lines even if some are not")
 
     tail = sub.add_parser("tail", help="print playbook versions as they arrive")
-    _add_common(tail)
+    _add_common(tail, run=False)
     tail.add_argument("--playbook", help="only this playbook id")
     tail.add_argument("--max-versions", type=int, help="exit after this many versions")
     _add_loss_grace(tail)
 
     status = sub.add_parser("status", help="topics, lag per stage, version and batch size per playbook")
-    _add_common(status)
+    _add_common(status, run=False, run_id=True)  # the run id names the groups whose lag it shows
 
     schemas = sub.add_parser("schemas", help="write or check the JSON Schemas")
     schemas.add_argument("--dir", default="schemas")
@@ -323,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PLUGIN_MODULES = ("streams.demo_cli", "streams.replay_cli", "streams.model_cli")
+PLUGIN_MODULES = ("streams.demo_cli", "streams.replay_cli", "streams.model_cli", "streams.playbook_cli")
 """Modules that add sub-commands: each defines ``add_parser(subparsers)``, whose parsers set ``handler``."""
 
 

@@ -1,15 +1,17 @@
-"""Liveness and readiness over HTTP for worker processes (Kubernetes probes, compose health checks).
+"""Liveness, readiness and metrics over HTTP for worker processes (Kubernetes probes, Prometheus).
 
 A deliberately tiny asyncio HTTP/1.1 server: ``GET /healthz`` answers 200 while the process runs its event loop;
 ``GET /readyz`` answers 200 once every stage of the worker has started its consumer (joined its consumer group) and
-no stage has died, 503 otherwise. Anything else is 404. Each response is one short JSON body; connections close.
+no stage has died, 503 otherwise; ``GET /metrics`` (when the server is given a metrics source, see
+``streams/metrics.py``) answers the Prometheus text format. Anything else is 404. Health responses are one short
+JSON body; connections close.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
+            503: "Service Unavailable"}
 MAX_REQUEST_HEAD_BYTES = 8192
 
 
@@ -57,11 +60,13 @@ class WorkerReadiness:
 
 
 class HealthServer:
-    """Serves ``/healthz`` and ``/readyz``; ``readiness`` is asked on every ``/readyz`` request."""
+    """Serves ``/healthz`` and ``/readyz``; ``readiness`` is asked on every ``/readyz`` request. With ``metrics``
+    (an async callable returning the exposition text, e.g. ``WorkerMetrics.render``) it serves ``/metrics`` too."""
 
     def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "0.0.0.0",
-                 port: int = 8080) -> None:
+                 port: int = 8080, *, metrics: Callable[[], Awaitable[bytes]] | None = None) -> None:
         self._readiness = readiness
+        self._metrics = metrics
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -69,7 +74,8 @@ class HealthServer:
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._serve, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]  # the real port when 0 was asked for
-        log.info("health endpoints on http://%s:%d/healthz and /readyz", self.host, self.port)
+        log.info("health endpoints on http://%s:%d/healthz and /readyz%s", self.host, self.port,
+                 " and /metrics" if self._metrics is not None else "")
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -87,12 +93,15 @@ class HealthServer:
     def respond(self, method: str, path: str) -> tuple[int, dict[str, object]]:
         """Status and JSON body for a request line (pure; the socket handling is in ``_serve``)."""
         path = path.split("?", 1)[0]
-        if path not in ("/healthz", "/readyz"):
-            return 404, {"error": f"no such endpoint {path!r}; use /healthz or /readyz"}
+        if path not in ("/healthz", "/readyz") and not (path == "/metrics" and self._metrics is not None):
+            endpoints = "/healthz, /readyz or /metrics" if self._metrics is not None else "/healthz or /readyz"
+            return 404, {"error": f"no such endpoint {path!r}; use {endpoints}"}
         if method not in ("GET", "HEAD"):
             return 405, {"error": f"{method} not allowed; use GET"}
         if path == "/healthz":
             return 200, {"status": "alive"}
+        if path == "/metrics":  # served as text by ``_serve``; this is what a JSON answer would say
+            return 200, {"status": "metrics are served as text/plain by GET"}
         ready, stages = self._readiness()
         return (200 if ready else 503), {"status": "ready" if ready else "not ready", "stages": stages}
 
@@ -104,10 +113,20 @@ class HealthServer:
             return
         parts = head[:MAX_REQUEST_HEAD_BYTES].split(b"\r\n", 1)[0].decode("latin-1").split()
         method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("GET", "/")
-        status, body = self.respond(method, path)
-        payload = orjson.dumps(body)
+        content_type = "application/json"
+        if path.split("?", 1)[0] == "/metrics" and self._metrics is not None and method in ("GET", "HEAD"):
+            from streams.metrics import CONTENT_TYPE
+
+            try:
+                status, payload, content_type = 200, await self._metrics(), CONTENT_TYPE
+            except Exception as error:  # noqa: BLE001 - a failing collector must not kill the health server
+                log.exception("metrics: scrape failed")
+                status, payload = 500, orjson.dumps({"error": f"{type(error).__name__}: {error}"})
+        else:
+            status, body = self.respond(method, path)
+            payload = orjson.dumps(body)
         response = (
-            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: application/json\r\n"
+            f"HTTP/1.1 {status} {_REASONS[status]}\r\nContent-Type: {content_type}\r\n"
             f"Content-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
         ).encode("latin-1") + (b"" if method == "HEAD" else payload)
         try:

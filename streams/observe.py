@@ -38,7 +38,13 @@ def describe_version(version: PlaybookVersion) -> str:
         if applied.outcome == "rejected":
             lines.append(f"  ! {op.op} rejected: {applied.reason}")
         elif op.op in ("ADD", "UPDATE", "MERGE") and applied.entry_id in entries:
-            lines.append(f"  {'+' if op.op == 'ADD' else '~'} [{applied.entry_id}] {entries[applied.entry_id].content}")
+            entry = entries[applied.entry_id]
+            if op.op != "ADD":
+                lines.append(f"  ~ [{applied.entry_id}] {entry.content}")
+            elif entry.created_version == version.version:
+                lines.append(f"  + [{applied.entry_id}] {entry.content}")
+            else:  # an ADD folded into an existing near-duplicate entry: reinforced, not added
+                lines.append(f"  = [{applied.entry_id}] helpful {entry.helpful} (ADD merged: {applied.reason})")
         elif op.op == "DELETE":
             lines.append(f"  - [{op.entry_id}]")
     return "\n".join(lines)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from datetime import datetime
 
@@ -16,8 +17,12 @@ def add_parser(subparsers) -> None:
     from streams.cli import _add_common, _add_pipeline
 
     export = subparsers.add_parser("export", help="write topics of a run to a JSONL archive")
-    _add_common(export)
-    _add_pipeline(export)
+    _add_common(export, run=False, run_id=True)
+    recorded = export.add_argument_group(
+        "the recorded run's settings", "written to the archive's header, which `combee replay` reruns the run with "
+        "(default: the COMBEE_* environment, as when the run was started)")
+    recorded.add_argument("--seed", dest="run_seed", type=int, help="the run's seed")
+    _add_pipeline(recorded, llm_record=False)
     export.add_argument("--out", required=True, help="archive file to write (JSONL)")
     export.add_argument("--topics", help="comma-separated logical topics (default: all of the run's topics)")
     export.set_defaults(handler=cmd_export)
@@ -70,6 +75,11 @@ def _timestamp(text: str) -> datetime:
     return moment
 
 
+def _names_a_file(run: str) -> bool:
+    """A RUN that can only be a file (a path, or an archive's extension), never a topic prefix."""
+    return os.sep in run or run.endswith((".jsonl", ".json", ".gz"))
+
+
 def _fail(command: str, error: Exception) -> int:
     print(f"combee {command}: {error}", file=sys.stderr)
     return 2
@@ -79,10 +89,22 @@ async def cmd_export(args: argparse.Namespace) -> int:
     from streams.cli import broker_for, settings_from_args
     from streams.replay import ALL_TOPICS, export_run
 
+    from streams.broker import list_topics
+
     settings = settings_from_args(args)
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else list(ALL_TOPICS)
     try:
         async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
+            existing = set(await list_topics(bootstrap, settings.topic_prefix))
+            missing = [name for name in topics if name in ALL_TOPICS and settings.topic(name) not in existing]
+            if len(missing) == len(topics):
+                raise ReplayError(f"no topics with prefix {settings.topic_prefix} on {bootstrap}: no run with that "
+                                  f"prefix (check --prefix; `combee status --prefix P` lists a run's topics)")
+            if missing and args.topics:
+                raise ReplayError(f"the run {settings.topic_prefix}* has no topic {', '.join(missing)}")
+            if missing:
+                print(f"not in the run (older runs lack them): {', '.join(missing)}", file=sys.stderr)
+                topics = [name for name in topics if name not in missing]
             result = await export_run(settings, bootstrap, profile, args.out, topics)
     except ReplayError as error:
         return _fail("export", error)
@@ -140,12 +162,13 @@ async def cmd_replay(args: argparse.Namespace) -> int:
 
 
 async def cmd_diff(args: argparse.Namespace) -> int:
-    import os
-
     from combee_core.settings import CombeeSettings
     from streams.cli import broker_for
     from streams.replay import versions_of
 
+    for run in (args.run_a, args.run_b):
+        if _names_a_file(run) and not os.path.exists(run):
+            return _fail("diff", FileNotFoundError(f"{run}: no such archive file"))
     try:
         if all(os.path.exists(run) for run in (args.run_a, args.run_b)):
             versions = [await versions_of(run, None, None) for run in (args.run_a, args.run_b)]
@@ -160,7 +183,9 @@ async def cmd_diff(args: argparse.Namespace) -> int:
         return _fail("diff", error)
     for run, found in zip((args.run_a, args.run_b), versions):
         if not found:
-            return _fail("diff", ValueError(f"{run}: no playbook versions found"))
+            where = ("the archive holds none" if os.path.exists(run) else
+                     f"no archive file of that name, and no playbook topic {run}playbook with versions on the broker")
+            return _fail("diff", ValueError(f"{run}: no playbook versions found ({where})"))
     report = diff_versions(*versions)
     print(report.describe())
     return 0 if report.identical else 1

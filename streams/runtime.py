@@ -53,6 +53,7 @@ class StageContext:
         where the record landed."""
         payload = value if isinstance(value, bytes) else value.to_json_bytes()
         full_topic = self.settings.topic(topic)
+        self.count(f"records_out.{topic}")
         if wait:
             return await self.producer.send_and_wait(full_topic, payload, key=key.encode())
         await self.producer.send(full_topic, payload, key=key.encode())
@@ -61,6 +62,7 @@ class StageContext:
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Publish a dead letter (always waits: a dead letter must never be lost)."""
         self.count("dead_letters")
+        self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
         log.warning("dead letter from %s: %s", letter.stage, letter.reason)
         await self.send("dlq", letter.stage, letter, wait=True)
 
@@ -253,6 +255,11 @@ class Stage:
                               f"{self._failure}") from self._failure
 
     @property
+    def consumer(self) -> AIOKafkaConsumer | None:
+        """The group consumer while the stage runs (metrics read high watermarks and committed offsets)."""
+        return self._consumer
+
+    @property
     def settings(self) -> CombeeSettings:
         return self.ctx.settings
 
@@ -313,6 +320,7 @@ class Stage:
             await self._commit(self.tracker.committable(revoked))
         finally:
             self.tracker.forget(revoked)
+        self.ctx.count(f"partitions_released.{self.name}", len(revoked))
         log.info("%s: released %s", self.name, _partitions(revoked))
 
     async def acquire(self, assigned: set[TopicPartition]) -> None:
@@ -343,6 +351,7 @@ class Stage:
             return
         self.assigned |= owned
         self._consumer.resume(*owned)
+        self.ctx.count(f"partitions_acquired.{self.name}", len(owned))
         log.info("%s: owns %s", self.name, _partitions(owned))
 
     async def reset_stale(self) -> None:
@@ -451,6 +460,7 @@ class Stage:
                     continue  # else revoked: the next owner reads them
                 for record in records:
                     self.tracker.consumed(tp, record.offset)
+                self.ctx.count(f"records_in.{self.name}", len(records))
                 await self.handle_many(records)
             await self.reset_stale()
             now = time.monotonic()

@@ -105,9 +105,11 @@ def test_values_of_stage_topics_must_be_their_models():
         parse_archive(unlisted)
 
 
-def test_missing_file_is_an_archive_error(tmp_path):
-    with pytest.raises(ArchiveError, match="cannot read"):
+def test_missing_file_is_an_archive_error_about_the_file_not_a_line(tmp_path):
+    with pytest.raises(ArchiveError) as caught:
         read_archive(tmp_path / "nope.jsonl")
+    assert str(caught.value) == f"{tmp_path / 'nope.jsonl'}: no such file"
+    assert caught.value.line == 0
 
 
 def test_full_plan_keeps_recorded_batches_and_a_range_renumbers_them():
