@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -78,7 +78,10 @@ class LogView:
                  state: CheckpointedState | None = None) -> None:
         self._stage = stage
         self.name = f"{stage.name}/{topic}"
+        self._logical = topic
         self.topic = stage.settings.topic(topic)
+        self._sending: dict[tuple[str, int], bytes] = {}
+        self._outcome: dict[tuple[str, int], bool] = {}
         self._apply = apply
         self._state = state
         self._tp = TopicPartition(self.topic, 0)
@@ -127,6 +130,27 @@ class LogView:
                     await self._write_checkpoint()
         finally:
             await self._consumer.stop()
+
+    def origin(self, record: ConsumerRecord, number: tuple[str, int], counts: bool) -> Literal["void", "mine", "other"]:
+        """Who wrote a numbered record (``number`` = (playbook, number)) that ``counts`` or not under the reading
+        rule: void, this stage (a :meth:`write` waiting for it), or another writer."""
+        mine = self._sending.get(number) == record.value
+        if mine:
+            self._outcome[number] = counts
+        elif counts and number in self._sending:
+            self._outcome[number] = False  # another writer's record took the number first
+        return "void" if not counts else "mine" if mine else "other"
+
+    async def write(self, number: tuple[str, int], payload: bytes) -> bool:
+        """Write a numbered record keyed by its playbook, and wait for the view to say whether it counts."""
+        self._sending[number] = payload
+        try:
+            written = await self._stage.ctx.send(self._logical, number[0], payload, wait=True)
+            assert written is not None
+            await self.reached(written.offset)
+            return self._outcome.pop(number, False)
+        finally:
+            self._sending.pop(number, None)
 
     @property
     def _every(self) -> int:

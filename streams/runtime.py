@@ -192,6 +192,13 @@ class _Rebalance(ConsumerRebalanceListener):
         await self._stage.acquire(set(assigned))
 
 
+async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
+    """Cancel work in flight (its records stay uncommitted) and wait until it has stopped."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def _partitions(tps: set[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
 

@@ -21,7 +21,7 @@ from combee_core.llm.errors import LLMError
 from combee_core.models import PartialUpdate, ShuffledReflection
 from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
 from streams.dead_letters import make_dead_letter
-from streams.runtime import Stage
+from streams.runtime import Stage, cancel_tasks
 
 log = logging.getLogger(__name__)
 
@@ -42,10 +42,7 @@ class AggregatorStage(Stage):
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         keys = [key for key, tp in self._partition.items() if tp in revoked]
         self.windows.drop(keys)
-        calls = [self._calls.pop(key) for key in keys if key in self._calls]
-        for call in calls:
-            call.cancel()
-        await asyncio.gather(*calls, return_exceptions=True)
+        await cancel_tasks([self._calls.pop(key) for key in keys if key in self._calls])
         for key in keys:
             self._records.pop(key, None)
             del self._partition[key]

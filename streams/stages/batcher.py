@@ -66,8 +66,6 @@ class BatcherStage(Stage):
         self._valid = ContiguousNumbers[str]()
         self._view_state = GatedState(self._valid)
         self._recent: dict[str, deque[BatchManifest]] = {}
-        self._sending: dict[tuple[str, int], bytes] = {}
-        self._outcome: dict[tuple[str, int], bool] = {}
         self._dirty: set[str] = set()
         self._redelivery_end: dict[TopicPartition, int | None] = {}
         self._batches_view: LogView | None = None
@@ -93,17 +91,14 @@ class BatcherStage(Stage):
         manifest = self.read_state(record, BatchManifest)
         if manifest is None:
             return
-        playbook_id, key = manifest.playbook_id, (manifest.playbook_id, manifest.batch_id)
-        valid = self._valid.accept(playbook_id, manifest.batch_id)
-        mine = self._sending.get(key) == record.value
-        if mine:
-            self._outcome[key] = valid
-        if not valid:
+        assert self._batches_view is not None
+        playbook_id = manifest.playbook_id
+        origin = self._batches_view.origin(record, (playbook_id, manifest.batch_id),
+                                           self._valid.accept(playbook_id, manifest.batch_id))
+        if origin == "void":
             self.ctx.count("void_manifests")
             return
-        if key in self._sending and not mine:
-            self._outcome[key] = False
-        if not mine and self.owns_key(playbook_id):
+        if origin == "other" and self.owns_key(playbook_id):
             log.warning("batch %s/%d was written by another batcher while this one owns the playbook",
                         playbook_id, manifest.batch_id)
             # Its traces may be in the open batch: drop that batch now (its records come back after the reset),
@@ -271,16 +266,7 @@ class BatcherStage(Stage):
         assert self._batches_view is not None
         manifest = batch.manifest
         key = (manifest.playbook_id, manifest.batch_id)
-        payload = manifest.to_json_bytes()
-        self._sending[key] = payload
-        try:
-            written = await self.ctx.send("batches", manifest.playbook_id, payload, wait=True)
-            assert written is not None
-            await self._batches_view.reached(written.offset)
-            counts = self._outcome.pop(key, False)
-        finally:
-            self._sending.pop(key, None)
-        if not counts:
+        if not await self._batches_view.write(key, manifest.to_json_bytes()):
             self.ctx.count("batches_lost")
             log.warning("batch %s/%d: another batcher's manifest came first; re-forming from the log", *key)
             self._dirty.add(manifest.playbook_id)

@@ -26,7 +26,7 @@ from combee_core.playbook import Playbook
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from streams.dead_letters import make_dead_letter
 from streams.log_view import GatedState, LogView
-from streams.runtime import Stage
+from streams.runtime import Stage, cancel_tasks
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,6 @@ class ReducerStage(Stage):
         self._workers: dict[str, asyncio.Task] = {}
         self._versions = GatedState(ContiguousNumbers[str](start=1), load=self._load_version)
         self._batches = GatedState(ContiguousNumbers[str]())
-        self._sending: dict[tuple[str, int], bytes] = {}
-        self._outcome: dict[tuple[str, int], bool] = {}
         self._stall_reported: set[tuple[str, int]] = set()
         self._playbook_view: LogView | None = None
         self._batches_view: LogView | None = None
@@ -71,18 +69,16 @@ class ReducerStage(Stage):
         version = self.read_state(record, PlaybookVersion)
         if version is None:
             return
-        playbook_id, key = version.playbook_id, (version.playbook_id, version.version)
-        valid = self._versions.gate.accept(playbook_id, version.version)
-        mine = self._sending.get(key) == record.value
-        if mine:
-            self._outcome[key] = valid
-        if not valid:
+        assert self._playbook_view is not None
+        playbook_id = version.playbook_id
+        origin = self._playbook_view.origin(record, (playbook_id, version.version),
+                                            self._versions.gate.accept(playbook_id, version.version))
+        if origin == "void":
             self.ctx.count("void_versions")
             return
-        if key in self._sending and not mine:
-            self._outcome[key] = False
-        if not mine and self.owns_key(playbook_id):
-            log.warning("%s v%d was written by another reducer while this one owns the playbook", *key)
+        if origin == "other" and self.owns_key(playbook_id):
+            log.warning("%s v%d was written by another reducer while this one owns the playbook", playbook_id,
+                        version.version)
             self.mark_stale(self.owner_partition(playbook_id))
         self._take_version(version, record.offset)
 
@@ -119,10 +115,7 @@ class ReducerStage(Stage):
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         playbooks = self._playbooks_of(revoked)
-        workers = [self._workers.pop(pb) for pb in playbooks if pb in self._workers]
-        for worker in workers:
-            worker.cancel()
-        await asyncio.gather(*workers, return_exceptions=True)
+        await cancel_tasks([self._workers.pop(pb) for pb in playbooks if pb in self._workers])
         for playbook_id in playbooks:
             self.pending.pop(playbook_id, None)
             for key in [key for key in self._records if key[0] == playbook_id]:
@@ -175,16 +168,7 @@ class ReducerStage(Stage):
         record = build_version(playbook, partials, scan, published_at=utc_now()).record
         manifest = await self._manifest(playbook_id, record.batch_id)
         key = (playbook_id, record.version)
-        payload = record.to_json_bytes()
-        self._sending[key] = payload
-        try:
-            written = await self.ctx.send("playbook", playbook_id, payload, wait=True)
-            assert written is not None
-            await self._playbook_view.reached(written.offset)
-            counts = self._outcome.pop(key, False)
-        finally:
-            self._sending.pop(key, None)
-        if not counts:
+        if not await self._playbook_view.write(key, record.to_json_bytes()):
             self.ctx.count("versions_lost")
             log.warning("%s v%d: another reducer's version came first; rebuilding from the log", *key)
             self.mark_stale(self.owner_partition(playbook_id))
