@@ -371,12 +371,16 @@ class Stage:
         self.ctx.count("state_resets")
         await self.release(stale)
         for tp in stale & self._consumer.assignment():
-            committed = await self._consumer.committed(tp)
-            if committed is None:
-                await self._consumer.seek_to_beginning(tp)
-            else:
-                self._consumer.seek(tp, committed)
+            await self._seek_committed(tp)
             await self.acquire({tp})
+
+    async def _seek_committed(self, tp: TopicPartition) -> None:
+        assert self._consumer is not None
+        committed = await self._consumer.committed(tp)
+        if committed is None:
+            await self._consumer.seek_to_beginning(tp)
+        else:
+            self._consumer.seek(tp, committed)
 
     def _fail(self, error: BaseException) -> None:
         log.error("%s: %s: %s", self.name, type(error).__name__, error)
@@ -462,8 +466,8 @@ class Stage:
                 if tp in self._to_rebuild:  # fetched before the pause took effect: rebuild first
                     await self.rebuild()
                 if tp not in self.assigned:
-                    if tp in consumer.assignment():  # still ours, state not rebuilt: read these again later
-                        consumer.seek(tp, records[0].offset)
+                    if tp in consumer.assignment():  # still ours, state not rebuilt: start again from the commit
+                        await self._seek_committed(tp)
                     continue  # else revoked: the next owner reads them
                 for record in records:
                     self.tracker.consumed(tp, record.offset)
