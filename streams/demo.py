@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.controller import epoch_delay, fit_power_law
 from combee_core.llm.roles import CallRecord
-from combee_core.models import BatchMetrics, PlaybookVersion, Usage
+from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, Usage
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy
 from streams.broker import BrokerProfile
@@ -132,6 +132,18 @@ class DemoProgress:
     last_version_note: str = ""
     elapsed_s: float = 0.0
     history: list[VersionRow] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` at the demo's start: a live view ticks ``elapsed`` from it between reports."""
+    mode: FleetMode = "sync"
+    decisions: int = 0
+    """ControlDecisions seen so far for the demo's playbook."""
+    decided_batch_size: int | None = None
+    """The controller's latest decision (None before its first)."""
+    decision_phase: str | None = None
+
+    def elapsed_now(self) -> float:
+        """Seconds since the demo started, read now (not at the last report)."""
+        return time.monotonic() - self.started
 
 
 def demo_settings(base: CombeeSettings, started: datetime) -> CombeeSettings:
@@ -195,7 +207,7 @@ async def run_demo(
     baseline = expected_accuracy(suite, suite.held_out, [])
     progress = DemoProgress(traces_total=total, auto_batch_size=settings.auto_batch_size,
                             batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
-                            accuracy=round(baseline, 4))
+                            accuracy=round(baseline, 4), started=started, mode=options.mode)
     usage = Usage()
 
     def report(phase: str | None = None) -> None:
@@ -220,6 +232,13 @@ async def run_demo(
                                       f"held-out accuracy {row.held_out_accuracy:.3f}")
         report()
 
+    def on_decision(decision: ControlDecision) -> None:
+        if decision.playbook_id != options.playbook_id:
+            return
+        progress.decisions += 1
+        progress.decided_batch_size, progress.decision_phase = decision.batch_size, decision.phase
+        report()
+
     def on_traces(traces) -> None:
         progress.traces_sent += len(traces)
         progress.batch_size = fleet.round_size()
@@ -234,7 +253,7 @@ async def run_demo(
                             f"{options.playbook_id!r} from an earlier run; give a fresh --prefix (or none, for a "
                             f"new one per run)")
         async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version,
-                                    check_alive=run.check_alive) as follower:
+                                    on_decision=on_decision, check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
                                       traces=total, task_time_s=options.effective_task_time_s()),
