@@ -224,6 +224,8 @@ def fleet_cell(options, fleet) -> str:
 
 def print_summary(result) -> None:
     """The summary table, then where the results are."""
+    from streams.plots import controller_plot_skipped
+
     rows = [
         ("versions published", str(len(result.versions))),
         ("traces published / incorporated", f"{result.traces_sent} / {result.traces_incorporated}"),
@@ -250,5 +252,8 @@ def print_summary(result) -> None:
     print(f"results: {result.options.out / 'results.json'}")
     for plot in result.plots:
         print(f"plot:    {plot}")
+    skipped = controller_plot_skipped(result.controller)
+    if skipped is not None:
+        print(f"plot:    no controller plot ({skipped})")
     for reason in result.dead_letter_reasons[:5]:
         print(f"dead letter: {reason}")
