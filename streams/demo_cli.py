@@ -88,14 +88,14 @@ def version_line(row, traces_sent: int, traces_total: int, llm_calls: int, next_
 class VersionLog:
     """Holds each version's line until the size of the batch after it is known, then releases it.
 
-    With a fixed size that is known at once. With the controller on, the controller decides after each version:
-    the line waits for that decision, or for the next version (whose batch size is then certain), or for the end
-    of the run (then "pending", or "none" once every trace was sent).
+    With a fixed size that is known at once. With the controller on, the size a batch gets depends on when the
+    batcher sees the controller's latest decision (batches already closed keep the old size), so the line waits for
+    the next version, whose batch size is then certain; at the end of the run (or of a phase) a waiting line says
+    "none" once every trace was sent, else "pending".
     """
 
     def __init__(self) -> None:
         self._seen = 0
-        self._decisions = 0
         self._waiting: list[tuple[object, int, int]] = []
         """(row, traces sent, LLM calls) of versions whose line is not out yet, oldest first."""
 
@@ -107,18 +107,14 @@ class VersionLog:
                 lines += self._release(progress, str(row.batch_size))
             self._waiting.append((row, progress.traces_sent, progress.llm_calls))
         self._seen = len(progress.history)
-        decided = progress.decisions > self._decisions
-        self._decisions = progress.decisions
         if not progress.auto_batch_size:
             lines += self._release(progress, str(progress.batch_size))
-        elif decided and progress.decided_batch_size is not None:
-            lines += self._release(progress, f"{progress.decided_batch_size} (controller)")
         return lines
 
     def flush(self, progress) -> list[str]:
         """Release every waiting line: the run moved on (a phase change, or the end)."""
         return self._release(progress, "none (every trace sent)" if progress.traces_sent >= progress.traces_total
-                             else "pending (the controller has not decided yet)")
+                             else "pending (not batched yet)")
 
     def _release(self, progress, next_size: str) -> list[str]:
         lines = [version_line(row, sent, progress.traces_total, calls, next_size)

@@ -28,24 +28,16 @@ def _decide(progress: DemoProgress, size: int, phase: str = "profiling") -> None
     progress.decided_batch_size, progress.decision_phase = size, phase
 
 
-def test_a_version_line_shows_the_controllers_decision_made_after_it_not_the_size_just_used():
+def test_a_version_line_waits_for_the_next_version_and_shows_its_batch_size_not_the_size_just_used():
     log, progress = VersionLog(), _auto(traces_sent=40)
     progress.history.append(_row(1, 40))
-    assert log.update(progress) == []  # the controller has not decided yet: the line waits
-    _decide(progress, 5)
-    [line] = log.update(progress)
-    assert "v1: batch 40" in line and "next batch size 5 (controller)" in line
-
-
-def test_without_a_new_decision_the_next_versions_batch_size_is_shown():
-    log, progress = VersionLog(), _auto(traces_sent=60)
-    _decide(progress, 20, "fitted")
-    log.update(progress)  # a decision seen before version 7: it does not tell what follows version 7
-    progress.history.append(_row(7, 20))
     assert log.update(progress) == []
-    progress.history.append(_row(8, 10))
+    _decide(progress, 10)  # a decision is not enough: batches already closed keep the size they had
+    assert log.update(progress) == []
+    progress.history.append(_row(2, 5))
     [line] = log.update(progress)
-    assert "v7: batch 20" in line and "next batch size 10 " in line
+    assert "v1: batch 40" in line and "next batch size 5 " in line
+    assert line.startswith("[   1.0s] traces 40/100")  # when version 1 arrived, not when its line went out
 
 
 def test_at_the_end_a_waiting_line_says_pending_or_that_every_trace_was_sent():
