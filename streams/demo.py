@@ -144,6 +144,8 @@ class DemoProgress:
     decided_batch_size: int | None = None
     """The controller's latest decision (None before its first)."""
     decision_phase: str | None = None
+    traces_learned: int = 0
+    """Traces in the lineage of some version so far."""
 
     def elapsed_now(self) -> float:
         """Seconds since the demo started, read now (not at the last report)."""
@@ -230,6 +232,7 @@ async def run_demo(
             return
         row = version_row(version, suite, started)
         progress.history.append(row)
+        progress.traces_learned += len(version.lineage)
         progress.version, progress.accuracy, progress.entries = row.version, row.held_out_accuracy, row.entries
         progress.last_version_note = (f"v{row.version}: batch {row.batch_size}, {row.entries} entries, "
                                       f"held-out accuracy {row.held_out_accuracy:.3f}")

@@ -85,13 +85,16 @@ def version_line(row, traces_sent: int, traces_total: int, llm_calls: int, next_
             f"next batch size {next_size}  LLM calls {llm_calls}")
 
 
+NO_NEXT_BATCH = "none (every trace is in a version)"
+
+
 class VersionLog:
     """Holds each version's line until the size of the batch after it is known, then releases it.
 
     With a fixed size that is known at once. With the controller on, the size a batch gets depends on when the
     batcher sees the controller's latest decision (batches already closed keep the old size), so the line waits for
     the next version, whose batch size is then certain; at the end of the run (or of a phase) a waiting line says
-    "none" once every trace was sent, else "pending".
+    "pending". Once every trace is in a version, there is no next batch: "none".
     """
 
     def __init__(self) -> None:
@@ -107,13 +110,15 @@ class VersionLog:
                 lines += self._release(progress, str(row.batch_size))
             self._waiting.append((row, progress.traces_sent, progress.llm_calls))
         self._seen = len(progress.history)
-        if not progress.auto_batch_size:
+        if progress.traces_learned >= progress.traces_total:
+            lines += self._release(progress, NO_NEXT_BATCH)
+        elif not progress.auto_batch_size:
             lines += self._release(progress, str(progress.batch_size))
         return lines
 
     def flush(self, progress) -> list[str]:
         """Release every waiting line: the run moved on (a phase change, or the end)."""
-        return self._release(progress, "none (every trace sent)" if progress.traces_sent >= progress.traces_total
+        return self._release(progress, NO_NEXT_BATCH if progress.traces_learned >= progress.traces_total
                              else "pending (not batched yet)")
 
     def _release(self, progress, next_size: str) -> list[str]:

@@ -30,7 +30,7 @@ def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, 
     # Fixed size: each version's line says the size the next batch uses, the last that no traces are left.
     version_lines = [line for line in completed.stdout.splitlines() if "held-out accuracy 0" in line]
     assert len(version_lines) == 4 and all("next batch size 20 " in line for line in version_lines[:3])
-    assert "next batch size none (every trace sent)" in version_lines[3]
+    assert "next batch size none (every trace is in a version)" in version_lines[3]
     assert "no controller plot (the batch size was fixed: the controller was off)" in completed.stdout
 
     result = DemoResult.model_validate_json((out / "results.json").read_text())

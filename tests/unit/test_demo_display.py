@@ -44,19 +44,24 @@ def test_at_the_end_a_waiting_line_says_pending_or_that_every_trace_was_sent():
     log, progress = VersionLog(), _auto(traces_sent=50)
     progress.history.append(_row(1, 50))
     log.update(progress)
+    progress.traces_learned = 50
     assert "next batch size pending" in log.flush(progress)[0]
     progress.history.append(_row(2, 50))
-    progress.traces_sent = 100
-    log.update(progress)
-    assert "next batch size none (every trace sent)" in log.flush(progress)[0]
+    progress.traces_sent = progress.traces_learned = 100
+    [line] = log.update(progress)
+    assert "v2: batch 50" in line and "next batch size none (every trace is in a version)" in line
 
 
 def test_with_a_fixed_size_the_line_is_printed_at_once_with_that_size():
     log = VersionLog()
-    progress = DemoProgress(traces_total=100, auto_batch_size=False, batch_size=25, traces_sent=25)
+    progress = DemoProgress(traces_total=50, auto_batch_size=False, batch_size=25, traces_sent=25, traces_learned=25)
     progress.history.append(_row(1, 25))
     [line] = log.update(progress)
     assert "next batch size 25 " in line
+    progress.history.append(_row(2, 25))
+    progress.traces_learned = 50
+    [line] = log.update(progress)
+    assert "v2: batch 25" in line and "next batch size none" in line
 
 
 def test_the_live_batch_size_says_profiling_until_the_first_decision():
