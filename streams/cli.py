@@ -185,12 +185,13 @@ async def cmd_worker(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:
-        readiness = metrics = None
+        from streams.health import WorkerReadiness, announce_ready
+
+        readiness, metrics = WorkerReadiness(), None
         if args.health_port is not None:  # first, so that liveness answers while the LLM layer imports
-            from streams.health import HealthServer, WorkerReadiness
+            from streams.health import HealthServer
             from streams.metrics import WorkerMetrics
 
-            readiness = WorkerReadiness()
             metrics = WorkerMetrics(readiness)
             health = await exits.enter_async_context(
                 HealthServer(readiness.report, port=args.health_port, metrics=metrics.render))
@@ -202,6 +203,9 @@ async def cmd_worker(args: argparse.Namespace) -> int:
         print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
         work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness,
                           on_call=metrics.observe_call if metrics is not None else None)
+        announcer = asyncio.create_task(announce_ready(readiness, stop, lambda line: print(line, file=sys.stderr,
+                                                                                           flush=True)))
+        exits.callback(announcer.cancel)
         counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
     print(f"worker stopped: {counters if counters is not None else 'cancelled while starting'}", file=sys.stderr)
     return 0

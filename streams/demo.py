@@ -17,9 +17,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from combee_core.controller import epoch_delay, fit_power_law
+from combee_core.controller import epoch_delay
 from combee_core.llm.roles import CallRecord
-from combee_core.models import BatchMetrics, PlaybookVersion, Usage
+from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, Usage
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy
 from streams.broker import BrokerProfile
@@ -77,15 +77,19 @@ class DelayPoint(BaseModel):
 
 
 class ControllerSummary(BaseModel):
-    """The controller's view: samples, its fit, and the sizes it chose."""
+    """The controller's view: the demo's delay samples, and the controller's own fit and choice (its last
+    ``ControlDecision``: the demo does not fit anything itself)."""
 
     clock: Literal["wall", "modelled"]
     auto: bool
-    samples: list[DelayPoint]
+    samples: list[DelayPoint] = Field(description="Every batch's delay, from the metrics topic.")
+    fit_samples: list[DelayPoint] = Field(default_factory=list,
+                                          description="The samples behind the last decision (the controller's).")
     fit_A: float | None = None
     fit_alpha: float | None = None
     fit_r2: float | None = None
     chosen_batch_sizes: list[int] = Field(description="Every batch size the controller decided, in order.")
+    last_phase: str | None = None
     last_reason: str | None = None
     tau: float
 
@@ -132,6 +136,20 @@ class DemoProgress:
     last_version_note: str = ""
     elapsed_s: float = 0.0
     history: list[VersionRow] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    """``time.monotonic()`` at the demo's start: a live view ticks ``elapsed`` from it between reports."""
+    mode: FleetMode = "sync"
+    decisions: int = 0
+    """ControlDecisions seen so far for the demo's playbook."""
+    decided_batch_size: int | None = None
+    """The controller's latest decision (None before its first)."""
+    decision_phase: str | None = None
+    traces_learned: int = 0
+    """Traces in the lineage of some version so far."""
+
+    def elapsed_now(self) -> float:
+        """Seconds since the demo started, read now (not at the last report)."""
+        return time.monotonic() - self.started
 
 
 def demo_settings(base: CombeeSettings, started: datetime) -> CombeeSettings:
@@ -153,26 +171,25 @@ def version_row(version: PlaybookVersion, suite: TaskSuite, started: float) -> V
     )
 
 
-def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], follower: PlaybookFollower,
+def delay_point(batch_size: int, batch_delay_s: float) -> DelayPoint:
+    return DelayPoint(batch_size=batch_size, batch_delay_s=round(batch_delay_s, 6),
+                      per_trace_delay_s=round(epoch_delay(batch_size, batch_delay_s), 6))
+
+
+def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], decisions: list[ControlDecision],
                        playbook_id: str) -> ControllerSummary:
-    """Delay samples as the controller sees them, a fit over them (as the controller fits), and its decisions."""
-    samples = []
-    for m in metrics:
-        if m.playbook_id != playbook_id:
-            continue
-        delay = m.llm_critical_path_s if settings.controller_clock == "modelled" else m.delay_s
-        samples.append(DelayPoint(batch_size=m.batch_size, batch_delay_s=round(delay, 6),
-                                  per_trace_delay_s=round(epoch_delay(m.batch_size, delay), 6)))
-    positive = [s for s in samples if s.per_trace_delay_s > 0]
-    fit = None
-    if len({s.batch_size for s in positive}) >= 2:
-        fit = fit_power_law([s.batch_size for s in positive], [s.per_trace_delay_s for s in positive])
-    decisions = [d for d in follower.decisions if d.playbook_id == playbook_id]
+    """Delay samples as the controller sees them, and its fit and choices as its last decision states them."""
+    clock_delay = (lambda m: m.llm_critical_path_s) if settings.controller_clock == "modelled" else (lambda m: m.delay_s)
+    samples = [delay_point(m.batch_size, clock_delay(m)) for m in metrics if m.playbook_id == playbook_id]
+    mine = [d for d in decisions if d.playbook_id == playbook_id]
+    last = mine[-1] if mine else None
     return ControllerSummary(
         clock=settings.controller_clock, auto=settings.auto_batch_size, samples=samples,
-        fit_A=fit.A if fit else None, fit_alpha=fit.alpha if fit else None, fit_r2=fit.r2 if fit else None,
-        chosen_batch_sizes=[d.batch_size for d in decisions],
-        last_reason=decisions[-1].reason if decisions else None, tau=settings.controller_tau,
+        fit_samples=[delay_point(s.batch_size, s.delay_s) for s in last.samples] if last else [],
+        fit_A=last.fit_A if last else None, fit_alpha=last.fit_alpha if last else None,
+        fit_r2=last.r2 if last else None, chosen_batch_sizes=[d.batch_size for d in mine],
+        last_phase=last.phase if last else None, last_reason=last.reason if last else None,
+        tau=last.tau if last else settings.controller_tau,
     )
 
 
@@ -195,7 +212,7 @@ async def run_demo(
     baseline = expected_accuracy(suite, suite.held_out, [])
     progress = DemoProgress(traces_total=total, auto_batch_size=settings.auto_batch_size,
                             batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
-                            accuracy=round(baseline, 4))
+                            accuracy=round(baseline, 4), started=started, mode=options.mode)
     usage = Usage()
 
     def report(phase: str | None = None) -> None:
@@ -215,9 +232,17 @@ async def run_demo(
             return
         row = version_row(version, suite, started)
         progress.history.append(row)
+        progress.traces_learned += len(version.lineage)
         progress.version, progress.accuracy, progress.entries = row.version, row.held_out_accuracy, row.entries
         progress.last_version_note = (f"v{row.version}: batch {row.batch_size}, {row.entries} entries, "
                                       f"held-out accuracy {row.held_out_accuracy:.3f}")
+        report()
+
+    def on_decision(decision: ControlDecision) -> None:
+        if decision.playbook_id != options.playbook_id:
+            return
+        progress.decisions += 1
+        progress.decided_batch_size, progress.decision_phase = decision.batch_size, decision.phase
         report()
 
     def on_traces(traces) -> None:
@@ -234,7 +259,7 @@ async def run_demo(
                             f"{options.playbook_id!r} from an earlier run; give a fresh --prefix (or none, for a "
                             f"new one per run)")
         async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version,
-                                    check_alive=run.check_alive) as follower:
+                                    on_decision=on_decision, check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
                                       traces=total, task_time_s=options.effective_task_time_s()),
@@ -248,7 +273,7 @@ async def run_demo(
             metrics = await read_models(run, "metrics", BatchMetrics)
             versions = await run.versions(options.playbook_id)
             dead = await run.dead_letters()
-            controller = controller_summary(settings, metrics, follower, options.playbook_id)
+            controller = controller_summary(settings, metrics, follower.decisions, options.playbook_id)
         report("stopping the topology")
 
     seen = {row.version: row for row in progress.history}  # scored live, when each version arrived
@@ -257,10 +282,9 @@ async def run_demo(
     incorporated = {t for v in versions for t in v.lineage}
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
-    plots = [
-        str(plot_accuracy(rows, baseline, out / "held_out_accuracy.png")),
-        str(plot_controller(controller, out / "controller_delay_fit.png")),
-    ]
+    controller_plot = plot_controller(controller, out / "controller_delay_fit.png")
+    plots = [str(plot_accuracy(rows, baseline, out / "held_out_accuracy.png"))]
+    plots += [str(controller_plot)] if controller_plot is not None else []
     result = DemoResult(
         started_at=started_at, wall_s=round(time.monotonic() - started, 3), options=options,
         settings=settings.model_dump(mode="json"), broker=bootstrap, traces_sent=fleet_report.traces_sent,

@@ -78,32 +78,97 @@ async def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def version_line(row, traces_sent: int, traces_total: int, llm_calls: int, next_size: str) -> str:
+    """One plain log line for a published version; ``next_size`` says what the batch after it uses."""
+    return (f"[{row.seconds_since_start:6.1f}s] traces {traces_sent}/{traces_total}  v{row.version}: "
+            f"batch {row.batch_size}, {row.entries} entries, held-out accuracy {row.held_out_accuracy:.3f}  "
+            f"next batch size {next_size}  LLM calls {llm_calls}")
+
+
+NO_NEXT_BATCH = "none (every trace is in a version)"
+
+
+class VersionLog:
+    """Holds each version's line until the size of the batch after it is known, then releases it.
+
+    With a fixed size that is known at once. With the controller on, the size a batch gets depends on when the
+    batcher sees the controller's latest decision (batches already closed keep the old size), so the line waits for
+    the next version, whose batch size is then certain; at the end of the run (or of a phase) a waiting line says
+    "pending". Once every trace is in a version, there is no next batch: "none".
+    """
+
+    def __init__(self) -> None:
+        self._seen = 0
+        self._waiting: list[tuple[object, int, int]] = []
+        """(row, traces sent, LLM calls) of versions whose line is not out yet, oldest first."""
+
+    def update(self, progress) -> list[str]:
+        """Lines that can be printed after this progress report."""
+        lines: list[str] = []
+        for row in progress.history[self._seen:]:
+            if self._waiting:  # the version after it tells exactly what the next batch was
+                lines += self._release(progress, str(row.batch_size))
+            self._waiting.append((row, progress.traces_sent, progress.llm_calls))
+        self._seen = len(progress.history)
+        if progress.traces_learned >= progress.traces_total:
+            lines += self._release(progress, NO_NEXT_BATCH)
+        elif not progress.auto_batch_size:
+            lines += self._release(progress, str(progress.batch_size))
+        return lines
+
+    def flush(self, progress) -> list[str]:
+        """Release every waiting line: the run moved on (a phase change, or the end)."""
+        return self._release(progress, NO_NEXT_BATCH if progress.traces_learned >= progress.traces_total
+                             else "pending (not batched yet)")
+
+    def _release(self, progress, next_size: str) -> list[str]:
+        lines = [version_line(row, sent, progress.traces_total, calls, next_size)
+                 for row, sent, calls in self._waiting]
+        self._waiting.clear()
+        return lines
+
+
 class PlainView:
     """One line per phase change and per version: for logs and pipes."""
 
     def __init__(self) -> None:
         self._phase = ""
-        self._versions = 0
+        self._versions = VersionLog()
+        self._last = None
 
     def __enter__(self) -> PlainView:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        if self._last is not None:
+            self._print(self._versions.flush(self._last))
 
     def update(self, progress) -> None:
+        self._last = progress
+        lines = self._versions.update(progress)
         if progress.phase != self._phase:
+            lines += self._versions.flush(progress)
             self._phase = progress.phase
-            print(f"[{progress.elapsed_s:6.1f}s] {progress.phase}", flush=True)
-        if len(progress.history) > self._versions:
-            self._versions = len(progress.history)
-            print(f"[{progress.elapsed_s:6.1f}s] traces {progress.traces_sent}/{progress.traces_total}  "
-                  f"{progress.last_version_note}  next batch size {progress.batch_size}  "
-                  f"LLM calls {progress.llm_calls}", flush=True)
+            lines.append(f"[{progress.elapsed_s:6.1f}s] {progress.phase}")
+        self._print(lines)
+
+    @staticmethod
+    def _print(lines: list[str]) -> None:
+        for line in lines:
+            print(line, flush=True)
+
+
+def batch_size_cell(progress) -> str:
+    """The live view's batch size: fixed, the controller's latest decision, or that it has not decided yet."""
+    if not progress.auto_batch_size:
+        return f"{progress.batch_size} (fixed)"
+    if progress.decided_batch_size is None:
+        return "– (controller profiling…: no decision yet)"
+    return f"{progress.decided_batch_size} (controller, {progress.decision_phase})"
 
 
 class LiveView:
-    """A rich live panel: progress bar, current version, accuracy, batch size."""
+    """A rich live panel: progress bar, current version, accuracy, batch size; ``elapsed`` ticks on its own."""
 
     def __init__(self) -> None:
         from rich.console import Console
@@ -111,6 +176,7 @@ class LiveView:
 
         self.console = Console()
         self.live = Live(console=self.console, refresh_per_second=8, transient=False)
+        self._progress = None
 
     def __enter__(self) -> LiveView:
         self.live.__enter__()
@@ -120,27 +186,47 @@ class LiveView:
         self.live.__exit__(*exc)
 
     def update(self, progress) -> None:
+        first = self._progress is None
+        self._progress = progress
+        if first:
+            self.live.update(self)  # rendered on every refresh (``__rich__``), so elapsed moves between reports
+        else:
+            self.live.refresh()
+
+    def __rich__(self):
         from rich.progress_bar import ProgressBar
         from rich.table import Table
 
+        progress = self._progress
         table = Table.grid(padding=(0, 2))
         table.add_column(style="bold cyan", justify="right")
         table.add_column()
+        if progress is None:
+            return table
         bar = ProgressBar(total=progress.traces_total, completed=progress.traces_sent, width=40)
         table.add_row("traces", bar)
         table.add_row("", f"{progress.traces_sent}/{progress.traces_total} published")
         table.add_row("phase", progress.phase)
         table.add_row("version", str(progress.version))
-        table.add_row("batch size", f"{progress.batch_size}" + (" (controller)" if progress.auto_batch_size else " (fixed)"))
+        table.add_row("batch size", batch_size_cell(progress))
         table.add_row("held-out accuracy", f"{progress.accuracy_before:.3f} -> {progress.accuracy:.3f}")
         table.add_row("playbook entries", str(progress.entries))
         table.add_row("LLM calls", f"{progress.llm_calls} (${progress.cost_usd:.4f} simulated)")
-        table.add_row("elapsed", f"{progress.elapsed_s:.1f}s")
-        self.live.update(table)
+        table.add_row("elapsed", f"{progress.elapsed_now():.1f}s")
+        return table
+
+
+def fleet_cell(options, fleet) -> str:
+    """The summary's fleet row: rounds exist only in sync mode."""
+    if options.mode == "async":
+        return f"{options.fleet} agents, async mode (continuous: no rounds)"
+    return f"{options.fleet} agents, sync mode, {fleet.rounds} round(s)"
 
 
 def print_summary(result) -> None:
     """The summary table, then where the results are."""
+    from streams.plots import controller_plot_skipped
+
     rows = [
         ("versions published", str(len(result.versions))),
         ("traces published / incorporated", f"{result.traces_sent} / {result.traces_incorporated}"),
@@ -149,7 +235,7 @@ def print_summary(result) -> None:
         ("playbook entries / tokens", f"{result.playbook_entries} / {result.playbook_tokens}"),
         ("batch sizes chosen by the controller",
          ", ".join(map(str, result.controller.chosen_batch_sizes)) or "(fixed)"),
-        ("fleet", f"{result.options.fleet} agents, {result.options.mode} mode, {result.fleet.rounds} round(s)"),
+        ("fleet", fleet_cell(result.options, result.fleet)),
         ("max staleness (versions)", str(max((v.max_staleness for v in result.versions), default=0))),
         ("LLM calls", str(result.usage.calls)),
         ("tokens (prompt / completion)", f"{result.usage.prompt_tokens} / {result.usage.completion_tokens}"),
@@ -167,5 +253,8 @@ def print_summary(result) -> None:
     print(f"results: {result.options.out / 'results.json'}")
     for plot in result.plots:
         print(f"plot:    {plot}")
+    skipped = controller_plot_skipped(result.controller)
+    if skipped is not None:
+        print(f"plot:    no controller plot ({skipped})")
     for reason in result.dead_letter_reasons[:5]:
         print(f"dead letter: {reason}")

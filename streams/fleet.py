@@ -69,6 +69,8 @@ class PlaybookFollower:
     bootstrap: str
     profile: BrokerProfile
     on_version: Callable[[PlaybookVersion], None] | None = None
+    on_decision: Callable[[ControlDecision], None] | None = None
+    """Called for each batch-size decision on the control topic (the demo shows it)."""
     check_alive: Callable[[], None] | None = None
     """Called while waiting; raises if what should produce the awaited records has died (e.g. the worker)."""
     latest: dict[str, PlaybookVersion] = field(default_factory=dict)
@@ -125,6 +127,8 @@ class PlaybookFollower:
             decision = ControlDecision.from_json_bytes(value)
             self.decisions.append(decision)
             self.batch_sizes[decision.playbook_id] = decision.batch_size
+            if self.on_decision is not None:
+                self.on_decision(decision)
         else:
             letter = DeadLetter.from_json_bytes(value)
             self.dead_letters.append(letter)

@@ -10,6 +10,7 @@ JSON body; connections close.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,27 @@ class WorkerReadiness:
             states["broker"] = "unreachable"
             ready = False
         return ready, states
+
+
+def ready_line(states: dict[str, str]) -> str:
+    """The line a worker prints once it is ready: its stages, in order."""
+    return f"worker: ready ({', '.join(name for name in states if name != 'broker')})"
+
+
+async def wait_until_ready(readiness: WorkerReadiness, stop: asyncio.Event, poll_s: float = 0.2) -> bool:
+    """True once every stage of the worker is consuming; False if ``stop`` is set first."""
+    while not stop.is_set():
+        if readiness.report()[0]:
+            return True
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), poll_s)
+    return False
+
+
+async def announce_ready(readiness: WorkerReadiness, stop: asyncio.Event, write: Callable[[str], None]) -> None:
+    """Write :func:`ready_line` once, when the worker becomes ready (``combee worker`` prints it on stderr)."""
+    if await wait_until_ready(readiness, stop):
+        write(ready_line(readiness.report()[1]))
 
 
 class HealthServer:

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
 
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
-from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion, utc_now
+from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, utc_now
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile, close_client
-from streams.runtime import consumer_config, end_offsets, read_topic
+from streams.runtime import consumer_config, end_offsets
 from streams.topics import TOPICS
 
 
@@ -89,6 +93,28 @@ async def tail_versions(
     return printed
 
 
+@dataclass(frozen=True)
+class DeadLetterKind:
+    """Dead letters of one stage and reason class (``error_type``), with one example reason."""
+
+    stage: str
+    error_type: str
+    count: int
+    example: str
+
+
+def dead_letter_breakdown(letters: Iterable[DeadLetter]) -> list[DeadLetterKind]:
+    """Dead letters grouped by (stage, error_type), most frequent first; the first reason of each as its example."""
+    counts: Counter[tuple[str, str]] = Counter()
+    examples: dict[tuple[str, str], str] = {}
+    for letter in letters:
+        kind = (letter.stage, letter.error_type)
+        counts[kind] += 1
+        examples.setdefault(kind, letter.reason)
+    return [DeadLetterKind(stage, error_type, count, examples[(stage, error_type)])
+            for (stage, error_type), count in sorted(counts.items(), key=lambda item: (-item[1], item[0]))]
+
+
 @dataclass
 class RunStatus:
     topics: dict[str, int] = field(default_factory=dict)
@@ -100,6 +126,7 @@ class RunStatus:
     batch_sizes: dict[str, str] = field(default_factory=dict)
     """playbook -> batch size of its latest batch, or the controller's latest decision (with its phase)"""
     dead_letters: int = 0
+    dead_letter_kinds: list[DeadLetterKind] = field(default_factory=list)
     waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
     """playbook -> (traces batched but not yet in a version, age in seconds of the oldest such batch)"""
     stall_warning_s: float = 180.0
@@ -120,56 +147,103 @@ def waiting_batches(
 
 STAGE_INPUTS = {"reflect": "traces", "batch": "reflections", "aggregate": "shuffle", "reduce": "partials",
                 "control": "metrics"}
+STATUS_READS = ("playbook", "batches", "control", "dlq")
+"""Topics ``status`` reads whole (to their ends as measured at the start)."""
+
+
+async def read_to_ends(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int], *,
+                       deadline_s: float = 30.0) -> dict[str, list[ConsumerRecord]]:
+    """Every record of the partitions in ``ends`` from the beginning up to those end offsets, by topic.
+
+    One consumer (not in a group) reads them all at once and stops as soon as each partition reached its end: no
+    idle wait. Records written after the ends were measured are left out (a snapshot)."""
+    records: dict[str, list[ConsumerRecord]] = {tp.topic: [] for tp in ends}
+    todo = [tp for tp, end in ends.items() if end > 0]
+    if not todo:
+        return records
+    consumer.assign(todo)
+    await consumer.seek_to_beginning(*todo)
+    started = time.monotonic()
+    while todo:
+        if time.monotonic() - started > deadline_s:
+            raise TimeoutError(f"reading {sorted({tp.topic for tp in todo})} did not reach their ends within "
+                               f"{deadline_s} s")
+        batch = await consumer.getmany(*todo, timeout_ms=200)
+        for tp, tp_records in batch.items():
+            records[tp.topic].extend(r for r in tp_records if r.offset < ends[tp])
+        todo = [tp for tp in todo if await consumer.position(tp) < ends[tp]]
+    for topic_records in records.values():
+        topic_records.sort(key=lambda r: (r.partition, r.offset))
+    return records
+
+
+async def committed_lag(admin: AIOKafkaAdminClient, group: str, ends: dict[TopicPartition, int]) -> int:
+    """Records of ``ends``' partitions that ``group`` has not committed yet."""
+    committed = await admin.list_consumer_group_offsets(group, partitions=list(ends))
+    done = sum(meta.offset for meta in committed.values() if meta is not None and meta.offset >= 0)
+    return max(0, sum(ends.values()) - done)
 
 
 async def collect_status(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> RunStatus:
-    """Topics and their sizes, lag of each stage's consumer group, current version and batch size per playbook."""
+    """Topics and their sizes, lag of each stage's consumer group, current version and batch size per playbook,
+    and the dead letters by stage and reason class.
+
+    One consumer does all the reading: one metadata fetch, the end offsets of every partition in one call, then
+    ``playbook``, ``batches``, ``control`` and ``dlq`` read up to those ends; the groups' committed offsets are
+    asked for concurrently meanwhile."""
     status = RunStatus(stall_warning_s=settings.stall_warning_s)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
+    await asyncio.gather(admin.start(), consumer.start())
     try:
         existing = await consumer.topics()  # a full metadata fetch: partitions of every topic
-        partitions_of = {
-            settings.topic(spec.name): consumer.partitions_for_topic(settings.topic(spec.name)) or set()
+        tps_of = {
+            spec.name: [TopicPartition(settings.topic(spec.name), p)
+                        for p in sorted(consumer.partitions_for_topic(settings.topic(spec.name)) or ())]
             for spec in TOPICS
             if settings.topic(spec.name) in existing
         }  # read before end_offsets() assigns partitions (which narrows the consumer's metadata)
-        for spec in TOPICS:
-            name = settings.topic(spec.name)
-            if name not in partitions_of:
-                continue
-            partitions = partitions_of[name]
-            status.topics[name] = len(partitions)
-            tps = [TopicPartition(name, p) for p in partitions]
-            ends = await end_offsets(consumer, profile, tps)
-            status.end_offsets[name] = sum(ends.values())
-            stage = next((s for s, t in STAGE_INPUTS.items() if t == spec.name), None)
-            if stage is not None and tps:
-                committed = await admin.list_consumer_group_offsets(settings.group(stage), partitions=tps)
-                done = sum(meta.offset for meta in committed.values() if meta is not None and meta.offset >= 0)
-                status.lag[stage] = max(0, status.end_offsets[name] - done)
-        manifests: list[BatchManifest] = []
-        if settings.topic("playbook") in status.topics:
-            records = await read_topic(bootstrap, profile, settings.topic("playbook"))
-            for version in valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records):
-                status.versions[version.playbook_id] = version.version
-        if settings.topic("batches") in status.topics:
-            records = await read_topic(bootstrap, profile, settings.topic("batches"))
-            manifests = valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records)
-            for manifest in manifests:
-                status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
-        status.waiting = waiting_batches(manifests, status.versions, utc_now())
-        if settings.topic("control") in status.topics:
-            for record in await read_topic(bootstrap, profile, settings.topic("control")):
-                decision = ControlDecision.from_json_bytes(record.value)
-                status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
-        status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
+        ends = await end_offsets(consumer, profile, [tp for tps in tps_of.values() for tp in tps])
+        ends_of = {name: {tp: ends[tp] for tp in tps} for name, tps in tps_of.items()}
+        for name, tps in tps_of.items():
+            status.topics[settings.topic(name)] = len(tps)
+            status.end_offsets[settings.topic(name)] = sum(ends_of[name].values())
+        stages = [stage for stage, topic in STAGE_INPUTS.items() if tps_of.get(topic)]
+        lags = asyncio.gather(*(committed_lag(admin, settings.group(stage), ends_of[STAGE_INPUTS[stage]])
+                                for stage in stages))
+        wanted = {tp: end for name in STATUS_READS for tp, end in ends_of.get(name, {}).items()}
+        read = await read_to_ends(consumer, wanted)
+        status.lag = dict(zip(stages, await lags))
+        fill_from_records(status, settings, read)
     finally:
         await close_client(consumer.stop(), "the status consumer")
         await close_client(admin.close(), "the admin client")
     return status
+
+
+def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[str, list[ConsumerRecord]]) -> None:
+    """Versions, batch sizes, waiting batches and dead letters from the records of ``STATUS_READS``."""
+    records = {name: read.get(settings.topic(name), []) for name in STATUS_READS}
+    for version in valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records["playbook"]):
+        status.versions[version.playbook_id] = version.version
+    manifests = valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records["batches"])
+    for manifest in manifests:
+        status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
+    status.waiting = waiting_batches(manifests, status.versions, utc_now())
+    for record in records["control"]:
+        decision = ControlDecision.from_json_bytes(record.value)
+        status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
+    status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
+    status.dead_letter_kinds = dead_letter_breakdown(read_dead_letter(r.value) for r in records["dlq"])
+
+
+def read_dead_letter(value: bytes | None) -> DeadLetter:
+    """A ``dlq`` record as a :class:`DeadLetter`; one that is not a valid dead letter is shown as such."""
+    try:
+        return DeadLetter.from_json_bytes(value or b"")
+    except (ValueError, ValidationError) as error:
+        return DeadLetter(stage="?", reason=f"not a valid dead letter: {str(error)[:200]}",
+                          error_type="UnreadableDeadLetter", original_size=len(value or b""), occurred_at=utc_now())
 
 
 def format_status(status: RunStatus) -> str:
@@ -195,4 +269,17 @@ def format_status(status: RunStatus) -> str:
     if not status.versions and not status.waiting:
         lines.append("  (no version published yet)")
     lines.append(f"dead letters: {status.dead_letters}")
+    lines += format_dead_letter_kinds(status.dead_letter_kinds)
     return "\n".join(lines)
+
+
+def format_dead_letter_kinds(kinds: list[DeadLetterKind], example_chars: int = 100) -> list[str]:
+    """One line per (stage, reason class) with its count, then an example reason (shortened) under it."""
+    lines = []
+    for kind in kinds:
+        example = " ".join(kind.example.split())
+        if len(example) > example_chars:
+            example = example[:example_chars - 1] + "…"
+        lines.append(f"  {kind.stage:<10} {kind.error_type:<24} {kind.count:>6}")
+        lines.append(f"      e.g. {example}")
+    return lines

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,6 +12,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
 if TYPE_CHECKING:
     from streams.demo import ControllerSummary, VersionRow
@@ -36,37 +39,83 @@ def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Pa
     return path
 
 
-def plot_controller(summary: ControllerSummary, path: Path) -> Path:
-    """The controller's delay samples (per trace, vs batch size, log-log), its power-law fit and its choices."""
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+def controller_plot_skipped(summary: ControllerSummary) -> str | None:
+    """Why there is no controller plot (the controller was off, or never decided), or None when there is one."""
+    if not summary.auto:
+        return "the batch size was fixed: the controller was off"
+    if not summary.chosen_batch_sizes:
+        return "the controller made no decision in this run"
+    return None
+
+
+def plain_number(value: float, _position: object = None) -> str:
+    """A tick label without scientific notation: 5, 40, 0.25, 0.0012."""
+    return f"{value:.4g}" if value < 1e4 else f"{value:,.0f}"
+
+
+def delay_ticks(delays: Sequence[float]) -> list[float]:
+    """1-2-5 steps spanning the delays, so a log axis has several plain labels rather than one per decade."""
+    lo, hi = min(delays), max(delays)
+    ticks: list[float] = []
+    decade = 10.0 ** math.floor(math.log10(lo))
+    while decade <= hi * 10:
+        ticks += [step * decade for step in (1, 2, 5) if lo / 1.5 <= step * decade <= hi * 1.5]
+        decade *= 10
+    return ticks
+
+
+def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
+    """The delay samples (per trace, vs batch size, log-log), the controller's own fit, τ and its last choice with
+    its reason. Nothing is written when the controller was off or never decided (see
+    :func:`controller_plot_skipped`); returns the path written, or None."""
+    if controller_plot_skipped(summary) is not None:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=120)
     unit = "LLM critical path" if summary.clock == "modelled" else "wall delay, batch closed to version"
-    if summary.samples:
-        ax.scatter([s.batch_size for s in summary.samples], [max(s.per_trace_delay_s, 1e-9) for s in summary.samples],
-                   s=18, color="#1f77b4", alpha=0.8, label=f"samples ({len(summary.samples)} batches)", zorder=3)
-    sizes = [s.batch_size for s in summary.samples]
-    if summary.fit_A is not None and summary.fit_alpha is not None and sizes:
-        lo, hi = max(1, min(sizes) * 0.8), max(sizes) * 1.25
+    points = [s for s in summary.samples if s.per_trace_delay_s > 0]
+    fitted = [s for s in summary.fit_samples if s.per_trace_delay_s > 0]
+    ax.scatter([s.batch_size for s in points], [s.per_trace_delay_s for s in points], s=34, facecolors="none",
+               edgecolors="#7f7f7f", linewidths=0.9, label=f"every batch of the run ({len(points)})", zorder=2)
+    if fitted:
+        ax.scatter([s.batch_size for s in fitted], [s.per_trace_delay_s for s in fitted], s=14, color="#1f77b4",
+                   label=f"samples behind the last decision ({len(fitted)})", zorder=3)
+    sizes = sorted({s.batch_size for s in points} | set(summary.chosen_batch_sizes))
+    delays = [s.per_trace_delay_s for s in points]
+    chosen = summary.chosen_batch_sizes[-1]
+    if summary.fit_A is not None and summary.fit_alpha is not None:
+        lo, hi = max(1.0, min(sizes) * 0.8), max(sizes) * 1.25
         grid = [lo * (hi / lo) ** (i / 99) for i in range(100)]
-        ax.plot(grid, [summary.fit_A * g ** (-summary.fit_alpha) for g in grid], color="#d62728", linewidth=1.6,
-                label=f"fit T(bs) = {summary.fit_A:.3g}·bs^-{summary.fit_alpha:.2f}  (r² = {summary.fit_r2:.2f})")
-    if summary.chosen_batch_sizes:
-        last = summary.chosen_batch_sizes[-1]
-        ax.axvline(last, color="#2ca02c", linestyle="--", linewidth=1.2, label=f"controller's last choice: {last}")
+        curve = [summary.fit_A * g ** (-summary.fit_alpha) for g in grid]
+        delays += curve
+        ax.plot(grid, curve, color="#d62728", linewidth=1.6,
+                label=f"controller's fit T(bs) = {summary.fit_A:.3g}·bs^-{summary.fit_alpha:.2f}"
+                      f"  (r² = {summary.fit_r2:.2f})")
+        at = summary.fit_A * chosen ** (-summary.fit_alpha)
+        ax.plot([chosen], [at], marker="*", markersize=16, color="#2ca02c", zorder=4, linestyle="none",
+                label=f"chosen batch size {chosen} ({summary.last_phase})")
+    else:
+        ax.axvline(chosen, color="#2ca02c", linestyle="--", linewidth=1.4,
+                   label=f"chosen batch size {chosen} ({summary.last_phase}: no fit yet)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("batch size (traces per version)")
+    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
+    ax.xaxis.set_minor_locator(NullLocator())
+    if delays:
+        ax.yaxis.set_major_locator(FixedLocator(delay_ticks(delays)))
+        ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
+        ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
     ax.set_ylabel(f"per-trace delay, s ({unit})")
-    title = "Controller: delay per trace vs batch size"
-    if not summary.auto:
-        title += " (fixed batch size: no retuning)"
-    if summary.fit_A is None:
-        ax.text(0.5, 0.5, "fewer than 2 distinct batch sizes: no fit", transform=ax.transAxes, ha="center",
-                color="grey")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="upper right", fontsize=8)
-    fig.tight_layout()
+    ax.set_title("Controller: delay per trace vs batch size")
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    note = [f"τ = {summary.tau:g}: the controller picks bs* where one more trace per batch cuts the per-trace delay "
+            f"(normalised at bs = 1) by less than τ.",
+            f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
+    fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
+             color="#333333")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
     fig.savefig(path)
     plt.close(fig)
     return path

@@ -27,6 +27,11 @@ def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, 
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "Combee demo summary" in completed.stdout
     assert "held-out accuracy before -> after" in completed.stdout
+    # Fixed size: each version's line says the size the next batch uses, the last that no traces are left.
+    version_lines = [line for line in completed.stdout.splitlines() if "held-out accuracy 0" in line]
+    assert len(version_lines) == 4 and all("next batch size 20 " in line for line in version_lines[:3])
+    assert "next batch size none (every trace is in a version)" in version_lines[3]
+    assert "no controller plot (the batch size was fixed: the controller was off)" in completed.stdout
 
     result = DemoResult.model_validate_json((out / "results.json").read_text())
     assert result.traces_sent == 80 and result.traces_incorporated == 80
@@ -37,6 +42,7 @@ def test_demo_command_learns_and_writes_results_and_plots(kafka, unique_prefix, 
     assert not result.controller.auto and result.controller.chosen_batch_sizes == []
     assert len(result.controller.samples) == 4
     assert result.usage.calls > 0 and result.usage.cost_usd > 0
+    assert [Path(plot).name for plot in result.plots] == ["held_out_accuracy.png"]
     for plot in result.plots:
         assert Path(plot).read_bytes()[:8] == PNG_MAGIC
         assert Path(plot).stat().st_size > 10_000
@@ -67,4 +73,7 @@ async def test_async_demo_with_the_controller_reports_staleness_and_decisions(ka
     assert max(row.max_staleness for row in result.versions) >= 1
     assert result.accuracy_after > result.accuracy_before
     assert seen and seen[-1].phase == "done"
+    # The plot is the controller's own fit and choice, from its last decision.
+    assert Path(tmp_path / "controller_delay_fit.png").read_bytes()[:8] == PNG_MAGIC
+    assert result.controller.last_reason and result.controller.last_phase in ("profiling", "fitted")
 

@@ -54,6 +54,22 @@ async def test_health_server_answers_404_and_503_until_ready():
 
 
 @pytest.mark.slow
+async def _stderr_until(process: subprocess.Popen, text: str, timeout_s: float) -> str:
+    """Lines of the process's stderr up to the first that holds ``text``; AssertionError after ``timeout_s``."""
+    seen: list[str] = []
+
+    def read() -> None:
+        while not seen or text not in seen[-1]:
+            line = process.stderr.readline()
+            if not line:
+                return
+            seen.append(line)
+
+    await asyncio.wait_for(asyncio.to_thread(read), timeout_s)
+    assert seen and text in seen[-1], "".join(seen)
+    return "".join(seen)
+
+
 async def test_worker_with_health_port_is_alive_then_ready_and_stops_on_sigterm(kafka, unique_prefix):
     port = find_free_port()
     env = env_without_combee()
@@ -69,6 +85,9 @@ async def test_worker_with_health_port_is_alive_then_ready_and_stops_on_sigterm(
         assert status == 200, body
         for stage in ("reflect", "batch", "aggregate", "reduce", "control"):
             assert f'"{stage}":"consuming"'.encode() in body
+        # The worker says so on stderr too, once (for whoever runs it without a probe).
+        seen = await _stderr_until(process, "worker: ready", 30)
+        assert "worker: ready (reflect, batch, aggregate, reduce, control)" in seen
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(process.wait, 30)

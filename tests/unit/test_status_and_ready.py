@@ -1,0 +1,74 @@
+"""``combee status``'s dead-letter breakdown and ``combee worker``'s ready line (issue 20)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+from combee_core.models import DeadLetter
+from streams.health import WorkerReadiness, announce_ready, ready_line
+from streams.observe import DeadLetterKind, RunStatus, dead_letter_breakdown, format_status, read_dead_letter
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _letter(stage: str, error_type: str, reason: str) -> DeadLetter:
+    return DeadLetter(stage=stage, reason=reason, error_type=error_type, original_size=1, occurred_at=NOW)
+
+
+def test_dead_letters_are_grouped_by_stage_and_reason_class_most_frequent_first_with_the_first_reason():
+    letters = [_letter("reflect", "TraceRejected", "invalid JSON: x"),
+               _letter("aggregate", "LLMError", "timeout"),
+               _letter("reflect", "TraceRejected", "schema: missing trace_id"),
+               _letter("reflect", "LLMError", "rate limited")]
+    assert dead_letter_breakdown(letters) == [
+        DeadLetterKind("reflect", "TraceRejected", 2, "invalid JSON: x"),
+        DeadLetterKind("aggregate", "LLMError", 1, "timeout"),
+        DeadLetterKind("reflect", "LLMError", 1, "rate limited"),
+    ]
+
+
+def test_status_shows_each_kind_of_dead_letter_with_a_short_example():
+    kinds = [DeadLetterKind("reflect", "TraceRejected", 3, "invalid JSON:\n  " + "x" * 300)]
+    report = format_status(RunStatus(dead_letters=3, dead_letter_kinds=kinds))
+    lines = report.splitlines()
+    at = lines.index("dead letters: 3")
+    assert lines[at + 1].split() == ["reflect", "TraceRejected", "3"]
+    assert lines[at + 2].strip().startswith("e.g. invalid JSON: xxx") and lines[at + 2].endswith("…")
+    assert len(lines[at + 2]) < 120
+
+
+def test_a_record_on_the_dlq_that_is_not_a_dead_letter_is_counted_as_unreadable():
+    letter = read_dead_letter(b"garbage")
+    assert (letter.stage, letter.error_type) == ("?", "UnreadableDeadLetter")
+
+
+class _Stage:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.started = asyncio.Event()
+
+
+async def test_the_worker_says_once_that_it_is_ready_when_every_stage_consumes():
+    stages = [_Stage("reflect"), _Stage("batch")]
+    forever = asyncio.create_task(asyncio.Event().wait())
+    readiness = WorkerReadiness()
+    readiness.watch(stages, [forever, forever])
+    lines: list[str] = []
+    announcer = asyncio.create_task(announce_ready(readiness, asyncio.Event(), lines.append))
+    stages[0].started.set()
+    await asyncio.sleep(0.5)
+    assert lines == []  # batch has not joined its group yet
+    stages[1].started.set()
+    await asyncio.wait_for(announcer, 5)
+    assert lines == ["worker: ready (reflect, batch)"]
+    forever.cancel()
+
+
+async def test_a_worker_stopped_before_it_was_ready_says_nothing():
+    stop = asyncio.Event()
+    stop.set()
+    lines: list[str] = []
+    await asyncio.wait_for(announce_ready(WorkerReadiness(), stop, lines.append), 5)
+    assert lines == []
+    assert ready_line({"reflect": "consuming", "broker": "unreachable"}) == "worker: ready (reflect)"
