@@ -73,8 +73,11 @@ class CombeeModel(BaseModel):
         return orjson.dumps(self.model_dump(mode="json"))
 
     @classmethod
-    def from_json_bytes(cls, data: bytes | str):
-        """Parse and validate wire bytes; raises ``pydantic.ValidationError`` or ``orjson.JSONDecodeError``."""
+    def from_json_bytes(cls, data: bytes | str | None):
+        """Parse and validate wire bytes. Every bad input raises a ``ValueError``: ``pydantic.ValidationError``,
+        ``orjson.JSONDecodeError``, or a plain ``ValueError`` for a record without a value (a tombstone)."""
+        if not isinstance(data, (bytes, bytearray, memoryview, str)):
+            raise ValueError(f"no JSON to read: the record's value is {type(data).__name__}")
         return cls.model_validate(orjson.loads(data))
 
 

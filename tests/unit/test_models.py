@@ -124,3 +124,9 @@ def test_values_read_back_keep_their_json_types():
     metadata = {"flag": True, "n": 3, "x": 0.5, "s": "3"}
     decoded = Trace.from_json_bytes(make_trace(metadata=metadata).to_json_bytes())
     assert decoded.metadata == metadata and [type(v) for v in decoded.metadata.values()] == [bool, int, float, str]
+
+
+@pytest.mark.parametrize("value", [None, b"", b"[1]", b"\xff", b'{"trace_id": 3}'])
+def test_every_unreadable_record_is_a_value_error_that_stages_dead_letter(value):
+    with pytest.raises(ValueError):
+        Trace.from_json_bytes(value)
