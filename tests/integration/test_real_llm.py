@@ -36,6 +36,8 @@ MAX_TOKENS = 96
 MAX_WAIT_S = 5.0
 SLACK = 4.0
 """Multiple of the measured worst case the run may take (aggregator prompts are longer than the warm-up's)."""
+FLOOR_S = 600.0
+"""Never less than this: a warm-up that happened to answer briefly, or in a lull, must not make the deadline tight."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class MeasuredModel:
     def deadline_s(self, settings: CombeeSettings, traces: int) -> float:
         """Time for the slowest run: every call (TRACES reflections, k aggregations, 1 reduction) failing once."""
         worst_calls = (traces + 2 + 1) * (1 + settings.llm_max_retries)
-        return 30.0 + settings.max_wait_s + SLACK * worst_calls * self.call_s
+        return max(FLOOR_S, 30.0 + settings.max_wait_s + SLACK * worst_calls * self.call_s)
 
 
 def run_settings(prefix: str, server: LocalModelServer) -> CombeeSettings:
