@@ -46,16 +46,20 @@ class MeasuredModel:
     call_s: float
     """Seconds one reflector call with ``MAX_TOKENS`` took here, just before the run."""
 
+    def settings(self, prefix: str) -> CombeeSettings:
+        """The run's settings; a call may take 5 times the warm-up's (it can queue behind another role's call)."""
+        return run_settings(prefix, self.server, timeout_s=max(90.0, 5 * self.call_s))
+
     def deadline_s(self, settings: CombeeSettings, traces: int) -> float:
         """Time for the slowest run: every call (TRACES reflections, k aggregations, 1 reduction) failing once."""
         worst_calls = (traces + 2 + 1) * (1 + settings.llm_max_retries)
         return max(FLOOR_S, 30.0 + settings.max_wait_s + SLACK * worst_calls * self.call_s)
 
 
-def run_settings(prefix: str, server: LocalModelServer) -> CombeeSettings:
+def run_settings(prefix: str, server: LocalModelServer, *, timeout_s: float) -> CombeeSettings:
     return CombeeSettings.load(
         env={}, topic_prefix=prefix, partitions=2, batch_size=BATCH, p=2, max_wait_s=MAX_WAIT_S,
-        llm_max_tokens=MAX_TOKENS, llm_max_retries=RETRIES, llm_timeout_s=90, llm_concurrency=1,
+        llm_max_tokens=MAX_TOKENS, llm_max_retries=RETRIES, llm_timeout_s=timeout_s, llm_concurrency=1,
         **server.settings_overrides(),
     )
 
@@ -64,8 +68,7 @@ def run_settings(prefix: str, server: LocalModelServer) -> CombeeSettings:
 def local_model() -> Iterator[MeasuredModel]:
     """llama.cpp's OpenAI-compatible server with SmolLM2-135M (extra [local-llm], part of [test]), timed once."""
     with LocalModelServer(n_ctx=4096, n_threads=1) as server:
-        settings = run_settings("warm-up.", server)
-        roles = LLMRoles(LLMConfig.from_settings(settings))
+        roles = LLMRoles(LLMConfig.from_settings(run_settings("warm-up.", server, timeout_s=600.0)))
         warm_up = make_traces(1, seed=99)[0]
         started = time.monotonic()
         with contextlib.suppress(LLMError):  # an unusable answer takes as long: it is the time that counts
@@ -87,7 +90,7 @@ async def accounted_for(run: InProcessPipeline, trace_ids: set[str], *, timeout_
 
 async def test_traces_through_every_stage_with_a_real_model(kafka, unique_prefix, local_model):
     model = local_model.server
-    settings = run_settings(unique_prefix, model)
+    settings = local_model.settings(unique_prefix)
     traces = make_traces(TRACES, seed=11)
     trace_ids = {t.trace_id for t in traces}
     deadline_s = local_model.deadline_s(settings, TRACES)
@@ -100,7 +103,7 @@ async def test_traces_through_every_stage_with_a_real_model(kafka, unique_prefix
     summary = (f"{len(versions)} version(s), {len(dead)} dead letter(s) ({dict(Counter(d.stage for d in dead))}), "
                f"{len(run.calls)} call attempts ({dict(Counter(c.role for c in run.calls))}, "
                f"{sum(c.error is not None for c in run.calls)} failed), {elapsed:.0f}s of a {deadline_s:.0f}s deadline "
-               f"(warm-up call {local_model.call_s:.1f}s)")
+               f"(warm-up call {local_model.call_s:.1f}s, call timeout {settings.llm_timeout_s:.0f}s)")
 
     # At least one version, built by the real model's calls.
     assert versions, f"no version published: {summary}"
