@@ -21,5 +21,15 @@ MAX_INSIGHTS_PER_REFLECTION = 16
 MAX_TAGS_PER_REFLECTION = 64
 MAX_OPERATIONS_PER_UPDATE = 256
 
-MAX_DEAD_LETTER_ORIGINAL_BYTES = 4 * 1_048_576
-"""Dead letters keep the original message up to this size; beyond it they keep the head and say `truncated`."""
+MAX_DEAD_LETTER_ORIGINAL_BYTES = 65_536
+"""Dead letters keep at most this many bytes of the original message (its head), with its full size and sha256."""
+
+MAX_DEAD_LETTER_REASON_CHARS = 4_000
+MAX_DEAD_LETTER_KEY_CHARS = 1_024
+MAX_DEAD_LETTER_NAME_CHARS = 256
+"""Stage, error type and topic names in a dead letter."""
+
+MAX_DEAD_LETTER_BYTES = 512 * 1024
+"""Upper bound of a serialised dead letter, whatever the input: its text fields are capped above and JSON escapes at
+most 6 bytes per character (``\\u0001``), so 6 x (64 KiB + 4,000 + 1,024 + ...) stays below it. Far under any
+producer's max request size (1 MiB by default, 8 MiB here), so a dead letter can always be sent."""

@@ -2,7 +2,9 @@
 
 Every model carries ``schema_version`` so consumers can refuse what they do not understand. Free-text
 fields have size limits; a value over a limit is rejected by pydantic with a message naming the field
-and the limit (the stream turns that into a dead letter).
+and the limit (the stream turns that into a dead letter). Validation is strict, as the published JSON Schemas are:
+no ``"3"`` or ``true`` for an integer, no ``"yes"`` or ``1`` for a boolean, no number for a string; a date-time is an
+ISO 8601 string (or a ``datetime`` in Python), never a number.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from combee_core import limits
 
@@ -33,11 +35,27 @@ InsightText = Annotated[str, Field(min_length=1, max_length=limits.MAX_INSIGHT_C
 TagValue = Literal["helpful", "harmful", "neutral"]
 
 
+def _iso_datetime_only(value: Any) -> Any:
+    """Let only ISO 8601 strings (and ``datetime`` objects) through to datetime parsing: not Unix times."""
+    if isinstance(value, (str, datetime)):
+        return value
+    raise ValueError(f"a date-time must be an ISO 8601 string, got {type(value).__name__}")
+
+
+Timestamp = Annotated[datetime, Field(strict=False), BeforeValidator(_iso_datetime_only)]
+"""A date-time field: strict models refuse strings for ``datetime``, but on the wire it is an ISO 8601 string."""
+
+
 def first_error(error: ValidationError) -> str:
     """The first problem of a validation error, as ``field.path: message`` (``<root>`` for the value itself)."""
     first = error.errors()[0]
     where = ".".join(str(part) for part in first["loc"]) or "<root>"
     return f"{where}: {first['msg']}"
+
+
+def _base64_length(size: int) -> int:
+    """Characters of the base64 encoding of ``size`` bytes."""
+    return 4 * ((size + 2) // 3)
 
 
 def utc_now() -> datetime:
@@ -46,17 +64,20 @@ def utc_now() -> datetime:
 
 
 class CombeeModel(BaseModel):
-    """Base for every wire model: strict about unknown fields, frozen, JSON via orjson."""
+    """Base for every wire model: strict about types and unknown fields, frozen, JSON via orjson."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     def to_json_bytes(self) -> bytes:
         """Serialise to compact JSON bytes (the wire format)."""
         return orjson.dumps(self.model_dump(mode="json"))
 
     @classmethod
-    def from_json_bytes(cls, data: bytes | str):
-        """Parse and validate wire bytes; raises ``pydantic.ValidationError`` or ``orjson.JSONDecodeError``."""
+    def from_json_bytes(cls, data: bytes | str | None):
+        """Parse and validate wire bytes. Every bad input raises a ``ValueError``: ``pydantic.ValidationError``,
+        ``orjson.JSONDecodeError``, or a plain ``ValueError`` for a record without a value (a tombstone)."""
+        if not isinstance(data, (bytes, bytearray, memoryview, str)):
+            raise ValueError(f"no JSON to read: the record's value is {type(data).__name__}")
         return cls.model_validate(orjson.loads(data))
 
 
@@ -109,7 +130,7 @@ class Trace(CombeeModel):
     metadata: Annotated[dict[str, MetadataValue], Field(max_length=limits.MAX_METADATA_KEYS)] = Field(
         default_factory=dict
     )
-    created_at: datetime
+    created_at: Timestamp
 
     @field_validator("metadata")
     @classmethod
@@ -180,7 +201,7 @@ class ShuffledReflection(CombeeModel):
     batch_size: int = Field(ge=1, description="Number of distinct reflections in the batch.")
     base_version: int = Field(ge=0, description="Playbook version the batch will be applied to.")
     position: int = Field(ge=0, description="Order of this copy inside its subgroup (set by the seeded shuffle).")
-    batch_closed_at: datetime = Field(description="When the batcher closed the batch (delay measurement).")
+    batch_closed_at: Timestamp = Field(description="When the batcher closed the batch (delay measurement).")
     reflection: Reflection
 
     @property
@@ -266,7 +287,7 @@ class PartialUpdate(CombeeModel):
     model: str = ""
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = Field(default=0.0, ge=0.0)
-    batch_closed_at: datetime
+    batch_closed_at: Timestamp
     max_staleness: int = Field(default=0, ge=0)
 
 
@@ -289,7 +310,7 @@ class BatchManifest(CombeeModel):
     subgroup_sizes: list[int]
     target_batch_size: int = Field(ge=1)
     closed_by: Literal["size", "max_wait"]
-    closed_at: datetime
+    closed_at: Timestamp
     trace_digests: list[str | None] | None = Field(
         default=None, description="Trace.digest() of each trace, in batch order, when the reflections carried them."
     )
@@ -344,7 +365,7 @@ class PlaybookVersion(CombeeModel):
     lineage: list[str] = Field(description="Sorted trace_ids whose reflections made this version.")
     stats: VersionStats
     content_hash: str = Field(description="sha256 of the deterministic fields (all but stats timing).")
-    published_at: datetime
+    published_at: Timestamp
 
     @staticmethod
     def compute_hash(
@@ -408,30 +429,45 @@ class ControlDecision(CombeeModel):
     tau: float
     samples: list[DelaySample] = Field(default_factory=list)
     reason: str
-    decided_at: datetime
+    decided_at: Timestamp
 
 
 # ---------------------------------------------------------------------------------------------- dead letters
 
 
 class DeadLetter(CombeeModel):
-    """A message a stage could not process, kept with the reason instead of being dropped."""
+    """A message a stage could not process, kept with the reason instead of being dropped.
+
+    Bounded whatever the input: only the first 64 KiB of the original are kept, with its full size and sha256, and
+    every text field is capped, so a dead letter serialises to less than 512 KiB and can always be produced.
+    """
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    stage: str
-    reason: str
-    error_type: str
-    original_text: str | None = Field(default=None, description="The original bytes when they are valid UTF-8.")
-    original_base64: str | None = Field(default=None, description="The original bytes otherwise.")
-    original_size: int = Field(ge=0)
+    stage: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_NAME_CHARS)]
+    reason: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_REASON_CHARS)]
+    error_type: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_NAME_CHARS)]
+    original_text: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_ORIGINAL_BYTES)] | None = Field(
+        default=None, description="The original bytes (at most the first 64 KiB) when they are valid UTF-8."
+    )
+    original_base64: Annotated[str, Field(max_length=_base64_length(limits.MAX_DEAD_LETTER_ORIGINAL_BYTES))] | None = (
+        Field(default=None, description="The original bytes (at most the first 64 KiB) otherwise.")
+    )
+    original_size: int = Field(ge=0, description="Size of the whole original message, in bytes.")
+    original_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="sha256 (hex) of the whole original message, kept or not."
+    )
     truncated: bool = Field(default=False, description="True when only the first bytes of the original are kept.")
-    topic: str | None = None
+    topic: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_NAME_CHARS)] | None = None
     partition: int | None = None
     offset: int | None = None
-    key: str | None = None
-    trace_id: str | None = None
-    playbook_id: str | None = None
-    occurred_at: datetime
+    key: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_KEY_CHARS)] | None = None
+    trace_id: Annotated[str, Field(max_length=limits.MAX_ID_CHARS)] | None = Field(
+        default=None, description="The record's trace_id when it had a readable one, even if the record was invalid."
+    )
+    playbook_id: Annotated[str, Field(max_length=limits.MAX_PLAYBOOK_ID_CHARS)] | None = Field(
+        default=None, description="The record's playbook_id when it had a readable one."
+    )
+    occurred_at: Timestamp
 
 
 class ViewCheckpoint(CombeeModel):
@@ -447,7 +483,7 @@ class ViewCheckpoint(CombeeModel):
     nexts: dict[str, int] = Field(description="Per playbook, the number the next valid record must carry there.")
     latest: dict[str, int] = Field(default_factory=dict, description="Per playbook, offset of the record to load "
                                    "before resuming (the playbook view: the latest valid version).")
-    written_at: datetime
+    written_at: Timestamp
 
 
 WIRE_MODELS: dict[str, type[CombeeModel]] = {

@@ -2,7 +2,9 @@
 
 Every call goes through ``litellm.acompletion`` (or, for replay, an injected ``responder``), is retried with
 exponential backoff on provider errors and on unparseable output, and is recorded as a :class:`CallRecord`
-(key, messages, params, response text, usage and cost, latency) handed to ``on_call``.
+(key, messages, params, response text, usage and cost, latency) handed to ``on_call``. This loop is the only retry
+layer: litellm's and the provider client's own retries are switched off (:data:`NO_PROVIDER_RETRIES`), so every
+request a server receives is one recorded attempt.
 """
 
 from __future__ import annotations
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Role = Literal["reflector", "aggregator", "reducer"]
+
+NO_PROVIDER_RETRIES: dict[str, int] = {"num_retries": 0, "max_retries": 0}
+"""Sent with every ``litellm.acompletion``: litellm's retry wrapper (``num_retries``) and the provider SDK's client
+(``max_retries``: the openai client retries 429, 5xx and connection errors twice by default) must not retry beneath
+our loop, or the server sees requests that no :class:`CallRecord` (and no cost) accounts for."""
 
 _TIMEOUT_GRACE = 1.25
 """Our own deadline is the role timeout times this (plus 1 s): a safety net if a provider ignores ``timeout``."""
@@ -357,6 +364,7 @@ class LLMRoles:
             "timeout": cfg.timeout_s,
             "temperature": cfg.temperature,
             **cfg.extra,
+            **NO_PROVIDER_RETRIES,
         }
         if cfg.api_base:
             kwargs["api_base"] = cfg.api_base

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from combee_core import limits
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
+from streams.dead_letters import readable_ids
 from streams.runtime import Stage
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,7 @@ class ReflectorStage(Stage):
             try:
                 decoded.append((record, decode_trace(record.value)))
             except TraceRejected as error:
-                await self.reject(record, str(error), error)
+                await self.reject(record, str(error), error, **readable_ids(record.value))
                 decoded.append((record, None))
 
         async def reflect(trace: Trace | None) -> Reflection | BaseException | None:

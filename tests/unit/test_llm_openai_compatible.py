@@ -6,15 +6,17 @@ texts or statuses, so key, max_tokens, usage, retries and error classes are chec
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from combee_core.llm import LLMCallError, LLMConfig, LLMOutputError, LLMRoles
+from combee_core.llm import CallRecord, LLMCallError, LLMConfig, LLMError, LLMOutputError, LLMRoles
+from combee_core.llm.provider import litellm  # after its offline price-map switch
 from combee_core.models import Reflection, Trace
 from combee_core.settings import CombeeSettings
 
@@ -26,6 +28,7 @@ class FakeOpenAIServer:
         self.script: list[tuple[int, str]] = []
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
+        self.statuses: list[int] = []
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -34,6 +37,7 @@ class FakeOpenAIServer:
                 server.requests.append(body)
                 server.headers.append({k.lower(): v for k, v in self.headers.items()})
                 status, text = server.script.pop(0) if server.script else (200, '{"insights": []}')
+                server.statuses.append(status)
                 if status == 200:
                     payload = {
                         "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -72,7 +76,8 @@ def server() -> Iterator[FakeOpenAIServer]:
         fake.httpd.server_close()
 
 
-def roles_for(server: FakeOpenAIServer, **overrides: object) -> LLMRoles:
+def roles_for(server: FakeOpenAIServer, on_call: Callable[[CallRecord], None] | None = None,
+              **overrides: object) -> LLMRoles:
     values: dict[str, object] = dict(
         reflector_model="openai/tiny", aggregator_model="openai/tiny", reducer_model="openai/tiny",
         llm_api_base=server.api_base, llm_api_key="local-no-key", llm_max_tokens=64, llm_max_retries=1,
@@ -81,7 +86,7 @@ def roles_for(server: FakeOpenAIServer, **overrides: object) -> LLMRoles:
     values.update(overrides)
     config = LLMConfig.from_settings(CombeeSettings.load(env={}, **values))
     config = config.model_copy(update={"reflector": config.reflector.model_copy(update={"backoff_s": 0.001})})
-    return LLMRoles(config)
+    return LLMRoles(config, on_call=on_call)
 
 
 def trace() -> Trace:
@@ -106,6 +111,24 @@ async def test_server_error_is_retried_then_answered(server):
     server.script = [(500, "overloaded"), (200, '{"insights": [], "entry_tags": []}')]
     reflection = await roles_for(server).reflect(trace())
     assert reflection.insights == [] and len(server.requests) == 2
+
+
+async def test_every_request_the_server_sees_is_one_recorded_and_costed_attempt(server):
+    """Half the requests fail (500, 503, 429 in turn). Only our loop retries, so the server's count of requests
+    equals the attempts recorded, and every answered request is costed (a priced model name)."""
+    ok = '{"insights": [], "entry_tags": []}'
+    server.script = [item for i in range(200) for item in (((500, 503, 429)[i % 3], "busy"), (200, ok))]
+    records: list[CallRecord] = []
+    roles = roles_for(server, on_call=records.append, reflector_model="openai/gpt-4o-mini", llm_max_retries=4)
+    results = await asyncio.gather(*(roles.reflect(trace()) for _ in range(30)), return_exceptions=True)
+
+    assert all(isinstance(r, (Reflection, LLMError)) for r in results)
+    assert len(server.requests) == len(records) >= 30
+    assert sum(r.error is not None for r in records) == sum(s != 200 for s in server.statuses)
+    answered = [r for r in records if r.error is None]
+    price = sum(litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=321, completion_tokens=12))
+    assert price > 0 and all(r.usage.cost_usd == pytest.approx(price) for r in answered)
+    assert sum(r.usage.cost_usd for r in records) == pytest.approx(price * len(answered))
 
 
 async def test_prompt_over_the_context_is_a_non_retryable_call_error(server):

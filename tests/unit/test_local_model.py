@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,14 @@ def test_cli_model_serve_parses_and_reports_a_bad_model_path(tmp_path, capsys):
     assert (args.model_path, args.port, args.n_ctx, args.alias) == ("x.gguf", 9000, 512, "smollm2-135m")
     assert main(["model", "serve", "--model-path", str(tmp_path / "missing.gguf")]) == 2
     assert "no model file" in capsys.readouterr().err
+
+
+def test_the_install_command_builds_only_what_the_bindings_load():
+    """README's install line points CMake at a file that skips llama.cpp's "common" library and llamafile's
+    kernels (well over half the compile); the file must exist where the line says and switch those off."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    include = "-DCMAKE_PROJECT_llama.cpp_INCLUDE=$PWD/deploy/llama-cpp-bindings-only.cmake"
+    assert include in readme and include in (root / ".ci" / "run").read_text()
+    cmake = (root / "deploy" / "llama-cpp-bindings-only.cmake").read_text()
+    assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in cmake and "set(GGML_LLAMAFILE OFF CACHE BOOL" in cmake

@@ -1,8 +1,10 @@
 """Wire models: validation, size limits with clear errors, JSON round trip, schema drift."""
 
+import json
 from datetime import datetime, timezone
 from pathlib import Path
 
+import jsonschema
 import pytest
 from pydantic import ValidationError
 
@@ -83,3 +85,48 @@ def test_checked_in_schemas_match_the_models():
 def test_every_schema_names_its_version_field():
     for name, content in render_schemas().items():
         assert b'"schema_version"' in content, name
+
+
+WIRE_CASES = [  # (field, value, accepted by the published schema and so by the model)
+    ("success", "yes", False),
+    ("success", 1, False),
+    ("success", True, True),
+    ("playbook_version", "3", False),
+    ("playbook_version", True, False),
+    ("playbook_version", 3, True),
+    ("score", "0.5", False),
+    ("score", True, False),
+    ("score", 1, True),
+    ("input", 5, False),
+    ("steps", "none", False),
+    ("steps", [{"role": "tool", "content": 7}], False),
+    ("metadata", {"n": [1]}, False),
+    ("metadata", {"flag": True, "n": 3, "x": 0.5, "s": "v", "none": None}, True),
+    ("created_at", 1767225600, False),
+    ("created_at", "2026-01-01T00:00:00Z", True),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "valid"), WIRE_CASES)
+def test_wire_models_are_exactly_as_strict_as_the_published_schema(field, value, valid):
+    schema = json.loads((SCHEMAS_DIR / "trace.v1.json").read_text())
+    data = {**make_trace().model_dump(mode="json"), field: value}
+    assert jsonschema.Draft202012Validator(schema).is_valid(data) is valid
+    if valid:
+        decoded = Trace.from_json_bytes(json.dumps(data))
+        assert decoded.model_dump(mode="json")[field] == (value if field != "created_at" else "2026-01-01T00:00:00Z")
+    else:
+        with pytest.raises(ValidationError, match=field):
+            Trace.from_json_bytes(json.dumps(data))
+
+
+def test_values_read_back_keep_their_json_types():
+    metadata = {"flag": True, "n": 3, "x": 0.5, "s": "3"}
+    decoded = Trace.from_json_bytes(make_trace(metadata=metadata).to_json_bytes())
+    assert decoded.metadata == metadata and [type(v) for v in decoded.metadata.values()] == [bool, int, float, str]
+
+
+@pytest.mark.parametrize("value", [None, b"", b"[1]", b"\xff", b'{"trace_id": 3}'])
+def test_every_unreadable_record_is_a_value_error_that_stages_dead_letter(value):
+    with pytest.raises(ValueError):
+        Trace.from_json_bytes(value)

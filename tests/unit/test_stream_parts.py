@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 
 import orjson
 import pytest
@@ -11,11 +12,12 @@ from aiokafka import TopicPartition
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.models import Reflection, utc_now
+from combee_core import limits
+from combee_core.models import DeadLetter, Reflection, utc_now
 from combee_core.settings import SettingsError
 from streams.broker import BrokerProfile
 from streams.cli import build_parser, settings_from_args
-from streams.dead_letters import make_dead_letter
+from streams.dead_letters import make_dead_letter, readable_ids
 from streams.offsets import OffsetTracker
 from streams.runtime import StageContext
 from streams.stages.batcher import BatcherStage
@@ -79,7 +81,50 @@ def test_dead_letters_keep_text_or_base64_and_say_when_truncated():
     binary = make_dead_letter("reflect", "bad", "Custom", b"\xff\x00")
     assert binary.original_text is None and base64.b64decode(binary.original_base64) == b"\xff\x00"
     big = make_dead_letter("reflect", "bad", "Big", b"a" * (5 * 1024 * 1024))
-    assert big.truncated and big.original_size == 5 * 1024 * 1024 and len(big.original_text) == 4 * 1024 * 1024
+    assert big.truncated and big.original_size == 5 * 1024 * 1024
+    assert big.original_text == "a" * limits.MAX_DEAD_LETTER_ORIGINAL_BYTES
+    assert big.original_sha256 == hashlib.sha256(b"a" * (5 * 1024 * 1024)).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "original",
+    [
+        b"\x01" * (3 * 1024 * 1024 // 2),  # every byte a JSON \u0001 escape: 6 bytes each
+        b'"' * (5 * 1024 * 1024),  # every byte escaped as \"
+        b"\xff" * (5 * 1024 * 1024),  # not UTF-8: base64
+        "é".encode() * (1024 * 1024),  # the cut falls inside a 2-byte character
+    ],
+    ids=["1.5MiB-of-0x01", "5MiB-of-quotes", "5MiB-not-utf8", "2MiB-of-e-acute"],
+)
+def test_a_dead_letter_is_bounded_whatever_the_original(original):
+    huge_key = b"\x02" * 100_000
+    letter = make_dead_letter("reflect", "x" * 100_000, "E" * 10_000, original, topic="t", key=huge_key,
+                              trace_id="t" * 10_000, playbook_id="pb")
+    wire = letter.to_json_bytes()
+    assert len(wire) < limits.MAX_DEAD_LETTER_BYTES
+    assert letter.original_size == len(original) and letter.truncated
+    assert letter.original_sha256 == hashlib.sha256(original).hexdigest()
+    kept = letter.original_text.encode() if letter.original_text is not None else base64.b64decode(
+        letter.original_base64)
+    assert original.startswith(kept) and limits.MAX_DEAD_LETTER_ORIGINAL_BYTES - 4 < len(kept)
+    assert (letter.trace_id, letter.playbook_id) == (None, "pb")  # an id over its limit is left out
+    assert DeadLetter.from_json_bytes(wire) == letter
+
+
+@pytest.mark.parametrize(
+    ("raw", "ids"),
+    [
+        (b'{"trace_id": "t-1", "playbook_id": "pb", "playbook_version": "three"}', ("t-1", "pb")),
+        (b'{"trace_id": 7, "playbook_id": "pb"}', (None, "pb")),
+        (b'{"trace_id": "t-\\u00e9", "playbook_id": ', ("t-\u00e9", None)),  # invalid JSON: found by search
+        (b'{"trace_id": "big", "input": "' + b"x" * (2 * 1024 * 1024) + b'"}', ("big", None)),
+        (b"\xff\xfe", (None, None)),
+        (None, (None, None)),
+    ],
+)
+def test_readable_ids_are_found_in_records_that_are_not_valid_traces(raw, ids):
+    found = readable_ids(raw)
+    assert (found["trace_id"], found["playbook_id"]) == ids
 
 
 @pytest.mark.parametrize(
