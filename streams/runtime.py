@@ -273,6 +273,11 @@ class Stage:
     async def prepare(self) -> None:
         """Rebuild state from output topics before consuming (override)."""
 
+    def fetch_limit(self) -> int:
+        """Most records handled per fetch (override: a stage whose fetch waits on LLM calls keeps it small, so a
+        rebalance never throws away much work in flight)."""
+        return 500
+
     async def handle(self, record: ConsumerRecord) -> None:
         raise NotImplementedError
 
@@ -460,7 +465,7 @@ class Stage:
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:
         last_tick = 0.0
         while not self.ctx.stop.is_set():
-            batch = await consumer.getmany(timeout_ms=100, max_records=500)
+            batch = await consumer.getmany(timeout_ms=100, max_records=self.fetch_limit())
             await self.rebuild()
             for tp, records in batch.items():
                 if tp in self._to_rebuild:  # fetched before the pause took effect: rebuild first

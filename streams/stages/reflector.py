@@ -59,6 +59,11 @@ class ReflectorStage(Stage):
     name = STAGE
     consumes = ("traces",)
 
+    def fetch_limit(self) -> int:
+        """Two calls per concurrency slot: a fetch's reflections are published (and committed) within about two
+        call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
+        return 2 * self.settings.llm_concurrency
+
     async def handle_many(self, records: list[ConsumerRecord]) -> None:
         assert self.ctx.llm is not None, "the reflector needs LLM roles"
         decoded: list[tuple[ConsumerRecord, Trace | None]] = []
