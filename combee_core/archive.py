@@ -78,7 +78,7 @@ class ArchiveError(ValueError):
             return
         listed = "; ".join(f"line {line}: {reason}" for line, reason in problems[:5])
         more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
-        super().__init__(f"{source}: rejected, nothing was replayed: {listed}{more}")
+        super().__init__(f"{source}: not a usable archive: {listed}{more}")
 
 
 class ArchiveHeader(BaseModel):

@@ -80,7 +80,7 @@ def _names_a_file(run: str) -> bool:
     return os.sep in run or run.endswith((".jsonl", ".json", ".gz"))
 
 
-def _fail(command: str, error: Exception) -> int:
+def _fail(command: str, error: Exception | str) -> int:
     print(f"combee {command}: {error}", file=sys.stderr)
     return 2
 
@@ -141,7 +141,9 @@ async def cmd_replay(args: argparse.Namespace) -> int:
                                              run_seed=args.run_seed, p=args.p)
                 result = await replay_from_topics(source, bootstrap, profile, options)
                 recorded = await versions_of(source.topic_prefix, bootstrap, profile)
-    except (ArchiveError, ReplayError, LLMRecordMiss, CallStoreError, PipelineTimeout) as error:
+    except ArchiveError as error:
+        return _fail("replay", f"{error}; nothing was replayed" if error.line else error)
+    except (ReplayError, LLMRecordMiss, CallStoreError, PipelineTimeout) as error:
         return _fail("replay", error)
     plan = result.plan
     print(f"replayed {result.sent} trace(s) into {result.settings.topic_prefix}* (run id {result.settings.run_id}, "

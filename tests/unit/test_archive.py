@@ -91,7 +91,7 @@ def test_a_corrupted_line_is_rejected_with_its_number(corrupt, line, reason):
     with pytest.raises(ArchiveError, match=reason) as caught:
         parse_archive(lines, "run.jsonl")
     assert caught.value.line == line
-    assert f"line {line}:" in str(caught.value) and "nothing was replayed" in str(caught.value)
+    assert f"line {line}:" in str(caught.value) and "not a usable archive" in str(caught.value)
 
 
 def test_values_of_stage_topics_must_be_their_models():

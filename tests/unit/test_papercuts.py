@@ -61,6 +61,18 @@ def test_diff_of_a_missing_archive_says_the_file_is_missing(tmp_path):
     assert result.stderr.strip() == f"combee diff: {missing}: no such archive file"
 
 
+def test_diff_of_a_tampered_archive_says_which_line_and_nothing_about_replaying(tmp_path):
+    from tests.unit.test_archive import sample_lines
+
+    lines = sample_lines()
+    lines[3] = lines[3].replace(b'"t-2"', b'"t-9"')
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_bytes(b"\n".join(lines) + b"\n")
+    result = _combee("diff", str(tampered), str(tampered))
+    assert result.returncode == 2
+    assert "line 4: checksum mismatch" in result.stderr and "replayed" not in result.stderr
+
+
 def test_replay_of_a_missing_archive_names_the_file_not_line_0(tmp_path):
     missing = tmp_path / "missing.jsonl"
     result = _combee("replay", "--archive", str(missing))
