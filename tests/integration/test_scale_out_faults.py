@@ -80,11 +80,13 @@ async def test_rolling_sigterm_restarts_lose_no_trace(kafka, unique_prefix, tmp_
     async def rolling(fleet: WorkerFleet) -> None:
         for number in (1, 2, 3):
             fleet.start(number)
-        for number in (1, 2, 3, 1, 2):  # like a deployment's rolling update: the next one once this one is ready
+        for number in (1, 2, 3):
             await fleet.wait_ready(number)
+        for number in (1, 2, 3, 1, 2):  # like a deployment's rolling update: the next one once this one is ready
             await asyncio.sleep(2)
             await asyncio.to_thread(fleet.terminate, number)
             fleet.start(number)
+            await fleet.wait_ready(number)
 
     await _run(kafka, unique_prefix, tmp_path, rolling)
 
