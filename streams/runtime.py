@@ -88,6 +88,7 @@ def consumer_config(bootstrap: str, profile: BrokerProfile, group_id: str | None
         auto_offset_reset="earliest",
         session_timeout_ms=profile.session_timeout_ms,
         heartbeat_interval_ms=profile.heartbeat_interval_ms,
+        rebalance_timeout_ms=profile.rebalance_timeout_ms,
         max_partition_fetch_bytes=FETCH_MAX_BYTES,
         fetch_max_bytes=FETCH_MAX_BYTES,
         max_poll_interval_ms=600_000,
