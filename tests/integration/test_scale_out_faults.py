@@ -22,6 +22,13 @@ SETTLE_S = 300.0
 """After the feed: measured ~20-60 s to drain on 2 cores; five times that before the test gives up."""
 
 
+def _fault_rng() -> random.Random:
+    """A fresh seed per run (faults should vary), printed so a failing run can be repeated."""
+    seed = random.randrange(1 << 30)
+    print(f"fault seed {seed}")
+    return random.Random(seed)
+
+
 def _interleaved_traces():
     per_playbook = [make_traces(TRACES_PER_PLAYBOOK, pb, seed=i) for i, pb in enumerate(PLAYBOOKS)]
     return [trace for group in zip(*per_playbook) for trace in group]
@@ -59,9 +66,7 @@ async def test_workers_joining_mid_stream_lose_no_trace(kafka, unique_prefix, tm
 
 
 async def test_random_kill_9_and_restart_loses_no_trace(kafka, unique_prefix, tmp_path):
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    print(f"fault seed {seed}")
+    rng = _fault_rng()
 
     async def kills(fleet: WorkerFleet) -> None:
         for number in (1, 2, 3):
@@ -94,9 +99,7 @@ async def test_rolling_sigterm_restarts_lose_no_trace(kafka, unique_prefix, tmp_
 async def test_paused_workers_waking_up_as_zombies_change_nothing_that_counts(kafka, unique_prefix, tmp_path):
     """SIGSTOP a worker past the session timeout (its partitions move), then SIGCONT: it finishes calls for
     partitions it no longer owns. Whatever it writes late must be void for every reader."""
-    seed = random.randrange(1 << 30)
-    rng = random.Random(seed)
-    print(f"fault seed {seed}")
+    rng = _fault_rng()
 
     async def pauses(fleet: WorkerFleet) -> None:
         for number in (1, 2, 3):
