@@ -1,8 +1,9 @@
 """Controller: batch metrics -> delay samples per batch size -> power-law fit -> batch-size decisions.
 
 Active only with ``auto_batch_size``. Whenever it is assigned the metrics partition it rebuilds its samples from the
-``metrics`` topic up to the group's committed offset (later records are delivered again) and continues the decision ids found on the ``control`` topic, so neither a restart nor a
-move to another worker loses samples or repeats ids; on revocation it drops them.
+``metrics`` topic up to the group's committed offset (later records are delivered again) and continues the decision
+ids found on the ``control`` topic, so neither a restart nor a move to another worker loses samples or repeats ids;
+on revocation it drops them.
 """
 
 from __future__ import annotations
