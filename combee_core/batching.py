@@ -95,7 +95,8 @@ def deal_batch(
 
 
 DEFAULT_DEDUPE_HORIZON = 1_000_000
-"""Batched trace ids remembered per playbook to drop resends (about 200 bytes each with their trace digests, see docs/benchmarks.md)."""
+"""Batched trace ids remembered per playbook to drop resends (about 200 bytes each with their trace digests, see
+docs/benchmarks.md)."""
 
 
 class RecentTraceIds:
