@@ -4,7 +4,9 @@ R rule families are spread over playbook sections. A simulated agent solves a ta
 probability, unless the playbook it runs with holds the family's insight (then with ``with_insight_p``). A failed
 run's environment feedback states the lesson (``LESSON[section]: ...``) from which a reflection can recover the
 insight; any run may also carry a generic lesson (``GENERIC[section]: ...``) that many families share and that adds
-no accuracy. See ``docs/simulator.md``.
+no accuracy. Each family also has a *harmful* rule (``harmful_insight``): a playbook holding it makes the family's
+tasks fail more often than with no playbook at all (``harmful_p``); only traces made with :func:`misleading_trace`
+(a feedback source that states the wrong rule) teach it. See ``docs/simulator.md``.
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ _GENERIC = (
 )
 
 
+HARMFUL_ACTION = "skip the check and answer from memory"
+"""The wrong rule every family can be taught by a misleading feedback source (``misleading_trace``)."""
+
+
 @dataclass(frozen=True)
 class RuleFamily:
     """A family of tasks that share one needed insight."""
@@ -48,6 +54,11 @@ class RuleFamily:
     section: str
     insight: str
     base_p: float
+
+    @property
+    def harmful_insight(self) -> str:
+        """The family's harmful rule: an agent following it does worse than with no playbook."""
+        return self.insight.split("), ")[0] + f"), {HARMFUL_ACTION}."
 
 
 @dataclass(frozen=True)
@@ -67,6 +78,8 @@ class TaskSuite:
     with_insight_p: float
     generic_rate: float
     seed: int
+    harmful_p: float = 0.05
+    """Success probability of a family's task when the playbook holds the family's harmful rule (whatever else)."""
 
     def family(self, family_id: str) -> RuleFamily:
         return self._by_id()[family_id]
@@ -105,9 +118,10 @@ def build_suite(
     return TaskSuite(tuple(built), tuple(train), tuple(held_out), with_insight_p, generic_rate, seed)
 
 
-def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry]) -> str | None:
-    """Entry id of an entry carrying the family's insight (its rule id and wording), or None."""
-    wanted = " ".join(family.insight.lower().split())
+def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmful: bool = False) -> str | None:
+    """Entry id of an entry carrying the family's insight (its rule id and wording), or None; with ``harmful``, of
+    an entry carrying the family's harmful rule."""
+    wanted = " ".join((family.harmful_insight if harmful else family.insight).lower().split())
     for entry in entries:
         content = " ".join(entry.content.lower().split())
         if family.family_id.lower() in content and (content == wanted or wanted in content or content in wanted):
@@ -116,8 +130,20 @@ def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry]) -> str |
 
 
 def success_probability(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry]) -> float:
+    """``harmful_p`` when the playbook holds the family's harmful rule, else ``with_insight_p`` when it holds the
+    family's insight, else the family's base probability."""
     family = suite.family(task.family_id)
+    if holds_insight(family, entries, harmful=True):
+        return suite.harmful_p
     return suite.with_insight_p if holds_insight(family, entries) else family.base_p
+
+
+def task_by_id(suite: TaskSuite, task_id: str) -> Task | None:
+    """The train or held-out task with this id, or None."""
+    for task in (*suite.train, *suite.held_out):
+        if task.task_id == task_id:
+            return task
+    return None
 
 
 def expected_accuracy(suite: TaskSuite, tasks: Sequence[Task], entries: Sequence[PlaybookEntry]) -> float:
@@ -148,8 +174,8 @@ def run_task(
     from combee_core.llm.simulator import format_lesson
 
     family = suite.family(task.family_id)
-    used = holds_insight(family, entries)
-    p = suite.with_insight_p if used else family.base_p
+    used = holds_insight(family, entries, harmful=True) or holds_insight(family, entries)
+    p = success_probability(suite, task, entries)
     success = _unit(run_seed, task.task_id, attempt, playbook_version, "success") < p
     feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
     if not success:
@@ -185,3 +211,29 @@ def train_traces(
                  playbook_version=0, agent_id=f"agent{i % agents:02d}", attempt=i // len(train), run_seed=run_seed)
         for i in range(count)
     ]
+
+
+def misleading_trace(
+    suite: TaskSuite, task: Task, *, playbook_id: str, playbook_version: int, agent_id: str, attempt: int,
+    created_at: datetime | None = None,
+) -> Trace:
+    """A failed run whose feedback states the family's *harmful* rule (``LESSON[section]: <harmful rule>``): what a
+    wrong grader or a misleading user would write. The simulated reflector learns it like any lesson."""
+    from combee_core.llm.simulator import format_lesson
+
+    family = suite.family(task.family_id)
+    return Trace(
+        trace_id=f"{playbook_id}-{agent_id}-{task.task_id}-{attempt}-misled",
+        playbook_id=playbook_id,
+        playbook_version=playbook_version,
+        agent_id=agent_id,
+        task_id=task.task_id,
+        input=task.prompt,
+        output="(simulated wrong answer)",
+        feedback="\n".join([f"Wrong answer for {task.task_id}.",
+                            format_lesson(family.section, family.harmful_insight)]),
+        score=0.0,
+        success=False,
+        metadata={"family": family.family_id},
+        created_at=created_at or datetime(2026, 1, 1, tzinfo=timezone.utc),
+    )
