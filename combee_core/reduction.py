@@ -121,8 +121,11 @@ def build_version(
     scan: ScanResult,
     *,
     published_at: datetime,
+    parent_version: int | None = None,
 ) -> NewVersion:
-    """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1."""
+    """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1. ``parent_version``
+    names the version whose entries ``playbook`` holds when that is not v (promotion: built on the served version
+    after v was rejected; ``combee_core.promotion.next_base``)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
@@ -148,13 +151,14 @@ def build_version(
         llm_critical_path_s=level0_path + scan.critical_path_s,
         playbook_tokens=playbook_tokens(result.playbook),
     )
+    parent = playbook.version if parent_version is None else parent_version
     content_hash = PlaybookVersion.compute_hash(
-        first.playbook_id, new_version, playbook.version, first.batch_id, entries, result.applied, lineage
+        first.playbook_id, new_version, parent, first.batch_id, entries, result.applied, lineage
     )
     record = PlaybookVersion(
         playbook_id=first.playbook_id,
         version=new_version,
-        parent_version=playbook.version,
+        parent_version=parent,
         batch_id=first.batch_id,
         entries=entries,
         next_entry_number=result.playbook.next_entry_number,

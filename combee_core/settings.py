@@ -73,6 +73,20 @@ class CombeeSettings(BaseModel):
     max_staleness: int | None = Field(
         default=None, ge=0, description="Async mode: drop traces more than this many versions behind (dead letter)."
     )
+    promotion: bool = Field(
+        default=False, description="Gate versions: every version is a candidate, scored on a held-out set; the "
+        "`promoted` topic says which one agents run, and the reducer builds on that one (docs/architecture.md).",
+    )
+    promotion_epsilon: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="Promote a candidate when held_out >= incumbent - epsilon."
+    )
+    eval_suite_seed: int = Field(default=7, description="Seed of the task suite whose held-out split is the pinned "
+                                 "evaluation set.")
+    eval_suite_families: int = Field(default=24, ge=1, le=1000, description="Rule families of that suite.")
+    evaluator_model: str = Field(
+        default="combee-sim/suite-expected-accuracy", description="What the built-in evaluator reports as its model "
+        "(it scores the simulated suite's expected success, no LLM).",
+    )
     reflector_model: str = "combee-sim/default"
     aggregator_model: str = "combee-sim/default"
     reducer_model: str = "combee-sim/default"

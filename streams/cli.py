@@ -46,6 +46,11 @@ def _add_pipeline(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, 
     parser.add_argument("--dedupe-horizon", type=int,
                         help="batched trace ids remembered per playbook to drop resends (default 1000000)")
     parser.add_argument("--model", help="LLM model name for all roles (litellm name, e.g. combee-sim/default)")
+    parser.add_argument("--promotion", action="store_const", const=True,
+                        help="gate versions: score each candidate on the held-out set, serve only promoted ones "
+                        "(env COMBEE_PROMOTION)")
+    parser.add_argument("--epsilon", dest="promotion_epsilon", type=float,
+                        help="promotion rule: promote when held_out >= incumbent - epsilon (default 0)")
     if llm_record:
         parser.add_argument("--llm-record", choices=["off", "record", "replay"],
                             help="record LLM calls to --llm-record-file, or answer them from the record "
@@ -59,7 +64,7 @@ def _add_loss_grace(parser: argparse.ArgumentParser) -> None:
 
 
 PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
-                  "dedupe_horizon", "llm_record", "llm_record_file", "broker_connect_timeout_s", "broker_loss_grace_s")
+                  "dedupe_horizon", "promotion", "promotion_epsilon", "llm_record", "llm_record_file", "broker_connect_timeout_s", "broker_loss_grace_s")
 """Flags named after the setting they override (see ``_add_common`` and ``_add_pipeline``)."""
 
 
@@ -310,7 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run all stages or a subset")
     _add_common(worker)
     _add_pipeline(worker)
-    worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control (default all)")
+    worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control,promote,evaluate (default all; promote and evaluate only with --promotion)")
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")

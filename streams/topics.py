@@ -30,6 +30,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec("dlq", "DeadLetter", "stage", False),
     TopicSpec("llm-calls", "CallRecord", "call key", False),
     TopicSpec("checkpoints", "ViewCheckpoint", "stage/topic", False),
+    TopicSpec("eval-requests", "EvalRequest", "playbook_id/task_id", True),
+    TopicSpec("eval-results", "EvalResult", "playbook_id", False),
+    TopicSpec("promoted", "PromotionDecision", "playbook_id", False),
 )
 
 

@@ -15,6 +15,8 @@ from streams.runtime import Stage, StageContext, start_producer
 from streams.stages.aggregator import AggregatorStage
 from streams.stages.batcher import BatcherStage
 from streams.stages.controller import ControllerStage
+from streams.stages.evaluator import EvaluatorStage
+from streams.stages.promoter import PromoterStage
 from streams.stages.reducer import ReducerStage
 from streams.stages.reflector import ReflectorStage
 from streams.topics import topic_partitions
@@ -30,9 +32,13 @@ STAGES: dict[str, type[Stage]] = {
     "aggregate": AggregatorStage,
     "reduce": ReducerStage,
     "control": ControllerStage,
+    "promote": PromoterStage,
+    "evaluate": EvaluatorStage,
 }
 ALL_STAGES = tuple(STAGES)
 LLM_STAGES = {"reflect", "aggregate", "reduce"}
+PROMOTION_STAGES = {"promote", "evaluate"}
+"""Run only when ``settings.promotion`` is on (then ``evaluate`` only where no other evaluator answers)."""
 
 
 class UnknownStageError(SettingsError):
@@ -124,6 +130,8 @@ async def _run_stages(
             responder = await replay_responder(settings, ctx.bootstrap, ctx.profile,
                                                on_miss=lambda miss: (misses.append(miss), stop.set()))
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
+    if not settings.promotion:
+        stages = [name for name in stages if name not in PROMOTION_STAGES]
     instances = [STAGES[name](ctx) for name in stages]
     tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
     if readiness is not None:

@@ -21,8 +21,11 @@ from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMError
 from combee_core.log_order import ContiguousNumbers
-from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage, utc_now
+from combee_core.models import (
+    BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, Usage, utc_now,
+)
 from combee_core.playbook import Playbook
+from combee_core.promotion import PromotionLedger, next_base
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from streams.dead_letters import make_dead_letter
 from streams.log_view import GatedState, LogView
@@ -50,12 +53,16 @@ class ReducerStage(Stage):
         self._stall_reported: set[tuple[str, int]] = set()
         self._playbook_view: LogView | None = None
         self._batches_view: LogView | None = None
+        self.ledger = PromotionLedger()
+        """With ``promotion``: the ``promoted`` log, which says what the next version is built on."""
 
     async def prepare(self) -> None:
         self._playbook_view = LogView(self, "playbook", self._apply_version, self._versions)
         self._batches_view = LogView(self, "batches", self._apply_manifest, self._batches)
         await self._playbook_view.start()
         await self._batches_view.start()
+        if self.settings.promotion:
+            await LogView(self, "promoted", self._apply_decision).start()
 
     def playbook(self, playbook_id: str) -> Playbook:
         if playbook_id not in self.playbooks:
@@ -81,6 +88,26 @@ class ReducerStage(Stage):
                         version.version)
             self.mark_stale(self.owner_partition(playbook_id))
         self._take_version(version, record.offset)
+
+    def _apply_decision(self, record: ConsumerRecord) -> None:
+        """A promotion decision: the version waiting for it can now be built on (``next_base``)."""
+        decision = self.read_state(record, PromotionDecision)
+        if decision is not None and self.ledger.apply(decision) and decision.playbook_id in self.pending \
+                and self.owns_key(decision.playbook_id):
+            self._kick(decision.playbook_id)
+
+    def _base(self, playbook: Playbook) -> tuple[Playbook, int | None] | None:
+        """What the next version is built on: this playbook, or with ``promotion`` the version served after the
+        decision on it (None while that decision is not on the log yet)."""
+        if not self.settings.promotion:
+            return playbook, None
+        base = next_base(self.ledger, playbook.playbook_id, playbook.version)
+        if base is None:
+            return None
+        if base.entries is None:
+            return playbook, base.parent_version
+        return Playbook.from_entries(playbook.playbook_id, playbook.version, base.entries,
+                                     playbook.next_entry_number), base.parent_version
 
     def _load_version(self, record: ConsumerRecord) -> None:
         """A checkpoint's latest version of a playbook (its gate is already set)."""
@@ -123,8 +150,8 @@ class ReducerStage(Stage):
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         assert self._playbook_view is not None and self._batches_view is not None
-        await self._playbook_view.catch_up()
-        await self._batches_view.catch_up()
+        for view in self.views:
+            await view.catch_up()
 
     # ------------------------------------------------------------------------------------------ records
 
@@ -153,19 +180,23 @@ class ReducerStage(Stage):
     async def _apply_ready(self, playbook_id: str) -> None:
         pending = self.pending[playbook_id]
         while self.owns_key(playbook_id):
-            playbook = self.playbook(playbook_id)
+            base = self._base(self.playbook(playbook_id))
+            if base is None:
+                return  # the latest version awaits its promotion decision; _apply_decision kicks again
+            playbook, parent_version = base
             partials = pending.pop_ready(playbook.version)
-            if partials is None or not await self._publish_version(playbook, partials):
+            if partials is None or not await self._publish_version(playbook, partials, parent_version):
                 return
 
-    async def _publish_version(self, playbook: Playbook, partials: list[PartialUpdate]) -> bool:
+    async def _publish_version(self, playbook: Playbook, partials: list[PartialUpdate],
+                               parent_version: int | None = None) -> bool:
         """Build and publish the next version; False when another writer's version came first."""
         assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
         scan = await reduce_through_scan(
             [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(partials)
         )
-        record = build_version(playbook, partials, scan, published_at=utc_now()).record
+        record = build_version(playbook, partials, scan, published_at=utc_now(), parent_version=parent_version).record
         manifest = await self._manifest(playbook_id, record.batch_id)
         key = (playbook_id, record.version)
         if not await self._playbook_view.write(key, record.to_json_bytes()):

@@ -1,0 +1,287 @@
+"""Promotion: which candidate version every agent is served, decided on held-out scores (no Kafka).
+
+Every version the reducer builds is a *candidate*. The ``promoted`` log holds, per playbook, numbered decisions
+(``decision_id`` 0, 1, 2, ...; the first record of each id counts, like versions); the latest one's ``served`` is
+the pointer followers run. :class:`PromotionLedger` applies that reading rule; :func:`decide` is the rule;
+:func:`next_base` tells the reducer what to build the next version on, so learning never builds on a rejected
+candidate. Everything here is a function of the logs, so a replay of the same logs makes the same decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from combee_core.log_order import ContiguousNumbers
+from combee_core.models import (
+    EvalRequest,
+    EvalResult,
+    ImprovementCost,
+    PlaybookEntry,
+    PlaybookVersion,
+    PromotionDecision,
+    ProposerModels,
+    entries_digest,
+)
+from combee_core.tasks import Task
+
+PROMOTER = "promoter"
+
+
+class PromotionError(ValueError):
+    """An operator's promote or rollback that cannot be done (unknown version, nothing to roll back to)."""
+
+
+@dataclass(frozen=True)
+class PromotionRule:
+    """Promote a candidate when its held-out score >= the incumbent's - epsilon."""
+
+    epsilon: float = 0.0
+
+    def describe(self) -> str:
+        return f"held_out >= incumbent - {self.epsilon:g}"
+
+    def accepts(self, held_out: float, incumbent: float) -> bool:
+        return held_out >= incumbent - self.epsilon - 1e-12
+
+
+@dataclass
+class PromotionLedger:
+    """The ``promoted`` log read with its reading rule: per playbook, the served version, whether automatic
+    promotion is paused, and the decision on each candidate."""
+
+    gate: ContiguousNumbers[str] = field(default_factory=ContiguousNumbers)
+    latest: dict[str, PromotionDecision] = field(default_factory=dict)
+    by_candidate: dict[str, dict[int, PromotionDecision]] = field(default_factory=dict)
+    served_history: dict[str, list[int]] = field(default_factory=dict)
+    """Per playbook, each version served in turn (starting with 0)."""
+
+    def apply(self, decision: PromotionDecision) -> bool:
+        """Take one record in log order; False (void) when its decision_id is not the next one."""
+        if not self.gate.accept(decision.playbook_id, decision.decision_id):
+            return False
+        self.latest[decision.playbook_id] = decision
+        history = self.served_history.setdefault(decision.playbook_id, [0])
+        if history[-1] != decision.served_version:
+            history.append(decision.served_version)
+        if decision.candidate_version is not None and decision.action in ("promote", "reject", "hold"):
+            self.by_candidate.setdefault(decision.playbook_id, {}).setdefault(decision.candidate_version, decision)
+        return True
+
+    def next_id(self, playbook_id: str) -> int:
+        return self.gate.next(playbook_id)
+
+    def served(self, playbook_id: str) -> PlaybookVersion | None:
+        """The served version (None: the empty version 0)."""
+        latest = self.latest.get(playbook_id)
+        return latest.served if latest is not None else None
+
+    def served_version(self, playbook_id: str) -> int:
+        latest = self.latest.get(playbook_id)
+        return latest.served_version if latest is not None else 0
+
+    def paused(self, playbook_id: str) -> bool:
+        latest = self.latest.get(playbook_id)
+        return latest.paused if latest is not None else False
+
+    def decision_on(self, playbook_id: str, candidate_version: int) -> PromotionDecision | None:
+        return self.by_candidate.get(playbook_id, {}).get(candidate_version)
+
+    def last_decided(self, playbook_id: str) -> int:
+        """The newest candidate version decided on (0 before the first)."""
+        return max(self.by_candidate.get(playbook_id, {}), default=0)
+
+    def playbooks(self) -> list[str]:
+        return sorted(self.latest)
+
+
+def load_ledger(decisions: Iterable[PromotionDecision]) -> PromotionLedger:
+    ledger = PromotionLedger()
+    for decision in decisions:
+        ledger.apply(decision)
+    return ledger
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class ScoreCache:
+    """Evaluation results by (entries digest, task): the same pair is evaluated once."""
+
+    results: dict[tuple[str, str], EvalResult] = field(default_factory=dict)
+
+    def add(self, result: EvalResult) -> bool:
+        """Keep the first result of each pair; False for a repeat."""
+        key = (result.digest, result.task_id)
+        if key in self.results:
+            return False
+        self.results[key] = result
+        return True
+
+    def missing(self, digest: str, tasks: Sequence[Task]) -> list[Task]:
+        return [task for task in tasks if (digest, task.task_id) not in self.results]
+
+    def score(self, digest: str, tasks: Sequence[Task]) -> tuple[float | None, str, str]:
+        """(mean score over ``tasks``, the first error, the evaluator model); the mean is None until every task has
+        a result, or when one failed."""
+        results = [self.results.get((digest, task.task_id)) for task in tasks]
+        if any(result is None for result in results) or not results:
+            return None, "", ""
+        models = sorted({r.evaluator_model for r in results if r is not None})
+        failed = [r for r in results if r is not None and r.score is None]
+        if failed:
+            return None, f"task {failed[0].task_id}: {failed[0].error or 'no score'}", ", ".join(models)
+        return sum(r.score for r in results if r is not None) / len(results), "", ", ".join(models)
+
+
+def eval_requests(playbook_id: str, version: int, entries: list[PlaybookEntry], task_set: str,
+                  tasks: Sequence[Task], now: datetime) -> list[EvalRequest]:
+    """One request per task for this playbook content."""
+    digest = entries_digest(entries)
+    return [
+        EvalRequest(request_id=f"{playbook_id}/{digest[:16]}/{task.task_id}", playbook_id=playbook_id,
+                    version=version, digest=digest, task_set=task_set, task_id=task.task_id, task_input=task.prompt,
+                    entries=list(entries), requested_at=now)
+        for task in tasks
+    ]
+
+
+# ---------------------------------------------------------------------------------------------- the rule
+
+
+@dataclass(frozen=True)
+class CandidateCost:
+    """What one candidate cost to make."""
+
+    version: int
+    traces: int
+    llm_calls: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost_usd: float
+
+    @classmethod
+    def of(cls, version: PlaybookVersion) -> "CandidateCost":
+        stats = version.stats
+        return cls(version.version, len(version.lineage), stats.llm_calls, stats.prompt_tokens,
+                   stats.completion_tokens, stats.cost_usd)
+
+
+def improvement_cost(costs: Sequence[CandidateCost], gain: float) -> ImprovementCost:
+    """Sum of the candidates' costs divided by the held-out gain in points (score x 100)."""
+    points = round(gain * 100, 9)
+    tokens = sum(c.prompt_tokens + c.completion_tokens for c in costs)
+    cost = round(sum(c.cost_usd for c in costs), 12)
+    traces = sum(c.traces for c in costs)
+    per = (lambda value: round(value / points, 9)) if points > 0 else (lambda value: None)
+    return ImprovementCost(candidates=len(costs), traces=traces, llm_calls=sum(c.llm_calls for c in costs),
+                           prompt_tokens=sum(c.prompt_tokens for c in costs),
+                           completion_tokens=sum(c.completion_tokens for c in costs), cost_usd=cost,
+                           gain_points=points, cost_usd_per_point=per(cost), traces_per_point=per(traces),
+                           tokens_per_point=per(tokens))
+
+
+def decide(
+    rule: PromotionRule,
+    ledger: PromotionLedger,
+    candidate: PlaybookVersion,
+    *,
+    candidate_score: float | None,
+    incumbent_score: float | None,
+    error: str = "",
+    costs: Sequence[CandidateCost],
+    task_set: str,
+    tasks: int,
+    proposer: ProposerModels,
+    evaluator_model: str,
+    now: datetime,
+) -> PromotionDecision:
+    """The decision on ``candidate`` against the ledger's served version. ``costs``: the candidates after the
+    incumbent up to this one (rejected ones included)."""
+    playbook_id = candidate.playbook_id
+    incumbent = ledger.served(playbook_id)
+    incumbent_version = ledger.served_version(playbook_id)
+    common = dict(playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id),
+                  candidate_version=candidate.version, candidate_hash=candidate.content_hash,
+                  previous_version=incumbent_version, held_out_score=candidate_score, incumbent_score=incumbent_score,
+                  task_set=task_set, tasks=tasks, rule=rule.describe(), proposer=proposer,
+                  evaluator_model=evaluator_model or None, by=PROMOTER, decided_at=now)
+    keep = dict(served_version=incumbent_version, served=incumbent)
+    if ledger.paused(playbook_id):
+        return PromotionDecision(action="hold", **keep, paused=True, **common,
+                                 reason=f"automatic promotion is paused since a rollback to v{incumbent_version}; "
+                                 "`combee promote` resumes it")
+    if error or candidate_score is None or incumbent_score is None:
+        return PromotionDecision(action="reject", **keep, **common,
+                                 reason=f"evaluation failed: {error or 'no score'}")
+    gain = candidate_score - incumbent_score
+    verdict = f"held-out {candidate_score:.4f} vs incumbent v{incumbent_version} {incumbent_score:.4f}"
+    if rule.accepts(candidate_score, incumbent_score):
+        return PromotionDecision(action="promote", served_version=candidate.version, served=candidate, **common,
+                                 cost=improvement_cost(costs, gain), reason=f"{verdict}: {rule.describe()} holds")
+    return PromotionDecision(action="reject", **keep, **common,
+                             reason=f"{verdict}: {rule.describe()} fails; learning continues from "
+                             f"v{incumbent_version}, this batch's operations stay in candidate v{candidate.version}")
+
+
+def operator_decision(
+    ledger: PromotionLedger,
+    action: str,
+    version: PlaybookVersion | None,
+    *,
+    playbook_id: str,
+    by: str,
+    why: str,
+    rule: PromotionRule,
+    now: datetime,
+) -> PromotionDecision:
+    """An operator's ``promote`` (serves ``version``, resumes automatic promotion) or ``rollback`` (serves
+    ``version``, pauses automatic promotion until the next operator promote)."""
+    if action not in ("operator-promote", "rollback"):
+        raise PromotionError(f"unknown operator action {action!r}")
+    served_version = version.version if version is not None else 0
+    verb = "promoted" if action == "operator-promote" else "rolled back to"
+    return PromotionDecision(
+        playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action=action,
+        candidate_version=None if action == "rollback" else (served_version or None),
+        candidate_hash=version.content_hash if version is not None else None, served_version=served_version,
+        served=version, previous_version=ledger.served_version(playbook_id), rule=rule.describe(),
+        reason=f"{by} {verb} v{served_version}" + (f": {why}" if why else ""), paused=action == "rollback",
+        by=by, decided_at=now)
+
+
+def rollback_target(ledger: PromotionLedger, playbook_id: str) -> int:
+    """The version served before the current one (the default of ``combee rollback``)."""
+    history = ledger.served_history.get(playbook_id, [0])
+    if len(history) < 2:
+        raise PromotionError(f"{playbook_id}: only v{history[-1]} has been served, nothing to roll back to")
+    return history[-2]
+
+
+# ---------------------------------------------------------------------------------------------- learning
+
+
+@dataclass(frozen=True)
+class NextBase:
+    """What the reducer builds the next version on: the served version's entries (the latest candidate's when it
+    was promoted) and the version number they come from."""
+
+    parent_version: int
+    entries: list[PlaybookEntry] | None
+    """None: the latest candidate's own entries (it is served, or promotion is off)."""
+
+
+def next_base(ledger: PromotionLedger, playbook_id: str, latest_version: int) -> NextBase | None:
+    """Base of version ``latest_version + 1``: None while the latest candidate awaits its decision. A rejected (or
+    held) candidate is not built on: the next version starts from the version served after that decision."""
+    if latest_version == 0:
+        return NextBase(parent_version=0, entries=None)
+    decision = ledger.decision_on(playbook_id, latest_version)
+    if decision is None:
+        return None
+    if decision.served_version == latest_version:
+        return NextBase(parent_version=latest_version, entries=None)
+    served = decision.served
+    return NextBase(parent_version=decision.served_version, entries=list(served.entries) if served else [])

@@ -1,0 +1,150 @@
+"""Promoter: scores each candidate version on the pinned held-out set over Kafka and decides, by the promotion
+rule, which version agents are served (``promoted``).
+
+Per playbook, candidates are decided in version order: for the next undecided candidate it sends one
+``EvalRequest`` per held-out task for the candidate's content and for the served version's, unless a result for
+that (content digest, task) is already on ``eval-results`` (the cache); once every score is in, it writes a
+``PromotionDecision`` with the next decision id and keeps it only if it counts (first record of the id wins). Its
+state is three views read from the beginning: ``playbook`` (candidates), ``promoted`` (the ledger) and
+``eval-results`` (the cache). It consumes ``eval-results`` in its group only to own the playbooks (one partition:
+one promoter at a time); a restart re-sends the requests of the candidate in flight whose results are not on the
+log yet.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from combee_core.log_order import ContiguousNumbers
+from combee_core.models import EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, entries_digest, utc_now
+from combee_core.promotion import (
+    CandidateCost,
+    PromotionLedger,
+    PromotionRule,
+    ScoreCache,
+    decide,
+    eval_requests,
+)
+from combee_core.tasks import build_suite
+from streams.log_view import LogView
+from streams.runtime import Stage
+
+log = logging.getLogger(__name__)
+
+STAGE = "promote"
+
+
+def held_out_set(settings) -> tuple[str, tuple]:
+    """(name, tasks) of the pinned held-out set: the suite's held-out split, which no training trace comes from."""
+    suite = build_suite(families=settings.eval_suite_families, seed=settings.eval_suite_seed)
+    return f"suite-{suite.seed}-{len(suite.families)}.held-out", suite.held_out
+
+
+class PromoterStage(Stage):
+    name = STAGE
+    consumes = ("eval-results",)
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        settings = ctx.settings
+        self.rule = PromotionRule(epsilon=settings.promotion_epsilon)
+        self.task_set, self.tasks = held_out_set(settings)
+        self.proposer = ProposerModels(reflector=settings.reflector_model, aggregator=settings.aggregator_model,
+                                       reducer=settings.reducer_model)
+        self.ledger = PromotionLedger()
+        self.cache = ScoreCache()
+        self.candidates: dict[str, dict[int, PlaybookVersion]] = {}
+        self.costs: dict[str, dict[int, CandidateCost]] = {}
+        self._versions = ContiguousNumbers[str](start=1)
+        self._requested: set[tuple[str, str]] = set()
+        self._promoted_view: LogView | None = None
+
+    async def prepare(self) -> None:
+        self._promoted_view = LogView(self, "promoted", self._apply_decision)
+        for view in (LogView(self, "playbook", self._apply_version), LogView(self, "eval-results", self._apply_result),
+                     self._promoted_view):
+            await view.start()
+
+    # ------------------------------------------------------------------------------------------ views
+
+    def _apply_version(self, record: ConsumerRecord) -> None:
+        version = self.read_state(record, PlaybookVersion)
+        if version is None or not self._versions.accept(version.playbook_id, version.version):
+            return
+        self.costs.setdefault(version.playbook_id, {})[version.version] = CandidateCost.of(version)
+        if version.version > self.ledger.last_decided(version.playbook_id):
+            self.candidates.setdefault(version.playbook_id, {})[version.version] = version
+
+    def _apply_result(self, record: ConsumerRecord) -> None:
+        result = self.read_state(record, EvalResult)
+        if result is not None:
+            self.cache.add(result)
+
+    def _apply_decision(self, record: ConsumerRecord) -> None:
+        decision = self.read_state(record, PromotionDecision)
+        if decision is None:
+            return
+        assert self._promoted_view is not None
+        counts = self.ledger.apply(decision)
+        self._promoted_view.origin(record, (decision.playbook_id, decision.decision_id), counts)
+        if counts and decision.candidate_version is not None:
+            waiting = self.candidates.get(decision.playbook_id, {})
+            for version in [v for v in waiting if v <= self.ledger.last_decided(decision.playbook_id)]:
+                del waiting[version]
+
+    # ------------------------------------------------------------------------------------------ the loop
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        self._requested.clear()
+        for view in self.views:
+            await view.catch_up()
+
+    async def handle(self, record: ConsumerRecord) -> None:
+        self.done(record)  # results are taken from the eval-results view; the group only gives ownership
+
+    async def tick(self, now: float) -> None:
+        for playbook_id in sorted(self.candidates):
+            if self.owns_key(playbook_id):
+                await self._advance(playbook_id)
+
+    async def _scores(self, playbook_id: str, version: int, entries) -> tuple[float | None, str, str]:
+        """The held-out score of this content, after requesting the tasks not yet evaluated (once per process)."""
+        digest = entries_digest(entries)
+        missing = self.cache.missing(digest, self.tasks)
+        if missing and (playbook_id, digest) not in self._requested:
+            self._requested.add((playbook_id, digest))
+            for request in eval_requests(playbook_id, version, entries, self.task_set, missing, utc_now()):
+                await self.ctx.send("eval-requests", f"{playbook_id}/{request.task_id}", request)
+            self.ctx.count("eval_requests", len(missing))
+            self.ctx.count("eval_cache_hits", len(self.tasks) - len(missing))
+        return self.cache.score(digest, self.tasks)
+
+    async def _advance(self, playbook_id: str) -> None:
+        """Decide the next undecided candidate of the playbook once its scores are in."""
+        candidate = self.candidates.get(playbook_id, {}).get(self.ledger.last_decided(playbook_id) + 1)
+        if candidate is None:
+            return
+        incumbent = self.ledger.served(playbook_id)
+        inc_score, inc_error, _ = await self._scores(playbook_id, self.ledger.served_version(playbook_id),
+                                                     list(incumbent.entries) if incumbent else [])
+        score, error, evaluator_model = await self._scores(playbook_id, candidate.version, list(candidate.entries))
+        error = error or inc_error
+        if not error and (score is None or inc_score is None):
+            return  # results still coming
+        incumbent_version = self.ledger.served_version(playbook_id)
+        costs = [cost for version, cost in sorted(self.costs.get(playbook_id, {}).items())
+                 if incumbent_version < version <= candidate.version]
+        decision = decide(self.rule, self.ledger, candidate, candidate_score=score, incumbent_score=inc_score,
+                          error=error, costs=costs, task_set=self.task_set, tasks=len(self.tasks),
+                          proposer=self.proposer, evaluator_model=evaluator_model, now=utc_now())
+        assert self._promoted_view is not None
+        if not await self._promoted_view.write((playbook_id, decision.decision_id), decision.to_json_bytes()):
+            self.ctx.count("decisions_lost")
+            log.warning("%s decision %d: another record took the id first; deciding again", playbook_id,
+                        decision.decision_id)
+            return
+        self.ctx.count(f"decisions.{decision.action}")
+        log.info("%s v%d: %s (%s)", playbook_id, candidate.version, decision.action, decision.reason)

@@ -1,0 +1,129 @@
+"""The promotion rule, the ledger's reading rule, the score cache and what the next version is built on."""
+
+from datetime import datetime, timezone
+
+import pytest
+
+from combee_core.models import (
+    EvalResult,
+    PlaybookEntry,
+    PlaybookVersion,
+    ProposerModels,
+    VersionStats,
+    entries_digest,
+)
+from combee_core.promotion import (
+    CandidateCost,
+    PromotionError,
+    PromotionLedger,
+    PromotionRule,
+    ScoreCache,
+    decide,
+    eval_requests,
+    next_base,
+    operator_decision,
+    rollback_target,
+)
+from combee_core.tasks import build_suite
+
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+PROPOSER = ProposerModels(reflector="sim/r", aggregator="sim/a", reducer="sim/d")
+
+
+def _version(n: int, texts: list[str], cost: float = 0.01) -> PlaybookVersion:
+    entries = [PlaybookEntry(entry_id=f"e{i}", section="tools", content=t, created_version=1, updated_version=1)
+               for i, t in enumerate(texts)]
+    return PlaybookVersion(playbook_id="pb", version=n, parent_version=n - 1, batch_id=n - 1, entries=entries,
+                           next_entry_number=len(texts) + 1, operations=[], lineage=[f"t{n}a", f"t{n}b"],
+                           stats=VersionStats(batch_size=2, k=1, p=1, llm_calls=3, prompt_tokens=100,
+                                              completion_tokens=10, cost_usd=cost),
+                           content_hash=f"{n:064x}", published_at=NOW)
+
+
+def _decide(ledger, candidate, score, incumbent_score, rule=PromotionRule(0.01)):
+    return decide(rule, ledger, candidate, candidate_score=score, incumbent_score=incumbent_score,
+                  costs=[CandidateCost.of(candidate)], task_set="s", tasks=10, proposer=PROPOSER,
+                  evaluator_model="sim/eval", now=NOW)
+
+
+def test_a_candidate_within_epsilon_is_promoted_with_its_cost_per_point_and_a_worse_one_is_rejected():
+    ledger = PromotionLedger()
+    first = _decide(ledger, _version(1, ["a"]), 0.60, 0.40)
+    assert first.action == "promote" and first.served_version == 1 and first.served.version == 1
+    assert first.cost.gain_points == pytest.approx(20.0) and first.cost.cost_usd_per_point == pytest.approx(0.0005)
+    assert first.proposer == PROPOSER and first.evaluator_model == "sim/eval" and "0.01" in first.rule
+    assert ledger.apply(first)
+    within = _decide(ledger, _version(2, ["a", "b"]), 0.595, 0.60)
+    assert within.action == "promote" and within.cost.cost_usd_per_point is None  # no gain, no price per point
+    worse = _decide(ledger, _version(2, ["a", "bad"]), 0.50, 0.60)
+    assert worse.action == "reject" and worse.served_version == 1 and worse.served.version == 1
+    assert "learning continues from v1" in worse.reason
+
+
+def test_the_first_record_of_each_decision_id_counts():
+    ledger = PromotionLedger()
+    first = _decide(ledger, _version(1, ["a"]), 0.6, 0.4)
+    zombie = _decide(ledger, _version(1, ["a"]), 0.1, 0.4)  # same id, written second
+    assert ledger.apply(first) and not ledger.apply(zombie)
+    assert ledger.decision_on("pb", 1).action == "promote" and ledger.next_id("pb") == 1
+
+
+def test_the_next_version_is_built_on_the_served_version_never_on_a_rejected_candidate():
+    ledger = PromotionLedger()
+    assert next_base(ledger, "pb", 0).entries is None
+    assert next_base(ledger, "pb", 1) is None  # v1 awaits its decision: the reducer waits
+    ledger.apply(_decide(ledger, _version(1, ["a"]), 0.6, 0.4))
+    assert next_base(ledger, "pb", 1).entries is None and next_base(ledger, "pb", 1).parent_version == 1
+    ledger.apply(_decide(ledger, _version(2, ["a", "bad"]), 0.2, 0.6))
+    base = next_base(ledger, "pb", 2)
+    assert base.parent_version == 1 and [e.content for e in base.entries] == ["a"]
+
+
+def test_a_rollback_serves_the_earlier_version_and_pauses_automatic_promotion_until_an_operator_promotes():
+    ledger = PromotionLedger()
+    v1, v2 = _version(1, ["a"]), _version(2, ["a", "b"])
+    ledger.apply(_decide(ledger, v1, 0.6, 0.4))
+    ledger.apply(_decide(ledger, v2, 0.7, 0.6))
+    assert rollback_target(ledger, "pb") == 1
+    rollback = operator_decision(ledger, "rollback", v1, playbook_id="pb", by="ann@host", why="bad answers",
+                                 rule=PromotionRule(), now=NOW)
+    assert ledger.apply(rollback) and ledger.served_version("pb") == 1 and ledger.paused("pb")
+    assert "ann@host rolled back to v1: bad answers" == rollback.reason
+    held = _decide(ledger, _version(3, ["a", "b", "c"]), 0.9, 0.6)
+    assert held.action == "hold" and held.served_version == 1
+    ledger.apply(held)
+    assert next_base(ledger, "pb", 3).parent_version == 1
+    resumed = operator_decision(ledger, "operator-promote", v2, playbook_id="pb", by="ann@host", why="",
+                                rule=PromotionRule(), now=NOW)
+    assert ledger.apply(resumed) and not ledger.paused("pb") and ledger.served_version("pb") == 2
+    with pytest.raises(PromotionError):
+        rollback_target(PromotionLedger(), "pb")
+
+
+def test_the_cache_scores_a_content_once_per_task_and_a_failed_evaluation_rejects():
+    suite = build_suite(families=3, held_out_per_family=2, seed=7)
+    entries = list(_version(1, ["a"]).entries)
+    requests = eval_requests("pb", 1, entries, "s", suite.held_out, NOW)
+    assert len({r.request_id for r in requests}) == len(suite.held_out) == 6
+    cache = ScoreCache()
+    digest = entries_digest(entries)
+    assert cache.missing(digest, suite.held_out) == list(suite.held_out)
+    for i, task in enumerate(suite.held_out):
+        result = EvalResult(request_id="r", playbook_id="pb", digest=digest, task_id=task.task_id, score=i / 10,
+                            evaluator="t", evaluator_model="m", evaluated_at=NOW)
+        assert cache.add(result) and not cache.add(result)
+    assert cache.score(digest, suite.held_out) == (pytest.approx(0.25), "", "m")
+    assert cache.missing(entries_digest(list(_version(7, ["a"]).entries)), suite.held_out) == []  # same text
+    ledger = PromotionLedger()
+    failed = decide(PromotionRule(), ledger, _version(1, ["a"]), candidate_score=None, incumbent_score=0.3,
+                    error="task R00-020: timeout", costs=[], task_set="s", tasks=6, proposer=PROPOSER,
+                    evaluator_model="m", now=NOW)
+    assert failed.action == "reject" and "timeout" in failed.reason
+
+
+def test_the_decision_hash_ignores_only_the_time():
+    ledger = PromotionLedger()
+    a = _decide(ledger, _version(1, ["a"]), 0.6, 0.4)
+    b = a.model_copy(update={"decided_at": datetime(2027, 1, 1, tzinfo=timezone.utc)})
+    c = a.model_copy(update={"reason": "other"})
+    assert a.decision_hash() == b.decision_hash() != c.decision_hash()
