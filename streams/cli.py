@@ -344,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-PLUGIN_MODULES = ("streams.demo_cli", "streams.replay_cli", "streams.model_cli", "streams.playbook_cli")
+PLUGIN_MODULES = ("streams.demo_cli", "streams.replay_cli", "streams.model_cli", "streams.playbook_cli",
+                  "streams.promote_cli")
 """Modules that add sub-commands: each defines ``add_parser(subparsers)``, whose parsers set ``handler``."""
 
 

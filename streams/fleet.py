@@ -22,7 +22,8 @@ from typing import Literal
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
-from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, Trace
+from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision, Trace
+from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker import BrokerProfile
@@ -59,10 +60,12 @@ class FleetReport(BaseModel):
 
 @dataclass
 class PlaybookFollower:
-    """Follows the playbook, control and dead-letter topics from their beginning, in the background.
+    """Follows the playbook, control and dead-letter topics (and ``promoted`` with promotion on) from their
+    beginning, in the background.
 
     ``latest`` holds the newest version per playbook, ``covered`` every trace id that is in some version's lineage
-    or in a dead letter; ``on_version`` is called for each new version.
+    or in a dead letter; ``on_version`` is called for each new version. With ``settings.promotion`` (and not
+    ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate.
     """
 
     settings: CombeeSettings
@@ -73,7 +76,12 @@ class PlaybookFollower:
     """Called for each batch-size decision on the control topic (the demo shows it)."""
     check_alive: Callable[[], None] | None = None
     """Called while waiting; raises if what should produce the awaited records has died (e.g. the worker)."""
+    on_promotion: Callable[[PromotionDecision], None] | None = None
+    """Called for each decision on the promoted topic that counts."""
+    candidates: bool = False
+    """Run the newest candidate even with promotion on (``--candidates``)."""
     latest: dict[str, PlaybookVersion] = field(default_factory=dict)
+    ledger: PromotionLedger = field(default_factory=PromotionLedger)
     batch_sizes: dict[str, int] = field(default_factory=dict)
     decisions: list[ControlDecision] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
@@ -86,7 +94,7 @@ class PlaybookFollower:
         consumer = AIOKafkaConsumer(**consumer_config(self.bootstrap, self.profile, None))
         await consumer.start()
         self._consumer = consumer
-        tps = [TopicPartition(self.settings.topic(name), 0) for name in ("playbook", "control")]
+        tps = [TopicPartition(self.settings.topic(name), 0) for name in ("playbook", "control", "promoted")]
         dlq = self.settings.topic("dlq")
         await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
         tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
@@ -104,7 +112,7 @@ class PlaybookFollower:
             await self._consumer.stop()
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
-        topics = {self.settings.topic(name): name for name in ("playbook", "control", "dlq")}
+        topics = {self.settings.topic(name): name for name in ("playbook", "control", "promoted", "dlq")}
         while True:
             batch = await consumer.getmany(timeout_ms=200)
             for tp, records in batch.items():
@@ -123,6 +131,10 @@ class PlaybookFollower:
             self.covered.update(version.lineage)
             if self.on_version is not None:
                 self.on_version(version)
+        elif topic == "promoted":
+            decision = PromotionDecision.from_json_bytes(value)
+            if self.ledger.apply(decision) and self.on_promotion is not None:
+                self.on_promotion(decision)
         elif topic == "control":
             decision = ControlDecision.from_json_bytes(value)
             self.decisions.append(decision)
@@ -136,7 +148,11 @@ class PlaybookFollower:
                 self.covered.add(letter.trace_id)
 
     def playbook(self, playbook_id: str) -> tuple[int, list[PlaybookEntry]]:
-        """(version, entries) of the newest version seen; (0, []) before the first."""
+        """(version, entries) the agents run: the served version with promotion on, else the newest version
+        seen; (0, []) before the first."""
+        if self.settings.promotion and not self.candidates:
+            served = self.ledger.served(playbook_id)
+            return (served.version, list(served.entries)) if served else (0, [])
         version = self.latest.get(playbook_id)
         return (version.version, version.entries) if version else (0, [])
 

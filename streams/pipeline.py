@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 from combee_core.llm.roles import CallRecord
 from combee_core.log_order import valid_manifests, valid_versions
-from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion
+from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision
+from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
 from streams.runtime import read_topic
@@ -91,6 +92,27 @@ class InProcessPipeline:
 
     async def decisions(self) -> list[ControlDecision]:
         return await read_models(self, "control", ControlDecision)
+
+    async def promotions(self) -> list[PromotionDecision]:
+        """Every promotion decision so far that counts (in topic order: the first record of each decision id)."""
+        ledger = PromotionLedger()
+        return [d for d in await read_models(self, "promoted", PromotionDecision) if ledger.apply(d)]
+
+    async def wait_decided(self, versions: list[PlaybookVersion], *, timeout_s: float = 120.0,
+                           poll_s: float = 0.5) -> list[PromotionDecision]:
+        """With promotion on: wait until the promoter has decided on every one of ``versions``."""
+        wanted = {(v.playbook_id, v.version) for v in versions}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive()
+            decisions = await self.promotions()
+            missing = wanted - {(d.playbook_id, d.candidate_version) for d in decisions}
+            if not missing:
+                return decisions
+            if time.monotonic() >= deadline:
+                raise PipelineTimeout(f"{len(missing)} version(s) without a promotion decision after {timeout_s:.0f}s,"
+                                      f" e.g. {sorted(missing)[:3]}")
+            await asyncio.sleep(poll_s)
 
     async def wait_for(
         self,

@@ -249,6 +249,8 @@ async def _replay(
                 ids = {identity[1] for r in to_send if (identity := trace_identity(r)) is not None}
                 await run.wait_for_lineage(ids, timeout_s=options.timeout_s)
             versions = await run.versions()
+            if settings.promotion:  # the decisions are part of what a replay reproduces (docs/replay.md)
+                await run.wait_decided(versions, timeout_s=options.timeout_s)
             dead = await run.dead_letters()
         return ReplayResult(settings=settings, plan=plan, sent=len(to_send), versions=versions,
                             dead_letters=len(dead), llm_record=llm_record, counters=dict(run.counters))

@@ -1,0 +1,90 @@
+"""Promotion on the real broker: a harmful lesson is not promoted, learning continues from the incumbent, an
+operator's rollback reaches subscribers within seconds, and a replay makes the same decisions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from combee_core.models import PromotionDecision
+from combee_core.tasks import build_suite, misleading_trace
+from streams.fleet import PlaybookFollower
+from streams.pipeline import InProcessPipeline
+from streams.produce import produce_traces
+from streams.promote_cli import operator_act
+from streams.replay import ReplayOptions, replay_from_topics
+from tests.integration.topology_support import make_traces, run_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PB = "pb"
+
+
+def poisoned_stream():
+    """80 ordinary traces (batches 0-1), then 40 misleading ones teaching 8 families' harmful rule (batch 2), then
+    40 ordinary ones (batch 3)."""
+    suite = build_suite(seed=7)
+    ordinary = make_traces(160, PB)
+    families = {f.family_id for f in suite.families[:8]}
+    tasks = [t for t in suite.train if t.family_id in families][:40]
+    misled = [misleading_trace(suite, task, playbook_id=PB, playbook_version=0, agent_id=f"liar{i % 4}", attempt=0)
+              for i, task in enumerate(tasks)]
+    return ordinary[:80] + misled + ordinary[80:120], {f.harmful_insight for f in suite.families}
+
+
+async def wait_decisions(run, count: int, timeout_s: float) -> list[PromotionDecision]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = await run.promotions()
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        run.check_alive()
+        await asyncio.sleep(0.5)
+
+
+async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_the_incumbent(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, promotion=True, promotion_epsilon=0.005)
+    traces, harmful = poisoned_stream()
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
+            PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
+        found = await wait_decisions(run, 4, timeout_s=180)
+        versions = await run.versions(PB)
+
+        assert [(d.candidate_version, d.action) for d in found] == \
+            [(1, "promote"), (2, "promote"), (3, "reject"), (4, "promote")], [d.reason for d in found]
+        rejected = found[2]
+        assert rejected.served_version == 2 and rejected.held_out_score < rejected.incumbent_score - 0.005
+        assert "learning continues from v2" in rejected.reason
+        v3, v4 = versions[2], versions[3]
+        assert any(e.content in harmful for e in v3.entries), "the misleading batch taught the harmful rule"
+        assert v4.parent_version == 2 and not any(e.content in harmful for e in v4.entries)
+        assert {e.content for e in versions[1].entries} <= {e.content for e in v4.entries}
+        assert found[3].held_out_score >= found[1].held_out_score and found[3].previous_version == 2
+        promoted = found[0]
+        assert promoted.evaluator_model == settings.evaluator_model and promoted.tasks == 120
+        assert promoted.proposer.reducer == settings.reducer_model
+        assert promoted.cost.traces == 40 and promoted.cost.gain_points > 0 and promoted.cost.cost_usd_per_point > 0
+        assert found[3].cost.candidates == 2 and found[3].cost.traces == 80  # the rejected v3's cost counts too
+
+        # The agents run the served version, never the rejected candidate.
+        await agents.wait_until(lambda: agents.playbook(PB)[0] == 4, 30, "agents on v4")
+        assert agents.latest[PB].version == 4
+
+        # An operator's rollback reaches the agents within seconds, and pauses automatic promotion.
+        started = time.monotonic()
+        rollback = await operator_act(settings, kafka.bootstrap, kafka.profile, PB, "rollback", 1,
+                                      why="test", by="tester@ci")
+        await agents.wait_until(lambda: agents.playbook(PB)[0] == 1, 15, "agents back on v1")
+        rollback_s = time.monotonic() - started
+        assert rollback.action == "rollback" and rollback.paused and rollback.by == "tester@ci"
+        assert agents.playbook(PB)[1] == versions[0].entries
+        print(f"rollback reached the agents in {rollback_s:.2f} s")
+        assert rollback_s < 10
+
+    # A replay of the traces into a fresh prefix makes the same decisions, byte for byte (but the time).
+    replay = await replay_from_topics(settings, kafka.bootstrap, kafka.profile, ReplayOptions())
+    again = await InProcessPipeline(replay.settings, kafka.bootstrap, kafka.profile).promotions()
+    assert [d.decision_hash() for d in again[:4]] == [d.decision_hash() for d in found[:4]]
