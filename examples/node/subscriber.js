@@ -1,10 +1,13 @@
 #!/usr/bin/env node
-// Follow the playbook versions Combee Streams publishes, from Node.js (kafkajs).
+// Follow the playbook versions Combee Streams serves, from Node.js (kafkajs).
 //
 //   node subscriber.js --bootstrap localhost:9092 --playbook support-bot --max-versions 5
+//   node subscriber.js --bootstrap localhost:9092 --candidates   # every version, promoted or not
 //
-// Reads <prefix>playbook from the beginning (each record is a whole playbook, so the newest record of a
-// playbook_id is its current state) and prints one JSON line per version. kafkajs can only consume through a
+// By default reads <prefix>promoted from the beginning (runs with promotion on: each counting record's `served`
+// is the whole playbook agents should run) and prints one JSON line per decision. With --candidates it reads
+// <prefix>playbook (each record is a whole playbook, so the newest record of a playbook_id is its newest
+// candidate) and prints one JSON line per version. kafkajs can only consume through a
 // consumer group, so each subscriber uses a group of its own (a shared group would split the topic between agents).
 // Exit status: 0 when --max-versions versions were seen (or on SIGINT/SIGTERM), 3 on --timeout.
 import { randomUUID } from "node:crypto";
@@ -24,17 +27,19 @@ const { values: args } = parseArgs({
     timeout: { type: "string" },
     group: { type: "string" },
     entries: { type: "boolean", default: false },
-    schema: { type: "string", default: join(SCHEMAS_DIR, "playbook_version.v1.json") },
+    candidates: { type: "boolean", default: false },
+    schema: { type: "string" },
   },
 });
 if (!args.bootstrap) {
   process.stderr.write("usage: subscriber.js --bootstrap HOST:PORT [--prefix P] [--playbook ID] "
-    + "[--max-versions N] [--timeout S] [--group G] [--entries]\n");
+    + "[--max-versions N] [--timeout S] [--group G] [--entries] [--candidates]\n");
   process.exit(64);
 }
 
-const validate = loadValidator(args.schema);
-const topic = `${args.prefix}playbook`;
+const validate = loadValidator(args.schema
+  ?? join(SCHEMAS_DIR, args.candidates ? "playbook_version.v1.json" : "promotion_decision.v1.json"));
+const topic = `${args.prefix}${args.candidates ? "playbook" : "promoted"}`;
 const maxVersions = args["max-versions"] === undefined ? Infinity : Number(args["max-versions"]);
 const kafka = makeKafka(args.bootstrap, "combee-node-subscriber");
 const consumer = kafka.consumer({
@@ -63,6 +68,25 @@ if (args.timeout !== undefined) {
 }
 
 const latest = new Map();
+
+/** Promoted mode: the reading rule on decision ids, then one line per decision (its `served` is the pointer). */
+function takeDecision(decision) {
+  if (decision.decision_id !== (latest.get(decision.playbook_id) ?? -1) + 1) return null;
+  latest.set(decision.playbook_id, decision.decision_id);
+  if (args.playbook && decision.playbook_id !== args.playbook) return null;
+  const served = decision.served;
+  return {
+    playbook_id: decision.playbook_id,
+    decision_id: decision.decision_id,
+    action: decision.action,
+    version: decision.served_version,
+    candidate_version: decision.candidate_version,
+    entries: args.entries ? (served?.entries ?? []).map((e) => `[${e.section}] ${e.content}`)
+      : (served?.entries ?? []).length,
+    content_hash: served?.content_hash ?? null,
+    reason: decision.reason,
+  };
+}
 await consumer.connect();
 await consumer.subscribe({ topic, fromBeginning: true });
 process.stderr.write(`following ${topic}\n`);
@@ -79,6 +103,14 @@ await consumer.run({
     if (!validate(version)) {
       process.stderr.write(`skipping an invalid version at offset ${message.offset}: `
         + `${describeErrors(validate.errors).slice(0, 3).join("; ")}\n`);
+      return;
+    }
+    if (!args.candidates) {
+      const decisionLine = takeDecision(version);
+      if (decisionLine === null) return;
+      process.stdout.write(`${JSON.stringify(decisionLine)}\n`);
+      seen += 1;
+      if (seen >= maxVersions) setImmediate(() => finish(0));
       return;
     }
     // The reading rule (docs/protocol.md): per playbook, only version latest+1 counts; a record with a number

@@ -19,6 +19,8 @@ import pytest
 
 from combee_core.models import PlaybookVersion
 from streams.pipeline import InProcessPipeline
+from streams.produce import produce_traces
+from streams.worker import ALL_STAGES
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -113,4 +115,39 @@ async def test_node_example_traces_are_learned_and_its_subscriber_sees_the_versi
         pytest.skip("`node` is not on PATH: the Node.js example (examples/node) needs Node.js 18 or newer")
     await _node_modules_installed()
     await _check_example(kafka, unique_prefix, tmp_path, [node, str(NODE_DIR / "producer.js")],
-                         [node, str(NODE_DIR / "subscriber.js")])
+                         [node, str(NODE_DIR / "subscriber.js"), "--candidates"])
+
+
+async def test_node_evaluator_answers_evaluation_requests_and_its_subscriber_follows_promotions(kafka, unique_prefix):
+    """Promotion with the built-in evaluator left out: the Node evaluator scores every held-out task, the promoter
+    decides on its scores, and the Node subscriber (promoted mode, the default) prints the decision."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("`node` is not on PATH: the Node.js example (examples/node) needs Node.js 18 or newer")
+    await _node_modules_installed()
+    settings = run_settings(unique_prefix, batch_size=40, promotion=True)
+    common = ["--bootstrap", kafka.bootstrap, "--prefix", unique_prefix]
+    stages = [name for name in ALL_STAGES if name != "evaluate"]
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=stages) as run:
+        # 120 held-out tasks for the empty incumbent, 120 for candidate v1.
+        evaluating = asyncio.create_task(_run(node, str(NODE_DIR / "evaluator.js"), *common, "--max-results", "240",
+                                              "--timeout", "110", timeout=120))
+        following = asyncio.create_task(_run(node, str(NODE_DIR / "subscriber.js"), *common, "--max-versions", "1",
+                                             "--timeout", "110", timeout=120))
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, make_traces(40, "pb-eval"))
+        deadline = asyncio.get_running_loop().time() + 110
+        while not (decisions := await run.promotions()) and asyncio.get_running_loop().time() < deadline:
+            run.check_alive()
+            await asyncio.sleep(0.5)
+        code, out, err = await evaluating
+        assert code == 0, err
+        code, printed, err = await following
+        assert code == 0, err
+    assert len(decisions) == 1
+    decision = decisions[0]
+    assert decision.evaluator_model == "node-example/keyword-judge" and decision.tasks == 120
+    assert decision.incumbent_score == pytest.approx(0.3)  # the empty playbook names no rule family
+    assert decision.action == "promote" and decision.held_out_score > 0.3
+    assert len(out.splitlines()) == 240
+    line = json.loads(printed.splitlines()[0])
+    assert (line["playbook_id"], line["decision_id"], line["action"], line["version"]) == ("pb-eval", 0, "promote", 1)
