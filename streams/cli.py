@@ -270,7 +270,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic])
         async with watching(watchdog):
             await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
-                                stop=stop, out=sys.stdout)
+                                stop=stop, out=sys.stdout, promoted=settings.promotion and not args.candidates)
     if watchdog.cause is not None:
         raise watchdog.cause
     return 0
@@ -329,7 +329,10 @@ def build_parser() -> argparse.ArgumentParser:
     tail = sub.add_parser("tail", help="print playbook versions as they arrive")
     _add_common(tail, run=False)
     tail.add_argument("--playbook", help="only this playbook id")
-    tail.add_argument("--max-versions", type=int, help="exit after this many versions")
+    tail.add_argument("--max-versions", type=int, help="exit after this many versions (decisions with promotion)")
+    tail.add_argument("--promotion", action="store_const", const=True, help="the run promotes versions (env "
+                      "COMBEE_PROMOTION): print its promotion decisions and the served versions")
+    tail.add_argument("--candidates", action="store_true", help="with promotion: print every candidate version")
     _add_loss_grace(tail)
 
     status = sub.add_parser("status", help="topics, lag per stage, version and batch size per playbook")

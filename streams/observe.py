@@ -16,7 +16,10 @@ from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
-from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, utc_now
+from combee_core.models import (
+    BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now,
+)
+from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile, close_client
 from streams.runtime import consumer_config, end_offsets
@@ -54,6 +57,18 @@ def describe_version(version: PlaybookVersion) -> str:
     return "\n".join(lines)
 
 
+def describe_decision(decision: PromotionDecision) -> str:
+    """One line on a promotion decision: what is served now, and why."""
+    about = f" on candidate v{decision.candidate_version}" if decision.candidate_version is not None else ""
+    line = (f"{decision.playbook_id} decision {decision.decision_id}: {decision.action}{about} -> serving "
+            f"v{decision.served_version} (was v{decision.previous_version}) by {decision.by}: {decision.reason}")
+    cost = decision.cost
+    if cost is not None and cost.cost_usd_per_point is not None:
+        line += (f" [+{cost.gain_points:.1f} points for {cost.traces} traces, {cost.llm_calls} LLM calls, "
+                 f"${cost.cost_usd:.4f}: ${cost.cost_usd_per_point:.5f} per point]")
+    return line
+
+
 async def tail_versions(
     settings: CombeeSettings,
     bootstrap: str,
@@ -63,9 +78,14 @@ async def tail_versions(
     limit: int | None = None,
     stop: asyncio.Event | None = None,
     out: TextIO,
+    promoted: bool = False,
 ) -> int:
-    """Print every version (from the beginning of the topic), then new ones as they arrive."""
+    """Print every version (from the beginning of the topic), then new ones as they arrive. With ``promoted``,
+    every promotion decision instead, with the served version when the pointer moves (``limit`` counts those)."""
     stop = stop or asyncio.Event()
+    if promoted:
+        return await _tail_promoted(settings, bootstrap, profile, playbook_id=playbook_id, limit=limit, stop=stop,
+                                    out=out)
     topic = settings.topic("playbook")
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await consumer.start()
@@ -85,6 +105,34 @@ async def tail_versions(
                     if playbook_id and version.playbook_id != playbook_id:
                         continue
                     print(describe_version(version), file=out, flush=True)
+                    printed += 1
+                    if limit is not None and printed >= limit:
+                        break
+    finally:
+        await close_client(consumer.stop(), "the tail consumer")
+    return printed
+
+
+async def _tail_promoted(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, *,
+                         playbook_id: str | None, limit: int | None, stop: asyncio.Event, out: TextIO) -> int:
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await consumer.start()
+    printed = 0
+    try:
+        tp = TopicPartition(settings.topic("promoted"), 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        ledger = PromotionLedger()
+        while not stop.is_set() and (limit is None or printed < limit):
+            batch = await consumer.getmany(timeout_ms=250)
+            for records in batch.values():
+                for record in records:
+                    decision = PromotionDecision.from_json_bytes(record.value)
+                    if not ledger.apply(decision) or (playbook_id and decision.playbook_id != playbook_id):
+                        continue  # the first record of each decision id counts
+                    print(describe_decision(decision), file=out, flush=True)
+                    if decision.served is not None and decision.served_version != decision.previous_version:
+                        print(describe_version(decision.served), file=out, flush=True)
                     printed += 1
                     if limit is not None and printed >= limit:
                         break
@@ -130,6 +178,10 @@ class RunStatus:
     waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
     """playbook -> (traces batched but not yet in a version, age in seconds of the oldest such batch)"""
     stall_warning_s: float = 180.0
+    promotion: dict[str, PromotionDecision] = field(default_factory=dict)
+    """playbook -> its latest promotion decision (runs with promotion on)"""
+    decided: dict[str, int] = field(default_factory=dict)
+    """playbook -> newest candidate version decided on"""
 
 
 def waiting_batches(
@@ -146,8 +198,8 @@ def waiting_batches(
 
 
 STAGE_INPUTS = {"reflect": "traces", "batch": "reflections", "aggregate": "shuffle", "reduce": "partials",
-                "control": "metrics"}
-STATUS_READS = ("playbook", "batches", "control", "dlq")
+                "control": "metrics", "evaluate": "eval-requests", "promote": "eval-results"}
+STATUS_READS = ("playbook", "batches", "control", "dlq", "promoted")
 """Topics ``status`` reads whole (to their ends as measured at the start)."""
 
 
@@ -233,6 +285,11 @@ def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[st
     for record in records["control"]:
         decision = ControlDecision.from_json_bytes(record.value)
         status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
+    ledger = PromotionLedger()
+    for record in records["promoted"]:
+        ledger.apply(PromotionDecision.from_json_bytes(record.value))
+    status.promotion = dict(ledger.latest)
+    status.decided = {playbook: ledger.last_decided(playbook) for playbook in ledger.playbooks()}
     status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
     status.dead_letter_kinds = dead_letter_breakdown(read_dead_letter(r.value) for r in records["dlq"])
 
@@ -266,6 +323,14 @@ def format_status(status: RunStatus) -> str:
             if age > status.stall_warning_s:
                 line += f" STALLED? (over {status.stall_warning_s:.0f} s)"
         lines.append(line)
+        decision = status.promotion.get(playbook)
+        if decision is not None:
+            newest = status.versions.get(playbook, 0)
+            pending = list(range(status.decided.get(playbook, 0) + 1, newest + 1))
+            paused = ", automatic promotion PAUSED" if decision.paused else ""
+            lines.append(f"    incumbent v{decision.served_version}{paused}; pending candidates: "
+                         f"{', '.join(f'v{v}' for v in pending) or 'none'}")
+            lines.append(f"    last decision: {describe_decision(decision)}")
     if not status.versions and not status.waiting:
         lines.append("  (no version published yet)")
     lines.append(f"dead letters: {status.dead_letters}")

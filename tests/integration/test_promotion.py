@@ -15,6 +15,7 @@ from streams.pipeline import InProcessPipeline
 from streams.produce import produce_traces
 from streams.promote_cli import operator_act
 from streams.replay import ReplayOptions, replay_from_topics
+from tests.integration.test_cli import _combee
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -73,16 +74,34 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
         await agents.wait_until(lambda: agents.playbook(PB)[0] == 4, 30, "agents on v4")
         assert agents.latest[PB].version == 4
 
-        # An operator's rollback reaches the agents within seconds, and pauses automatic promotion.
+        # `combee rollback`, one command, reaches the agents within seconds and pauses automatic promotion.
+        common = ("--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
         started = time.monotonic()
-        rollback = await operator_act(settings, kafka.bootstrap, kafka.profile, PB, "rollback", 1,
-                                      why="test", by="tester@ci")
+        code, out, err = await _combee("rollback", PB, "--to", "1", "--reason", "bad answers in production", *common)
+        assert code == 0, err
         await agents.wait_until(lambda: agents.playbook(PB)[0] == 1, 15, "agents back on v1")
         rollback_s = time.monotonic() - started
-        assert rollback.action == "rollback" and rollback.paused and rollback.by == "tester@ci"
-        assert agents.playbook(PB)[1] == versions[0].entries
-        print(f"rollback reached the agents in {rollback_s:.2f} s")
-        assert rollback_s < 10
+        assert "serving v1 (was v4)" in out and "paused" in out
+        rollback = agents.ledger.latest[PB]
+        assert rollback.action == "rollback" and rollback.paused and "bad answers in production" in rollback.reason
+        assert "@" in rollback.by and agents.playbook(PB)[1] == versions[0].entries
+        print(f"rollback: command start to the agents on v1 in {rollback_s:.2f} s (Python start-up included)")
+        assert rollback_s < 15
+
+        code, out, err = await _combee("status", *common)
+        assert code == 0, err
+        assert "incumbent v1, automatic promotion PAUSED; pending candidates: none" in out, out
+        assert "last decision: pb decision 4: rollback -> serving v1 (was v4)" in out, out
+        code, out, err = await _combee("tail", "--promotion", "--max-versions", "5", *common)
+        assert code == 0, err
+        assert out.count("decision ") == 5 and "decision 2: reject on candidate v3 -> serving v2" in out, out
+        assert "per point]" in out
+
+        # The in-process helper the command uses: an operator promote resumes automatic promotion.
+        resumed = await operator_act(settings, kafka.bootstrap, kafka.profile, PB, "operator-promote", 4,
+                                     why="fixed", by="tester@ci")
+        await agents.wait_until(lambda: agents.playbook(PB)[0] == 4, 15, "agents on v4 again")
+        assert resumed.decision_id == 5 and not resumed.paused and resumed.by == "tester@ci"
 
     # A replay of the traces into a fresh prefix makes the same decisions, byte for byte (but the time).
     replay = await replay_from_topics(settings, kafka.bootstrap, kafka.profile, ReplayOptions())
