@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.controller import epoch_delay
 from combee_core.llm.roles import CallRecord
-from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, Usage
+from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy
 from streams.broker import BrokerProfile
@@ -68,6 +68,21 @@ class VersionRow(BaseModel):
     llm_critical_path_s: float
     llm_calls: int
     seconds_since_start: float
+    parent_version: int = 0
+    decision: str | None = Field(default=None, description="With promotion: promote, reject or hold.")
+
+
+class PromotionRow(BaseModel):
+    """One decision on the promoted topic (runs with promotion on)."""
+
+    decision_id: int
+    action: str
+    candidate_version: int | None
+    served_version: int
+    held_out_score: float | None
+    incumbent_score: float | None
+    reason: str
+    cost_usd_per_point: float | None = None
 
 
 class DelayPoint(BaseModel):
@@ -116,6 +131,12 @@ class DemoResult(BaseModel):
     fleet: FleetReport
     controller: ControllerSummary
     plots: list[str]
+    promotion: bool = False
+    promotions: list[PromotionRow] = Field(default_factory=list)
+    served_version: int | None = Field(default=None, description="With promotion: the version agents run at the end.")
+    cost_usd_per_point: float | None = Field(
+        default=None, description="With promotion: the cost of every candidate (rejected ones too) divided by the "
+        "held-out points the promotions gained (score x 100).")
 
 
 @dataclass
@@ -146,6 +167,10 @@ class DemoProgress:
     decision_phase: str | None = None
     traces_learned: int = 0
     """Traces in the lineage of some version so far."""
+    served_version: int | None = None
+    """With promotion: the version the agents run."""
+    promotions: list[str] = field(default_factory=list)
+    """With promotion: one line per decision, in order."""
 
     def elapsed_now(self) -> float:
         """Seconds since the demo started, read now (not at the last report)."""
@@ -167,8 +192,31 @@ def version_row(version: PlaybookVersion, suite: TaskSuite, started: float) -> V
         held_out_accuracy=round(expected_accuracy(suite, suite.held_out, version.entries), 4),
         max_staleness=stats.max_staleness, delay_s=round(stats.delay_s, 4),
         llm_critical_path_s=round(stats.llm_critical_path_s, 4), llm_calls=stats.llm_calls,
-        seconds_since_start=round(time.monotonic() - started, 3),
+        seconds_since_start=round(time.monotonic() - started, 3), parent_version=version.parent_version,
     )
+
+
+def promotion_row(decision: PromotionDecision) -> PromotionRow:
+    return PromotionRow(decision_id=decision.decision_id, action=decision.action,
+                        candidate_version=decision.candidate_version, served_version=decision.served_version,
+                        held_out_score=decision.held_out_score, incumbent_score=decision.incumbent_score,
+                        reason=decision.reason,
+                        cost_usd_per_point=decision.cost.cost_usd_per_point if decision.cost else None)
+
+
+def served_accuracy(rows: list[VersionRow], decisions: list[PromotionDecision], baseline: float) -> float:
+    """Held-out accuracy of what the agents run at the end: the last version, or with promotion the served one."""
+    if decisions:
+        by_version = {row.version: row.held_out_accuracy for row in rows}
+        return by_version.get(decisions[-1].served_version, round(baseline, 4))
+    return rows[-1].held_out_accuracy if rows else round(baseline, 4)
+
+
+def cost_per_point(decisions: list[PromotionDecision]) -> float | None:
+    """Cost of the candidates behind the promotions over the held-out points they gained (None without a gain)."""
+    promoted = [d.cost for d in decisions if d.action == "promote" and d.cost is not None]
+    gain = sum(c.gain_points for c in promoted)
+    return round(sum(c.cost_usd for c in promoted) / gain, 9) if gain > 0 else None
 
 
 def delay_point(batch_size: int, batch_delay_s: float) -> DelayPoint:
@@ -245,6 +293,16 @@ async def run_demo(
         progress.decided_batch_size, progress.decision_phase = decision.batch_size, decision.phase
         report()
 
+    def on_promotion(decision: PromotionDecision) -> None:
+        if decision.playbook_id != options.playbook_id:
+            return
+        progress.served_version = decision.served_version
+        about = f"v{decision.candidate_version} " if decision.candidate_version is not None else ""
+        scores = (f" (held-out {decision.held_out_score:.3f} vs {decision.incumbent_score:.3f})"
+                  if decision.held_out_score is not None and decision.incumbent_score is not None else "")
+        progress.promotions.append(f"{about}{decision.action}{scores}: agents run v{decision.served_version}")
+        report()
+
     def on_traces(traces) -> None:
         progress.traces_sent += len(traces)
         progress.batch_size = fleet.round_size()
@@ -258,8 +316,8 @@ async def run_demo(
             raise DemoError(f"topics {settings.topic_prefix}* already hold {len(earlier)} version(s) of playbook "
                             f"{options.playbook_id!r} from an earlier run; give a fresh --prefix (or none, for a "
                             f"new one per run)")
-        async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version,
-                                    on_decision=on_decision, check_alive=run.check_alive) as follower:
+        async with PlaybookFollower(settings, bootstrap, profile, on_version=on_version, on_decision=on_decision,
+                                    on_promotion=on_promotion, check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
                                       traces=total, task_time_s=options.effective_task_time_s()),
@@ -272,12 +330,19 @@ async def run_demo(
                                              what="every trace to reach a version or a dead letter")
             metrics = await read_models(run, "metrics", BatchMetrics)
             versions = await run.versions(options.playbook_id)
+            decisions: list[PromotionDecision] = []
+            if settings.promotion:
+                report("waiting for the last promotion decision")
+                decisions = [d for d in await run.wait_decided(versions, timeout_s=120)
+                             if d.playbook_id == options.playbook_id]
             dead = await run.dead_letters()
             controller = controller_summary(settings, metrics, follower.decisions, options.playbook_id)
         report("stopping the topology")
 
     seen = {row.version: row for row in progress.history}  # scored live, when each version arrived
     rows = [seen.get(v.version) or version_row(v, suite, started) for v in versions]
+    decided = {d.candidate_version: d.action for d in decisions if d.action in ("promote", "reject", "hold")}
+    rows = [row.model_copy(update={"decision": decided.get(row.version)}) for row in rows]
     final = versions[-1] if versions else None
     incorporated = {t for v in versions for t in v.lineage}
     out = options.out
@@ -291,10 +356,13 @@ async def run_demo(
         traces_incorporated=len(incorporated & sent_ids), dead_letters=len(dead),
         dead_letter_reasons=sorted({f"{d.stage}: {d.reason[:120]}" for d in dead}),
         versions=rows, accuracy_before=round(baseline, 4),
-        accuracy_after=rows[-1].held_out_accuracy if rows else round(baseline, 4),
+        accuracy_after=served_accuracy(rows, decisions, baseline),
         playbook_entries=len(final.entries) if final else 0,
         playbook_tokens=final.stats.playbook_tokens if final else 0,
         usage=usage, fleet=fleet_report, controller=controller, plots=plots,
+        promotion=settings.promotion, promotions=[promotion_row(d) for d in decisions],
+        served_version=decisions[-1].served_version if decisions else None,
+        cost_usd_per_point=cost_per_point(decisions),
     )
     (out / "results.json").write_text(result.model_dump_json(indent=2), encoding="utf-8")
     if final is not None:

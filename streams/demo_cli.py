@@ -41,6 +41,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
     parser.add_argument("--task-time", dest="task_time_s", type=float,
                         help="simulated seconds an agent spends on a task (default 0.02 sync, 1.0 async)")
+    parser.add_argument("--promotion", action="store_const", const=True,
+                        help="gate versions: agents run only versions promoted on held-out scores "
+                        "(docs/architecture.md, Promotion)")
     parser.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     parser.set_defaults(handler=cmd_demo)
 
@@ -52,7 +55,7 @@ def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None
     env = dict(os.environ if env is None else env)
     overrides = {name: value for name, value in DEMO_DEFAULTS.items() if ENV_PREFIX + name.upper() not in env}
     overrides.update(flag_overrides(args, ("topic_prefix", "run_id", "run_seed", "sim_time_scale", "max_wait_s",
-                                           "broker_connect_timeout_s")))
+                                           "broker_connect_timeout_s", "promotion")))
     if args.batch_size not in (None, "auto"):
         overrides["auto_batch_size"] = False  # a number fixes the size (the demo's default is the controller)
     return CombeeSettings.load(env, **overrides)
@@ -135,6 +138,7 @@ class PlainView:
         self._phase = ""
         self._versions = VersionLog()
         self._last = None
+        self._promotions = 0
 
     def __enter__(self) -> PlainView:
         return self
@@ -146,6 +150,9 @@ class PlainView:
     def update(self, progress) -> None:
         self._last = progress
         lines = self._versions.update(progress)
+        lines += [f"[{progress.elapsed_now():6.1f}s] promotion: {line}"
+                  for line in progress.promotions[self._promotions:]]
+        self._promotions = len(progress.promotions)
         if progress.phase != self._phase:
             lines += self._versions.flush(progress)
             self._phase = progress.phase
@@ -208,6 +215,9 @@ class LiveView:
         table.add_row("", f"{progress.traces_sent}/{progress.traces_total} published")
         table.add_row("phase", progress.phase)
         table.add_row("version", str(progress.version))
+        if progress.served_version is not None or progress.promotions:
+            table.add_row("agents run", f"v{progress.served_version or 0} (promoted)")
+            table.add_row("last decision", progress.promotions[-1] if progress.promotions else "–")
         table.add_row("batch size", batch_size_cell(progress))
         table.add_row("held-out accuracy", f"{progress.accuracy_before:.3f} -> {progress.accuracy:.3f}")
         table.add_row("playbook entries", str(progress.entries))
@@ -227,7 +237,18 @@ def print_summary(result) -> None:
     """The summary table, then where the results are."""
     from streams.plots import controller_plot_skipped
 
+    promotion = []
+    if result.promotion:
+        actions = [p.action for p in result.promotions]
+        per_point = (f"${result.cost_usd_per_point:.5f} per held-out point" if result.cost_usd_per_point is not None
+                     else "no held-out gain")
+        promotion = [
+            ("cost per improvement point", per_point),
+            ("promotion decisions", f"{actions.count('promote')} promoted, {actions.count('reject')} rejected, "
+                                    f"{actions.count('hold')} held; agents run v{result.served_version}"),
+        ]
     rows = [
+        *promotion,
         ("versions published", str(len(result.versions))),
         ("traces published / incorporated", f"{result.traces_sent} / {result.traces_incorporated}"),
         ("dead letters", str(result.dead_letters)),

@@ -25,6 +25,14 @@ def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Pa
     ys = [baseline] + [r.held_out_accuracy for r in rows]
     ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.6, color="#1f77b4", label="held-out accuracy")
     ax.axhline(baseline, linestyle="--", color="grey", linewidth=1, label=f"empty playbook ({baseline:.3f})")
+    promoted = [r for r in rows if r.decision == "promote"]
+    refused = [r for r in rows if r.decision in ("reject", "hold")]
+    if promoted:
+        ax.scatter([r.version for r in promoted], [r.held_out_accuracy for r in promoted], s=36, marker="o",
+                   facecolors="none", edgecolors="#2ca02c", linewidths=1.4, zorder=3, label="promoted")
+    if refused:
+        ax.scatter([r.version for r in refused], [r.held_out_accuracy for r in refused], s=40, marker="x",
+                   color="#d62728", zorder=3, label="not promoted (rejected / held)")
     ax.set_xlabel("playbook version")
     ax.set_ylabel("held-out accuracy (expected, noise-free)")
     ax.set_ylim(0, 1.02)

@@ -77,3 +77,22 @@ async def test_async_demo_with_the_controller_reports_staleness_and_decisions(ka
     assert Path(tmp_path / "controller_delay_fit.png").read_bytes()[:8] == PNG_MAGIC
     assert result.controller.last_reason and result.controller.last_phase in ("profiling", "fitted")
 
+
+
+async def test_demo_with_promotion_shows_decisions_runs_only_promoted_versions_and_prices_the_gain(
+        kafka, unique_prefix, tmp_path):
+    settings = CombeeSettings.load(env={}, topic_prefix=unique_prefix, batch_size=20, sim_clock="virtual",
+                                   max_wait_s=1.0, partitions=2, promotion=True)
+    options = DemoOptions(fleet=8, mode="sync", traces=80, out=tmp_path)
+    seen = []
+    result = await run_demo(settings, kafka.bootstrap, kafka.profile, options, on_progress=seen.append)
+
+    assert result.promotion and result.traces_incorporated == 80
+    assert [p.candidate_version for p in result.promotions] == [1, 2, 3, 4]
+    assert [row.decision for row in result.versions] == [p.action for p in result.promotions]
+    promoted = {0} | {p.candidate_version for p in result.promotions if p.action == "promote"}
+    assert set(result.fleet.versions_used) <= promoted  # the agents never ran an unpromoted candidate
+    assert result.served_version == result.promotions[-1].served_version
+    assert result.cost_usd_per_point is not None and result.cost_usd_per_point > 0
+    assert any("promote (held-out" in line for line in seen[-1].promotions)  # shown live
+    assert Path(tmp_path / "held_out_accuracy.png").read_bytes()[:8] == PNG_MAGIC
