@@ -536,7 +536,10 @@ class ProposerModels(CombeeModel):
 
 
 class ImprovementCost(CombeeModel):
-    """What the candidates since the incumbent cost (rejected ones included), per held-out point gained."""
+    """What the candidates since the incumbent cost (rejected ones included), per held-out point gained.
+
+    From each candidate's ``VersionStats``: its traces and the aggregator and reducer calls that built it. The
+    reflector's calls (one per trace) are not in a version's stats, so they are not counted here."""
 
     candidates: int = Field(ge=0)
     traces: int = Field(ge=0)
