@@ -560,7 +560,7 @@ class PromotionDecision(CombeeModel):
     schema_version: Literal[1] = SCHEMA_VERSION
     playbook_id: PlaybookId
     decision_id: int = Field(ge=0, description="0, 1, 2, ... per playbook; the first record of each id counts.")
-    action: Literal["promote", "reject", "hold", "operator-promote", "rollback"]
+    action: Literal["promote", "reject", "hold", "canary", "operator-promote", "rollback"]
     candidate_version: int | None = Field(default=None, ge=1, description="The candidate decided on (None for an "
                                           "operator's rollback).")
     candidate_hash: str | None = None
@@ -575,6 +575,14 @@ class PromotionDecision(CombeeModel):
     reason: str
     paused: bool = Field(default=False, description="Automatic promotion paused (after a rollback) until an operator "
                          "promotes a version.")
+    canary: PlaybookVersion | None = Field(default=None, description="With action canary: the candidate that the "
+                                           "canary share of agents runs meanwhile (the others run served).")
+    canary_share: float | None = Field(default=None, ge=0.0, le=1.0, description="Share of agents in the canary "
+                                       "(an agent is in it when unit_hash(agent_id) < share).")
+    canary_score: float | None = Field(default=None, description="Mean live score of the canary's traces.")
+    canary_incumbent_score: float | None = Field(default=None, description="Mean live score of the incumbent's "
+                                                 "traces during the canary.")
+    canary_traces: int = Field(default=0, ge=0, description="Live traces behind each canary score.")
     proposer: ProposerModels | None = None
     evaluator_model: str | None = None
     cost: ImprovementCost | None = None

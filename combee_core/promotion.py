@@ -9,6 +9,7 @@ candidate. Everything here is a function of the logs, so a replay of the same lo
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,12 +36,19 @@ class PromotionError(ValueError):
 
 @dataclass(frozen=True)
 class PromotionRule:
-    """Promote a candidate when its held-out score >= the incumbent's - epsilon."""
+    """Promote a candidate when its held-out score >= the incumbent's - epsilon, and, with a canary, when the mean
+    live score of its first ``canary_min_traces`` scored traces >= that of the incumbent's traces meanwhile - epsilon."""
 
     epsilon: float = 0.0
+    canary_share: float = 0.0
+    canary_min_traces: int = 20
 
     def describe(self) -> str:
-        return f"held_out >= incumbent - {self.epsilon:g}"
+        held_out = f"held_out >= incumbent - {self.epsilon:g}"
+        if self.canary_share <= 0:
+            return held_out
+        return (f"{held_out}, then canary ({self.canary_share:g} of agents): live score over "
+                f"{self.canary_min_traces} traces >= incumbent's live score - {self.epsilon:g}")
 
     def accepts(self, held_out: float, incumbent: float) -> bool:
         return held_out >= incumbent - self.epsilon - 1e-12
@@ -54,6 +62,9 @@ class PromotionLedger:
     gate: ContiguousNumbers[str] = field(default_factory=ContiguousNumbers)
     latest: dict[str, PromotionDecision] = field(default_factory=dict)
     by_candidate: dict[str, dict[int, PromotionDecision]] = field(default_factory=dict)
+    first_on_candidate: dict[str, dict[int, PromotionDecision]] = field(default_factory=dict)
+    """Per playbook and candidate, the first decision on it (with a canary, the ``canary`` one): what the reducer
+    builds the next version on, whenever the verdict comes."""
     served_history: dict[str, list[int]] = field(default_factory=dict)
     """Per playbook, each version served in turn (starting with 0)."""
 
@@ -65,8 +76,10 @@ class PromotionLedger:
         history = self.served_history.setdefault(decision.playbook_id, [0])
         if history[-1] != decision.served_version:
             history.append(decision.served_version)
-        if decision.candidate_version is not None and decision.action in ("promote", "reject", "hold"):
-            self.by_candidate.setdefault(decision.playbook_id, {}).setdefault(decision.candidate_version, decision)
+        if decision.candidate_version is not None and decision.action in ("promote", "reject", "hold", "canary"):
+            self.by_candidate.setdefault(decision.playbook_id, {})[decision.candidate_version] = decision
+            self.first_on_candidate.setdefault(decision.playbook_id, {}).setdefault(decision.candidate_version,
+                                                                                   decision)
         return True
 
     def next_id(self, playbook_id: str) -> int:
@@ -87,6 +100,11 @@ class PromotionLedger:
 
     def decision_on(self, playbook_id: str, candidate_version: int) -> PromotionDecision | None:
         return self.by_candidate.get(playbook_id, {}).get(candidate_version)
+
+    def canary(self, playbook_id: str) -> PlaybookVersion | None:
+        """The candidate in canary now (the latest decision is its ``canary``), or None."""
+        latest = self.latest.get(playbook_id)
+        return latest.canary if latest is not None and latest.action == "canary" else None
 
     def last_decided(self, playbook_id: str) -> int:
         """The newest candidate version decided on (0 before the first)."""
@@ -218,12 +236,86 @@ def decide(
                                  reason=f"evaluation failed: {error or 'no score'}")
     gain = candidate_score - incumbent_score
     verdict = f"held-out {candidate_score:.4f} vs incumbent v{incumbent_version} {incumbent_score:.4f}"
+    if rule.accepts(candidate_score, incumbent_score) and rule.canary_share > 0:
+        return PromotionDecision(action="canary", **keep, **common, canary=candidate, canary_share=rule.canary_share,
+                                 reason=f"{verdict}: the held-out rule holds; canary: {rule.canary_share:g} of agents "
+                                 f"run v{candidate.version} until each side has {rule.canary_min_traces} scored traces")
     if rule.accepts(candidate_score, incumbent_score):
         return PromotionDecision(action="promote", served_version=candidate.version, served=candidate, **common,
                                  cost=improvement_cost(costs, gain), reason=f"{verdict}: {rule.describe()} holds")
     return PromotionDecision(action="reject", **keep, **common,
                              reason=f"{verdict}: {rule.describe()} fails; learning continues from "
                              f"v{incumbent_version}, this batch's operations stay in candidate v{candidate.version}")
+
+
+def in_canary(agent_id: str, share: float) -> bool:
+    """Whether an agent belongs to a canary of this share: unit_hash(agent_id) < share (the same agents every time)."""
+    digest = hashlib.sha256(agent_id.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share
+
+
+LiveScore = tuple[int, float | None]
+"""(playbook_version, score) of one trace of the playbook, in the order of its traces partition."""
+
+
+def canary_verdict(
+    rule: PromotionRule,
+    ledger: PromotionLedger,
+    playbook_id: str,
+    live: Sequence[LiveScore],
+    *,
+    costs: Sequence[CandidateCost],
+    now: datetime,
+) -> PromotionDecision | None:
+    """The verdict on the candidate in canary, from the playbook's live traces in log order: the first
+    ``canary_min_traces`` scored traces run with the candidate, against the first as many run with the incumbent
+    from the first canary trace on. None while either side has fewer. A function of the log alone."""
+    latest = ledger.latest.get(playbook_id)
+    if latest is None or latest.action != "canary" or latest.canary is None:
+        return None
+    candidate = latest.canary
+    need = rule.canary_min_traces
+    canary_at = [i for i, (version, score) in enumerate(live) if version == candidate.version and score is not None]
+    if len(canary_at) < need:
+        return None
+    canary = [live[i][1] for i in canary_at[:need]]
+    incumbent = [score for version, score in live[canary_at[0]:]
+                 if version == latest.served_version and score is not None][:need]
+    if len(incumbent) < need:
+        return None
+    canary_score = sum(canary) / need  # type: ignore[arg-type]
+    incumbent_score = sum(incumbent) / need  # type: ignore[arg-type]
+    verdict = (f"canary v{candidate.version} live {canary_score:.4f} vs incumbent v{latest.served_version} live "
+               f"{incumbent_score:.4f} over {need} traces each")
+    common = dict(playbook_id=candidate.playbook_id, decision_id=ledger.next_id(candidate.playbook_id),
+                  candidate_version=candidate.version, candidate_hash=candidate.content_hash,
+                  previous_version=latest.served_version, held_out_score=latest.held_out_score,
+                  incumbent_score=latest.incumbent_score, task_set=latest.task_set, tasks=latest.tasks,
+                  rule=rule.describe(), proposer=latest.proposer, evaluator_model=latest.evaluator_model,
+                  canary_share=latest.canary_share, canary_score=canary_score,
+                  canary_incumbent_score=incumbent_score, canary_traces=need, by=PROMOTER, decided_at=now)
+    if rule.accepts(canary_score, incumbent_score):
+        gain = (latest.held_out_score or 0.0) - (latest.incumbent_score or 0.0)
+        return PromotionDecision(action="promote", served_version=candidate.version, served=candidate, **common,
+                                 cost=improvement_cost(costs, gain), reason=f"{verdict}: the canary holds")
+    return PromotionDecision(action="reject", served_version=latest.served_version, served=latest.served, **common,
+                             reason=f"{verdict}: the canary fails; learning continues from v{latest.served_version}")
+
+
+def built_on_rejected(ledger: PromotionLedger, candidate: PlaybookVersion, *, now: datetime,
+                      rule: PromotionRule) -> PromotionDecision | None:
+    """A reject, without evaluation, of a candidate built on a candidate that its canary rejected (built while that
+    canary ran); None otherwise."""
+    parent = ledger.decision_on(candidate.playbook_id, candidate.parent_version)
+    if parent is None or parent.action != "reject" or candidate.parent_version == parent.served_version:
+        return None
+    return PromotionDecision(
+        playbook_id=candidate.playbook_id, decision_id=ledger.next_id(candidate.playbook_id), action="reject",
+        candidate_version=candidate.version, candidate_hash=candidate.content_hash,
+        served_version=parent.served_version, served=parent.served, previous_version=parent.served_version,
+        rule=rule.describe(), by=PROMOTER, decided_at=now,
+        reason=f"built on v{candidate.parent_version}, which was rejected: learning continues from "
+        f"v{parent.served_version}")
 
 
 def operator_decision(
@@ -275,13 +367,16 @@ class NextBase:
 
 def next_base(ledger: PromotionLedger, playbook_id: str, latest_version: int) -> NextBase | None:
     """Base of version ``latest_version + 1``: None while the latest candidate awaits its decision. A rejected (or
-    held) candidate is not built on: the next version starts from the version served after that decision."""
+    held) candidate is not built on: the next version starts from the version served after that decision. The
+    *first* decision on the candidate counts, so a canary's verdict, whenever it comes, never changes the base: a
+    candidate in canary is built on, and if its canary then fails, the version built on it is rejected unevaluated
+    (``built_on_rejected``) and the one after starts from the served version."""
     if latest_version == 0:
         return NextBase(parent_version=0, entries=None)
-    decision = ledger.decision_on(playbook_id, latest_version)
+    decision = ledger.first_on_candidate.get(playbook_id, {}).get(latest_version)
     if decision is None:
         return None
-    if decision.served_version == latest_version:
-        return NextBase(parent_version=latest_version, entries=None)
+    if decision.served_version == latest_version or decision.action == "canary":
+        return NextBase(parent_version=latest_version, entries=None)  # a candidate in canary is built on, tentatively
     served = decision.served
     return NextBase(parent_version=decision.served_version, entries=list(served.entries) if served else [])

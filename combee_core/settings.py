@@ -80,6 +80,13 @@ class CombeeSettings(BaseModel):
     promotion_epsilon: float = Field(
         default=0.0, ge=0.0, le=1.0, description="Promote a candidate when held_out >= incumbent - epsilon."
     )
+    canary_share: float = Field(
+        default=0.0, ge=0.0, lt=1.0, description="With promotion: share of agents that run a candidate that passed "
+        "the held-out rule before it is promoted (0: no canary). Only for traces that carry scores.",
+    )
+    canary_min_traces: int = Field(
+        default=20, ge=1, description="Live scored traces the canary and the incumbent each need before the verdict.",
+    )
     eval_suite_seed: int = Field(default=7, description="Seed of the task suite whose held-out split is the pinned "
                                  "evaluation set.")
     eval_suite_families: int = Field(default=24, ge=1, le=1000, description="Rule families of that suite.")

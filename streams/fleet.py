@@ -23,7 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision, Trace
-from combee_core.promotion import PromotionLedger
+from combee_core.promotion import PromotionLedger, in_canary
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker import BrokerProfile
@@ -147,10 +147,14 @@ class PlaybookFollower:
             if letter.trace_id:
                 self.covered.add(letter.trace_id)
 
-    def playbook(self, playbook_id: str) -> tuple[int, list[PlaybookEntry]]:
-        """(version, entries) the agents run: the served version with promotion on, else the newest version
-        seen; (0, []) before the first."""
+    def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
+        """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
+        agent in the canary share; else the newest version seen; (0, []) before the first."""
         if self.settings.promotion and not self.candidates:
+            canary = self.ledger.canary(playbook_id)
+            share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
+            if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
+                return canary.version, list(canary.entries)
             served = self.ledger.served(playbook_id)
             return (served.version, list(served.entries)) if served else (0, [])
         version = self.latest.get(playbook_id)
@@ -223,10 +227,11 @@ class Fleet:
     def _trace(self, task: Task, attempt: int, agent: int,
                playbook: tuple[int, list[PlaybookEntry]] | None = None) -> Trace:
         """One agent's run of ``task`` with ``playbook`` (version, entries), by default the newest version seen."""
-        version, entries = playbook or self.follower.playbook(self.config.playbook_id)
+        agent_id = f"agent{agent:03d}"
+        version, entries = playbook or self.follower.playbook(self.config.playbook_id, agent_id)
         self.versions_used.add(version)
         return run_task(self.suite, task, entries, playbook_id=self.config.playbook_id, playbook_version=version,
-                        agent_id=f"agent{agent:03d}", attempt=attempt, run_seed=self.settings.run_seed)
+                        agent_id=agent_id, attempt=attempt, run_seed=self.settings.run_seed)
 
     def round_size(self) -> int:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""
@@ -276,7 +281,7 @@ class Fleet:
                     task, attempt = queue.get_nowait()
                 except asyncio.QueueEmpty:
                     return
-                version_at_start = self.follower.playbook(self.config.playbook_id)
+                version_at_start = self.follower.playbook(self.config.playbook_id, f"agent{number:03d}")
                 if self.config.task_time_s:
                     await asyncio.sleep(self.config.task_time_s)
                 # The agent ran with the version it read when it started the task.

@@ -13,28 +13,84 @@ log yet.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
-from aiokafka import TopicPartition
+import orjson
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, entries_digest, utc_now
 from combee_core.promotion import (
     CandidateCost,
+    LiveScore,
     PromotionLedger,
     PromotionRule,
     ScoreCache,
+    built_on_rejected,
+    canary_verdict,
     decide,
     eval_requests,
 )
 from combee_core.tasks import build_suite
 from streams.log_view import LogView
-from streams.runtime import Stage
+from streams.runtime import Stage, consumer_config
 
 log = logging.getLogger(__name__)
 
 STAGE = "promote"
+
+
+class LiveScores:
+    """With a canary: (playbook_version, score) of every trace, per playbook, in the order of its traces partition,
+    read from the beginning of every partition of ``traces`` outside any group."""
+
+    def __init__(self, stage: Stage) -> None:
+        self._stage = stage
+        self.scores: dict[str, list[LiveScore]] = {}
+        self._closed = asyncio.Event()
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        ctx = self._stage.ctx
+        topic = ctx.settings.topic("traces")
+        self._consumer = AIOKafkaConsumer(**consumer_config(ctx.bootstrap, ctx.profile, None))
+        await self._consumer.start()
+        await self._consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+        tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic) or {0})]
+        self._consumer.assign(tps)
+        await self._consumer.seek_to_beginning(*tps)
+        self._stage.spawn(self._follow(), name=f"{self._stage.name}-live-scores", service=True)
+        self._stage.views.append(self)
+
+    def take(self, value: bytes | None) -> None:
+        """One trace record; what is not a readable trace is the reflector's to dead-letter, not counted here."""
+        try:
+            trace = orjson.loads(value or b"")
+            playbook_id, version, score = trace["playbook_id"], trace["playbook_version"], trace.get("score")
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return
+        if isinstance(playbook_id, str) and isinstance(version, int) and (
+                score is None or isinstance(score, (int, float))):
+            self.scores.setdefault(playbook_id, []).append((version, None if score is None else float(score)))
+
+    async def _follow(self) -> None:
+        assert self._consumer is not None
+        try:
+            while not self._closed.is_set():
+                batch = await self._consumer.getmany(timeout_ms=100)
+                for records in batch.values():
+                    for record in records:
+                        self.take(record.value)
+        finally:
+            await self._consumer.stop()
+
+    async def catch_up(self) -> None:
+        """Nothing to wait for: a verdict counts the first traces of the log, whenever it is computed."""
+
+    def close(self) -> None:
+        self._closed.set()
 
 
 def held_out_set(settings) -> tuple[str, tuple]:
@@ -50,7 +106,9 @@ class PromoterStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         settings = ctx.settings
-        self.rule = PromotionRule(epsilon=settings.promotion_epsilon)
+        self.rule = PromotionRule(epsilon=settings.promotion_epsilon, canary_share=settings.canary_share,
+                                  canary_min_traces=settings.canary_min_traces)
+        self.live: LiveScores | None = None
         self.task_set, self.tasks = held_out_set(settings)
         self.proposer = ProposerModels(reflector=settings.reflector_model, aggregator=settings.aggregator_model,
                                        reducer=settings.reducer_model)
@@ -67,6 +125,9 @@ class PromoterStage(Stage):
         for view in (LogView(self, "playbook", self._apply_version), LogView(self, "eval-results", self._apply_result),
                      self._promoted_view):
             await view.start()
+        if self.rule.canary_share > 0:
+            self.live = LiveScores(self)
+            await self.live.start()
 
     # ------------------------------------------------------------------------------------------ views
 
@@ -106,7 +167,8 @@ class PromoterStage(Stage):
         self.done(record)  # results are taken from the eval-results view; the group only gives ownership
 
     async def tick(self, now: float) -> None:
-        for playbook_id in sorted(self.candidates):
+        for playbook_id in sorted(set(self.candidates) | {pb for pb in self.ledger.playbooks()
+                                                          if self.ledger.canary(pb) is not None}):
             if self.owns_key(playbook_id):
                 await self._advance(playbook_id)
 
@@ -122,10 +184,39 @@ class PromoterStage(Stage):
             self.ctx.count("eval_cache_hits", len(self.tasks) - len(missing))
         return self.cache.score(digest, self.tasks)
 
+    def _costs(self, playbook_id: str, candidate_version: int) -> list[CandidateCost]:
+        """The candidates after the served version up to this one (rejected ones included)."""
+        served = self.ledger.served_version(playbook_id)
+        return [cost for version, cost in sorted(self.costs.get(playbook_id, {}).items())
+                if served < version <= candidate_version]
+
+    async def _write(self, decision: PromotionDecision) -> None:
+        assert self._promoted_view is not None
+        if not await self._promoted_view.write((decision.playbook_id, decision.decision_id), decision.to_json_bytes()):
+            self.ctx.count("decisions_lost")
+            log.warning("%s decision %d: another record took the id first; deciding again", decision.playbook_id,
+                        decision.decision_id)
+            return
+        self.ctx.count(f"decisions.{decision.action}")
+        log.info("%s v%s: %s (%s)", decision.playbook_id, decision.candidate_version, decision.action, decision.reason)
+
     async def _advance(self, playbook_id: str) -> None:
-        """Decide the next undecided candidate of the playbook once its scores are in."""
+        """Decide the candidate in canary once the live traces are in, else the next undecided candidate once its
+        held-out scores are in."""
+        in_canary = self.ledger.canary(playbook_id)
+        if in_canary is not None:
+            if self.live is not None:
+                verdict = canary_verdict(self.rule, self.ledger, playbook_id, self.live.scores.get(playbook_id, []),
+                                         costs=self._costs(playbook_id, in_canary.version), now=utc_now())
+                if verdict is not None:
+                    await self._write(verdict)
+            return
         candidate = self.candidates.get(playbook_id, {}).get(self.ledger.last_decided(playbook_id) + 1)
         if candidate is None:
+            return
+        orphan = built_on_rejected(self.ledger, candidate, now=utc_now(), rule=self.rule)
+        if orphan is not None:
+            await self._write(orphan)
             return
         incumbent = self.ledger.served(playbook_id)
         inc_score, inc_error, _ = await self._scores(playbook_id, self.ledger.served_version(playbook_id),
@@ -134,17 +225,8 @@ class PromoterStage(Stage):
         error = error or inc_error
         if not error and (score is None or inc_score is None):
             return  # results still coming
-        incumbent_version = self.ledger.served_version(playbook_id)
-        costs = [cost for version, cost in sorted(self.costs.get(playbook_id, {}).items())
-                 if incumbent_version < version <= candidate.version]
         decision = decide(self.rule, self.ledger, candidate, candidate_score=score, incumbent_score=inc_score,
-                          error=error, costs=costs, task_set=self.task_set, tasks=len(self.tasks),
-                          proposer=self.proposer, evaluator_model=evaluator_model, now=utc_now())
-        assert self._promoted_view is not None
-        if not await self._promoted_view.write((playbook_id, decision.decision_id), decision.to_json_bytes()):
-            self.ctx.count("decisions_lost")
-            log.warning("%s decision %d: another record took the id first; deciding again", playbook_id,
-                        decision.decision_id)
-            return
-        self.ctx.count(f"decisions.{decision.action}")
-        log.info("%s v%d: %s (%s)", playbook_id, candidate.version, decision.action, decision.reason)
+                          error=error, costs=self._costs(playbook_id, candidate.version), task_set=self.task_set,
+                          tasks=len(self.tasks), proposer=self.proposer, evaluator_model=evaluator_model,
+                          now=utc_now())
+        await self._write(decision)

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from combee_core.models import PromotionDecision
+from combee_core.promotion import in_canary
 from combee_core.tasks import build_suite, misleading_trace
 from streams.fleet import PlaybookFollower
 from streams.pipeline import InProcessPipeline
@@ -107,3 +108,37 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
     replay = await replay_from_topics(settings, kafka.bootstrap, kafka.profile, ReplayOptions())
     again = await InProcessPipeline(replay.settings, kafka.bootstrap, kafka.profile).promotions()
     assert [d.decision_hash() for d in again[:4]] == [d.decision_hash() for d in found[:4]]
+
+
+async def test_a_canary_that_does_worse_live_is_rejected_with_the_version_built_on_it(kafka, unique_prefix):
+    """Canary on (half the agents, 10 scored traces a side): v1 passes held-out and goes to canary; its live traces
+    score 0 against the incumbent's 1, so v1 is rejected, v2 (built on v1 meanwhile) too, and v3 is built on v0."""
+    settings = run_settings(unique_prefix, promotion=True, batch_size=20, canary_share=0.5, canary_min_traces=10)
+    ordinary = make_traces(120, PB)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
+            PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, ordinary[:20])
+        found = await wait_decisions(run, 1, timeout_s=120)
+        assert found[0].action == "canary" and found[0].served_version == 0 and found[0].canary.version == 1
+        await agents.wait_until(lambda: agents.ledger.canary(PB) is not None, 15, "the canary decision")
+        members = [f"agent{i:03d}" for i in range(40) if in_canary(f"agent{i:03d}", 0.5)]
+        others = [f"agent{i:03d}" for i in range(40) if not in_canary(f"agent{i:03d}", 0.5)]
+        assert agents.playbook(PB, members[0])[0] == 1 and agents.playbook(PB, others[0])[0] == 0
+
+        # The live traces of the canary do worse than the incumbent's: 10 + 10 scored traces (batch 1).
+        live = [t.model_copy(update={"playbook_version": 1, "score": 0.0, "success": False,
+                                     "agent_id": members[i % len(members)]}) for i, t in enumerate(ordinary[20:30])]
+        live += [t.model_copy(update={"playbook_version": 0, "score": 1.0, "success": True,
+                                      "agent_id": others[i % len(others)]}) for i, t in enumerate(ordinary[30:40])]
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, live)
+        found = await wait_decisions(run, 3, timeout_s=120)
+        assert [(d.candidate_version, d.action) for d in found] == [(1, "canary"), (1, "reject"), (2, "reject")]
+        assert found[1].canary_score == 0.0 and found[1].canary_incumbent_score == 1.0 and found[1].canary_traces == 10
+        assert "built on v1" in found[2].reason and found[2].served_version == 0
+
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, ordinary[40:60])  # batch 2
+        found = await wait_decisions(run, 4, timeout_s=120)
+        versions = await run.versions(PB)
+        assert versions[1].parent_version == 1 and versions[2].parent_version == 0  # v2 on v1, v3 back on v0
+        assert found[3].candidate_version == 3 and found[3].action == "canary"
+        assert agents.playbook(PB, others[0])[0] == 0

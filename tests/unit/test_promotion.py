@@ -18,8 +18,11 @@ from combee_core.promotion import (
     PromotionLedger,
     PromotionRule,
     ScoreCache,
+    built_on_rejected,
+    canary_verdict,
     decide,
     eval_requests,
+    in_canary,
     next_base,
     operator_decision,
     rollback_target,
@@ -127,3 +130,55 @@ def test_the_decision_hash_ignores_only_the_time():
     b = a.model_copy(update={"decided_at": datetime(2027, 1, 1, tzinfo=timezone.utc)})
     c = a.model_copy(update={"reason": "other"})
     assert a.decision_hash() == b.decision_hash() != c.decision_hash()
+
+
+CANARY = PromotionRule(epsilon=0.01, canary_share=0.5, canary_min_traces=3)
+
+
+def test_with_a_canary_a_held_out_pass_starts_a_canary_that_agents_in_its_share_run_and_learning_builds_on():
+    ledger = PromotionLedger()
+    v1 = _version(1, ["a"])
+    started = _decide(ledger, v1, 0.6, 0.4, rule=CANARY)
+    assert started.action == "canary" and started.served_version == 0 and started.canary == v1
+    assert "canary (0.5 of agents)" in started.rule
+    ledger.apply(started)
+    assert ledger.canary("pb") == v1 and ledger.served_version("pb") == 0
+    assert next_base(ledger, "pb", 1).entries is None  # built on, tentatively
+    members = [a for a in (f"agent{i:03d}" for i in range(200)) if in_canary(a, 0.5)]
+    assert 70 < len(members) < 130 and members == [a for a in (f"agent{i:03d}" for i in range(200))
+                                                  if in_canary(a, 0.5)]
+    assert not _decide(ledger, v1, 0.3, 0.4, rule=CANARY).action == "canary"  # a held-out fail never canaries
+
+
+def test_the_canary_verdict_counts_the_first_scored_traces_of_each_side_in_log_order():
+    ledger = PromotionLedger()
+    v1 = _version(1, ["a"])
+    ledger.apply(_decide(ledger, v1, 0.6, 0.4, rule=CANARY))
+    before = [(0, 1.0), (0, 1.0)]  # incumbent traces before the canary's first: not counted
+    live = before + [(1, 1.0), (0, 0.0), (1, None), (1, 1.0), (0, 0.0)]
+    assert canary_verdict(CANARY, ledger, "pb", live, costs=[], now=NOW) is None  # 2 canary traces so far
+    live += [(1, 0.0), (0, 1.0), (1, 0.0), (0, 1.0)]
+    verdict = canary_verdict(CANARY, ledger, "pb", live, costs=[CandidateCost.of(v1)], now=NOW)
+    assert verdict.action == "promote" and verdict.served_version == 1  # 2/3 vs 1/3
+    assert verdict.canary_score == pytest.approx(2 / 3) and verdict.canary_incumbent_score == pytest.approx(1 / 3)
+    assert verdict.canary_traces == 3 and verdict.cost.gain_points == pytest.approx(20.0)
+    later = canary_verdict(CANARY, ledger, "pb", live + [(1, 0.0)] * 5, costs=[CandidateCost.of(v1)], now=NOW)
+    assert later.decision_hash() == verdict.decision_hash()  # later traces change nothing: the first ones count
+
+
+def test_a_failed_canary_rejects_the_candidate_and_the_version_built_on_it_and_learning_returns_to_the_incumbent():
+    ledger = PromotionLedger()
+    v1 = _version(1, ["a"])
+    ledger.apply(_decide(ledger, v1, 0.6, 0.4, rule=CANARY))
+    live = [(1, 0.0), (0, 1.0), (1, 0.0), (0, 1.0), (1, 0.0), (0, 1.0)]
+    verdict = canary_verdict(CANARY, ledger, "pb", live, costs=[], now=NOW)
+    assert verdict.action == "reject" and verdict.served_version == 0 and "the canary fails" in verdict.reason
+    ledger.apply(verdict)
+    v2 = _version(2, ["a", "b"])  # built on v1 while its canary ran
+    orphan = built_on_rejected(ledger, v2, now=NOW, rule=CANARY)
+    assert orphan.action == "reject" and orphan.served_version == 0 and "built on v1" in orphan.reason
+    ledger.apply(orphan)
+    base = next_base(ledger, "pb", 2)
+    assert base.parent_version == 0 and base.entries == []
+    v3 = _version(3, ["c"]).model_copy(update={"parent_version": 0})
+    assert built_on_rejected(ledger, v3, now=NOW, rule=CANARY) is None
