@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""Follow the playbook versions Combee Streams publishes, with confluent-kafka (librdkafka).
+"""Follow the playbook versions Combee Streams serves, with confluent-kafka (librdkafka).
 
-Reads ``<prefix>playbook`` from the beginning (every record is a whole playbook, so the newest record of a
-playbook_id is its current state) and prints one JSON line per version. No consumer group: every agent reads every
+By default reads ``<prefix>promoted`` from the beginning (runs with promotion on: each counting decision's ``served``
+is the whole playbook agents should run) and prints one JSON line per decision. With ``--candidates`` reads
+``<prefix>playbook`` (every record is a whole playbook, so the newest record of a playbook_id is its newest
+candidate) and prints one JSON line per version. No consumer group: every agent reads every
 version (a shared group would split the topic between agents). See ``docs/protocol.md``.
 
     python subscriber.py --bootstrap localhost:9092 --playbook support-bot --max-versions 5
@@ -22,7 +24,7 @@ from pathlib import Path
 import jsonschema
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "playbook_version.v1.json"
+SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 SUPPORTED_SCHEMA_VERSIONS = {1}
 
 
@@ -40,6 +42,21 @@ def summary(version: dict) -> dict:
     }
 
 
+def decision_summary(decision: dict) -> dict:
+    """A promotion decision: what is served now (``version``) and why."""
+    served = decision.get("served") or {}
+    return {
+        "playbook_id": decision["playbook_id"],
+        "decision_id": decision["decision_id"],
+        "action": decision["action"],
+        "version": decision["served_version"],
+        "candidate_version": decision.get("candidate_version"),
+        "entries": len(served.get("entries", [])),
+        "content_hash": served.get("content_hash"),
+        "reason": decision["reason"],
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--bootstrap", required=True, help="Kafka bootstrap servers")
@@ -48,11 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-versions", type=int, help="exit after this many versions")
     parser.add_argument("--timeout", type=float, help="give up after this many seconds")
     parser.add_argument("--entries", action="store_true", help="also print every entry of each version")
-    parser.add_argument("--schema", type=Path, default=DEFAULT_SCHEMA, help="playbook version JSON Schema")
+    parser.add_argument("--candidates", action="store_true",
+                        help="follow every candidate version (playbook topic) instead of the promoted ones")
+    parser.add_argument("--schema", type=Path, help="JSON Schema of the records (default: the topic's)")
     args = parser.parse_args(argv)
 
-    validator = jsonschema.Draft202012Validator(json.loads(args.schema.read_text(encoding="utf-8")))
-    topic = f"{args.prefix}playbook"
+    schema = args.schema or SCHEMAS / ("playbook_version.v1.json" if args.candidates else
+                                       "promotion_decision.v1.json")
+    validator = jsonschema.Draft202012Validator(json.loads(schema.read_text(encoding="utf-8")))
+    topic = f"{args.prefix}{'playbook' if args.candidates else 'promoted'}"
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
         "group.id": "unused",  # required by the client; nothing is committed (assign, not subscribe)
@@ -97,6 +118,14 @@ def main(argv: list[str] | None = None) -> int:
             errors = [e.message for e in validator.iter_errors(version)]
             if errors:
                 print(f"skipping an invalid version at offset {message.offset()}: {errors[:3]}", file=sys.stderr)
+                continue
+            if not args.candidates:  # the reading rule on decision ids: only latest+1 counts
+                if version["decision_id"] != latest.get(version["playbook_id"], -1) + 1:
+                    continue
+                latest[version["playbook_id"]] = version["decision_id"]
+                if not args.playbook or version["playbook_id"] == args.playbook:
+                    print(json.dumps(decision_summary(version)), flush=True)
+                    seen += 1
                 continue
             # The reading rule (docs/protocol.md): per playbook, only version latest+1 counts; a record with a
             # number already taken was written by a fenced writer and is ignored.

@@ -95,7 +95,7 @@ async def test_librdkafka_example_traces_are_learned_and_its_subscriber_sees_the
 ):
     here = EXAMPLES / "librdkafka"
     await _check_example(kafka, unique_prefix, tmp_path, [sys.executable, str(here / "producer.py")],
-                         [sys.executable, str(here / "subscriber.py")])
+                         [sys.executable, str(here / "subscriber.py"), "--candidates"])
 
 
 async def _node_modules_installed() -> None:
@@ -143,11 +143,17 @@ async def test_node_evaluator_answers_evaluation_requests_and_its_subscriber_fol
         assert code == 0, err
         code, printed, err = await following
         assert code == 0, err
+        code, printed_py, err = await _run(sys.executable, str(EXAMPLES / "librdkafka" / "subscriber.py"), *common,
+                                           "--max-versions", "1", "--timeout", "60", timeout=70)
+        assert code == 0, err
     assert len(decisions) == 1
     decision = decisions[0]
     assert decision.evaluator_model == "node-example/keyword-judge" and decision.tasks == 120
     assert decision.incumbent_score == pytest.approx(0.3)  # the empty playbook names no rule family
     assert decision.action == "promote" and decision.held_out_score > 0.3
     assert len(out.splitlines()) == 240
-    line = json.loads(printed.splitlines()[0])
-    assert (line["playbook_id"], line["decision_id"], line["action"], line["version"]) == ("pb-eval", 0, "promote", 1)
+    for text in (printed, printed_py):  # the Node and the librdkafka subscribers follow promoted versions
+        line = json.loads(text.splitlines()[0])
+        assert (line["playbook_id"], line["decision_id"], line["action"], line["version"]) == \
+            ("pb-eval", 0, "promote", 1)
+        assert line["content_hash"] == decision.served.content_hash
