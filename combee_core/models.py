@@ -503,8 +503,8 @@ class EvalRequest(CombeeModel):
     request_id: Identifier = Field(description="<playbook_id>/<digest[:16]>/<task_id>: the same pair is one request.")
     playbook_id: PlaybookId
     version: int = Field(ge=0, description="A version with this content (0 = the empty playbook).")
-    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(description="entries_digest(entries): the cache key "
-                                                                        "with task_id.")
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(
+        description="entries_digest(entries): the cache key with task_id.")
     task_set: Identifier = Field(description="The pinned held-out set the task belongs to, e.g. suite-7/held-out.")
     task_id: Identifier
     task_input: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)] = ""

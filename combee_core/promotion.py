@@ -37,7 +37,7 @@ class PromotionError(ValueError):
 @dataclass(frozen=True)
 class PromotionRule:
     """Promote a candidate when its held-out score >= the incumbent's - epsilon, and, with a canary, when the mean
-    live score of its first ``canary_min_traces`` scored traces >= that of the incumbent's traces meanwhile - epsilon."""
+    live score of its first ``canary_min_traces`` scored traces >= that of the incumbent's meanwhile - epsilon."""
 
     epsilon: float = 0.0
     canary_share: float = 0.0

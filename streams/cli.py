@@ -64,7 +64,8 @@ def _add_loss_grace(parser: argparse.ArgumentParser) -> None:
 
 
 PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
-                  "dedupe_horizon", "promotion", "promotion_epsilon", "llm_record", "llm_record_file", "broker_connect_timeout_s", "broker_loss_grace_s")
+                  "dedupe_horizon", "promotion", "promotion_epsilon", "llm_record", "llm_record_file",
+                  "broker_connect_timeout_s", "broker_loss_grace_s")
 """Flags named after the setting they override (see ``_add_common`` and ``_add_pipeline``)."""
 
 
@@ -315,7 +316,8 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run all stages or a subset")
     _add_common(worker)
     _add_pipeline(worker)
-    worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control,promote,evaluate (default all; promote and evaluate only with --promotion)")
+    worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control,promote,evaluate "
+                        "(default all; promote and evaluate only with --promotion)")
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")

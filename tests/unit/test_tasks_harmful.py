@@ -16,7 +16,8 @@ def test_a_harmful_rule_lowers_held_out_accuracy_below_the_empty_playbook_even_n
     bad = good + [_entry(2, family.section, family.harmful_insight)]
     tasks = [t for t in suite.held_out if t.family_id == family.family_id]
     assert expected_accuracy(suite, tasks, good) == suite.with_insight_p
-    assert expected_accuracy(suite, tasks, bad) == suite.harmful_p < family.base_p == expected_accuracy(suite, tasks, [])
+    assert expected_accuracy(suite, tasks, bad) == suite.harmful_p < family.base_p
+    assert expected_accuracy(suite, tasks, []) == family.base_p
     assert expected_accuracy(suite, suite.held_out, bad) < expected_accuracy(suite, suite.held_out, good)
 
 
@@ -27,6 +28,7 @@ def test_only_misleading_traces_state_the_harmful_rule():
     assert not ordinary & harmful
     task = suite.train[0]
     misled = misleading_trace(suite, task, playbook_id="pb", playbook_version=0, agent_id="a", attempt=0)
-    assert [lesson.text for lesson in extract_lessons(misled.feedback)] == [suite.family(task.family_id).harmful_insight]
+    lessons = [lesson.text for lesson in extract_lessons(misled.feedback)]
+    assert lessons == [suite.family(task.family_id).harmful_insight]
     assert misled.success is False and misled.trace_id != run_task(
         suite, task, [], playbook_id="pb", playbook_version=0, agent_id="a", attempt=0, run_seed=0).trace_id
