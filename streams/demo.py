@@ -8,6 +8,7 @@ writes ``results.json`` and two plots into the output folder.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,10 +22,12 @@ from combee_core.controller import epoch_delay
 from combee_core.llm.roles import CallRecord
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import TaskSuite, build_suite, expected_accuracy
+from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, misleading_trace
 from streams.broker import BrokerProfile
 from streams.fleet import Fleet, FleetConfig, FleetMode, FleetReport, PlaybookFollower
 from streams.pipeline import InProcessPipeline, read_models
+from streams.produce import send_traces
+from streams.runtime import start_producer
 
 
 class DemoError(RuntimeError):
@@ -43,6 +46,9 @@ class DemoOptions(BaseModel):
     suite_seed: int = Field(default=7, description="Seed of the task suite (pins the train / held-out split).")
     out: Path = Path("demo-results")
     playbook_id: str = "demo"
+    misleading: int = Field(
+        default=0, ge=0, description="Misleading traces (each states a family's harmful rule, docs/simulator.md) "
+        "published once, when half the fleet's traces are out: with promotion, the candidate they make is rejected.")
     task_time_s: float | None = Field(
         default=None, ge=0, description="Simulated time an agent spends on a task; default 0.02 s in sync mode, "
         "1 s in async mode (so versions arrive while the fleet works and staleness is visible).")
@@ -132,6 +138,7 @@ class DemoResult(BaseModel):
     controller: ControllerSummary
     plots: list[str]
     promotion: bool = False
+    misleading_sent: int = 0
     promotions: list[PromotionRow] = Field(default_factory=list)
     served_version: int | None = Field(default=None, description="With promotion: the version agents run at the end.")
     cost_usd_per_point: float | None = Field(
@@ -303,7 +310,27 @@ async def run_demo(
         progress.promotions.append(f"{about}{decision.action}{scores}: agents run v{decision.served_version}")
         report()
 
+    misleading_ids: set[str] = set()
+    injections: list[asyncio.Task] = []
+
+    async def mislead() -> None:
+        """Publish the misleading traces, as a wrong grader would, beside the fleet's."""
+        version = progress.served_version if progress.served_version is not None else progress.version
+        traces = [misleading_trace(suite, task, playbook_id=options.playbook_id, playbook_version=version,
+                                   agent_id=f"misled{i % 4}", attempt=0)
+                  for i, task in enumerate(suite.train[:options.misleading])]
+        producer = await start_producer(bootstrap, profile)
+        try:
+            await send_traces(producer, settings, traces)
+        finally:
+            await producer.stop()
+        misleading_ids.update(t.trace_id for t in traces)
+        progress.promotions.append(f"published {len(traces)} misleading traces (harmful rules)")
+        report()
+
     def on_traces(traces) -> None:
+        if options.misleading and not injections and progress.traces_sent + len(traces) >= total // 2:
+            injections.append(asyncio.create_task(mislead()))
         progress.traces_sent += len(traces)
         progress.batch_size = fleet.round_size()
         report()
@@ -325,7 +352,8 @@ async def run_demo(
             report(f"fleet running ({options.mode})")
             fleet_report = await fleet.run()
             report("waiting for the last traces to reach a version")
-            sent_ids = set(fleet.sent_ids)
+            await asyncio.gather(*injections)
+            sent_ids = set(fleet.sent_ids) | misleading_ids
             await follower.wait_incorporated(sent_ids, timeout_s=settings.max_wait_s + 120,
                                              what="every trace to reach a version or a dead letter")
             metrics = await read_models(run, "metrics", BatchMetrics)
@@ -352,7 +380,8 @@ async def run_demo(
     plots += [str(controller_plot)] if controller_plot is not None else []
     result = DemoResult(
         started_at=started_at, wall_s=round(time.monotonic() - started, 3), options=options,
-        settings=settings.model_dump(mode="json"), broker=bootstrap, traces_sent=fleet_report.traces_sent,
+        settings=settings.model_dump(mode="json"), broker=bootstrap,
+        traces_sent=fleet_report.traces_sent + len(misleading_ids),
         traces_incorporated=len(incorporated & sent_ids), dead_letters=len(dead),
         dead_letter_reasons=sorted({f"{d.stage}: {d.reason[:120]}" for d in dead}),
         versions=rows, accuracy_before=round(baseline, 4),
@@ -360,7 +389,7 @@ async def run_demo(
         playbook_entries=len(final.entries) if final else 0,
         playbook_tokens=final.stats.playbook_tokens if final else 0,
         usage=usage, fleet=fleet_report, controller=controller, plots=plots,
-        promotion=settings.promotion, promotions=[promotion_row(d) for d in decisions],
+        promotion=settings.promotion, misleading_sent=len(misleading_ids), promotions=[promotion_row(d) for d in decisions],
         served_version=decisions[-1].served_version if decisions else None,
         cost_usd_per_point=cost_per_point(decisions),
     )

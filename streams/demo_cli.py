@@ -44,6 +44,9 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--promotion", action="store_const", const=True,
                         help="gate versions: agents run only versions promoted on held-out scores "
                         "(docs/architecture.md, Promotion)")
+    parser.add_argument("--misleading", type=int, default=0,
+                        help="publish this many misleading traces (harmful rules) halfway: with --promotion their "
+                        "candidate is rejected and learning continues from the incumbent")
     parser.add_argument("--plain", action="store_true", help="plain progress lines even on a terminal")
     parser.set_defaults(handler=cmd_demo)
 
@@ -67,7 +70,7 @@ async def cmd_demo(args: argparse.Namespace) -> int:
 
     settings = demo_settings_from_args(args)
     options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out,
-                          task_time_s=args.task_time_s)
+                          task_time_s=args.task_time_s, misleading=args.misleading)
     live = not args.plain and sys.stdout.isatty()
     async with broker_for(settings, embedded=True) as (bootstrap, profile):  # --bootstrap, else its own broker
         view = LiveView() if live else PlainView()

@@ -83,16 +83,23 @@ async def test_demo_with_promotion_shows_decisions_runs_only_promoted_versions_a
         kafka, unique_prefix, tmp_path):
     settings = CombeeSettings.load(env={}, topic_prefix=unique_prefix, batch_size=20, sim_clock="virtual",
                                    max_wait_s=1.0, partitions=2, promotion=True)
-    options = DemoOptions(fleet=8, mode="sync", traces=80, out=tmp_path)
+    options = DemoOptions(fleet=8, mode="sync", traces=80, out=tmp_path, misleading=20)
     seen = []
     result = await run_demo(settings, kafka.bootstrap, kafka.profile, options, on_progress=seen.append)
 
-    assert result.promotion and result.traces_incorporated == 80
-    assert [p.candidate_version for p in result.promotions] == [1, 2, 3, 4]
+    assert result.promotion and result.misleading_sent == 20 and result.traces_incorporated == 100
+    assert [p.candidate_version for p in result.promotions] == [row.version for row in result.versions]
     assert [row.decision for row in result.versions] == [p.action for p in result.promotions]
+    # The misleading traces' candidate is rejected, and the version after it is built on the incumbent.
+    rejected = [row for row in result.versions if row.decision == "reject"]
+    assert rejected, [p.reason for p in result.promotions]
+    after = [row for row in result.versions if row.version == rejected[0].version + 1]
+    assert not after or after[0].parent_version < rejected[0].version
     promoted = {0} | {p.candidate_version for p in result.promotions if p.action == "promote"}
     assert set(result.fleet.versions_used) <= promoted  # the agents never ran an unpromoted candidate
     assert result.served_version == result.promotions[-1].served_version
+    assert result.accuracy_after == max(row.held_out_accuracy for row in result.versions if row.decision == "promote")
     assert result.cost_usd_per_point is not None and result.cost_usd_per_point > 0
     assert any("promote (held-out" in line for line in seen[-1].promotions)  # shown live
+    assert any("reject (held-out" in line for line in seen[-1].promotions)
     assert Path(tmp_path / "held_out_accuracy.png").read_bytes()[:8] == PNG_MAGIC
