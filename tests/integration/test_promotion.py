@@ -142,3 +142,26 @@ async def test_a_canary_that_does_worse_live_is_rejected_with_the_version_built_
         assert versions[1].parent_version == 1 and versions[2].parent_version == 0  # v2 on v1, v3 back on v0
         assert found[3].candidate_version == 3 and found[3].action == "canary"
         assert agents.playbook(PB, others[0])[0] == 0
+
+
+async def test_two_promoters_decide_each_candidate_once_and_the_survivor_takes_over(kafka, unique_prefix):
+    """Two workers run the promoter (one owns the single eval-results partition); every candidate gets exactly one
+    decision record, and when the second worker stops, decisions go on (from whichever promoter owns it then)."""
+    from combee_core.models import PromotionDecision as Decision
+    from streams.runtime import read_topic
+
+    settings = run_settings(unique_prefix, promotion=True, batch_size=20)
+    traces = make_traces(120, PB)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        second = InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("promote", "evaluate"))
+        await second.__aenter__()
+        try:
+            await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[:80])
+            found = await wait_decisions(run, 4, timeout_s=120)
+        finally:
+            await second.stop()
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[80:])
+        found = await wait_decisions(run, 6, timeout_s=120)
+        records = await read_topic(kafka.bootstrap, kafka.profile, settings.topic("promoted"))
+    assert [(d.decision_id, d.candidate_version) for d in found] == [(i, i + 1) for i in range(6)]
+    assert len(records) == 6, [Decision.from_json_bytes(r.value).decision_id for r in records]  # no second writer
