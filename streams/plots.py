@@ -33,6 +33,12 @@ def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Pa
     if refused:
         ax.scatter([r.version for r in refused], [r.held_out_accuracy for r in refused], s=40, marker="x",
                    color="#d62728", zorder=3, label="not promoted (rejected / held)")
+    if promoted or refused:  # what the agents ran: the last promoted version's accuracy
+        served, current = [baseline], baseline
+        for row in rows:
+            current = row.held_out_accuracy if row.decision == "promote" else current
+            served.append(current)
+        ax.step(xs, served, where="post", color="#2ca02c", linewidth=1.2, alpha=0.8, label="served to agents")
     ax.set_xlabel("playbook version")
     ax.set_ylabel("held-out accuracy (expected, noise-free)")
     ax.set_ylim(0, 1.02)
