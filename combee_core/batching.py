@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from combee_core.models import BatchManifest, Reflection, ShuffledReflection
+from combee_core.models import BatchManifest, Reflection, ShuffledReflection, Usage
 from combee_core.shuffle import derive_seed, plan_augmented_shuffle
 
 SubgroupRule = Literal["sqrt", "single"]
@@ -90,6 +90,7 @@ def deal_batch(
         closed_by=closed_by,
         closed_at=closed_at,
         trace_digests=[r.trace_digest for r in reflections] if any(r.trace_digest for r in reflections) else None,
+        reflection_usage=sum((r.usage for r in reflections), Usage()),
     )
     return ClosedBatch(manifest=manifest, copies=tuple(copies))
 

@@ -314,6 +314,10 @@ class BatchManifest(CombeeModel):
     trace_digests: list[str | None] | None = Field(
         default=None, description="Trace.digest() of each trace, in batch order, when the reflections carried them."
     )
+    reflection_usage: Usage | None = Field(
+        default=None, description="What the batch's reflections cost (the reflector's calls): the promoter counts it "
+        "in the cost per improvement point."
+    )
 
 
 # ---------------------------------------------------------------------------------------------- versions
@@ -538,8 +542,8 @@ class ProposerModels(CombeeModel):
 class ImprovementCost(CombeeModel):
     """What the candidates since the incumbent cost (rejected ones included), per held-out point gained.
 
-    From each candidate's ``VersionStats``: its traces and the aggregator and reducer calls that built it. The
-    reflector's calls (one per trace) are not in a version's stats, so they are not counted here."""
+    From each candidate's ``VersionStats`` (its traces, the aggregator and reducer calls that built it) and its
+    batch's ``BatchManifest.reflection_usage`` (the reflector's calls), when the manifest carries it."""
 
     candidates: int = Field(ge=0)
     traces: int = Field(ge=0)

@@ -17,12 +17,14 @@ from datetime import datetime
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     EvalRequest,
+    BatchManifest,
     EvalResult,
     ImprovementCost,
     PlaybookEntry,
     PlaybookVersion,
     PromotionDecision,
     ProposerModels,
+    Usage,
     entries_digest,
 )
 from combee_core.tasks import Task
@@ -181,10 +183,21 @@ class CandidateCost:
     cost_usd: float
 
     @classmethod
-    def of(cls, version: PlaybookVersion) -> "CandidateCost":
+    def of(cls, version: PlaybookVersion, manifest: BatchManifest | None = None) -> "CandidateCost":
+        """The version's aggregate and reduce calls (its stats), plus its batch's reflections when the manifest
+        says what they cost."""
         stats = version.stats
-        return cls(version.version, len(version.lineage), stats.llm_calls, stats.prompt_tokens,
+        cost = cls(version.version, len(version.lineage), stats.llm_calls, stats.prompt_tokens,
                    stats.completion_tokens, stats.cost_usd)
+        return cost.plus(manifest.reflection_usage if manifest is not None else None)
+
+    def plus(self, usage: Usage | None) -> "CandidateCost":
+        """With the calls of ``usage`` added (the batch's reflections)."""
+        if usage is None:
+            return self
+        return CandidateCost(self.version, self.traces, self.llm_calls + usage.calls,
+                             self.prompt_tokens + usage.prompt_tokens, self.completion_tokens + usage.completion_tokens,
+                             round(self.cost_usd + usage.cost_usd, 12))
 
 
 def improvement_cost(costs: Sequence[CandidateCost], gain: float) -> ImprovementCost:

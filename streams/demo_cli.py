@@ -243,7 +243,7 @@ def print_summary(result) -> None:
     promotion = []
     if result.promotion:
         actions = [p.action for p in result.promotions]
-        per_point = (f"${result.cost_usd_per_point:.5f} per held-out point (aggregate + reduce calls)"
+        per_point = (f"${result.cost_usd_per_point:.5f} per held-out point (reflect, aggregate, reduce calls)"
                      if result.cost_usd_per_point is not None else "no held-out gain")
         promotion = [
             ("cost per improvement point", per_point),

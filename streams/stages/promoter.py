@@ -21,7 +21,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import ContiguousNumbers
-from combee_core.models import EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, entries_digest, utc_now
+from combee_core.models import (
+    BatchManifest, EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, Usage, entries_digest, utc_now,
+)
 from combee_core.promotion import (
     CandidateCost,
     LiveScore,
@@ -115,15 +117,21 @@ class PromoterStage(Stage):
         self.ledger = PromotionLedger()
         self.cache = ScoreCache()
         self.candidates: dict[str, dict[int, PlaybookVersion]] = {}
-        self.costs: dict[str, dict[int, CandidateCost]] = {}
+        self.costs: dict[str, dict[int, tuple[CandidateCost, int]]] = {}
+        """Per playbook and version: its own cost (aggregate and reduce calls) and its batch id."""
+        self.reflection_usage: dict[str, dict[int, Usage | None]] = {}
+        """Per playbook and batch id: what the batch's reflections cost (from its manifest)."""
+        self._batches = ContiguousNumbers[str]()
+        self._batches_view: LogView | None = None
         self._versions = ContiguousNumbers[str](start=1)
         self._requested: set[tuple[str, str]] = set()
         self._promoted_view: LogView | None = None
 
     async def prepare(self) -> None:
         self._promoted_view = LogView(self, "promoted", self._apply_decision)
+        self._batches_view = LogView(self, "batches", self._apply_manifest)
         for view in (LogView(self, "playbook", self._apply_version), LogView(self, "eval-results", self._apply_result),
-                     self._promoted_view):
+                     self._promoted_view, self._batches_view):
             await view.start()
         if self.rule.canary_share > 0:
             self.live = LiveScores(self)
@@ -135,9 +143,14 @@ class PromoterStage(Stage):
         version = self.read_state(record, PlaybookVersion)
         if version is None or not self._versions.accept(version.playbook_id, version.version):
             return
-        self.costs.setdefault(version.playbook_id, {})[version.version] = CandidateCost.of(version)
+        self.costs.setdefault(version.playbook_id, {})[version.version] = (CandidateCost.of(version), version.batch_id)
         if version.version > self.ledger.last_decided(version.playbook_id):
             self.candidates.setdefault(version.playbook_id, {})[version.version] = version
+
+    def _apply_manifest(self, record: ConsumerRecord) -> None:
+        manifest = self.read_state(record, BatchManifest)
+        if manifest is not None and self._batches.accept(manifest.playbook_id, manifest.batch_id):
+            self.reflection_usage.setdefault(manifest.playbook_id, {})[manifest.batch_id] = manifest.reflection_usage
 
     def _apply_result(self, record: ConsumerRecord) -> None:
         result = self.read_state(record, EvalResult)
@@ -184,11 +197,18 @@ class PromoterStage(Stage):
             self.ctx.count("eval_cache_hits", len(self.tasks) - len(missing))
         return self.cache.score(digest, self.tasks)
 
-    def _costs(self, playbook_id: str, candidate_version: int) -> list[CandidateCost]:
-        """The candidates after the served version up to this one (rejected ones included)."""
+    async def _costs(self, playbook_id: str, candidate_version: int) -> list[CandidateCost]:
+        """The candidates after the served version up to this one (rejected ones included), each with its batch's
+        reflections (a batch's manifest is on the log before its version: the view is caught up when one is
+        missing, so the cost does not depend on timing)."""
         served = self.ledger.served_version(playbook_id)
-        return [cost for version, cost in sorted(self.costs.get(playbook_id, {}).items())
-                if served < version <= candidate_version]
+        costs = self.costs.get(playbook_id, {})
+        wanted = [costs[v] for v in sorted(costs) if served < v <= candidate_version]
+        usage = self.reflection_usage.setdefault(playbook_id, {})
+        if any(batch_id not in usage for _, batch_id in wanted):
+            assert self._batches_view is not None
+            await self._batches_view.catch_up()
+        return [cost.plus(usage.get(batch_id)) for cost, batch_id in wanted]
 
     async def _write(self, decision: PromotionDecision) -> None:
         assert self._promoted_view is not None
@@ -207,7 +227,7 @@ class PromoterStage(Stage):
         if in_canary is not None:
             if self.live is not None:
                 verdict = canary_verdict(self.rule, self.ledger, playbook_id, self.live.scores.get(playbook_id, []),
-                                         costs=self._costs(playbook_id, in_canary.version), now=utc_now())
+                                         costs=await self._costs(playbook_id, in_canary.version), now=utc_now())
                 if verdict is not None:
                     await self._write(verdict)
             return
@@ -226,7 +246,7 @@ class PromoterStage(Stage):
         if not error and (score is None or inc_score is None):
             return  # results still coming
         decision = decide(self.rule, self.ledger, candidate, candidate_score=score, incumbent_score=inc_score,
-                          error=error, costs=self._costs(playbook_id, candidate.version), task_set=self.task_set,
+                          error=error, costs=await self._costs(playbook_id, candidate.version), task_set=self.task_set,
                           tasks=len(self.tasks), proposer=self.proposer, evaluator_model=evaluator_model,
                           now=utc_now())
         await self._write(decision)

@@ -69,6 +69,9 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
         assert promoted.evaluator_model == settings.evaluator_model and promoted.tasks == 120
         assert promoted.proposer.reducer == settings.reducer_model
         assert promoted.cost.traces == 40 and promoted.cost.gain_points > 0 and promoted.cost.cost_usd_per_point > 0
+        # v1's aggregate and reduce calls, and the 40 reflector calls of its batch (from the batch's manifest).
+        assert promoted.cost.llm_calls == versions[0].stats.llm_calls + 40
+        assert promoted.cost.cost_usd > versions[0].stats.cost_usd
         assert found[3].cost.candidates == 2 and found[3].cost.traces == 80  # the rejected v3's cost counts too
 
         # The agents run the served version, never the rejected candidate.

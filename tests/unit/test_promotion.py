@@ -9,6 +9,7 @@ from combee_core.models import (
     PlaybookEntry,
     PlaybookVersion,
     ProposerModels,
+    Usage,
     VersionStats,
     entries_digest,
 )
@@ -122,6 +123,14 @@ def test_the_cache_scores_a_content_once_per_task_and_a_failed_evaluation_reject
                     error="task R00-020: timeout", costs=[], task_set="s", tasks=6, proposer=PROPOSER,
                     evaluator_model="m", now=NOW)
     assert failed.action == "reject" and "timeout" in failed.reason
+
+
+def test_a_candidates_cost_adds_its_batchs_reflections_when_the_manifest_says_what_they_cost():
+    version = _version(1, ["a"], cost=0.01)
+    assert CandidateCost.of(version) == CandidateCost(1, 2, 3, 100, 10, 0.01)
+    reflected = Usage(prompt_tokens=50, completion_tokens=5, cost_usd=0.002, calls=2)
+    assert CandidateCost.of(version).plus(reflected) == CandidateCost(1, 2, 5, 150, 15, 0.012)
+    assert CandidateCost.of(version).plus(None) == CandidateCost.of(version)
 
 
 def test_the_decision_hash_ignores_only_the_time():
