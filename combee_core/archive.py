@@ -35,8 +35,11 @@ from combee_core.models import (
     BatchMetrics,
     ControlDecision,
     DeadLetter,
+    EvalRequest,
+    EvalResult,
     PartialUpdate,
     PlaybookVersion,
+    PromotionDecision,
     Reflection,
     ShuffledReflection,
     ViewCheckpoint,
@@ -58,6 +61,9 @@ TOPIC_MODELS: dict[str, type[BaseModel]] = {
     "dlq": DeadLetter,
     "llm-calls": CallRecord,
     "checkpoints": ViewCheckpoint,
+    "eval-requests": EvalRequest,
+    "eval-results": EvalResult,
+    "promoted": PromotionDecision,
 }
 """Topics whose values the stages write, validated when an archive is read. ``traces`` is not: agents may have sent
 invalid traces (they are dead letters in the run, and a replay reproduces them)."""

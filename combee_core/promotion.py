@@ -365,6 +365,29 @@ def rollback_target(ledger: PromotionLedger, playbook_id: str) -> int:
     return history[-2]
 
 
+def compare_decisions(recorded: Iterable[PromotionDecision], replayed: Iterable[PromotionDecision]) -> str | None:
+    """None when the promoter's decisions (those that count, operators' left out: they are not replayed) are the
+    same in both, field for field but the time; else the first difference, in words. Only the recorded decisions up
+    to the last one the replay made are compared (a partial replay stops earlier)."""
+    def automatic(decisions: Iterable[PromotionDecision]) -> list[PromotionDecision]:
+        return [d for d in load_ledger_decisions(decisions) if d.by == PROMOTER]
+
+    mine, theirs = automatic(recorded), automatic(replayed)
+    if len(theirs) > len(mine):
+        return f"the replay made {len(theirs)} promotion decisions, the recording {len(mine)}"
+    for a, b in zip(mine, theirs):
+        if a.decision_hash() != b.decision_hash():
+            return (f"decision on {a.playbook_id} v{a.candidate_version}: recorded {a.action} ({a.reason}), "
+                    f"replayed {b.action} ({b.reason})")
+    return None if len(theirs) == len(mine) or theirs else "the replay made no promotion decision"
+
+
+def load_ledger_decisions(decisions: Iterable[PromotionDecision]) -> list[PromotionDecision]:
+    """The decisions that count, in log order."""
+    ledger = PromotionLedger()
+    return [d for d in decisions if ledger.apply(d)]
+
+
 # ---------------------------------------------------------------------------------------------- learning
 
 

@@ -10,6 +10,8 @@ from datetime import datetime
 from combee_core.archive import ArchiveError, read_archive
 from combee_core.diff import diff_versions
 from combee_core.llm.record import CallStoreError, LLMRecordMiss
+from combee_core.models import PromotionDecision
+from combee_core.promotion import compare_decisions
 from combee_core.replay import ReplayError, TraceSelection
 
 
@@ -141,6 +143,12 @@ async def cmd_replay(args: argparse.Namespace) -> int:
                                              run_seed=args.run_seed, p=args.p)
                 result = await replay_from_topics(source, bootstrap, profile, options)
                 recorded = await versions_of(source.topic_prefix, bootstrap, profile)
+            decisions = None
+            if result.settings.promotion:  # (recorded, replayed) promotion decisions
+                recorded_decisions = (archive.models("promoted", PromotionDecision) if archive is not None else
+                                      await read_models_of(bootstrap, profile, f"{source.topic_prefix}promoted"))
+                decisions = (recorded_decisions, await read_models_of(bootstrap, profile,
+                                                                      result.settings.topic("promoted")))
     except ArchiveError as error:
         return _fail("replay", f"{error}; nothing was replayed" if error.line else error)
     except (ReplayError, LLMRecordMiss, CallStoreError, PipelineTimeout) as error:
@@ -160,7 +168,12 @@ async def cmd_replay(args: argparse.Namespace) -> int:
         recorded = [v for v in recorded if v.version <= expected.get(v.playbook_id, 0)]
     report = diff_versions(recorded, result.versions)
     print(("compared with the recording: " if recorded else "") + report.describe())
-    return 0 if report.identical or deliberate or not recorded else 1
+    decisions_differ = False
+    if decisions is not None and recorded:
+        difference = compare_decisions(*decisions)
+        decisions_differ = difference is not None
+        print("promotion decisions: " + (difference or "the same as the recording's (every field but the time)"))
+    return 0 if (report.identical and not decisions_differ) or deliberate or not recorded else 1
 
 
 async def cmd_diff(args: argparse.Namespace) -> int:
@@ -191,3 +204,10 @@ async def cmd_diff(args: argparse.Namespace) -> int:
     report = diff_versions(*versions)
     print(report.describe())
     return 0 if report.identical else 1
+
+
+async def read_models_of(bootstrap: str, profile, topic: str) -> list[PromotionDecision]:
+    """The promotion decisions on a full topic name."""
+    from streams.runtime import read_topic
+
+    return [PromotionDecision.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile, topic)]

@@ -21,6 +21,7 @@ from combee_core.promotion import (
     ScoreCache,
     built_on_rejected,
     canary_verdict,
+    compare_decisions,
     decide,
     eval_requests,
     in_canary,
@@ -191,3 +192,17 @@ def test_a_failed_canary_rejects_the_candidate_and_the_version_built_on_it_and_l
     assert base.parent_version == 0 and base.entries == []
     v3 = _version(3, ["c"]).model_copy(update={"parent_version": 0})
     assert built_on_rejected(ledger, v3, now=NOW, rule=CANARY) is None
+
+
+def test_replayed_decisions_compare_field_for_field_but_the_time_and_operators_are_left_out():
+    ledger = PromotionLedger()
+    first = _decide(ledger, _version(1, ["a"]), 0.6, 0.4)
+    ledger.apply(first)
+    rollback = operator_decision(ledger, "rollback", None, playbook_id="pb", by="ann@host", why="", rule=PromotionRule(),
+                                 now=NOW)
+    later = first.model_copy(update={"decided_at": datetime(2027, 1, 1, tzinfo=timezone.utc)})
+    assert compare_decisions([first, rollback], [later]) is None
+    other = first.model_copy(update={"action": "reject", "served_version": 0, "served": None})
+    assert "recorded promote" in compare_decisions([first], [other]) and "replayed reject" in \
+        compare_decisions([first], [other])
+    assert compare_decisions([first], []) == "the replay made no promotion decision"
