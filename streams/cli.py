@@ -268,13 +268,35 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         if topic not in await list_topics(bootstrap, settings.topic_prefix):
             print(f"Waiting for {topic}: no worker has run with prefix {settings.topic_prefix} on {bootstrap} yet.",
                   file=sys.stderr, flush=True)
+        promoted = not args.candidates and (settings.promotion or await has_records(
+            bootstrap, profile, settings.topic("promoted")))
+        if promoted:
+            print(f"following promoted versions ({settings.topic('promoted')}); --candidates for every version",
+                  file=sys.stderr, flush=True)
         watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic])
         async with watching(watchdog):
             await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
-                                stop=stop, out=sys.stdout, promoted=settings.promotion and not args.candidates)
+                                stop=stop, out=sys.stdout, promoted=promoted)
     if watchdog.cause is not None:
         raise watchdog.cause
     return 0
+
+
+async def has_records(bootstrap: str, profile, topic: str) -> bool:
+    """Whether a single-partition topic holds any record now (False when it does not exist)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    from streams.runtime import consumer_config, end_offsets
+
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await consumer.start()
+    try:
+        if topic not in await consumer.topics():
+            return False
+        tp = TopicPartition(topic, 0)
+        return (await end_offsets(consumer, profile, [tp]))[tp] > 0
+    finally:
+        await consumer.stop()
 
 
 async def cmd_status(args: argparse.Namespace) -> int:
@@ -333,8 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     tail.add_argument("--playbook", help="only this playbook id")
     tail.add_argument("--max-versions", type=int, help="exit after this many versions (decisions with promotion)")
     tail.add_argument("--promotion", action="store_const", const=True, help="the run promotes versions (env "
-                      "COMBEE_PROMOTION): print its promotion decisions and the served versions")
-    tail.add_argument("--candidates", action="store_true", help="with promotion: print every candidate version")
+                      "COMBEE_PROMOTION): print its promotion decisions and the served versions (the default when "
+                      "the run's promoted topic already holds a decision)")
+    tail.add_argument("--candidates", action="store_true", help="print every candidate version, promoted or not")
     _add_loss_grace(tail)
 
     status = sub.add_parser("status", help="topics, lag per stage, version and batch size per playbook")

@@ -96,10 +96,13 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
         assert code == 0, err
         assert "incumbent v1, automatic promotion PAUSED; pending candidates: none" in out, out
         assert "last decision: pb decision 4: rollback -> serving v1 (was v4)" in out, out
-        code, out, err = await _combee("tail", "--promotion", "--max-versions", "5", *common)
+        code, out, err = await _combee("tail", "--max-versions", "5", *common)  # promoted: the run has decisions
         assert code == 0, err
         assert out.count("decision ") == 5 and "decision 2: reject on candidate v3 -> serving v2" in out, out
-        assert "per point]" in out
+        assert "per point]" in out and "following promoted versions" in err
+        code, out, err = await _combee("tail", "--candidates", "--max-versions", "4", *common)
+        assert code == 0, err
+        assert out.startswith("pb v1 (parent v0, batch 0)") and "pb v4 (parent v2, batch 3)" in out, out
 
         # The in-process helper the command uses: an operator promote resumes automatic promotion.
         resumed = await operator_act(settings, kafka.bootstrap, kafka.profile, PB, "operator-promote", 4,
