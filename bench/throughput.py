@@ -21,6 +21,12 @@ Each new worker first gets ``WARM_UP_TRACES`` traces of other playbooks (not mea
    ``published_at`` - the manifest's ``closed_at``): the first part is waiting for the batch to fill (batch 40 over
    4 playbooks), which is the method, not overhead.
 
+3. **The LLM client's share** (in this process, no broker): CPU per reflector call through ``LLMRoles`` and
+   ``litellm.acompletion`` (the simulator as litellm's custom provider) minus CPU per call through ``LLMRoles``
+   answering from the same simulator directly (a ``responder``, as replay does): what litellm costs per call. With
+   the run's LLM calls per trace (records on ``llm-calls``), it splits the worker's CPU per trace into the LLM
+   client and everything else.
+
 ``--profile`` also runs the topology in-process under cProfile and prints where the time goes.
 """
 
@@ -46,7 +52,7 @@ from streams.child_process import stop_processes
 from streams.fleet import PlaybookFollower
 from streams.pipeline import InProcessPipeline
 from streams.produce import produce_traces
-from streams.runtime import read_topic, start_producer
+from streams.runtime import end_offsets, read_topic, start_producer
 
 SETTINGS = dict(sim_clock="virtual", sim_time_scale=0.0, batch_size=40, p=2, max_wait_s=1.0, partitions=4)
 SETTLE_S = 8.0
@@ -133,6 +139,22 @@ class Run:
     def worker_cpu_s(self) -> float:
         return sum(cpu_s(p.pid) for p in self.procs)
 
+    async def llm_calls_recorded(self) -> int:
+        """Records on the run's ``llm-calls`` topic so far (one per LLM call attempt)."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from streams.runtime import consumer_config
+
+        topic = self.settings.topic("llm-calls")
+        consumer = AIOKafkaConsumer(**consumer_config(self.broker.bootstrap, self.broker.profile, None))
+        await consumer.start()
+        try:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            return sum((await end_offsets(consumer, self.broker.profile, tps)).values())
+        finally:
+            await consumer.stop()
+
     def broker_cpu_s(self) -> float:
         return cpu_s(getattr(self.broker.handle, "pid", None))
 
@@ -163,6 +185,7 @@ async def measure_saturation(broker, count: int, workers: int) -> dict:
     traces = many_traces(count)
     async with Run(broker, workers) as run:
         idle_worker, idle_broker = await run.idle_rates()
+        calls_before = await run.llm_calls_recorded()
         worker_before, broker_before, started = run.worker_cpu_s(), run.broker_cpu_s(), time.monotonic()
         await produce_traces(run.settings, broker.bootstrap, broker.profile, traces)
         produced_s = time.monotonic() - started
@@ -171,6 +194,7 @@ async def measure_saturation(broker, count: int, workers: int) -> dict:
         elapsed = time.monotonic() - started
         worker_cpu, broker_cpu = run.worker_cpu_s() - worker_before, run.broker_cpu_s() - broker_before
         rss = [_peak_rss_mib(p.pid) for p in run.procs]
+        calls = await run.llm_calls_recorded() - calls_before
         sent_at, _ = await run.record_times(traces)
         dead = len(run.follower.dead_letters)
     last = max(v.published_at.timestamp() for v in run.versions)
@@ -185,6 +209,7 @@ async def measure_saturation(broker, count: int, workers: int) -> dict:
         worker_net_cpu_ms_per_trace=round(1000 * (worker_cpu - idle_worker * elapsed) / count, 3),
         broker_cpu_s=round(broker_cpu, 2), broker_cpu_ms_per_trace=round(1000 * broker_cpu / count, 3),
         broker_idle_cpu_per_s=round(idle_broker, 4), worker_peak_rss_mib=[round(r) for r in rss],
+        llm_calls_per_trace=round(calls / count, 3),
     )
 
 
@@ -229,6 +254,46 @@ async def measure_steady(broker, rate: float, seconds: float, tick_s: float = 0.
         worker_cpu_ms_per_trace=round(1000 * worker_cpu / count, 3),
         worker_cpu_share=round(worker_cpu / send_s, 3), broker_cpu_ms_per_trace=round(1000 * broker_cpu / count, 3),
     )
+
+
+def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
+    """CPU ms per reflector call through litellm, and through a responder calling the same simulator directly."""
+    from combee_core.llm.provider import sim_cost
+    from combee_core.llm.roles import LLMConfig, LLMReply, LLMRoles
+    from combee_core.llm.simulator import simulate
+    from combee_core.models import Usage
+
+    config = LLMConfig.from_settings(CombeeSettings.load(env={}, topic_prefix="cpu.", **SETTINGS))
+
+    async def direct(request) -> LLMReply:
+        reply = simulate(request.messages, config.simulator, request.attempt)
+        cost = round(sim_cost(reply.prompt_tokens, reply.completion_tokens), 12)
+        usage = Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,
+                      calls=1)
+        return LLMReply(reply.text, usage, reply.latency_s, reply.latency_s)
+
+    records: list[bytes] = []
+    paths = {"litellm": LLMRoles(config, on_call=lambda r: records.append(r.model_dump_json().encode())),
+             "direct": LLMRoles(config, on_call=lambda r: records.append(r.model_dump_json().encode()),
+                                responder=direct)}
+    traces = many_traces(calls * rounds + 50, seed=2)
+
+    async def reflect_all(roles, chunk) -> None:
+        await asyncio.gather(*(roles.reflect(t) for t in chunk))
+
+    for roles in paths.values():
+        asyncio.run(reflect_all(roles, traces[-50:]))  # first calls: lazy imports
+    per_call: dict[str, list[float]] = {name: [] for name in paths}
+    for index in range(rounds):
+        chunk = traces[index * calls:(index + 1) * calls]
+        for name, roles in paths.items():
+            records.clear()
+            started = time.process_time()
+            asyncio.run(reflect_all(roles, chunk))
+            per_call[name].append(1000 * (time.process_time() - started) / calls)
+    median = {name: sorted(values)[len(values) // 2] for name, values in per_call.items()}
+    return dict(litellm_ms_per_call=round(median["litellm"], 3), direct_ms_per_call=round(median["direct"], 3),
+                client_ms_per_call=round(median["litellm"] - median["direct"], 3), calls=calls, rounds=rounds)
 
 
 async def profile_in_process(broker, count: int) -> str:
@@ -277,6 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = asyncio.run(run_all(args.traces, [int(w) for w in args.workers.split(",")], args.rate, args.steady_s,
                                  args.profile))
+    result["client"] = client_cpu_per_call()  # after the runs, with the broker stopped: nothing else in this process
     print(f"broker: {result['broker']}; 4 playbooks, batch 40, p 2, zero-latency simulator (virtual clock, scale 0)")
     print(f"\nsaturation: {args.traces} traces in one burst")
     print(f"{'workers':>7} {'traces/s':>9} {'worker CPU ms/trace':>20} {'net of idle':>12} {'broker CPU ms/trace':>20} "
@@ -286,6 +352,15 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['worker_net_cpu_ms_per_trace']:>12} {row['broker_cpu_ms_per_trace']:>20} "
               f"{row['p50_latency_s']:>7} {row['p99_latency_s']:>7} {row['versions']:>8} "
               f"{str(row['worker_peak_rss_mib']):>13}")
+    client = result["client"]
+    print(f"\nLLM client: {client['litellm_ms_per_call']} ms CPU per reflector call through litellm.acompletion, "
+          f"{client['direct_ms_per_call']} ms answered by the same simulator directly -> litellm costs "
+          f"{client['client_ms_per_call']} ms per call")
+    for row in result["rows"]:
+        share = row["llm_calls_per_trace"] * client["client_ms_per_call"]
+        print(f"  {row['workers']} worker(s): {row['llm_calls_per_trace']} LLM calls per trace -> ~{share:.2f} ms of "
+              f"the {row['worker_cpu_ms_per_trace']} ms per trace is litellm, "
+              f"~{row['worker_cpu_ms_per_trace'] - share:.2f} ms everything else")
     steady = result["steady"]
     if steady:
         print(f"\nsteady: {steady['rate']:g} traces/s for {steady['seconds']:g} s (achieved {steady['achieved_rate']}), "
