@@ -256,10 +256,37 @@ async def measure_steady(broker, rate: float, seconds: float, tick_s: float = 0.
     )
 
 
+STUB_OPENAI_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+BODY = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": '{"insights": [], "entry_tags": []}'}}],
+                   "usage": {"prompt_tokens": 300, "completion_tokens": 12, "total_tokens": 312}}).encode()
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(httpd.server_address[1], flush=True)
+httpd.serve_forever()
+"""
+"""An OpenAI-compatible server answering every chat completion at once (run in its own process)."""
+
+
 def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
-    """CPU ms per reflector call through litellm, and through a responder calling the same simulator directly."""
+    """CPU ms per reflector call through litellm (the simulator as its custom provider; and litellm's OpenAI path to
+    a stub server in another process, i.e. litellm + the openai SDK + HTTP), and through a responder calling the
+    simulator directly (no client at all)."""
     from combee_core.llm.provider import sim_cost
-    from combee_core.llm.roles import LLMConfig, LLMReply, LLMRoles
+    from combee_core.llm.roles import LLMConfig, LLMReply, LLMRoles, RoleConfig
     from combee_core.llm.simulator import simulate
     from combee_core.models import Usage
 
@@ -272,28 +299,42 @@ def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
                       calls=1)
         return LLMReply(reply.text, usage, reply.latency_s, reply.latency_s)
 
+    stub = subprocess.Popen([sys.executable, "-c", STUB_OPENAI_SERVER], stdout=subprocess.PIPE, text=True)
+    assert stub.stdout is not None
+    port = int(stub.stdout.readline())
+    http = RoleConfig(model="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1", api_key="sk-local-stub",
+                      max_retries=0)
     records: list[bytes] = []
-    paths = {"litellm": LLMRoles(config, on_call=lambda r: records.append(r.model_dump_json().encode())),
-             "direct": LLMRoles(config, on_call=lambda r: records.append(r.model_dump_json().encode()),
-                                responder=direct)}
+
+    def record(call) -> None:
+        records.append(call.model_dump_json().encode())
+
+    paths = {"litellm": LLMRoles(config, on_call=record),
+             "litellm_http": LLMRoles(config.model_copy(update={"reflector": http}), on_call=record),
+             "direct": LLMRoles(config, on_call=record, responder=direct)}
     traces = many_traces(calls * rounds + 50, seed=2)
 
     async def reflect_all(roles, chunk) -> None:
         await asyncio.gather(*(roles.reflect(t) for t in chunk))
 
-    for roles in paths.values():
-        asyncio.run(reflect_all(roles, traces[-50:]))  # first calls: lazy imports
     per_call: dict[str, list[float]] = {name: [] for name in paths}
-    for index in range(rounds):
-        chunk = traces[index * calls:(index + 1) * calls]
-        for name, roles in paths.items():
-            records.clear()
-            started = time.process_time()
-            asyncio.run(reflect_all(roles, chunk))
-            per_call[name].append(1000 * (time.process_time() - started) / calls)
+    try:
+        for roles in paths.values():
+            asyncio.run(reflect_all(roles, traces[-50:]))  # first calls: lazy imports
+        for index in range(rounds):
+            chunk = traces[index * calls:(index + 1) * calls]
+            for name, roles in paths.items():
+                records.clear()
+                started = time.process_time()
+                asyncio.run(reflect_all(roles, chunk))
+                per_call[name].append(1000 * (time.process_time() - started) / calls)
+    finally:
+        stub.terminate()
+        stub.wait(10)
     median = {name: sorted(values)[len(values) // 2] for name, values in per_call.items()}
     return dict(litellm_ms_per_call=round(median["litellm"], 3), direct_ms_per_call=round(median["direct"], 3),
-                client_ms_per_call=round(median["litellm"] - median["direct"], 3), calls=calls, rounds=rounds)
+                client_ms_per_call=round(median["litellm"] - median["direct"], 3),
+                litellm_http_ms_per_call=round(median["litellm_http"], 3), calls=calls, rounds=rounds)
 
 
 async def profile_in_process(broker, count: int) -> str:
@@ -343,7 +384,10 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run_all(args.traces, [int(w) for w in args.workers.split(",")], args.rate, args.steady_s,
                                  args.profile))
     result["client"] = client_cpu_per_call()  # after the runs, with the broker stopped: nothing else in this process
-    print(f"broker: {result['broker']}; 4 playbooks, batch 40, p 2, zero-latency simulator (virtual clock, scale 0)")
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"broker: {result['broker']}; 4 playbooks, batch 40, p 2, zero-latency simulator (virtual clock, scale 0); "
+          f"load average at the end {result['load_average_after']} on {os.cpu_count()} CPUs (other work on the "
+          "machine slows wall-clock figures; CPU figures much less)")
     print(f"\nsaturation: {args.traces} traces in one burst")
     print(f"{'workers':>7} {'traces/s':>9} {'worker CPU ms/trace':>20} {'net of idle':>12} {'broker CPU ms/trace':>20} "
           f"{'p50 s':>7} {'p99 s':>7} {'versions':>8} {'peak RSS MiB':>13}")
@@ -355,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     client = result["client"]
     print(f"\nLLM client: {client['litellm_ms_per_call']} ms CPU per reflector call through litellm.acompletion, "
           f"{client['direct_ms_per_call']} ms answered by the same simulator directly -> litellm costs "
-          f"{client['client_ms_per_call']} ms per call")
+          f"{client['client_ms_per_call']} ms per call; through litellm's OpenAI path to a local stub server (the real "
+          f"path: litellm + openai SDK + HTTP): {client['litellm_http_ms_per_call']} ms per call")
     for row in result["rows"]:
         share = row["llm_calls_per_trace"] * client["client_ms_per_call"]
         print(f"  {row['workers']} worker(s): {row['llm_calls_per_trace']} LLM calls per trace -> ~{share:.2f} ms of "
