@@ -2,9 +2,7 @@
 
 A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflection becomes a dead letter with the
 reason; the stage keeps going. Reflections of one fetch are computed concurrently and published in input order,
-so the per-playbook order of reflections follows the order of traces (replays batch identically). A fetch's traces
-are marked done (committable) only once the broker has acknowledged its reflections; that wait overlaps the next
-fetch's LLM calls instead of holding them up (with a fast model it was a third of the stage's time).
+so the per-playbook order of reflections follows the order of traces (replays batch identically).
 """
 
 from __future__ import annotations
@@ -61,11 +59,6 @@ class ReflectorStage(Stage):
     name = STAGE
     consumes = ("traces",)
 
-    def __init__(self, ctx) -> None:
-        super().__init__(ctx)
-        self._confirming: asyncio.Task | None = None
-        """The previous fetch's acknowledgement wait (at most one in flight)."""
-
     def fetch_limit(self) -> int:
         """Two calls per concurrency slot: a fetch's reflections are published (and committed) within about two
         call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
@@ -90,8 +83,6 @@ class ReflectorStage(Stage):
                 return error
 
         results = await asyncio.gather(*(reflect(trace) for _, trace in decoded))
-        if self._confirming is not None:  # one fetch in flight at most: memory and redelivery stay bounded
-            await self._confirming
         for (record, trace), result in zip(decoded, results):
             if not self.owns(TopicPartition(record.topic, record.partition)):
                 continue  # revoked during the calls: the next owner reflects it again
@@ -103,10 +94,6 @@ class ReflectorStage(Stage):
                     record, f"reflection failed: {result}", result, trace_id=trace.trace_id,
                     playbook_id=trace.playbook_id,
                 )
-        self._confirming = self.spawn(self._confirm(records), name="reflect-confirm")
-
-    async def _confirm(self, records: list[ConsumerRecord]) -> None:
-        """Mark a fetch's traces done once its reflections (and dead letters) are acknowledged by the broker."""
         await self.ctx.producer.flush()
         for record in records:
             self.done(record)
