@@ -18,14 +18,14 @@ Each new worker first gets ``WARM_UP_TRACES`` traces of other playbooks (not mea
    burst) over that time. The embedded broker's CPU over the same window is reported separately.
 2. **Steady rate** (one worker): traces produced at ``--rate`` traces/s for ``--steady-s`` seconds. Per trace: its
    version's ``published_at`` - its record timestamp (p50, p99), and the part after its batch closed (version
-   ``published_at`` - the manifest's ``closed_at``): the first part is waiting for the batch to fill (batch 40 over
-   4 playbooks), which is the method, not overhead.
-
+   ``published_at`` - the manifest's ``closed_at``): before it, the batch fills up (batch 40 over 4 playbooks: the
+   method, not overhead) and traces may queue in the reflector.
 3. **The LLM client's share** (in this process, no broker): CPU per reflector call through ``LLMRoles`` and
    ``litellm.acompletion`` (the simulator as litellm's custom provider) minus CPU per call through ``LLMRoles``
    answering from the same simulator directly (a ``responder``, as replay does): what litellm costs per call. With
    the run's LLM calls per trace (records on ``llm-calls``), it splits the worker's CPU per trace into the LLM
-   client and everything else.
+   client and everything else. Also CPU per call through litellm's OpenAI path to a stub OpenAI-compatible server
+   in another process (the real client path without the network and the model).
 
 ``--profile`` also runs the topology in-process under cProfile and prints where the time goes.
 """
