@@ -1,12 +1,33 @@
-"""Streaming throughput with a zero-latency simulator: traces/s through all stages, end-to-end latency, RSS.
+"""Streaming throughput with a zero-latency simulator: CPU per trace, traces/s at saturation, latency at a steady rate.
 
-    python -m bench.throughput [--traces 2000] [--workers 1,2] [--profile] [--out bench/results]
+    python -m bench.throughput [--traces 5000] [--workers 1] [--rate 200] [--steady-s 20] [--profile]
+                               [--out bench/results]
 
-For each worker count, a fresh run namespace: ``combee worker`` processes (all stages each; stages scale out as
-consumer-group members) on the broker (``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded Tansu), then
-``--traces`` traces produced as fast as the producer goes. Reported: traces/s from the first trace produced to
-the version holding the last one; p50/p99 of (version published_at - the trace record's timestamp); peak RSS of
-each worker (VmHWM). ``--profile`` also runs the topology in-process under cProfile and prints where the time goes.
+Every measurement uses a fresh run namespace and fresh ``combee worker`` processes (all stages each; stages scale
+out as consumer-group members) on the broker (``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded Tansu). The
+simulator's clock is virtual with time scale 0: each call's latency is modelled but neither slept nor added, so every
+second measured here is time beyond the modelled LLM time.
+
+Each new worker first gets ``WARM_UP_TRACES`` traces of other playbooks (not measured), so that start-up work
+(imports, litellm's lazy loading on the first calls) is not counted as per-trace work.
+
+1. **Saturation** (per worker count): ``--traces`` traces produced in one burst. Traces/s = traces / (the last
+   version's ``published_at`` - the first trace's record timestamp). **CPU per trace** = the CPU seconds (user +
+   system, ``/proc/PID/stat``) the worker processes used from just before the burst until the last trace is in a
+   version, divided by the traces; also net of the workers' idle CPU rate (measured for a few seconds before the
+   burst) over that time. The embedded broker's CPU over the same window is reported separately.
+2. **Steady rate** (one worker): traces produced at ``--rate`` traces/s for ``--steady-s`` seconds. Per trace: its
+   version's ``published_at`` - its record timestamp (p50, p99), and the part after its batch closed (version
+   ``published_at`` - the manifest's ``closed_at``): before it, the batch fills up (batch 40 over 4 playbooks: the
+   method, not overhead) and traces may queue in the reflector.
+3. **The LLM client's share** (in this process, no broker): CPU per reflector call through ``LLMRoles`` and
+   ``litellm.acompletion`` (the simulator as litellm's custom provider) minus CPU per call through ``LLMRoles``
+   answering from the same simulator directly (a ``responder``, as replay does): what litellm costs per call. With
+   the run's LLM calls per trace (records on ``llm-calls``), it splits the worker's CPU per trace into the LLM
+   client and everything else. Also CPU per call through litellm's OpenAI path to a stub OpenAI-compatible server
+   in another process (the real client path without the network and the model).
+
+``--profile`` also runs the topology in-process under cProfile and prints where the time goes.
 """
 
 from __future__ import annotations
@@ -24,15 +45,24 @@ import uuid
 from pathlib import Path
 
 from bench.common import machine, start_broker, write_results
-from combee_core.models import PlaybookVersion, Trace
+from combee_core.models import BatchManifest, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
 from streams.child_process import stop_processes
+from streams.fleet import PlaybookFollower
 from streams.pipeline import InProcessPipeline
 from streams.produce import produce_traces
-from streams.runtime import read_topic
+from streams.runtime import end_offsets, read_topic, start_producer
 
 SETTINGS = dict(sim_clock="virtual", sim_time_scale=0.0, batch_size=40, p=2, max_wait_s=1.0, partitions=4)
+SETTLE_S = 8.0
+"""Seconds a new worker gets to join its consumer groups (Tansu rebalances are slow to start)."""
+WARM_UP_TRACES = 160
+"""Traces (of 4 other playbooks) sent through a new worker before measuring: its imports and first calls (litellm
+loads much of itself lazily, on the first call) are start-up cost, not per-trace cost."""
+IDLE_S = 3.0
+"""Seconds over which the idle CPU rate of the workers and the broker is measured, before traces are sent."""
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def many_traces(count: int, seed: int = 0) -> list[Trace]:
@@ -44,15 +74,13 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
-async def _wait_incorporated(bootstrap, profile, settings, ids: set[str], timeout_s: float) -> list[PlaybookVersion]:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        records = await read_topic(bootstrap, profile, settings.topic("playbook"), idle_s=0.2)
-        versions = [PlaybookVersion.from_json_bytes(r.value) for r in records]
-        if ids <= {t for v in versions for t in v.lineage}:
-            return versions
-        await asyncio.sleep(0.5)
-    raise TimeoutError(f"traces not all incorporated within {timeout_s}s")
+def cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of a process so far (NaN if unknown)."""
+    if pid is None:
+        return float("nan")
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
 
 
 def _peak_rss_mib(pid: int) -> float:
@@ -63,43 +91,257 @@ def _peak_rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def measure(broker, count: int, workers: int) -> dict:
-    prefix = f"thr{uuid.uuid4().hex[:8]}."
-    settings = CombeeSettings.load(env={}, topic_prefix=prefix, **SETTINGS)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
-    env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
-               COMBEE_TOPIC_PREFIX=prefix, COMBEE_KAFKA_BOOTSTRAP=broker.bootstrap)
-    from streams.worker import ensure_topics
+class Run:
+    """A fresh namespace with ``workers`` worker processes, a follower of its versions, and CPU meters."""
 
-    await ensure_topics(settings, broker.bootstrap)
-    procs = [subprocess.Popen([sys.executable, "-m", "streams.cli", "worker"], env=env, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL) for _ in range(workers)]
+    def __init__(self, broker, workers: int) -> None:
+        self.broker = broker
+        self.workers = workers
+        self.prefix = f"thr{uuid.uuid4().hex[:8]}."
+        self.settings = CombeeSettings.load(env={}, topic_prefix=self.prefix, **SETTINGS)
+        self.versions: list[PlaybookVersion] = []
+        self.procs: list[subprocess.Popen] = []
+        self.follower: PlaybookFollower | None = None
+
+    async def __aenter__(self) -> Run:
+        from streams.worker import ensure_topics
+
+        env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+        env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
+                   COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap)
+        await ensure_topics(self.settings, self.broker.bootstrap)
+        self.procs = [subprocess.Popen([sys.executable, "-m", "streams.cli", "worker"], env=env,
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                      for _ in range(self.workers)]
+        self.follower = PlaybookFollower(self.settings, self.broker.bootstrap, self.broker.profile,
+                                         on_version=self.versions.append, check_alive=self._check_alive)
+        await self.follower.__aenter__()
+        await asyncio.sleep(SETTLE_S)
+        warm = train_traces(build_suite(seed=7), WARM_UP_TRACES, playbook_ids=[f"warm{j}" for j in range(4)],
+                            run_seed=99)
+        await produce_traces(self.settings, self.broker.bootstrap, self.broker.profile, warm)
+        await self.follower.wait_incorporated({t.trace_id for t in warm}, 600, "the warm-up traces")
+        self.versions.clear()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            if self.follower is not None:
+                await self.follower.__aexit__(*exc)
+        finally:
+            stop_processes(self.procs, timeout_s=30)
+
+    def _check_alive(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"worker {proc.pid} exited with {proc.returncode}")
+
+    def worker_cpu_s(self) -> float:
+        return sum(cpu_s(p.pid) for p in self.procs)
+
+    async def llm_calls_recorded(self) -> int:
+        """Records on the run's ``llm-calls`` topic so far (one per LLM call attempt)."""
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        from streams.runtime import consumer_config
+
+        topic = self.settings.topic("llm-calls")
+        consumer = AIOKafkaConsumer(**consumer_config(self.broker.bootstrap, self.broker.profile, None))
+        await consumer.start()
+        try:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            return sum((await end_offsets(consumer, self.broker.profile, tps)).values())
+        finally:
+            await consumer.stop()
+
+    def broker_cpu_s(self) -> float:
+        return cpu_s(getattr(self.broker.handle, "pid", None))
+
+    async def idle_rates(self) -> tuple[float, float]:
+        """CPU seconds per second of the workers and of the broker while no trace is sent."""
+        workers, broker, started = self.worker_cpu_s(), self.broker_cpu_s(), time.monotonic()
+        await asyncio.sleep(IDLE_S)
+        elapsed = time.monotonic() - started
+        return (self.worker_cpu_s() - workers) / elapsed, (self.broker_cpu_s() - broker) / elapsed
+
+    async def record_times(self, traces: list[Trace]) -> tuple[dict[str, float], dict[tuple[str, int], float]]:
+        """Record timestamp of each trace (s), and ``closed_at`` of each batch (s), read back from the topics."""
+        bootstrap, profile = self.broker.bootstrap, self.broker.profile
+        wanted = {t.trace_id for t in traces}
+        sent_at = {}
+        for record in await read_topic(bootstrap, profile, self.settings.topic("traces")):
+            trace = Trace.from_json_bytes(record.value)
+            if trace.trace_id in wanted:
+                sent_at[trace.trace_id] = record.timestamp / 1000
+        closed_at = {}
+        for record in await read_topic(bootstrap, profile, self.settings.topic("batches")):
+            manifest = BatchManifest.from_json_bytes(record.value)
+            closed_at.setdefault((manifest.playbook_id, manifest.batch_id), manifest.closed_at.timestamp())
+        return sent_at, closed_at
+
+
+async def measure_saturation(broker, count: int, workers: int) -> dict:
+    traces = many_traces(count)
+    async with Run(broker, workers) as run:
+        idle_worker, idle_broker = await run.idle_rates()
+        calls_before = await run.llm_calls_recorded()
+        worker_before, broker_before, started = run.worker_cpu_s(), run.broker_cpu_s(), time.monotonic()
+        await produce_traces(run.settings, broker.bootstrap, broker.profile, traces)
+        produced_s = time.monotonic() - started
+        assert run.follower is not None
+        await run.follower.wait_incorporated({t.trace_id for t in traces}, 900, f"{count} traces")
+        elapsed = time.monotonic() - started
+        worker_cpu, broker_cpu = run.worker_cpu_s() - worker_before, run.broker_cpu_s() - broker_before
+        rss = [_peak_rss_mib(p.pid) for p in run.procs]
+        calls = await run.llm_calls_recorded() - calls_before
+        sent_at, _ = await run.record_times(traces)
+        dead = len(run.follower.dead_letters)
+    last = max(v.published_at.timestamp() for v in run.versions)
+    first = min(sent_at.values())
+    latencies = [v.published_at.timestamp() - sent_at[t] for v in run.versions for t in v.lineage if t in sent_at]
+    return dict(
+        workers=workers, traces=count, versions=len(run.versions), dead_letters=dead, produce_s=round(produced_s, 2),
+        traces_per_s=round(count / (last - first), 1), p50_latency_s=round(percentile(latencies, 0.5), 2),
+        p99_latency_s=round(percentile(latencies, 0.99), 2), window_s=round(elapsed, 2),
+        worker_cpu_s=round(worker_cpu, 2), worker_cpu_ms_per_trace=round(1000 * worker_cpu / count, 3),
+        worker_idle_cpu_per_s=round(idle_worker, 4),
+        worker_net_cpu_ms_per_trace=round(1000 * (worker_cpu - idle_worker * elapsed) / count, 3),
+        broker_cpu_s=round(broker_cpu, 2), broker_cpu_ms_per_trace=round(1000 * broker_cpu / count, 3),
+        broker_idle_cpu_per_s=round(idle_broker, 4), worker_peak_rss_mib=[round(r) for r in rss],
+        llm_calls_per_trace=round(calls / count, 3),
+    )
+
+
+async def measure_steady(broker, rate: float, seconds: float, tick_s: float = 0.02) -> dict:
+    """One worker; traces sent at ``rate`` per second (``rate * tick_s`` every ``tick_s``, on absolute times)."""
+    count = int(rate * seconds)
+    traces = many_traces(count, seed=1)
+    async with Run(broker, 1) as run:
+        producer = await start_producer(broker.bootstrap, broker.profile)
+        topic = run.settings.topic("traces")
+        worker_before, broker_before = run.worker_cpu_s(), run.broker_cpu_s()
+        started = time.monotonic()
+        try:
+            for index, trace in enumerate(traces):
+                due = started + index / rate
+                if due - time.monotonic() > 0.001:
+                    await asyncio.sleep(due - time.monotonic())
+                await producer.send(topic, trace.to_json_bytes(), key=trace.playbook_id.encode(),
+                                    headers=[("schema_version", b"1")])
+            await producer.flush()
+        finally:
+            await producer.stop()
+        send_s = time.monotonic() - started
+        assert run.follower is not None
+        await run.follower.wait_incorporated({t.trace_id for t in traces}, 900, f"{count} traces")
+        worker_cpu, broker_cpu = run.worker_cpu_s() - worker_before, run.broker_cpu_s() - broker_before
+        sent_at, closed_at = await run.record_times(traces)
+    total, after_close = [], []
+    for version in run.versions:
+        published = version.published_at.timestamp()
+        closed = closed_at.get((version.playbook_id, version.batch_id))
+        for trace_id in version.lineage:
+            if trace_id in sent_at:
+                total.append(published - sent_at[trace_id])
+                if closed is not None:
+                    after_close.append(published - closed)
+    return dict(
+        rate=rate, seconds=seconds, traces=count, achieved_rate=round(count / send_s, 1), versions=len(run.versions),
+        p50_s=round(percentile(total, 0.5), 3), p99_s=round(percentile(total, 0.99), 3),
+        after_close_p50_s=round(percentile(after_close, 0.5), 3),
+        after_close_p99_s=round(percentile(after_close, 0.99), 3),
+        worker_cpu_ms_per_trace=round(1000 * worker_cpu / count, 3),
+        worker_cpu_share=round(worker_cpu / send_s, 3), broker_cpu_ms_per_trace=round(1000 * broker_cpu / count, 3),
+    )
+
+
+STUB_OPENAI_SERVER = """
+import json, sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+BODY = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+                   "choices": [{"index": 0, "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": '{"insights": [], "entry_tags": []}'}}],
+                   "usage": {"prompt_tokens": 300, "completion_tokens": 12, "total_tokens": 312}}).encode()
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(BODY)))
+        self.end_headers()
+        self.wfile.write(BODY)
+    def log_message(self, *args):
+        pass
+httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(httpd.server_address[1], flush=True)
+httpd.serve_forever()
+"""
+"""An OpenAI-compatible server answering every chat completion at once (run in its own process)."""
+
+
+def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
+    """CPU ms per reflector call through litellm (the simulator as its custom provider; and litellm's OpenAI path to
+    a stub server in another process, i.e. litellm + the openai SDK + HTTP), and through a responder calling the
+    simulator directly (no client at all)."""
+    from combee_core.llm.provider import sim_cost
+    from combee_core.llm.roles import LLMConfig, LLMReply, LLMRoles, RoleConfig
+    from combee_core.llm.simulator import simulate
+    from combee_core.models import Usage
+
+    config = LLMConfig.from_settings(CombeeSettings.load(env={}, topic_prefix="cpu.", **SETTINGS))
+
+    async def direct(request) -> LLMReply:
+        reply = simulate(request.messages, config.simulator, request.attempt)
+        cost = round(sim_cost(reply.prompt_tokens, reply.completion_tokens), 12)
+        usage = Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,
+                      calls=1)
+        return LLMReply(reply.text, usage, reply.latency_s, reply.latency_s)
+
+    stub = subprocess.Popen([sys.executable, "-c", STUB_OPENAI_SERVER], stdout=subprocess.PIPE, text=True)
+    assert stub.stdout is not None
+    port = int(stub.stdout.readline())
+    http = RoleConfig(model="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1", api_key="sk-local-stub",
+                      max_retries=0)
+    records: list[bytes] = []
+
+    def record(call) -> None:
+        records.append(call.model_dump_json().encode())
+
+    paths = {"litellm": LLMRoles(config, on_call=record),
+             "litellm_http": LLMRoles(config.model_copy(update={"reflector": http}), on_call=record),
+             "direct": LLMRoles(config, on_call=record, responder=direct)}
+    traces = many_traces(calls * rounds + 50, seed=2)
+
+    async def reflect_all(roles, chunk) -> None:
+        await asyncio.gather(*(roles.reflect(t) for t in chunk))
+
+    per_call: dict[str, list[float]] = {name: [] for name in paths}
     try:
-        await asyncio.sleep(8)  # consumer groups settle (Tansu rebalances are slow to start)
-        traces = many_traces(count)
-        started = time.time()
-        await produce_traces(settings, broker.bootstrap, broker.profile, traces)
-        produced_s = time.time() - started
-        versions = await _wait_incorporated(broker.bootstrap, broker.profile, settings,
-                                            {t.trace_id for t in traces}, timeout_s=900)
-        trace_records = await read_topic(broker.bootstrap, broker.profile, settings.topic("traces"))
-        sent_at = {Trace.from_json_bytes(r.value).trace_id: r.timestamp / 1000 for r in trace_records}
-        latencies = [v.published_at.timestamp() - sent_at[t] for v in versions for t in v.lineage if t in sent_at]
-        last = max(v.published_at.timestamp() for v in versions)
-        first = min(sent_at.values())
-        rss = [_peak_rss_mib(p.pid) for p in procs]
+        for roles in paths.values():
+            asyncio.run(reflect_all(roles, traces[-50:]))  # first calls: lazy imports
+        for index in range(rounds):
+            chunk = traces[index * calls:(index + 1) * calls]
+            for name, roles in paths.items():
+                records.clear()
+                started = time.process_time()
+                asyncio.run(reflect_all(roles, chunk))
+                per_call[name].append(1000 * (time.process_time() - started) / calls)
     finally:
-        stop_processes(procs, timeout_s=30)
-    return dict(workers=workers, traces=count, versions=len(versions), produce_s=round(produced_s, 2),
-                traces_per_s=round(count / (last - first), 1), p50_latency_s=round(percentile(latencies, 0.5), 2),
-                p99_latency_s=round(percentile(latencies, 0.99), 2), worker_peak_rss_mib=[round(r) for r in rss])
+        stub.terminate()
+        stub.wait(10)
+    median = {name: sorted(values)[len(values) // 2] for name, values in per_call.items()}
+    return dict(litellm_ms_per_call=round(median["litellm"], 3), direct_ms_per_call=round(median["direct"], 3),
+                client_ms_per_call=round(median["litellm"] - median["direct"], 3),
+                litellm_http_ms_per_call=round(median["litellm_http"], 3), calls=calls, rounds=rounds)
 
 
 async def profile_in_process(broker, count: int) -> str:
     """cProfile of an in-process run: functions by own time, then the stages' handlers by cumulative time."""
     settings = CombeeSettings.load(env={}, topic_prefix=f"prof{uuid.uuid4().hex[:8]}.", **SETTINGS)
     traces = many_traces(count)
-    profiler = cProfile.Profile()
+    profiler = cProfile.Profile(time.process_time)
     async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
         profiler.enable()
         await produce_traces(settings, broker.bootstrap, broker.profile, traces)
@@ -107,40 +349,73 @@ async def profile_in_process(broker, count: int) -> str:
         profiler.disable()
     out = io.StringIO()
     stats = pstats.Stats(profiler, stream=out)
-    stats.sort_stats("tottime").print_stats(15)
-    stats.sort_stats("cumulative").print_stats(r"stages/|combee_core/(playbook|reduction|shuffle|llm/roles)", 15)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(r"stages/|runtime|combee_core/(playbook|reduction|shuffle|llm/)", 25)
     return out.getvalue()
 
 
-async def run_all(count: int, worker_counts: list[int], profile: bool) -> dict:
+async def run_all(count: int, worker_counts: list[int], rate: float, steady_s: float, profile: bool) -> dict:
     broker = start_broker()
     try:
         rows = []
         for workers in worker_counts:
-            row = await measure(broker, count, workers)
-            print(f"  {workers} worker(s): {row}", file=sys.stderr, flush=True)
+            row = await measure_saturation(broker, count, workers)
+            print(f"  saturation, {workers} worker(s): {row}", file=sys.stderr, flush=True)
             rows.append(row)
+        steady = await measure_steady(broker, rate, steady_s) if rate > 0 else None
+        if steady is not None:
+            print(f"  steady: {steady}", file=sys.stderr, flush=True)
         profile_text = await profile_in_process(broker, count) if profile else None
     finally:
         broker.stop()
-    return dict(machine=machine(), broker=broker.source, settings=SETTINGS, rows=rows, profile=profile_text)
+    return dict(machine=machine(), broker=broker.source, settings=SETTINGS, rows=rows, steady=steady,
+                profile=profile_text)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--traces", type=int, default=2000)
-    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--traces", type=int, default=5000)
+    parser.add_argument("--workers", default="1")
+    parser.add_argument("--rate", type=float, default=200.0, help="traces/s of the steady run (0: skip it)")
+    parser.add_argument("--steady-s", type=float, default=20.0)
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
-    result = asyncio.run(run_all(args.traces, [int(w) for w in args.workers.split(",")], args.profile))
-    print(f"broker: {result['broker']}; {args.traces} traces, 4 playbooks, batch 40, p 2, zero-latency simulator")
-    print(f"{'workers':>7} {'traces/s':>9} {'p50 s':>7} {'p99 s':>7} {'versions':>8} {'peak RSS MiB':>14}")
+    result = asyncio.run(run_all(args.traces, [int(w) for w in args.workers.split(",")], args.rate, args.steady_s,
+                                 args.profile))
+    result["client"] = client_cpu_per_call()  # after the runs, with the broker stopped: nothing else in this process
+    result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+    print(f"broker: {result['broker']}; 4 playbooks, batch 40, p 2, zero-latency simulator (virtual clock, scale 0); "
+          f"load average at the end {result['load_average_after']} on {os.cpu_count()} CPUs (other work on the "
+          "machine slows wall-clock figures; CPU figures much less)")
+    print(f"\nsaturation: {args.traces} traces in one burst")
+    print(f"{'workers':>7} {'traces/s':>9} {'worker CPU ms/trace':>20} {'net of idle':>12} {'broker CPU ms/trace':>20} "
+          f"{'p50 s':>7} {'p99 s':>7} {'versions':>8} {'peak RSS MiB':>13}")
     for row in result["rows"]:
-        print(f"{row['workers']:>7} {row['traces_per_s']:>9} {row['p50_latency_s']:>7} {row['p99_latency_s']:>7} "
-              f"{row['versions']:>8} {str(row['worker_peak_rss_mib']):>14}")
+        print(f"{row['workers']:>7} {row['traces_per_s']:>9} {row['worker_cpu_ms_per_trace']:>20} "
+              f"{row['worker_net_cpu_ms_per_trace']:>12} {row['broker_cpu_ms_per_trace']:>20} "
+              f"{row['p50_latency_s']:>7} {row['p99_latency_s']:>7} {row['versions']:>8} "
+              f"{str(row['worker_peak_rss_mib']):>13}")
+    client = result["client"]
+    print(f"\nLLM client: {client['litellm_ms_per_call']} ms CPU per reflector call through litellm.acompletion, "
+          f"{client['direct_ms_per_call']} ms answered by the same simulator directly -> litellm costs "
+          f"{client['client_ms_per_call']} ms per call; through litellm's OpenAI path to a local stub server (the real "
+          f"path: litellm + openai SDK + HTTP): {client['litellm_http_ms_per_call']} ms per call")
+    for row in result["rows"]:
+        share = row["llm_calls_per_trace"] * client["client_ms_per_call"]
+        print(f"  {row['workers']} worker(s): {row['llm_calls_per_trace']} LLM calls per trace -> ~{share:.2f} ms of "
+              f"the {row['worker_cpu_ms_per_trace']} ms per trace is litellm, "
+              f"~{row['worker_cpu_ms_per_trace'] - share:.2f} ms everything else")
+    steady = result["steady"]
+    if steady:
+        print(f"\nsteady: {steady['rate']:g} traces/s for {steady['seconds']:g} s (achieved {steady['achieved_rate']}), "
+              "one worker; trace -> version time beyond the modelled LLM time (which is not slept):")
+        print(f"  p50 {steady['p50_s']} s, p99 {steady['p99_s']} s  (of which after the batch closed: "
+              f"p50 {steady['after_close_p50_s']} s, p99 {steady['after_close_p99_s']} s)")
+        print(f"  worker CPU {steady['worker_cpu_ms_per_trace']} ms/trace ({steady['worker_cpu_share']:.0%} of a core),"
+              f" broker CPU {steady['broker_cpu_ms_per_trace']} ms/trace")
     if result["profile"]:
-        print("\nWhere the time goes (in-process run, cProfile):")
+        print("\nWhere the CPU goes (in-process run, cProfile on process time):")
         print(result["profile"])
     write_results(args.out / "throughput.json", result)
     print(f"wrote {args.out / 'throughput.json'}")

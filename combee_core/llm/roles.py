@@ -10,6 +10,7 @@ request a server receives is one recorded attempt.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -211,12 +212,14 @@ class LLMRoles:
         self._responder = responder
         self._semaphores: dict[Role, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
         self._litellm: Any = None
+        self._quiet: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         self._unpriced: set[str] = set()
         if responder is None:
             register_offline_providers([self.config.role(r).model for r in ("reflector", "aggregator", "reducer")])
-            from combee_core.llm.provider import litellm
+            from combee_core.llm.provider import litellm, litellm_logging_skipped
 
             self._litellm = litellm
+            self._quiet = litellm_logging_skipped
 
     # ------------------------------------------------------------------------------------------ roles
 
@@ -374,7 +377,8 @@ class LLMRoles:
             kwargs[SIM_PARAM] = {"config": request.params[SIM_PARAM], "attempt": request.attempt}
         started = time.perf_counter()
         try:
-            response = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
+            with self._quiet():  # no litellm logging payload per call: the CallRecord is our log
+                response = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
         except asyncio.TimeoutError as error:
             raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s")) from error
         except _provider_errors()[0] as error:
@@ -392,14 +396,7 @@ class LLMRoles:
         raw_usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(raw_usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(raw_usage, "completion_tokens", 0) or 0)
-        try:
-            cost = float(self._litellm.completion_cost(completion_response=response) or 0.0)
-        except Exception as error:  # litellm raises many types here; a missing price must never fail a call
-            model = str(getattr(response, "model", "?"))
-            if model not in self._unpriced:  # once per model: a local or self-hosted model has no price at all
-                self._unpriced.add(model)
-                logger.warning("no cost for model %r (%s); recording 0.0 for its calls", model, error)
-            cost = 0.0
+        cost = self._cost_of(response)
         hidden = (getattr(response, "_hidden_params", None) or {}).get(HIDDEN_PARAM)
         modelled = float(hidden["latency_s"]) if hidden else None
         latency = modelled if hidden and hidden.get("mode") == "virtual" else wall_s
@@ -410,6 +407,27 @@ class LLMRoles:
             calls=1,
         )
         return LLMReply(text=text, usage=usage, latency_s=latency, modelled_latency_s=modelled)
+
+    def _cost_of(self, response: Any) -> float:
+        """The USD cost litellm already worked out for this response (``_hidden_params["response_cost"]``: every
+        ``acompletion`` prices its response once, or takes the provider's own figure); priced here only if that
+        is missing. A model nobody can price costs 0.0, with one warning per model."""
+        hidden = getattr(response, "_hidden_params", None) or {}
+        if not isinstance(hidden, dict):  # litellm's HiddenParams object on some response types
+            hidden = dict(getattr(hidden, "__dict__", {}))
+        cost, reason = hidden.get("response_cost"), "litellm has no price for it"
+        if cost is None and "response_cost" not in hidden:
+            try:
+                cost = self._litellm.completion_cost(completion_response=response)
+            except Exception as error:  # litellm raises many types here; a missing price must never fail a call
+                reason = f"{type(error).__name__}: {error}"
+        if cost is None:
+            model = str(getattr(response, "model", "?"))
+            if model not in self._unpriced:  # once per model: a local or self-hosted model has no price at all
+                self._unpriced.add(model)
+                logger.warning("no cost for model %r (%s); recording 0.0 for its calls", model, reason)
+            return 0.0
+        return float(cost)
 
 
 @functools.cache

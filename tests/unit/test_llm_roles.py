@@ -203,17 +203,62 @@ async def test_timeout_is_retried_then_reported():
     assert caught.value.attempts == 2
 
 
-async def test_cost_failure_is_logged_not_raised(monkeypatch, caplog):
+async def test_each_call_is_priced_once_by_the_provider_not_again_by_litellm_or_the_roles(monkeypatch):
     import litellm
+
+    def no_repricing(*args, **kwargs):
+        raise AssertionError("priced again")
+
+    monkeypatch.setattr(litellm, "completion_cost", no_repricing)
+    monkeypatch.setattr(litellm, "response_cost_calculator", no_repricing)
+    records: list[CallRecord] = []
+    reflection = await LLMRoles(config(), on_call=records.append).reflect(make_trace(1))
+    usage = reflection.usage
+    assert usage.prompt_tokens > 0
+    price = usage.prompt_tokens * INPUT_COST_PER_TOKEN + usage.completion_tokens * OUTPUT_COST_PER_TOKEN
+    assert usage.cost_usd == round(price, 12) and records[0].usage.cost_usd == usage.cost_usd
+
+
+async def test_a_response_without_a_price_costs_zero_with_one_warning(monkeypatch, caplog):
+    import litellm
+
+    from combee_core.llm import provider
 
     def broken(*args, **kwargs):
         raise litellm.exceptions.NotFoundError("no price", model="m", llm_provider="x")
 
-    monkeypatch.setattr(litellm, "completion_cost", broken)
+    monkeypatch.setattr(provider, "sim_cost", lambda *tokens: None)  # the provider names no price...
+    monkeypatch.setattr(litellm, "response_cost_calculator", broken)  # ...and litellm cannot find one
+    roles = LLMRoles(config())
     with caplog.at_level(logging.WARNING, logger="combee_core.llm.roles"):
-        reflection = await LLMRoles(config()).reflect(make_trace(1))
-    assert reflection.usage.cost_usd == 0.0 and reflection.usage.prompt_tokens > 0
-    assert "no cost" in caplog.text
+        reflections = [await roles.reflect(make_trace(i)) for i in range(2)]
+    assert all(r.usage.cost_usd == 0.0 and r.usage.prompt_tokens > 0 for r in reflections)
+    assert sum("no cost for model" in r.getMessage() for r in caplog.records) == 1
+
+
+async def test_a_configured_litellm_callback_still_sees_every_call():
+    import litellm
+    from litellm.integrations.custom_logger import CustomLogger
+
+    class Counting(CustomLogger):
+        calls = 0
+
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            Counting.calls += 1
+
+    counting = Counting()
+    litellm.callbacks.append(counting)
+    try:
+        roles = LLMRoles(config())
+        for i in range(2):
+            await roles.reflect(make_trace(i))
+        for _ in range(100):  # litellm logs in a background task
+            if Counting.calls >= 2:
+                break
+            await asyncio.sleep(0.02)
+    finally:
+        litellm.callbacks.remove(counting)
+    assert Counting.calls == 2
 
 
 async def test_responder_replaces_litellm_and_concurrency_is_bounded():
