@@ -106,11 +106,17 @@ def build_suite(
 
 
 def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry]) -> str | None:
-    """Entry id of an entry carrying the family's insight (its rule id and wording), or None."""
+    """Entry id of an entry carrying the family's insight (its rule id and wording, or one of the simulator's
+    paraphrases of it: an agent understands a reworded rule), or None."""
+    from combee_core.llm.simulator import meaning_key
+
     wanted = " ".join(family.insight.lower().split())
+    wanted_key = meaning_key(family.insight)
     for entry in entries:
         content = " ".join(entry.content.lower().split())
-        if family.family_id.lower() in content and (content == wanted or wanted in content or content in wanted):
+        if family.family_id.lower() in content and (
+            content == wanted or wanted in content or content in wanted or meaning_key(entry.content) == wanted_key
+        ):
             return entry.entry_id
     return None
 
