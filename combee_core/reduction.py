@@ -124,16 +124,18 @@ def build_version(
     published_at: datetime,
     budget_tokens: int | None = None,
     delete_cap: float | None = None,
+    paraphrases: bool = True,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
     ``delete_cap``: the share of v's entries the operations may remove (:func:`combee_core.budget.removal_cap`);
-    ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`)."""
+    ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`);
+    ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
     cap = None if delete_cap is None else removal_cap(len(playbook), delete_cap)
-    result = apply_operations(playbook, scan.operations, new_version, max_removals=cap)
+    result = apply_operations(playbook, scan.operations, new_version, max_removals=cap, paraphrases=paraphrases)
     if budget_tokens is not None:
         fitted, evictions = fit_to_budget(result.playbook, budget_tokens)
         result = ApplyResult(playbook=fitted, applied=[*result.applied, *evictions])
