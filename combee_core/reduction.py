@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from combee_core.budget import fit_to_budget, removal_cap
+from combee_core.budget import added_support, fit_to_budget, removal_cap
 from combee_core.models import (
     Operation,
     PartialUpdate,
@@ -137,7 +137,7 @@ def build_version(
     cap = None if delete_cap is None else removal_cap(len(playbook), delete_cap)
     result = apply_operations(playbook, scan.operations, new_version, max_removals=cap, paraphrases=paraphrases)
     if budget_tokens is not None:
-        fitted, evictions = fit_to_budget(result.playbook, budget_tokens)
+        fitted, evictions = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied))
         result = ApplyResult(playbook=fitted, applied=[*result.applied, *evictions])
     lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
     reflections = {rid for partial in partials for rid in partial.reflection_ids}

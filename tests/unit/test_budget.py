@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.budget import eviction_key, fit_to_budget, removal_cap
+from combee_core.budget import added_support, eviction_key, fit_to_budget, removal_cap
 from combee_core.models import DeleteOp, MergeOp, Operation, PartialUpdate, PlaybookEntry
 from combee_core.playbook import Playbook, make_entry_id, playbook_tokens
 from combee_core.reduction import ScanResult, build_version
@@ -61,10 +61,14 @@ def test_property_every_version_is_within_budget_evictions_are_recorded_and_the_
     assert not {a.entry_id for a in evictions} & set(after.entry_ids)
     # Evictions took the lowest-valued entries, and no more than needed: without the last one it was over budget.
     if evictions:
-        unbudgeted = version_of(before, ops, None, share).playbook
+        unbudgeted_version = version_of(before, ops, None, share)
+        unbudgeted = unbudgeted_version.playbook
+        support = added_support(unbudgeted_version.record.operations)
         evicted = {a.entry_id for a in evictions}
-        assert max(eviction_key(e) for e in unbudgeted.entries if e.entry_id in evicted) < min(
-            (eviction_key(e) for e in after.entries), default=(10**9,))
+        def key(e):
+            return eviction_key(e, support.get(e.entry_id, 0))
+        assert max(key(e) for e in unbudgeted.entries if e.entry_id in evicted) < min(
+            (key(e) for e in after.entries), default=(10**9,))
         last = evictions[-1].entry_id
         kept_plus_last = [e for e in unbudgeted.entries if e.entry_id not in evicted or e.entry_id == last]
         assert playbook_tokens(Playbook.from_entries("pb", 9, kept_plus_last)) > budget
@@ -83,6 +87,13 @@ def test_property_a_version_within_budget_evicts_nothing(case):
 def entry(n: int, helpful: int = 0, harmful: int = 0, updated: int = 1) -> PlaybookEntry:
     return PlaybookEntry(entry_id=make_entry_id("tools", n), section="tools", content=f"lesson number {n} " * 4,
                          helpful=helpful, harmful=harmful, created_version=1, updated_version=updated)
+
+
+def test_a_new_entry_backed_by_more_reflections_outlives_one_backed_by_fewer():
+    playbook = Playbook.from_entries("pb", 5, [entry(1), entry(2)])
+    fitted, evictions = fit_to_budget(playbook, playbook_tokens(Playbook.from_entries("pb", 5, [entry(1)])),
+                                      {"too-00001": 4, "too-00002": 1})
+    assert [a.entry_id for a in evictions] == ["too-00002"] and "support 1" in evictions[0].reason
 
 
 def test_eviction_goes_by_value_then_staleness_and_says_why():
