@@ -71,8 +71,8 @@ def bloat(suite: TaskSuite, entries) -> tuple[float, int, int]:
     return (len(entries) / len(held) if held else 1.0), len(entries), len(held)
 
 
-async def run(batch: int, context: bool, *, consolidate: bool = True, traces: int, paraphrases: int, budget: int, context_tokens: int,
-              delete_cap: float, seed: int) -> dict[str, Any]:
+async def run(batch: int, context: bool, *, consolidate: bool = True, traces: int, paraphrases: int, budget: int,
+              context_tokens: int, delete_cap: float, seed: int) -> dict[str, Any]:
     suite = build_suite(seed=7)
     sim = SimulatorConfig(seed=seed, paraphrases=paraphrases, mode="virtual")
     roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
@@ -137,8 +137,8 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
     }
 
 
-COLUMNS = [("batch", "batch"), ("context", "context"), ("lexical", "lexical"), ("versions", "versions"), ("entries", "entries"),
-           ("distinct_lessons", "lessons"), ("entries_per_lesson", "entries/lesson"),
+COLUMNS = [("batch", "batch"), ("context", "context"), ("lexical", "lexical"), ("versions", "versions"),
+           ("entries", "entries"), ("distinct_lessons", "lessons"), ("entries_per_lesson", "entries/lesson"),
            ("max_entries_per_lesson", "max e/l"), ("playbook_tokens_max", "pb tokens max"),
            ("completion_tokens_per_version", "compl tok/v"), ("prompt_tokens_per_version", "prompt tok/v"),
            ("llm_time_per_version_s", "LLM s/v"), ("evictions", "evicted"), ("held_out_accuracy", "held-out acc")]

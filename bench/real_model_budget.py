@@ -1,12 +1,13 @@
 """A real local model (SmolLM2-135M-Instruct, llama.cpp, extra [local-llm]) through the whole topology on a real
 broker, with context on and a small playbook budget: does every version stay within it, and what does the model do?
 
-    python -m bench.real_model_budget        # ~10-20 min on 2 loaded cores; writes bench/results/real_model_budget.json
+    python -m bench.real_model_budget        # ~20 min on 2 loaded cores; writes bench/results/real_model_budget.json
 
 48 traces of the synthetic suite (all run with the empty playbook), batches of 8 (k = 2 subgroups, p = 2, so every
-version makes two aggregator calls and one reducer call), a 300-token playbook budget and a 300-token context budget.
-The model answers under the server's schema-constrained decoding (``llama_cpp_schema``, all five operations), at
-most 96 tokens per answer. A 135M model writes poor lessons: the point is the invariants (every version within
+version makes two aggregator calls and one reducer call; ``max_wait_s`` 120 s so that slow reflections mostly fill
+a batch), a 150-token playbook budget and the same context budget. The model answers under the server's
+schema-constrained decoding (``llama_cpp_schema``, all five operations), at most 128 tokens per answer. A 135M
+model writes poor lessons: the point is the invariants (every version within
 budget, evictions recorded, every trace accounted for), not the quality of the lessons.
 """
 
@@ -33,7 +34,8 @@ RESULTS = Path(__file__).parent / "results" / "real_model_budget.json"
 async def run(args: argparse.Namespace, server: LocalModelServer, bootstrap: str, profile) -> dict:
     settings = CombeeSettings.load(
         env={}, topic_prefix=f"bench-real-{uuid.uuid4().hex[:8]}.", partitions=2, batch_size=args.batch, p=2,
-        max_wait_s=10.0, llm_max_tokens=96, llm_max_retries=1, llm_timeout_s=300.0, llm_concurrency=1,
+        max_wait_s=args.max_wait_s, llm_max_tokens=args.max_tokens, llm_max_retries=1, llm_timeout_s=300.0,
+        llm_concurrency=1,
         playbook_budget_tokens=args.budget, llm_context_tokens=args.budget, **server.settings_overrides(),
     )
     traces = train_traces(build_suite(seed=7), args.traces, playbook_ids=("real",), run_seed=21)
@@ -78,7 +80,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=48)
     parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--budget", type=int, default=300)
+    parser.add_argument("--budget", type=int, default=150)
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--max-wait-s", type=float, default=120.0,
+                        help="close a batch after this long (reflections take ~10 s each: keep batches full)")
     parser.add_argument("--deadline-s", type=float, default=2400.0)
     args = parser.parse_args()
     broker = start_broker()

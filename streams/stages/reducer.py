@@ -162,9 +162,8 @@ class ReducerStage(Stage):
         """Build and publish the next version; False when another writer's version came first."""
         assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
-        scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(playbook, partials)
-        )
+        scan = await reduce_through_scan([partial.operations for partial in partials], self.settings.max_fan_in,
+                                         self._reduce_call(playbook, partials))
         record = build_version(playbook, partials, scan, published_at=utc_now(),
                                budget_tokens=self.settings.playbook_budget_tokens,
                                delete_cap=self.settings.playbook_delete_cap).record

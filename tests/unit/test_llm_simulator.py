@@ -253,7 +253,8 @@ def test_with_the_playbook_in_the_prompt_a_held_lesson_is_tagged_not_re_added():
     held = "For leap years (R08), count the end date as included."
     playbook = Playbook.from_entries("pb", 4, [PlaybookEntry(entry_id="dat-00007", section="dates", content=held,
                                                              created_version=1, updated_version=1)])
-    reflections = [make_reflection(0, [paraphrase(held, 2), "A new lesson."]), make_reflection(1, [paraphrase(held, 3)])]
+    reflections = [make_reflection(0, [paraphrase(held, 2), "A new lesson."]),
+                   make_reflection(1, [paraphrase(held, 3)])]
     blind = answer(prompts.aggregator_messages(reflections))["operations"]
     seeing = answer(prompts.aggregator_messages(reflections, render_playbook(playbook).text))["operations"]
     assert [op["op"] for op in blind] == ["ADD", "ADD"]  # the two wordings merged, and re-proposed

@@ -16,8 +16,9 @@ def held(content: str, helpful: int = 2) -> Playbook:
 
 def test_a_reworded_lesson_reinforces_its_entry_with_the_support_summed():
     playbook = held("Count the end date as included when measuring a date range.")
-    result = apply_operations(playbook, [AddOp(section="dates", support=3,
-                                               content="When measuring a date range, include the end date in the count.")], 4)
+    reworded = AddOp(section="dates", support=3,
+                     content="When measuring a date range, include the end date in the count.")
+    result = apply_operations(playbook, [reworded], 4)
     assert [e.entry_id for e in result.playbook.entries] == ["dat-00001"]
     assert result.playbook.entries[0].helpful == 5
     assert result.applied[0].reason == "paraphrase of dat-00001"
