@@ -1,14 +1,14 @@
 """A real local model (SmolLM2-135M-Instruct, llama.cpp, extra [local-llm]) through the whole topology on a real
 broker, with context on and a small playbook budget: does every version stay within it, and what does the model do?
 
-    python -m bench.real_model_budget        # ~20 min on 2 loaded cores; writes bench/results/real_model_budget.json
+    python -m bench.real_model_budget        # ~10-15 min on 2 loaded cores; writes bench/results/real_model_budget.json
 
-48 traces of the synthetic suite (all run with the empty playbook), batches of 8 (k = 2 subgroups, p = 2, so every
-version makes two aggregator calls and one reducer call; ``max_wait_s`` 120 s so that slow reflections mostly fill
-a batch), a 150-token playbook budget and the same context budget. The model answers under the server's
-schema-constrained decoding (``llama_cpp_schema``, all five operations), at most 128 tokens per answer. A 135M
-model writes poor lessons: the point is the invariants (every version within
-budget, evictions recorded, every trace accounted for), not the quality of the lessons.
+48 traces of the synthetic suite (all run with the empty playbook), batches of 3 (k = 1: the aggregator's answer
+is the version's operations; ``max_wait_s`` 60 s so that slow reflections still fill a batch), an 80-token playbook
+budget and the same context budget. The model answers under the server's schema-constrained decoding
+(``llama_cpp_schema``, all five operations), at most 128 tokens per answer. A 135M model writes poor lessons: the
+point is the invariants (every version within budget, evictions recorded, every trace accounted for), not the
+quality of the lessons. ``--batch 8 --budget 150 --max-wait-s 120`` adds a reducer call per version (k = 2).
 """
 
 from __future__ import annotations
@@ -72,6 +72,9 @@ async def run(args: argparse.Namespace, server: LocalModelServer, bootstrap: str
         "calls": dict(Counter(c.role for c in run.calls)), "failed_calls": sum(c.error is not None for c in run.calls),
         "aggregator_reducer_calls_with_playbook_in_prompt": with_context,
         "final_entries": [e.content for e in versions[-1].entries] if versions else [],
+        "operation_answers": [{"role": c.role, "attempt": c.attempt, "error": c.error,
+                               "text": (c.response_text or "")[:400]}
+                              for c in run.calls if c.role in ("aggregator", "reducer")][:12],
         "elapsed_s": round(elapsed, 1), "budget_tokens": args.budget,
     }
 
@@ -79,10 +82,10 @@ async def run(args: argparse.Namespace, server: LocalModelServer, bootstrap: str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=48)
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--budget", type=int, default=150)
+    parser.add_argument("--batch", type=int, default=3)
+    parser.add_argument("--budget", type=int, default=80)
     parser.add_argument("--max-tokens", type=int, default=128)
-    parser.add_argument("--max-wait-s", type=float, default=120.0,
+    parser.add_argument("--max-wait-s", type=float, default=60.0,
                         help="close a batch after this long (reflections take ~10 s each: keep batches full)")
     parser.add_argument("--deadline-s", type=float, default=2400.0)
     args = parser.parse_args()
