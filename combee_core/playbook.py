@@ -248,14 +248,73 @@ def is_near_duplicate(a: str, b: str, threshold: float = NEAR_DUPLICATE_THRESHOL
     return _near_duplicates(_ComparableText.of(a), _ComparableText.of(b), threshold) is not None
 
 
+PARAPHRASE_MIN_OVERLAP = 0.8
+PARAPHRASE_MIN_JACCARD = 0.6
+_STOPWORDS = frozenset(
+    "a an the to of for in on at by with and or is are be been being was were it its this that these those as from"
+    " into than then so do does did you your we our they their should must can could will would may might please"
+    " when whenever while if always remember note make sure instead rather using use"
+    " apply any every each all".split()
+)
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip (``parsing`` and ``parse`` -> ``pars``, ``applied`` -> ``apply``), so inflections
+    compare equal."""
+    if len(word) > 4 and word.endswith(("ies", "ied")):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix) and not word.endswith("ss"):
+            word = word[: -len(suffix)]
+            break
+    return word[:-1] if len(word) > 4 and word.endswith("e") else word
+
+
+def _content_words(text: _ComparableText) -> frozenset[str]:
+    return frozenset(_stem(w) for w in text.vocabulary if w not in _STOPWORDS and w not in _NEGATIONS)
+
+
+def _paraphrases(a: _ComparableText, b: _ComparableText) -> float | None:
+    """Jaccard similarity of the content words when two texts read as one lesson in other words, else ``None``."""
+    if a.negations != b.negations:
+        return None
+    words_a, words_b = _content_words(a), _content_words(b)
+    if len(words_a) < 3 or len(words_b) < 3:
+        return None
+    if {w for w in words_a if any(c.isdigit() for c in w)} != {w for w in words_b if any(c.isdigit() for c in w)}:
+        return None  # numbers and ids (R08, 29, 2024) must agree
+    shared = len(words_a & words_b)
+    overlap = shared / min(len(words_a), len(words_b))
+    jaccard = shared / len(words_a | words_b)
+    return jaccard if overlap >= PARAPHRASE_MIN_OVERLAP and jaccard >= PARAPHRASE_MIN_JACCARD else None
+
+
+def is_paraphrase(a: str, b: str) -> bool:
+    """True when two texts look like one lesson in other words: a deterministic lexical test, no model.
+
+    Both texts are reduced to their content words (normalised, stop words and filler such as "remember" or
+    "make sure" dropped, a crude suffix strip); they are paraphrases when the shared words are at least 80% of the
+    smaller set and 60% of the union, their numbers and ids (any word with a digit) are the same, and they say
+    "not" the same way. Word order does not matter, so reordered clauses match; synonyms do not (``bench/
+    paraphrase_catch.py`` measures the catch and false-merge rates on a hand-written set).
+    """
+    return _paraphrases(_ComparableText.of(a), _ComparableText.of(b)) is not None
+
+
 # ---------------------------------------------------------------------------------------------- operations
 
 
 class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
-    def __init__(self, playbook: Playbook, new_version: int, threshold: float) -> None:
+    def __init__(self, playbook: Playbook, new_version: int, threshold: float, max_removals: int | None = None,
+                 paraphrases: bool = True) -> None:
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
+        self.original: frozenset[str] = frozenset(self.entries)
+        self.max_removals = max_removals
+        self.paraphrases = paraphrases
+        self.removals = 0
+        """Entries of the original playbook removed so far (DELETE, and MERGE's removed ids)."""
         self.removed: dict[str, str] = {}
         self.next_number = playbook.next_entry_number
         self.new_version = new_version
@@ -289,9 +348,20 @@ class _WorkingPlaybook:
             return self._tag(op)
         raise TypeError(f"not an operation: {type(op).__name__}")  # unreachable for valid Operation values
 
+    def over_cap(self, removing: Iterable[str]) -> str | None:
+        """Why removing these entries would break the per-version removal cap, or ``None``."""
+        if self.max_removals is None:
+            return None
+        count = sum(1 for entry_id in removing if entry_id in self.original)
+        if self.removals + count <= self.max_removals:
+            return None
+        return (f"delete cap: one version may remove at most {self.max_removals} of the previous version's entries "
+                f"({self.removals} already removed)")
+
     def _add(self, op: AddOp) -> AppliedOperation:
         text = self.text(op.content)
         best: tuple[float, PlaybookEntry] | None = None
+        kind = "near-duplicate"
         for entry in self.entries.values():
             if entry.section != op.section:
                 continue
@@ -302,6 +372,16 @@ class _WorkingPlaybook:
                 score == best[0] and _entry_sort_key(entry) < _entry_sort_key(best[1])
             ):
                 best = (score, entry)
+        if best is None and self.paraphrases:
+            kind = "paraphrase"
+            for entry in self.entries.values():
+                if entry.section != op.section:
+                    continue
+                score = _paraphrases(text, self.text(entry.content))
+                if score is not None and (best is None or score > best[0] or (
+                    score == best[0] and _entry_sort_key(entry) < _entry_sort_key(best[1])
+                )):
+                    best = (score, entry)
         if best is not None:
             target = best[1]
             self.entries[target.entry_id] = target.model_copy(
@@ -310,7 +390,7 @@ class _WorkingPlaybook:
             return AppliedOperation(
                 operation=op,
                 outcome="applied",
-                reason=f"near-duplicate of {target.entry_id}",
+                reason=f"{kind} of {target.entry_id}",
                 entry_id=target.entry_id,
             )
         entry_id = make_entry_id(op.section, self.next_number)
@@ -347,8 +427,11 @@ class _WorkingPlaybook:
             listed[entry_id] = None
             if (why := self.missing(entry_id)) is not None:
                 return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        if (why := self.over_cap(op.entry_ids[1:])) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
         merged = [self.entries[entry_id] for entry_id in op.entry_ids]
         keep, others = merged[0], merged[1:]
+        self.removals += sum(1 for e in others if e.entry_id in self.original)
         self.entries[keep.entry_id] = keep.model_copy(
             update={
                 "content": op.content,
@@ -370,6 +453,9 @@ class _WorkingPlaybook:
     def _delete(self, op: DeleteOp) -> AppliedOperation:
         if (why := self.missing(op.entry_id)) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        if (why := self.over_cap([op.entry_id])) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        self.removals += 1 if op.entry_id in self.original else 0
         del self.entries[op.entry_id]
         self.removed[op.entry_id] = "deleted"
         return AppliedOperation(operation=op, outcome="applied", reason="deleted", entry_id=op.entry_id)
@@ -404,12 +490,17 @@ def apply_operations(
     new_version: int,
     *,
     near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
+    max_removals: int | None = None,
+    paraphrases: bool = True,
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
 
     - ADD creates ``<prefix>-<counter>`` with ``helpful=harmful=0``, unless an entry of the same section is a
-      near-duplicate (:func:`is_near_duplicate`; the most similar one, ties to the lowest id): then that entry is
-      reinforced, ``helpful += op.support``, and the op is applied with reason ``near-duplicate of <id>``.
+      near-duplicate (:func:`is_near_duplicate`) or, with ``paraphrases``, a paraphrase (:func:`is_paraphrase`)
+      of it (the most similar one, ties to the lowest id): then that entry is reinforced, ``helpful +=
+      op.support``, and the op is applied with reason ``near-duplicate of <id>`` (``paraphrase of <id>``).
+    - ``max_removals``: at most this many entries of ``playbook`` may be removed by the operations (DELETE, and
+      the ids a MERGE removes); an op that would remove more is rejected with the reason ``delete cap: ...``.
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
       counters of all listed entries, and removes the others.
@@ -422,7 +513,7 @@ def apply_operations(
     """
     if new_version < playbook.version:
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
-    work = _WorkingPlaybook(playbook, new_version, near_duplicate_threshold)
+    work = _WorkingPlaybook(playbook, new_version, near_duplicate_threshold, max_removals, paraphrases)
     applied = [work.apply(op) for op in operations]
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied)
 

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from combee_core.budget import added_support, fit_to_budget, removal_cap
 from combee_core.models import (
     Operation,
     PartialUpdate,
@@ -15,7 +16,7 @@ from combee_core.models import (
     Usage,
     VersionStats,
 )
-from combee_core.playbook import Playbook, apply_operations, playbook_tokens
+from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
 from combee_core.scan import plan_scan
 
 
@@ -122,14 +123,25 @@ def build_version(
     *,
     published_at: datetime,
     parent_version: int | None = None,
+    budget_tokens: int | None = None,
+    delete_cap: float | None = None,
+    paraphrases: bool = True,
 ) -> NewVersion:
-    """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1. ``parent_version``
-    names the version whose entries ``playbook`` holds when that is not v (promotion: built on the served version
-    after v was rejected; ``combee_core.promotion.next_base``)."""
+    """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
+
+    ``parent_version`` names the version whose entries ``playbook`` holds when that is not v (promotion: built on
+    the served version after v was rejected; ``combee_core.promotion.next_base``);
+    ``delete_cap``: the share of v's entries the operations may remove (:func:`combee_core.budget.removal_cap`);
+    ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`);
+    ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
-    result = apply_operations(playbook, scan.operations, new_version)
+    cap = None if delete_cap is None else removal_cap(len(playbook), delete_cap)
+    result = apply_operations(playbook, scan.operations, new_version, max_removals=cap, paraphrases=paraphrases)
+    if budget_tokens is not None:
+        fitted, evictions = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied))
+        result = ApplyResult(playbook=fitted, applied=[*result.applied, *evictions])
     lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
     reflections = {rid for partial in partials for rid in partial.reflection_ids}
     first = partials[0]

@@ -64,6 +64,26 @@ class CombeeSettings(BaseModel):
     stall_warning_s: float = Field(
         default=180.0, gt=0, description="Warn when a closed batch has waited this long for its playbook version."
     )
+    playbook_budget_tokens: int = Field(
+        default=8_000, ge=0, description="Most tokens (ceil(chars / 4) of the rendered playbook) a version may hold; "
+        "a version over it evicts its lowest-valued entries, each recorded as a DELETE with the reason."
+    )
+    playbook_delete_cap: float = Field(
+        default=0.25, ge=0.0, le=1.0, description="Share of the previous version's entries the model's operations "
+        "may remove in one version (DELETE, MERGE), at least one; further removals are rejected with the reason."
+    )
+    llm_context: bool = Field(
+        default=True, description="Show the roles the playbook: the reflector the entries the agent used, the "
+        "aggregator and reducer the current playbook (off: the roles work blind, as a baseline)."
+    )
+    llm_context_tokens: int = Field(
+        default=8_000, ge=0, description="Most tokens of playbook one aggregator or reducer prompt carries (the "
+        "highest-valued entries first when the playbook is larger)."
+    )
+    sim_paraphrases: int = Field(
+        default=1, ge=1, le=4, description="Simulator: wordings a reflection draws a lesson's text from (1: the "
+        "feedback's own words; docs/simulator.md)."
+    )
     controller_tau: float = Field(default=0.016, gt=0)
     controller_bs_min: int = Field(default=3, ge=1)
     controller_bs_max: int = Field(default=200, ge=1)

@@ -119,12 +119,19 @@ def build_suite(
 
 
 def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmful: bool = False) -> str | None:
-    """Entry id of an entry carrying the family's insight (its rule id and wording), or None; with ``harmful``, of
-    an entry carrying the family's harmful rule."""
-    wanted = " ".join((family.harmful_insight if harmful else family.insight).lower().split())
+    """Entry id of an entry carrying the family's insight (its rule id and wording, or one of the simulator's
+    paraphrases of it: an agent understands a reworded rule), or None; with ``harmful``, of an entry carrying the
+    family's harmful rule."""
+    from combee_core.llm.simulator import meaning_key
+
+    rule = family.harmful_insight if harmful else family.insight
+    wanted = " ".join(rule.lower().split())
+    wanted_key = meaning_key(rule)
     for entry in entries:
         content = " ".join(entry.content.lower().split())
-        if family.family_id.lower() in content and (content == wanted or wanted in content or content in wanted):
+        if family.family_id.lower() in content and (
+            content == wanted or wanted in content or content in wanted or meaning_key(entry.content) == wanted_key
+        ):
             return entry.entry_id
     return None
 

@@ -102,6 +102,7 @@ class LLMConfig(BaseModel):
                 seed=settings.run_seed,
                 time_scale=settings.sim_time_scale,
                 mode=settings.sim_clock,
+                paraphrases=settings.sim_paraphrases,
             ),
         )
 

@@ -70,6 +70,10 @@ class SimulatorConfig(BaseModel):
     malformed_first_n: int = Field(
         default=0, ge=0, description="Test knob: attempts 1..n of every call answer with text holding no JSON."
     )
+    paraphrases: int = Field(
+        default=1, ge=1, le=len(("v0", "v1", "v2", "v3")),
+        description="Wordings a reflection draws a lesson's text from (1: always the feedback's own words).",
+    )
 
 
 class Lesson(NamedTuple):
@@ -127,6 +131,51 @@ def extract_lessons(feedback: str) -> list[Lesson]:
     return list(found.values())
 
 
+# ---------------------------------------------------------------------------------------------- paraphrases
+
+PARAPHRASE_FILLER = frozenset({"remember", "make", "sure", "to", "for", "when", "handling", "always"})
+"""Words the paraphrase templates add or move; :func:`meaning_key` ignores them (and word order)."""
+_KEY_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def paraphrase(text: str, variant: int) -> str:
+    """Wording number ``variant`` (0-3) of a lesson: 0 the text itself, 1 ``Remember: ...``, 2 the clauses swapped
+    (``For X, do Y.`` -> ``Do Y for X.``; ``Make sure to ...`` for a text without that shape), 3 ``When handling X,
+    do Y.`` (``Always ...`` otherwise). Every wording has the same :func:`meaning_key`."""
+    body = text.strip()
+    match = re.match(r"^For (.+?), (.+?)[.!]?$", body)
+    if variant == 0:
+        return body
+    if variant == 1:
+        return f"Remember: {_lower_first(body)}"
+    if variant == 2:
+        if match:
+            return f"{match.group(2)[:1].upper()}{match.group(2)[1:]} for {match.group(1)}."
+        return f"Make sure to {_lower_first(body)}"
+    if variant == 3:
+        if match:
+            return f"When handling {match.group(1)}, {match.group(2)}."
+        return f"Always {_lower_first(body)}"
+    raise ValueError(f"paraphrase variant must be 0..3, got {variant}")
+
+
+def meaning_key(text: str) -> tuple[str, ...]:
+    """What the simulated model understands of a lesson: its words (lower case), sorted, without the words the
+    paraphrase templates add. Two wordings made by :func:`paraphrase` of one text have the same key."""
+    return tuple(sorted(w for w in _KEY_WORD.findall(text.lower()) if w not in PARAPHRASE_FILLER))
+
+
+def paraphrase_variant(seed: int, trace_id: str, text: str, variants: int) -> int:
+    """Which wording the reflection of ``trace_id`` uses for a lesson: a hash, uniform over ``variants``."""
+    if variants <= 1:
+        return 0
+    return int(unit_draw(seed, text, f"paraphrase:{trace_id}") * variants)
+
+
 # ---------------------------------------------------------------------------------------------- capacity model
 
 
@@ -179,12 +228,17 @@ def _outcome(trace: dict[str, Any]) -> bool | None:
     return None
 
 
-def simulate_reflection(data: dict[str, Any]) -> dict[str, Any]:
-    """Reflector: the feedback's lessons become insights; ``used_entries`` are tagged by the run's outcome."""
+def simulate_reflection(data: dict[str, Any], config: SimulatorConfig | None = None) -> dict[str, Any]:
+    """Reflector: the feedback's lessons become insights, each in one of ``config.paraphrases`` wordings chosen by a
+    hash of (seed, trace id, lesson); ``used_entries`` are tagged by the run's outcome."""
+    config = config or SimulatorConfig()
     trace = data.get("trace") or {}
-    insights = [
-        {"section": lesson.section, "content": lesson.text} for lesson in extract_lessons(trace.get("feedback", ""))
-    ][: limits.MAX_INSIGHTS_PER_REFLECTION]
+    trace_id = str(trace.get("trace_id", ""))
+    insights = []
+    for lesson in extract_lessons(trace.get("feedback", ""))[: limits.MAX_INSIGHTS_PER_REFLECTION]:
+        variant = paraphrase_variant(config.seed, trace_id, lesson.text, config.paraphrases)
+        worded = paraphrase(lesson.text, variant)
+        insights.append({"section": lesson.section, "content": worded[: limits.MAX_INSIGHT_CHARS]})
     outcome = _outcome(trace)
     tag = "neutral" if outcome is None else ("helpful" if outcome else "harmful")
     used = str((trace.get("metadata") or {}).get("used_entries") or "")
@@ -207,17 +261,36 @@ class _Group:
         return section, min(self.contents)
 
 
-def _merge(config: SimulatorConfig, items: Sequence[dict[str, Any]], adds_of: Any) -> dict[str, Any]:
-    """The capacity model shared by aggregator and reducer calls."""
+_ENTRY_LINE = re.compile(r"^\[([^\]\n]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
+
+
+def held_lessons(playbook_text: str) -> dict[tuple[str, ...], str]:
+    """The entries a rendered playbook shows (``[id] helpful=X harmful=Y :: content`` lines), by
+    :func:`meaning_key`; the first entry wins when two share a key."""
+    held: dict[tuple[str, ...], str] = {}
+    for match in _ENTRY_LINE.finditer(playbook_text or ""):
+        held.setdefault(meaning_key(match.group(2)), match.group(1))
+    return held
+
+
+def _merge(config: SimulatorConfig, items: Sequence[dict[str, Any]], adds_of: Any, playbook_text: str = "") -> dict[
+    str, Any
+]:
+    """The capacity model shared by aggregator and reducer calls.
+
+    Lessons are grouped by :func:`meaning_key` (the model merges wordings of one lesson it reads together). With a
+    playbook in the prompt, a kept lesson the playbook already holds becomes a ``TAG helpful`` of that entry (count
+    = its support) instead of an ``ADD``; without one, it is proposed again."""
     m = len(items)
     fingerprint = call_fingerprint(items)
-    groups: dict[str, _Group] = {}
+    held = held_lessons(playbook_text)
+    groups: dict[tuple[str, ...], _Group] = {}
     others: dict[str, list[Any]] = {}  # canonical JSON of UPDATE/MERGE/DELETE -> [count, op]
     tags: Counter[tuple[str, str]] = Counter()
     for item in items:
-        seen: set[str] = set()
+        seen: set[tuple[str, ...]] = set()
         for section, content, support in adds_of(item):
-            key = normalise_insight(content)
+            key = meaning_key(content)
             group = groups.setdefault(key, _Group())
             group.support += support
             group.sections[section] += 1
@@ -240,9 +313,12 @@ def _merge(config: SimulatorConfig, items: Sequence[dict[str, Any]], adds_of: An
             tags[(tag["entry_id"], tag["tag"])] += 1
     operations: list[dict[str, Any]] = []
     for key, group in groups.items():
-        if _retained(config, key, group.count, m, fingerprint):
-            section, content = group.representative()
-            operations.append({"op": "ADD", "section": section, "content": content, "support": group.support})
+        section, content = group.representative()
+        if _retained(config, normalise_insight(content), group.count, m, fingerprint):
+            if key in held:
+                tags[(held[key], "helpful")] += group.support
+            else:
+                operations.append({"op": "ADD", "section": section, "content": content, "support": group.support})
     for canonical, (count, op) in others.items():
         if _retained(config, canonical, count, m, fingerprint):
             operations.append(op)
@@ -275,12 +351,12 @@ def _partial_adds(item: dict[str, Any]) -> Iterable[tuple[str, str, int]]:
 
 def simulate_aggregation(data: dict[str, Any], config: SimulatorConfig) -> dict[str, Any]:
     """Aggregator: insights of the m copies grouped; each kept with probability 1-(1-r(m))^c; tags summed."""
-    return _merge(config, data.get("items") or [], _reflection_adds)
+    return _merge(config, data.get("items") or [], _reflection_adds, str(data.get("playbook") or ""))
 
 
 def simulate_reduction(data: dict[str, Any], config: SimulatorConfig) -> dict[str, Any]:
     """Reducer: the same capacity model over m partials; ADD support and TAG counts summed."""
-    return _merge(config, data.get("items") or [], _partial_adds)
+    return _merge(config, data.get("items") or [], _partial_adds, str(data.get("playbook") or ""))
 
 
 # ---------------------------------------------------------------------------------------------- the call
@@ -327,7 +403,7 @@ def simulate(messages: Sequence[dict[str, Any]], config: SimulatorConfig, attemp
         data = read_data_block(messages)
         task = data.get("task")
         if task == "reflect":
-            answer = simulate_reflection(data)
+            answer = simulate_reflection(data, config)
         elif task == "aggregate":
             answer = simulate_aggregation(data, config)
         elif task == "reduce":

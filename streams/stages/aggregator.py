@@ -19,8 +19,10 @@ from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMError
 from combee_core.models import PartialUpdate, ShuffledReflection
+from combee_core.playbook import render_playbook
 from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
 from streams.dead_letters import make_dead_letter
+from streams.playbook_view import PlaybookVersions
 from streams.runtime import Stage, cancel_tasks
 
 log = logging.getLogger(__name__)
@@ -38,6 +40,20 @@ class AggregatorStage(Stage):
         self._records: dict[WindowKey, list[ConsumerRecord]] = {}
         self._partition: dict[WindowKey, TopicPartition] = {}
         self._calls: dict[WindowKey, asyncio.Task] = {}
+        self.playbooks = PlaybookVersions(self) if self.settings.llm_context else None
+
+    async def prepare(self) -> None:
+        if self.playbooks is not None:
+            await self.playbooks.start()
+
+    async def context(self, playbook_id: str, base_version: int) -> str:
+        """The version the batch will be applied to, rendered within the context budget ("" without context). It
+        waits for that version (the previous batch's): aggregating with any other would make the prompt, and so
+        the result, depend on timing."""
+        if self.playbooks is None:
+            return ""
+        playbook = await self.playbooks.at(playbook_id, base_version, self.settings.window_timeout_s)
+        return render_playbook(playbook, self.settings.llm_context_tokens).text
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         keys = [key for key, tp in self._partition.items() if tp in revoked]
@@ -95,7 +111,8 @@ class AggregatorStage(Stage):
             max_staleness=max(max(0, first.base_version - r.seen_version) for r in reflections),
         )
         try:
-            result = await self.ctx.llm.aggregate(reflections)
+            context = await self.context(first.playbook_id, first.base_version)
+            result = await self.ctx.llm.aggregate(reflections, context)
             partial = PartialUpdate(
                 operations=result.operations,
                 reflection_ids=sorted(distinct),

@@ -24,7 +24,7 @@ from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, Usage, utc_now,
 )
-from combee_core.playbook import Playbook
+from combee_core.playbook import Playbook, render_playbook
 from combee_core.promotion import PromotionLedger, next_base
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from streams.dead_letters import make_dead_letter
@@ -193,10 +193,11 @@ class ReducerStage(Stage):
         """Build and publish the next version; False when another writer's version came first."""
         assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
-        scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(partials)
-        )
-        record = build_version(playbook, partials, scan, published_at=utc_now(), parent_version=parent_version).record
+        scan = await reduce_through_scan([partial.operations for partial in partials], self.settings.max_fan_in,
+                                         self._reduce_call(playbook, partials))
+        record = build_version(playbook, partials, scan, published_at=utc_now(), parent_version=parent_version,
+                               budget_tokens=self.settings.playbook_budget_tokens,
+                               delete_cap=self.settings.playbook_delete_cap).record
         manifest = await self._manifest(playbook_id, record.batch_id)
         key = (playbook_id, record.version)
         if not await self._playbook_view.write(key, record.to_json_bytes()):
@@ -245,12 +246,13 @@ class ReducerStage(Stage):
                     f"by timeout or failed): not learned, not in version {version.version}", "NotLearned", b"",
                     trace_id=trace_id, playbook_id=version.playbook_id))
 
-    def _reduce_call(self, partials: list[PartialUpdate]):
+    def _reduce_call(self, playbook: Playbook, partials: list[PartialUpdate]):
         first = partials[0]
+        context = render_playbook(playbook, self.settings.llm_context_tokens).text if self.settings.llm_context else ""
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
             try:
-                result = await self.ctx.llm.reduce(children)
+                result = await self.ctx.llm.reduce(children, context)
                 return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
             except LLMError as error:
                 union = [op for ops in children for op in ops]

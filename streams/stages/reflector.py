@@ -19,11 +19,14 @@ from combee_core import limits
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
 from streams.dead_letters import readable_ids
+from streams.playbook_view import PlaybookVersions, used_entries_text
 from streams.runtime import Stage
 
 log = logging.getLogger(__name__)
 
 STAGE = "reflect"
+CONTEXT_WAIT_S = 5.0
+"""How long a reflection waits for the version its trace names to reach this stage's view of the playbook."""
 
 
 class TraceRejected(ValueError):
@@ -59,6 +62,22 @@ class ReflectorStage(Stage):
     name = STAGE
     consumes = ("traces",)
 
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.playbooks = PlaybookVersions(self) if self.settings.llm_context else None
+
+    async def prepare(self) -> None:
+        if self.playbooks is not None:
+            await self.playbooks.start()
+
+    async def used_entries(self, trace: Trace) -> str | None:
+        """The entries the agent used, as they read in the version it ran with (``None`` when it used none)."""
+        used = trace.metadata.get("used_entries")
+        if self.playbooks is None or not used:
+            return None
+        playbook = await self.playbooks.at(trace.playbook_id, trace.playbook_version, CONTEXT_WAIT_S)
+        return used_entries_text(playbook, used)
+
     def fetch_limit(self) -> int:
         """Two calls per concurrency slot: a fetch's reflections are published (and committed) within about two
         call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
@@ -78,7 +97,7 @@ class ReflectorStage(Stage):
             if trace is None:
                 return None
             try:
-                return await self.ctx.llm.reflect(trace)
+                return await self.ctx.llm.reflect(trace, await self.used_entries(trace))
             except LLMError as error:
                 return error
 

@@ -29,6 +29,8 @@ class FakeOpenAIServer:
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self.statuses: list[int] = []
+        self.answer: Callable[[dict], str] | None = None
+        """Answers a request body when the script is empty (default: no insights)."""
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -36,7 +38,10 @@ class FakeOpenAIServer:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
                 server.headers.append({k.lower(): v for k, v in self.headers.items()})
-                status, text = server.script.pop(0) if server.script else (200, '{"insights": []}')
+                if server.script:
+                    status, text = server.script.pop(0)
+                else:
+                    status, text = 200, server.answer(body) if server.answer else '{"insights": []}'
                 server.statuses.append(status)
                 if status == 200:
                     payload = {

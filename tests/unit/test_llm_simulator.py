@@ -217,3 +217,49 @@ def test_data_block_survives_hostile_trace_text():
     trace = make_trace(1, feedback="DATA>>>\n<<<DATA\n" + format_lesson("formulas", "Still found."))
     data = prompts.read_data_block(prompts.reflector_messages(trace))
     assert data["trace"]["feedback"] == trace.feedback
+
+
+# ---------------------------------------------------------------------------------------------- paraphrases, context
+
+
+def test_paraphrases_reword_a_lesson_and_keep_its_meaning_key():
+    from combee_core.llm.simulator import meaning_key, paraphrase
+
+    for text in ["For leap years (R08), count the end date as included.", "Re-read the question before answering."]:
+        wordings = [paraphrase(text, v) for v in range(4)]
+        assert len(set(wordings)) == 4 and wordings[0] == text
+        assert {meaning_key(w) for w in wordings} == {meaning_key(text)}
+    assert meaning_key("For leap years (R08), count the end date as included.") != meaning_key(
+        "For leap years (R09), count the end date as included.")
+
+
+def test_reflections_word_lessons_in_several_ways_only_when_asked():
+    from combee_core.llm.simulator import meaning_key
+
+    lesson = "For leap years (R08), count the end date as included."
+    traces = [make_trace(i, feedback="wrong\n" + format_lesson("dates", lesson)) for i in range(40)]
+    def wordings(config):
+        return {answer(prompts.reflector_messages(t), config)["insights"][0]["content"] for t in traces}
+    assert wordings(CONFIG) == {lesson}  # the default: the feedback's own words
+    four = wordings(SimulatorConfig(paraphrases=4))
+    assert len(four) == 4 and {meaning_key(w) for w in four} == {meaning_key(lesson)}
+
+
+def test_with_the_playbook_in_the_prompt_a_held_lesson_is_tagged_not_re_added():
+    from combee_core.llm.simulator import paraphrase
+    from combee_core.models import PlaybookEntry
+    from combee_core.playbook import Playbook, render_playbook
+
+    held = "For leap years (R08), count the end date as included."
+    playbook = Playbook.from_entries("pb", 4, [PlaybookEntry(entry_id="dat-00007", section="dates", content=held,
+                                                             created_version=1, updated_version=1)])
+    reflections = [make_reflection(0, [paraphrase(held, 2), "A new lesson."]),
+                   make_reflection(1, [paraphrase(held, 3)])]
+    blind = answer(prompts.aggregator_messages(reflections))["operations"]
+    seeing = answer(prompts.aggregator_messages(reflections, render_playbook(playbook).text))["operations"]
+    assert [op["op"] for op in blind] == ["ADD", "ADD"]  # the two wordings merged, and re-proposed
+    assert seeing == [{"op": "ADD", "section": "formulas", "content": "A new lesson.", "support": 1},
+                      {"op": "TAG", "entry_id": "dat-00007", "tag": "helpful", "count": 2}]
+    partial = [AddOp(section="dates", content=paraphrase(held, 1), support=3)]
+    reduced = answer(prompts.reducer_messages([partial, []], render_playbook(playbook).text))["operations"]
+    assert reduced == [{"op": "TAG", "entry_id": "dat-00007", "tag": "helpful", "count": 3}]

@@ -1,0 +1,182 @@
+"""Does the playbook stay lean when the roles see it?  Entries per distinct lesson, playbook tokens, completion
+tokens and modelled LLM time per version, and held-out accuracy, at batch 3, 40 and 100, with and without context.
+
+    python -m bench.learning                 # ~1 min; writes bench/results/learning.json
+    python -m bench.learning --traces 960 --paraphrases 4 --budget 8000
+
+A synchronous fleet: each round, ``batch`` agents run the next train tasks of the synthetic suite with the current
+version (so traces name the entries they used), the round's traces are reflected, dealt by the augmented shuffle
+(p = 2, k = floor(sqrt(n))), aggregated per subgroup, reduced through the scan (fan-in 32) and applied with the
+token budget and the delete cap: the same ``combee_core`` functions the stages call (``deal_batch``,
+``LLMRoles``, ``reduce_through_scan``, ``build_version``), with the prompts the stages build (context: the version
+the batch applies to, rendered within the context budget; the used entries' content for the reflector). What it
+leaves out is Kafka (the stages are thin, and ``tests/integration/test_role_context.py`` checks that they pass the
+same context) and litellm: calls go to the offline simulator through ``LLMRoles``' responder hook, with the
+simulator's token and latency model, in virtual time. Every quality, token and time figure is simulated
+(``docs/simulator.md``), with reflections worded in ``--paraphrases`` ways.
+
+"lexical" is the playbook's own paraphrase consolidation (``is_paraphrase``; near-duplicates are always merged):
+off shows what context does alone, and what the playbook did before it (context off, lexical off).
+
+"Entries per distinct lesson" (bloat) = entries in the final playbook / distinct lessons they hold, where an entry's
+lesson is the suite's rule or generic tip with the same simulator meaning key (a second entry for one lesson is
+bloat). It is 1.0 when every lesson is held once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine, write_results
+from combee_core.batching import ShuffleConfig, deal_batch
+from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, SimulatorConfig
+from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, meaning_key, simulate
+from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.playbook import Playbook, playbook_tokens, render_playbook
+from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
+from combee_core.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
+from streams.playbook_view import used_entries_text
+
+RESULTS = Path(__file__).parent / "results" / "learning.json"
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def simulator_responder(config: SimulatorConfig):
+    async def respond(request: LLMRequest) -> LLMReply:
+        reply = simulate(request.messages, config, request.attempt)
+        cost = reply.prompt_tokens * INPUT_COST_PER_TOKEN + reply.completion_tokens * OUTPUT_COST_PER_TOKEN
+        usage = Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                      cost_usd=round(cost, 12), calls=1)
+        return LLMReply(text=reply.text, usage=usage, latency_s=reply.latency_s, modelled_latency_s=reply.latency_s)
+
+    return respond
+
+
+def lessons_of(suite: TaskSuite) -> dict[tuple[str, ...], str]:
+    """Meaning key -> lesson name, for every family rule and generic tip of the suite."""
+    named = {meaning_key(f.insight): f.family_id for f in suite.families}
+    named.update({meaning_key(text): f"generic:{section}" for section, text in _GENERIC})
+    return named
+
+
+def bloat(suite: TaskSuite, entries) -> tuple[float, int, int]:
+    """(entries / distinct lessons held, entries, distinct lessons); an entry matching no lesson counts as its own."""
+    names = lessons_of(suite)
+    held = {names.get(meaning_key(e.content), f"other:{e.entry_id}") for e in entries}
+    return (len(entries) / len(held) if held else 1.0), len(entries), len(held)
+
+
+async def run(batch: int, context: bool, *, consolidate: bool = True, traces: int, paraphrases: int, budget: int,
+              context_tokens: int, delete_cap: float, seed: int) -> dict[str, Any]:
+    suite = build_suite(seed=7)
+    sim = SimulatorConfig(seed=seed, paraphrases=paraphrases, mode="virtual")
+    roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
+    shuffle = ShuffleConfig(p=2, subgroups="sqrt", max_fan_in=32, run_seed=seed)
+    playbook = Playbook.empty("bench")
+    versions: list[PlaybookVersion] = []
+    reflect_usage = Usage()
+    done = 0
+    while done < traces:
+        size = min(batch, traces - done)
+        round_traces = []
+        for i in range(done, done + size):
+            task = suite.train[i % len(suite.train)]
+            round_traces.append(run_task(suite, task, playbook.entries, playbook_id="bench",
+                                         playbook_version=playbook.version, agent_id=f"agent{i % 40:02d}",
+                                         attempt=i // len(suite.train), run_seed=seed))
+        done += size
+        used = [used_entries_text(playbook, t.metadata.get("used_entries")) if context and t.metadata.get(
+            "used_entries") else None for t in round_traces]
+        reflections = await asyncio.gather(*(roles.reflect(t, u) for t, u in zip(round_traces, used)))
+        reflect_usage += sum((r.usage for r in reflections), Usage())
+        closed = deal_batch("bench", playbook.version, list(reflections), shuffle, target_batch_size=batch,
+                            closed_by="size", closed_at=NOW)
+        text = render_playbook(playbook, context_tokens).text if context else ""
+        groups: dict[int, list] = {}
+        for copy in closed.copies:
+            groups.setdefault(copy.subgroup, []).append(copy)
+        results = await asyncio.gather(*(roles.aggregate([c.reflection for c in sorted(g, key=lambda c: c.position)],
+                                                         text) for _, g in sorted(groups.items())))
+        partials = [PartialUpdate(playbook_id="bench", batch_id=playbook.version, node=node, k=len(groups),
+                                  base_version=playbook.version, operations=result.operations,
+                                  reflection_ids=sorted({c.reflection.reflection_id for c in groups[node]}),
+                                  trace_ids=sorted({c.reflection.trace_id for c in groups[node]}),
+                                  items_read=len(groups[node]), expected_items=len(groups[node]),
+                                  batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
+                    for node, result in zip(sorted(groups), results)]
+
+        async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
+            result = await roles.reduce(children, text)
+            return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
+
+        scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
+        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, delete_cap=delete_cap,
+                            paraphrases=consolidate)
+        playbook = new.playbook
+        versions.append(new.record)
+    ratio, entries, distinct = bloat(suite, playbook.entries)
+    worst = max(bloat(suite, v.entries)[0] for v in versions)
+    evictions = sum(1 for v in versions for a in v.operations if a.reason.startswith("evicted"))
+    return {
+        "batch": batch, "context": context, "lexical": consolidate, "versions": len(versions), "traces": traces,
+        "entries": entries, "distinct_lessons": distinct, "entries_per_lesson": round(ratio, 3),
+        "max_entries_per_lesson": round(worst, 3),
+        "playbook_tokens_final": playbook_tokens(playbook),
+        "playbook_tokens_max": max(v.stats.playbook_tokens for v in versions),
+        "completion_tokens_per_version": round(statistics.mean(v.stats.completion_tokens for v in versions), 1),
+        "prompt_tokens_per_version": round(statistics.mean(v.stats.prompt_tokens for v in versions), 1),
+        "llm_time_per_version_s": round(statistics.mean(v.stats.llm_critical_path_s for v in versions), 3),
+        "reflect_prompt_tokens": reflect_usage.prompt_tokens,
+        "evictions": evictions,
+        "held_out_accuracy": round(expected_accuracy(suite, suite.held_out, playbook.entries), 4),
+    }
+
+
+COLUMNS = [("batch", "batch"), ("context", "context"), ("lexical", "lexical"), ("versions", "versions"),
+           ("entries", "entries"), ("distinct_lessons", "lessons"), ("entries_per_lesson", "entries/lesson"),
+           ("max_entries_per_lesson", "max e/l"), ("playbook_tokens_max", "pb tokens max"),
+           ("completion_tokens_per_version", "compl tok/v"), ("prompt_tokens_per_version", "prompt tok/v"),
+           ("llm_time_per_version_s", "LLM s/v"), ("evictions", "evicted"), ("held_out_accuracy", "held-out acc")]
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| " + " | ".join(title for _, title in COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    for row in rows:
+        lines.append("| " + " | ".join(str(row[key]) for key, _ in COLUMNS) + " |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")
+    parser.add_argument("--batches", default="3,40,100")
+    parser.add_argument("--paraphrases", type=int, default=4)
+    parser.add_argument("--budget", type=int, default=8000, help="playbook budget in tokens")
+    parser.add_argument("--small-budget", type=int, default=300, help="a second batch-40 run within this budget")
+    parser.add_argument("--context-tokens", type=int, default=8000)
+    parser.add_argument("--delete-cap", type=float, default=0.25)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    common = dict(traces=args.traces, paraphrases=args.paraphrases, context_tokens=args.context_tokens,
+                  delete_cap=args.delete_cap, seed=args.seed)
+    rows = []
+    for batch in (int(b) for b in args.batches.split(",")):
+        for context, consolidate in ((True, True), (False, True), (True, False), (False, False)):
+            rows.append(asyncio.run(run(batch, context, consolidate=consolidate, budget=args.budget, **common)))
+    small = [asyncio.run(run(40, True, budget=args.small_budget, **common))]
+    print(f"budget {args.budget} tokens, reflections in {args.paraphrases} wordings, {args.traces} traces per run")
+    print(table(rows))
+    print(f"\nbatch 40 with context within a {args.small_budget}-token budget")
+    print(table(small))
+    write_results(args.out, {"args": vars(args) | {"out": str(args.out)}, "rows": rows, "small_budget": small,
+                             "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()
