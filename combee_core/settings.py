@@ -70,6 +70,22 @@ class CombeeSettings(BaseModel):
     controller_clock: Literal["wall", "modelled"] = Field(
         default="wall", description="Delay the controller fits: wall seconds, or the LLM critical path (simulated)."
     )
+    fleet_mode: Literal["sync", "async"] = Field(
+        default="async", description="How the agents feeding a playbook run. sync: each round waits for the next "
+        "version, so the controller fits the round time (version v -> v+1, rollouts included); async: it fits the "
+        "pipeline delay (batch closed -> version published)."
+    )
+    fleet_agents: int | None = Field(
+        default=None, ge=1, description="Sync fleet, modelled clock: parallel agents (a round of n tasks takes "
+        "ceil(n / agents) task times); none: one agent per task."
+    )
+    rollout_calls_per_task: int = Field(
+        default=10, ge=0, description="Rollout model: agent LLM calls per task (docs/simulator.md, 'Rollouts')."
+    )
+    rollout_prompt_tokens: int = Field(default=2000, ge=0, description="Rollout model: prompt tokens per agent call.")
+    rollout_completion_tokens: int = Field(
+        default=150, ge=0, description="Rollout model: completion tokens per agent call."
+    )
     max_staleness: int | None = Field(
         default=None, ge=0, description="Async mode: drop traces more than this many versions behind (dead letter)."
     )

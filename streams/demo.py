@@ -18,6 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.controller import epoch_delay
+from combee_core.rollout import modelled_task_time_s
 from combee_core.llm.roles import CallRecord
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, Usage
 from combee_core.settings import CombeeSettings
@@ -44,13 +45,16 @@ class DemoOptions(BaseModel):
     out: Path = Path("demo-results")
     playbook_id: str = "demo"
     task_time_s: float | None = Field(
-        default=None, ge=0, description="Simulated time an agent spends on a task; default 0.02 s in sync mode, "
+        default=None, ge=0, description="Simulated time an agent spends on a task; default in sync mode the rollout "
+        "model's task time (38 modelled s) times the simulator's time scale (docs/simulator.md, 'Rollouts'), "
         "1 s in async mode (so versions arrive while the fleet works and staleness is visible).")
 
-    def effective_task_time_s(self) -> float:
+    def effective_task_time_s(self, settings: CombeeSettings | None = None) -> float:
         if self.task_time_s is not None:
             return self.task_time_s
-        return 0.02 if self.mode == "sync" else 1.0
+        if self.mode == "sync":
+            return modelled_task_time_s(settings or CombeeSettings.load(env={}))
+        return 1.0
 
 
 class VersionRow(BaseModel):
@@ -152,11 +156,15 @@ class DemoProgress:
         return time.monotonic() - self.started
 
 
-def demo_settings(base: CombeeSettings, started: datetime) -> CombeeSettings:
-    """The run's settings: a fresh topic namespace per demo, so reruns on a lasting Kafka never mix."""
+def demo_settings(base: CombeeSettings, started: datetime, options: DemoOptions | None = None) -> CombeeSettings:
+    """The run's settings: a fresh topic namespace per demo, so reruns on a lasting Kafka never mix; the fleet's
+    mode and size, so the controller fits the delay this fleet waits for (the round time in sync mode)."""
     stamp = started.strftime("%Y%m%d%H%M%S")
     prefix = base.topic_prefix if base.topic_prefix != "combee." else f"combee.demo-{stamp}-{base.run_seed}."
-    return base.model_copy(update={"topic_prefix": prefix})
+    update: dict = {"topic_prefix": prefix}
+    if options is not None:
+        update.update(fleet_mode=options.mode, fleet_agents=options.fleet)
+    return base.model_copy(update=update)
 
 
 def version_row(version: PlaybookVersion, suite: TaskSuite, started: float) -> VersionRow:
@@ -206,7 +214,7 @@ async def run_demo(
 
     started_at = datetime.now(timezone.utc)
     started = time.monotonic()
-    settings = demo_settings(settings, started_at)
+    settings = demo_settings(settings, started_at, options)
     suite = build_suite(families=options.families, seed=options.suite_seed)
     total = options.traces or len(suite.train)
     baseline = expected_accuracy(suite, suite.held_out, [])
@@ -262,7 +270,7 @@ async def run_demo(
                                     on_decision=on_decision, check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
-                                      traces=total, task_time_s=options.effective_task_time_s()),
+                                      traces=total, task_time_s=options.effective_task_time_s(settings)),
                           on_traces=on_traces)
             report(f"fleet running ({options.mode})")
             fleet_report = await fleet.run()

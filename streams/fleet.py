@@ -23,6 +23,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, Trace
+from combee_core.rollout import round_rollout_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker import BrokerProfile
@@ -41,7 +42,8 @@ class FleetConfig(BaseModel):
     agents: int = Field(default=40, ge=1, le=10_000)
     mode: FleetMode = "sync"
     traces: int = Field(default=480, ge=1, description="Traces to publish in all (the train split, cycled).")
-    task_time_s: float = Field(default=0.05, ge=0, description="Simulated time one agent spends on one task.")
+    task_time_s: float = Field(default=0.05, ge=0, description="Simulated time one agent spends on one task (the "
+                               "demo derives it from the rollout model, combee_core/rollout.py).")
     round_timeout_s: float = Field(default=120.0, gt=0, description="Sync mode: longest wait for a round's version.")
     decision_grace_s: float = Field(
         default=0.25, ge=0, description="Sync mode with the controller on: pause after each round so a new batch-size "
@@ -55,6 +57,8 @@ class FleetReport(BaseModel):
     rounds: int
     versions_used: list[int] = Field(description="Distinct playbook versions the agents ran with, ascending.")
     wall_s: float
+    rollout_s: float = Field(default=0.0, description="Sync mode: the rounds' rollout time, sum over rounds of "
+                             "ceil(round size / agents) x task time (what the fleet waited for its agents).")
 
 
 @dataclass
@@ -186,6 +190,7 @@ class Fleet:
     sent_ids: set[str] = field(default_factory=set)
     sent: int = 0
     rounds: int = 0
+    rollout_s: float = 0.0
 
     async def run(self, stop: asyncio.Event | None = None) -> FleetReport:
         """Publish ``config.traces`` traces in the configured mode; returns when the last one is acknowledged
@@ -202,7 +207,7 @@ class Fleet:
         finally:
             await producer.stop()
         return FleetReport(traces_sent=self.sent, rounds=self.rounds, versions_used=sorted(self.versions_used),
-                           wall_s=round(time.monotonic() - started, 3))
+                           wall_s=round(time.monotonic() - started, 3), rollout_s=round(self.rollout_s, 3))
 
     def _trace(self, task: Task, attempt: int, agent: int,
                playbook: tuple[int, list[PlaybookEntry]] | None = None) -> Trace:
@@ -233,6 +238,7 @@ class Fleet:
             per_agent = [work[a::self.config.agents] for a in range(min(self.config.agents, len(work)))]
             results = await asyncio.gather(*(self._agent_round(a, tasks) for a, tasks in enumerate(per_agent)))
             traces = [trace for agent_traces in results for trace in agent_traces]
+            self.rollout_s += round_rollout_s(len(work), self.config.agents, self.config.task_time_s)
             await self._publish(producer, traces)
             self.rounds += 1
             ids = {t.trace_id for t in traces}
