@@ -64,6 +64,18 @@ class RunResult(BaseModel):
     cost_usd: float
     batch_sizes: list[int]
     wall_s: float
+    rollout_s: float = 0.0
+    """Sum over versions of the round's modelled rollout time (ceil(n / agents) task times)."""
+    epoch_time_s: float = 0.0
+    """epoch_delay_s + rollout_s: the paper's training time per epoch (modelled seconds)."""
+    agents: int | None = None
+    task_time_s: float = 0.0
+    reducer_calls: int = 0
+    merged_without_call: int = 0
+    """Scan groups merged deterministically (no reducer call), summed over versions."""
+    deterministic_merge: bool | None = None
+    decisions: list[int] = []
+    """The controller's decided batch sizes, in order (controller runs)."""
 
 
 def one_pass(suite: TaskSuite, seed: int, playbook_id: str = "bench") -> list[Trace]:
@@ -87,16 +99,21 @@ async def run_variant(
     max_wait_s: float = 1.0,
     timeout_s: float = 900.0,
     extra: dict[str, Any] | None = None,
+    agents: int | None = 100,
 ) -> RunResult:
     """Send ``traces`` through a fresh run of the topology configured as ``variant``; measure the outcome.
 
     Epoch delay (modelled seconds) = sum over versions of (one reflection latency, as a batch's reflections run
     in parallel, + the version's LLM critical path: the slowest aggregator call + each reduce level's slowest call).
+    Epoch time = epoch delay + each version's round of rollouts (``ceil(n / agents)`` task times of the rollout
+    model, ``combee_core/rollout.py``): what a sync fleet of ``agents`` agents waits for per epoch. The controller
+    runs with ``fleet_mode="sync"``, so it fits that round time.
     """
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     settings = CombeeSettings.load(
         env={}, topic_prefix=prefix, run_seed=seed, sim_capacity=capacity, sim_clock="virtual",
-        controller_clock="modelled", max_wait_s=max_wait_s, partitions=2, **variant.overrides(), **(extra or {}),
+        controller_clock="modelled", max_wait_s=max_wait_s, partitions=2, fleet_mode="sync", fleet_agents=agents,
+        **variant.overrides(), **(extra or {}),
     )
     started = time.monotonic()
     async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
@@ -106,9 +123,12 @@ async def run_variant(
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
         metrics = await read_models(run, "metrics", BatchMetrics)
+        decisions = [d.batch_size for d in await run.decisions()] if variant.auto else []
         calls = list(run.calls)
     wall = time.monotonic() - started
-    return summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall)
+    result = summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall,
+                       settings=settings)
+    return result.model_copy(update={"decisions": decisions})
 
 
 async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,
@@ -144,10 +164,15 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
 
 
 def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, calls, *, capacity, seed,
-              wall_s) -> RunResult:
+              wall_s, settings: CombeeSettings | None = None) -> RunResult:
+    from combee_core.rollout import modelled_task_time_s, round_rollout_s
+
     reflect = [c.latency_s for c in calls if c.role == "reflector" and c.error is None]
     reflect_latency = statistics.fmean(reflect) if reflect else 0.0
     epoch_delay = sum(reflect_latency + v.stats.llm_critical_path_s for v in versions)
+    agents = settings.fleet_agents if settings is not None else None
+    task_time = modelled_task_time_s(settings) if settings is not None else 0.0
+    rollout = sum(round_rollout_s(v.stats.batch_size, agents, task_time) for v in versions)
     final = versions[-1] if versions else None
     ok = list(calls)
     return RunResult(
@@ -161,6 +186,10 @@ def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, 
         completion_tokens=sum(c.usage.completion_tokens for c in ok),
         cost_usd=round(sum(c.usage.cost_usd for c in ok), 6),
         batch_sizes=[m.batch_size for m in metrics], wall_s=round(wall_s, 2),
+        rollout_s=round(rollout, 3), epoch_time_s=round(epoch_delay + rollout, 3), agents=agents,
+        task_time_s=round(task_time, 4), reducer_calls=sum(1 for c in calls if c.role == "reducer"),
+        merged_without_call=sum(v.stats.merged_without_call for v in versions),
+        deterministic_merge=settings.deterministic_merge if settings is not None else None,
     )
 
 

@@ -50,6 +50,10 @@ class CombeeSettings(BaseModel):
     auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
     max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
+    deterministic_merge: bool = Field(
+        default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
+        "(combee_core.reduction.merge_without_conflict); the reducer call still judges conflicting ones."
+    )
     dedupe_horizon: int = Field(
         default=1_000_000, ge=1, description="Per playbook, how many most recently batched trace ids the batcher "
         "remembers to drop resends (about 200 bytes each); a trace resent after that many newer ones is batched again."
@@ -65,8 +69,11 @@ class CombeeSettings(BaseModel):
         default=180.0, gt=0, description="Warn when a closed batch has waited this long for its playbook version."
     )
     controller_tau: float = Field(default=0.016, gt=0)
-    controller_bs_min: int = Field(default=3, ge=1)
-    controller_bs_max: int = Field(default=200, ge=1)
+    controller_bs_min: int = Field(default=1, ge=1)
+    controller_bs_max: int = Field(
+        default=100, ge=1, description="Upper bound on the batch size (the paper's bound against quality risk; 100 is "
+        "the largest size the paper runs Combee at)."
+    )
     controller_clock: Literal["wall", "modelled"] = Field(
         default="wall", description="Delay the controller fits: wall seconds, or the LLM critical path (simulated)."
     )

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from combee_core.controller import epoch_delay
+from combee_core.controller import clock_description, epoch_delay, sample_delay
 from combee_core.rollout import modelled_task_time_s
 from combee_core.llm.roles import CallRecord
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, Usage
@@ -96,6 +96,10 @@ class ControllerSummary(BaseModel):
     last_phase: str | None = None
     last_reason: str | None = None
     tau: float
+    clock_description: str | None = Field(default=None, description="What the delays measure (the controller's).")
+    plateau_batch_size: float | None = Field(default=None, description="bs* of the last decision, unclamped.")
+    bs_min: int | None = None
+    bs_max: int | None = Field(default=None, description="The upper bound of the last decision.")
 
 
 class DemoResult(BaseModel):
@@ -187,8 +191,8 @@ def delay_point(batch_size: int, batch_delay_s: float) -> DelayPoint:
 def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], decisions: list[ControlDecision],
                        playbook_id: str) -> ControllerSummary:
     """Delay samples as the controller sees them, and its fit and choices as its last decision states them."""
-    clock_delay = (lambda m: m.llm_critical_path_s) if settings.controller_clock == "modelled" else (lambda m: m.delay_s)
-    samples = [delay_point(m.batch_size, clock_delay(m)) for m in metrics if m.playbook_id == playbook_id]
+    delays = [(m.batch_size, sample_delay(settings, m)) for m in metrics if m.playbook_id == playbook_id]
+    samples = [delay_point(size, delay) for size, delay in delays if delay is not None]
     mine = [d for d in decisions if d.playbook_id == playbook_id]
     last = mine[-1] if mine else None
     return ControllerSummary(
@@ -198,6 +202,9 @@ def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], de
         fit_r2=last.r2 if last else None, chosen_batch_sizes=[d.batch_size for d in mine],
         last_phase=last.phase if last else None, last_reason=last.reason if last else None,
         tau=last.tau if last else settings.controller_tau,
+        clock_description=(last.clock if last and last.clock else clock_description(settings)),
+        plateau_batch_size=last.plateau_batch_size if last else None,
+        bs_min=last.bs_min if last else None, bs_max=last.bs_max if last else None,
     )
 
 

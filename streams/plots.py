@@ -71,7 +71,8 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     if controller_plot_skipped(summary) is not None:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=120)
-    unit = "LLM critical path" if summary.clock == "modelled" else "wall delay, batch closed to version"
+    unit = summary.clock_description or ("LLM critical path" if summary.clock == "modelled"
+                                         else "wall delay, batch closed to version")
     points = [s for s in summary.samples if s.per_trace_delay_s > 0]
     fitted = [s for s in summary.fit_samples if s.per_trace_delay_s > 0]
     ax.scatter([s.batch_size for s in points], [s.per_trace_delay_s for s in points], s=34, facecolors="none",
@@ -93,9 +94,16 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
         at = summary.fit_A * chosen ** (-summary.fit_alpha)
         ax.plot([chosen], [at], marker="*", markersize=16, color="#2ca02c", zorder=4, linestyle="none",
                 label=f"chosen batch size {chosen} ({summary.last_phase})")
+        plateau = summary.plateau_batch_size
+        if plateau is not None and abs(plateau - chosen) > 0.5 and plateau < max(sizes) * 1.25:
+            ax.axvline(plateau, color="#2ca02c", linestyle=":", linewidth=1.0,
+                       label=f"bs* = {plateau:.1f} before rounding and bounds")
     else:
         ax.axvline(chosen, color="#2ca02c", linestyle="--", linewidth=1.4,
                    label=f"chosen batch size {chosen} ({summary.last_phase}: no fit yet)")
+    if summary.bs_max is not None and summary.bs_max <= max(sizes) * 1.25:
+        ax.axvline(summary.bs_max, color="#9467bd", linestyle="--", linewidth=1.0,
+                   label=f"upper bound {summary.bs_max} (against quality risk)")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_major_locator(FixedLocator(sizes))
@@ -107,11 +115,12 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
         ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
     ax.set_ylabel(f"per-trace delay, s ({unit})")
-    ax.set_title("Controller: delay per trace vs batch size")
+    ax.set_title("Controller: delay per trace vs batch size (an epoch's time is traces x this)")
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     note = [f"τ = {summary.tau:g}: the controller picks bs* where one more trace per batch cuts the per-trace delay "
-            f"(normalised at bs = 1) by less than τ.",
+            f"by less than τ of itself (bs* = α/τ), within [{summary.bs_min or '?'}, {summary.bs_max or '?'}]; "
+            f"delays: {unit}.",
             f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
     fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
              color="#333333")

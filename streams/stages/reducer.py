@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -23,7 +24,8 @@ from combee_core.llm.errors import LLMError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage, utc_now
 from combee_core.playbook import Playbook
-from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduction import (PendingPartials, ReduceOutcome, build_version, merge_without_conflict,
+                                   reduce_through_scan)
 from streams.dead_letters import make_dead_letter
 from streams.log_view import GatedState, LogView
 from streams.runtime import Stage, cancel_tasks
@@ -40,6 +42,8 @@ class ReducerStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.playbooks: dict[str, Playbook] = {}
+        self.published_at: dict[str, datetime] = {}
+        """Per playbook, when its latest version was published (a sync fleet's round time ends at the next)."""
         self.pending: dict[str, PendingPartials] = {}
         self.manifests: dict[str, dict[int, BatchManifest]] = {}
         """Per playbook, the valid manifests of batches not yet in a version."""
@@ -94,6 +98,7 @@ class ReducerStage(Stage):
             playbook_id, version.version, version.entries, version.next_entry_number
         )
         self._versions.latest[playbook_id] = offset
+        self.published_at[playbook_id] = version.published_at
         waiting = self.manifests.get(playbook_id, {})
         for batch_id in [b for b in waiting if b < version.version]:
             del waiting[batch_id]
@@ -162,8 +167,10 @@ class ReducerStage(Stage):
         """Build and publish the next version; False when another writer's version came first."""
         assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
+        previous_at = self.published_at.get(playbook_id) if playbook.version > 0 else None
         scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(partials)
+            [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(partials),
+            merge=merge_without_conflict if self.settings.deterministic_merge else None,
         )
         record = build_version(playbook, partials, scan, published_at=utc_now()).record
         manifest = await self._manifest(playbook_id, record.batch_id)
@@ -183,6 +190,7 @@ class ReducerStage(Stage):
             delay_s=record.stats.delay_s,
             llm_critical_path_s=record.stats.llm_critical_path_s,
             llm_calls=record.stats.llm_calls,
+            round_s=max(0.0, (record.published_at - previous_at).total_seconds()) if previous_at else None,
         )
         await self.ctx.send("metrics", playbook_id, metrics, wait=True)
         self.ctx.count("versions")
