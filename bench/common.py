@@ -76,6 +76,8 @@ class RunResult(BaseModel):
     deterministic_merge: bool | None = None
     decisions: list[int] = []
     """The controller's decided batch sizes, in order (controller runs)."""
+    rounds: list[int] = []
+    """Sizes of the rounds of rollouts (fed in rounds: as sent; else one per version)."""
 
 
 def one_pass(suite: TaskSuite, seed: int, playbook_id: str = "bench") -> list[Trace]:
@@ -96,7 +98,7 @@ async def run_variant(
     *,
     capacity: int,
     seed: int,
-    max_wait_s: float = 1.0,
+    max_wait_s: float = 3.0,
     timeout_s: float = 900.0,
     extra: dict[str, Any] | None = None,
     agents: int | None = 100,
@@ -105,9 +107,10 @@ async def run_variant(
 
     Epoch delay (modelled seconds) = sum over versions of (one reflection latency, as a batch's reflections run
     in parallel, + the version's LLM critical path: the slowest aggregator call + each reduce level's slowest call).
-    Epoch time = epoch delay + each version's round of rollouts (``ceil(n / agents)`` task times of the rollout
-    model, ``combee_core/rollout.py``): what a sync fleet of ``agents`` agents waits for per epoch. The controller
-    runs with ``fleet_mode="sync"``, so it fits that round time.
+    Epoch time = epoch delay + each round's rollouts (``ceil(n / agents)`` task times of the rollout model,
+    ``combee_core/rollout.py``): what a sync fleet of ``agents`` agents waits for per epoch. A fixed size's round is
+    its batch (a burst gives the same batches); the controller's rounds are the ones fed to it. The controller runs
+    with ``fleet_mode="sync"``, so it fits that round time.
     """
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     settings = CombeeSettings.load(
@@ -117,8 +120,9 @@ async def run_variant(
     )
     started = time.monotonic()
     async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
+        rounds: list[int] | None = None
         if variant.auto:
-            await feed_in_rounds(run, traces, timeout_s=timeout_s)
+            rounds = await feed_in_rounds(run, traces, timeout_s=timeout_s)
         else:
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
@@ -127,14 +131,15 @@ async def run_variant(
         calls = list(run.calls)
     wall = time.monotonic() - started
     result = summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall,
-                       settings=settings)
+                       settings=settings, rounds=rounds)
     return result.model_copy(update={"decisions": decisions})
 
 
 async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,
-                         decision_grace_s: float = 0.3) -> int:
+                         decision_grace_s: float = 0.3) -> list[int]:
     """Send traces one round at a time (the current batch size, from the control topic), each round after the
-    previous one is in a version: how a sync fleet feeds the controller. Returns the number of rounds.
+    previous one is in a version: how a sync fleet feeds the controller. Returns the rounds' sizes (a round can
+    become two versions when a decision or ``max_wait_s`` closes its batch early: one round of rollouts still).
 
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
     controller could not act. ``decision_grace_s`` after each round lets a new decision land before the next."""
@@ -144,7 +149,7 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
 
     settings = run.settings
     playbook_id = traces[0].playbook_id
-    rounds = 0
+    rounds: list[int] = []
     producer = await start_producer(run.bootstrap, run.profile)
     try:
         async with PlaybookFollower(settings, run.bootstrap, run.profile, check_alive=run.check_alive) as follower:
@@ -155,8 +160,8 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
                 position += size
                 await send_traces(producer, settings, chunk)
                 ids = {t.trace_id for t in chunk}
-                rounds += 1
-                await follower.wait_incorporated(ids, timeout_s, f"round {rounds}")
+                rounds.append(len(chunk))
+                await follower.wait_incorporated(ids, timeout_s, f"round {len(rounds)}")
                 await asyncio.sleep(decision_grace_s)
     finally:
         await producer.stop()
@@ -164,7 +169,8 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
 
 
 def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, calls, *, capacity, seed,
-              wall_s, settings: CombeeSettings | None = None) -> RunResult:
+              wall_s, settings: CombeeSettings | None = None, rounds: Sequence[int] | None = None) -> RunResult:
+    """``rounds``: the sizes of the rounds a sync fleet sent (fed in rounds); else every version is one round."""
     from combee_core.rollout import modelled_task_time_s, round_rollout_s
 
     reflect = [c.latency_s for c in calls if c.role == "reflector" and c.error is None]
@@ -172,7 +178,8 @@ def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, 
     epoch_delay = sum(reflect_latency + v.stats.llm_critical_path_s for v in versions)
     agents = settings.fleet_agents if settings is not None else None
     task_time = modelled_task_time_s(settings) if settings is not None else 0.0
-    rollout = sum(round_rollout_s(v.stats.batch_size, agents, task_time) for v in versions)
+    round_sizes = list(rounds) if rounds is not None else [v.stats.batch_size for v in versions]
+    rollout = sum(round_rollout_s(size, agents, task_time) for size in round_sizes)
     final = versions[-1] if versions else None
     ok = list(calls)
     return RunResult(
@@ -188,7 +195,7 @@ def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, 
         batch_sizes=[m.batch_size for m in metrics], wall_s=round(wall_s, 2),
         rollout_s=round(rollout, 3), epoch_time_s=round(epoch_delay + rollout, 3), agents=agents,
         task_time_s=round(task_time, 4), reducer_calls=sum(1 for c in calls if c.role == "reducer"),
-        merged_without_call=sum(v.stats.merged_without_call for v in versions),
+        merged_without_call=sum(v.stats.merged_without_call for v in versions), rounds=round_sizes,
         deterministic_merge=settings.deterministic_merge if settings is not None else None,
     )
 

@@ -75,7 +75,7 @@ def summarise(runs: list[RunResult], sizes: list[int], seeds: list[int], capacit
         ladder=list(ControllerConfig().ladder), bs_max=ControllerConfig().bs_max,
         sequential=dict(epoch_time_s=seq_epoch, accuracy=seq_acc), sweep=sweep, best=best,
         controller=dict(epoch_time_s=c_epoch, accuracy=c_acc, speedup_vs_sequential=seq_epoch / c_epoch,
-                        per_seed=[dict(seed=r.seed, decisions=r.decisions, batch_sizes=r.batch_sizes,
+                        per_seed=[dict(seed=r.seed, decisions=r.decisions, batch_sizes=r.batch_sizes, rounds=r.rounds,
                                        epoch_time_s=r.epoch_time_s, accuracy=r.held_out_accuracy) for r in controlled]),
         epoch_time_ratio_vs_best=(c_epoch / best["epoch_time_s"]) if best else None,
         runs=[r.model_dump() for r in runs],
@@ -94,7 +94,8 @@ def report(result: dict) -> str:
     c = result["controller"]
     lines += ["", f"controller (ladder {result['ladder']}, upper bound {result['bs_max']}, tau {result['tau']}):"]
     for seed in c["per_seed"]:
-        lines.append(f"  seed {seed['seed']}: decisions {seed['decisions']}; rounds {seed['batch_sizes']}; epoch "
+        lines.append(f"  seed {seed['seed']}: decisions {seed['decisions']}; rounds {seed.get('rounds')}; versions' "
+                     f"batches {seed['batch_sizes']}; epoch "
                      f"{seed['epoch_time_s']:.1f}s; acc {seed['accuracy']:.3f}")
     best = result["best"]
     lines.append(f"controller epoch {c['epoch_time_s']:.1f}s ({c['speedup_vs_sequential']:.2f}x sequential), acc "

@@ -21,6 +21,7 @@ from pathlib import Path
 from bench.common import (RunResult, Variant, default_suite, machine, mean_spread, run_variant, start_broker,
                           one_pass, write_results)
 from combee_core.controller import ControllerConfig
+from combee_core.settings import CombeeSettings
 
 VARIANTS = (
     Variant("sequential (bs 3)", 3, p=1, subgroups="single"),
@@ -160,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="merge non-conflicting partials without the reducer call (default on, the setting's "
                              "default); off: every reduce is a call")
     parser.add_argument("--name", default="quality_delay", help="results file name (default quality_delay)")
+    parser.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
+                        help="any other CombeeSettings field for every run (repeatable), e.g. to compare a pipeline "
+                             "option on and off")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--from-json", type=Path, help="re-print and re-plot a previous quality_delay.json, no runs")
     args = parser.parse_args(argv)
@@ -171,6 +175,11 @@ def main(argv: list[str] | None = None) -> int:
         extra = {"deterministic_merge": args.deterministic_merge == "on"}
         if args.rollout_calls is not None:
             extra["rollout_calls_per_task"] = args.rollout_calls
+        for item in args.set:
+            key, sep, value = item.partition("=")
+            if not sep or key not in CombeeSettings.model_fields:
+                parser.error(f"--set {item!r}: expected SETTING=VALUE with a CombeeSettings field")
+            extra[key] = value  # validated (and converted) by CombeeSettings.load
         results = asyncio.run(run_all(_ints(args.capacities), _ints(args.seeds), agents=args.agents, extra=extra))
     text, rows = table(results)
     print(text)
