@@ -136,13 +136,14 @@ async def run_variant(
 
 
 async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,
-                         decision_grace_s: float = 0.3) -> list[int]:
+                         decision_grace_s: float = 1.0) -> list[int]:
     """Send traces one round at a time (the current batch size, from the control topic), each round after the
     previous one is in a version: how a sync fleet feeds the controller. Returns the rounds' sizes (a round can
     become two versions when a decision or ``max_wait_s`` closes its batch early: one round of rollouts still).
 
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
-    controller could not act. ``decision_grace_s`` after each round lets a new decision land before the next."""
+    controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
+    after the round's version, and only when the size changes) before the next round."""
     from streams.fleet import PlaybookFollower
     from streams.produce import send_traces
     from streams.runtime import start_producer
@@ -155,6 +156,7 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
         async with PlaybookFollower(settings, run.bootstrap, run.profile, check_alive=run.check_alive) as follower:
             position = 0
             while position < len(traces):
+                decided = follower.decision_count(playbook_id)
                 size = follower.batch_size(playbook_id)
                 chunk = list(traces[position:position + size])
                 position += size
@@ -162,7 +164,7 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
                 ids = {t.trace_id for t in chunk}
                 rounds.append(len(chunk))
                 await follower.wait_incorporated(ids, timeout_s, f"round {len(rounds)}")
-                await asyncio.sleep(decision_grace_s)
+                await follower.wait_for_decision(playbook_id, decided, decision_grace_s)
     finally:
         await producer.stop()
     return rounds

@@ -163,7 +163,8 @@ class ControllerConfig:
     ``candidates`` is the profiling ladder (clamped to [bs_min, bs_max], duplicates dropped: see
     :attr:`ladder`); each rung needs ``samples_per_candidate`` samples. ``hysteresis``: a fitted choice replaces
     the current size only if it differs by more than this fraction of it. ``min_r2``: a worse fit keeps the
-    current size. ``max_samples``: fits use the most recent samples only. ``max_profiling_samples`` (default
+    current size. ``max_samples``: fits use the most recent samples only. ``reference_batch_size``: where the
+    delay is normalised for ``tau`` (None: at bs* itself, so bs* = alpha / tau). ``max_profiling_samples`` (default
     4 x the ladder's budget) ends profiling even if some rung is never hit exactly (e.g. batches closed early by
     ``max_wait_s``), provided 2 distinct sizes were seen.
     """

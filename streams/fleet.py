@@ -46,8 +46,9 @@ class FleetConfig(BaseModel):
                                "demo derives it from the rollout model, combee_core/rollout.py).")
     round_timeout_s: float = Field(default=120.0, gt=0, description="Sync mode: longest wait for a round's version.")
     decision_grace_s: float = Field(
-        default=0.25, ge=0, description="Sync mode with the controller on: pause after each round so a new batch-size "
-        "decision (published after the round's version) sizes the next round; without it a round can be split.")
+        default=1.0, ge=0, description="Sync mode with the controller on: after each round's version, wait up to this "
+        "long for the controller's next decision (it comes after the version, and only when the size changes) so it "
+        "sizes the next round; without it a round can be split into several batches.")
 
 
 class FleetReport(BaseModel):
@@ -148,6 +149,17 @@ class PlaybookFollower:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""
         return self.batch_sizes.get(playbook_id, self.settings.batch_size)
 
+    def decision_count(self, playbook_id: str) -> int:
+        return sum(1 for d in self.decisions if d.playbook_id == playbook_id)
+
+    async def wait_for_decision(self, playbook_id: str, seen: int, grace_s: float) -> bool:
+        """Wait up to ``grace_s`` until the playbook has more than ``seen`` decisions; False when none came."""
+        try:
+            await self.wait_until(lambda: self.decision_count(playbook_id) > seen, grace_s, "a decision")
+        except TimeoutError:
+            return False
+        return True
+
     async def wait_incorporated(self, trace_ids: set[str], timeout_s: float, what: str) -> None:
         """Wait until every trace id is in a version's lineage or in a dead letter."""
         await self.wait_until(lambda: trace_ids <= self.covered, timeout_s, what)
@@ -231,6 +243,7 @@ class Fleet:
     async def _run_sync(self, producer, schedule: list[tuple[Task, int]], stop: asyncio.Event) -> None:
         position = 0
         while position < len(schedule) and not stop.is_set():
+            decided = self.follower.decision_count(self.config.playbook_id)
             size = min(self.round_size(), len(schedule) - position)
             work = schedule[position:position + size]
             position += size
@@ -245,7 +258,7 @@ class Fleet:
             what = f"round {self.rounds} ({len(ids)} traces) to reach a playbook version"
             await self.follower.wait_incorporated(ids, self.config.round_timeout_s, what)
             if self.settings.auto_batch_size and self.config.decision_grace_s:
-                await asyncio.sleep(self.config.decision_grace_s)
+                await self.follower.wait_for_decision(self.config.playbook_id, decided, self.config.decision_grace_s)
 
     async def _agent_round(self, agent: int, tasks: list[tuple[Task, int]]) -> list[Trace]:
         traces = []

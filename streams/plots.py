@@ -64,6 +64,18 @@ def delay_ticks(delays: Sequence[float]) -> list[float]:
     return ticks
 
 
+def spaced_ticks(sizes: Sequence[int], keep: int | None = None, min_ratio: float = 1.25) -> list[int]:
+    """The sizes with any too close to a neighbour on a log axis left out (``keep`` always stays)."""
+    ticks: list[int] = []
+    for size in sorted(set(sizes)):
+        if ticks and size / ticks[-1] < min_ratio:
+            if size == keep:
+                ticks[-1] = size
+            continue
+        ticks.append(size)
+    return ticks
+
+
 def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     """The delay samples (per trace, vs batch size, log-log), the controller's own fit, τ and its last choice with
     its reason. Nothing is written when the controller was off or never decided (see
@@ -106,7 +118,7 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
                    label=f"upper bound {summary.bs_max} (against quality risk)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes, keep=chosen)))
     ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.xaxis.set_minor_locator(NullLocator())
     if delays:
@@ -114,8 +126,9 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
         ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
         ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
-    ax.set_ylabel(f"per-trace delay, s ({unit})")
-    ax.set_title("Controller: delay per trace vs batch size (an epoch's time is traces x this)")
+    ax.set_ylabel("per-trace delay, s")
+    ax.set_title(f"Controller: delay per trace vs batch size (an epoch's time is traces x this)\n{unit}",
+                 fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     note = [f"τ = {summary.tau:g}: the controller picks bs* where one more trace per batch cuts the per-trace delay "
@@ -124,7 +137,7 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
             f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
     fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
              color="#333333")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     fig.savefig(path)
     plt.close(fig)
     return path

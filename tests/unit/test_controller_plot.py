@@ -72,3 +72,10 @@ def test_a_sync_fleets_controller_shows_round_times_with_rollouts(tmp_path):
     assert summary.clock_description == "round time, modelled" and summary.bs_max == 100
     assert summary.plateau_batch_size == 56.9
     assert plot_controller(summary, tmp_path / "c.png") is not None
+
+
+def test_size_ticks_that_would_overlap_are_thinned_keeping_the_choice():
+    from streams.plots import spaced_ticks
+
+    assert spaced_ticks([3, 10, 19, 40, 44, 100], keep=44) == [3, 10, 19, 44, 100]
+    assert spaced_ticks([3, 10, 30, 100]) == [3, 10, 30, 100]
