@@ -161,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="merge non-conflicting partials without the reducer call (default on, the setting's "
                              "default); off: every reduce is a call")
     parser.add_argument("--name", default="quality_delay", help="results file name (default quality_delay)")
+    parser.add_argument("--only", help="run only the variants whose name contains this text (plus sequential, the "
+                                       "reference of the speedups)")
     parser.add_argument("--set", action="append", default=[], metavar="SETTING=VALUE",
                         help="any other CombeeSettings field for every run (repeatable), e.g. to compare a pipeline "
                              "option on and off")
@@ -180,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
             if not sep or key not in CombeeSettings.model_fields:
                 parser.error(f"--set {item!r}: expected SETTING=VALUE with a CombeeSettings field")
             extra[key] = value  # validated (and converted) by CombeeSettings.load
-        results = asyncio.run(run_all(_ints(args.capacities), _ints(args.seeds), agents=args.agents, extra=extra))
+        variants = [v for v in VARIANTS if v is VARIANTS[0] or not args.only or args.only in v.name]
+        results = asyncio.run(run_all(_ints(args.capacities), _ints(args.seeds), variants, agents=args.agents,
+                                      extra=extra))
     text, rows = table(results)
     print(text)
     args.out.mkdir(parents=True, exist_ok=True)
