@@ -64,6 +64,20 @@ class RunResult(BaseModel):
     cost_usd: float
     batch_sizes: list[int]
     wall_s: float
+    rollout_s: float = 0.0
+    """Sum over versions of the round's modelled rollout time (ceil(n / agents) task times)."""
+    epoch_time_s: float = 0.0
+    """epoch_delay_s + rollout_s: the paper's training time per epoch (modelled seconds)."""
+    agents: int | None = None
+    task_time_s: float = 0.0
+    reducer_calls: int = 0
+    merged_without_call: int = 0
+    """Scan groups merged deterministically (no reducer call), summed over versions."""
+    deterministic_merge: bool | None = None
+    decisions: list[int] = []
+    """The controller's decided batch sizes, in order (controller runs)."""
+    rounds: list[int] = []
+    """Sizes of the rounds of rollouts (fed in rounds: as sent; else one per version)."""
 
 
 def one_pass(suite: TaskSuite, seed: int, playbook_id: str = "bench") -> list[Trace]:
@@ -84,70 +98,90 @@ async def run_variant(
     *,
     capacity: int,
     seed: int,
-    max_wait_s: float = 1.0,
+    max_wait_s: float = 3.0,
     timeout_s: float = 900.0,
     extra: dict[str, Any] | None = None,
+    agents: int | None = 100,
 ) -> RunResult:
     """Send ``traces`` through a fresh run of the topology configured as ``variant``; measure the outcome.
 
     Epoch delay (modelled seconds) = sum over versions of (one reflection latency, as a batch's reflections run
     in parallel, + the version's LLM critical path: the slowest aggregator call + each reduce level's slowest call).
+    Epoch time = epoch delay + each round's rollouts (``ceil(n / agents)`` task times of the rollout model,
+    ``combee_core/rollout.py``): what a sync fleet of ``agents`` agents waits for per epoch. A fixed size's round is
+    its batch (a burst gives the same batches); the controller's rounds are the ones fed to it. The controller runs
+    with ``fleet_mode="sync"``, so it fits that round time.
     """
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     settings = CombeeSettings.load(
         env={}, topic_prefix=prefix, run_seed=seed, sim_capacity=capacity, sim_clock="virtual",
-        controller_clock="modelled", max_wait_s=max_wait_s, partitions=2, **variant.overrides(), **(extra or {}),
+        controller_clock="modelled", max_wait_s=max_wait_s, partitions=2, fleet_mode="sync", fleet_agents=agents,
+        **variant.overrides(), **(extra or {}),
     )
     started = time.monotonic()
     async with InProcessPipeline(settings, broker.bootstrap, broker.profile) as run:
+        rounds: list[int] | None = None
         if variant.auto:
-            await feed_in_rounds(run, traces, timeout_s=timeout_s)
+            rounds = await feed_in_rounds(run, traces, timeout_s=timeout_s)
         else:
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
         metrics = await read_models(run, "metrics", BatchMetrics)
+        decisions = [d.batch_size for d in await run.decisions()] if variant.auto else []
         calls = list(run.calls)
     wall = time.monotonic() - started
-    return summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall)
+    result = summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall,
+                       settings=settings, rounds=rounds)
+    return result.model_copy(update={"decisions": decisions})
 
 
 async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,
-                         decision_grace_s: float = 0.3) -> int:
+                         decision_grace_s: float = 1.0) -> list[int]:
     """Send traces one round at a time (the current batch size, from the control topic), each round after the
-    previous one is in a version: how a sync fleet feeds the controller. Returns the number of rounds.
+    previous one is in a version: how a sync fleet feeds the controller. Returns the rounds' sizes (a round can
+    become two versions when a decision or ``max_wait_s`` closes its batch early: one round of rollouts still).
 
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
-    controller could not act. ``decision_grace_s`` after each round lets a new decision land before the next."""
+    controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
+    after the round's version, and only when the size changes) before the next round."""
     from streams.fleet import PlaybookFollower
     from streams.produce import send_traces
     from streams.runtime import start_producer
 
     settings = run.settings
     playbook_id = traces[0].playbook_id
-    rounds = 0
+    rounds: list[int] = []
     producer = await start_producer(run.bootstrap, run.profile)
     try:
         async with PlaybookFollower(settings, run.bootstrap, run.profile, check_alive=run.check_alive) as follower:
             position = 0
             while position < len(traces):
+                decided = follower.decision_count(playbook_id)
                 size = follower.batch_size(playbook_id)
                 chunk = list(traces[position:position + size])
                 position += size
                 await send_traces(producer, settings, chunk)
                 ids = {t.trace_id for t in chunk}
-                rounds += 1
-                await follower.wait_incorporated(ids, timeout_s, f"round {rounds}")
-                await asyncio.sleep(decision_grace_s)
+                rounds.append(len(chunk))
+                await follower.wait_incorporated(ids, timeout_s, f"round {len(rounds)}")
+                await follower.wait_for_decision(playbook_id, decided, decision_grace_s)
     finally:
         await producer.stop()
     return rounds
 
 
 def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, calls, *, capacity, seed,
-              wall_s) -> RunResult:
+              wall_s, settings: CombeeSettings | None = None, rounds: Sequence[int] | None = None) -> RunResult:
+    """``rounds``: the sizes of the rounds a sync fleet sent (fed in rounds); else every version is one round."""
+    from combee_core.rollout import modelled_task_time_s, round_rollout_s
+
     reflect = [c.latency_s for c in calls if c.role == "reflector" and c.error is None]
     reflect_latency = statistics.fmean(reflect) if reflect else 0.0
     epoch_delay = sum(reflect_latency + v.stats.llm_critical_path_s for v in versions)
+    agents = settings.fleet_agents if settings is not None else None
+    task_time = modelled_task_time_s(settings) if settings is not None else 0.0
+    round_sizes = list(rounds) if rounds is not None else [v.stats.batch_size for v in versions]
+    rollout = sum(round_rollout_s(size, agents, task_time) for size in round_sizes)
     final = versions[-1] if versions else None
     ok = list(calls)
     return RunResult(
@@ -161,6 +195,10 @@ def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, 
         completion_tokens=sum(c.usage.completion_tokens for c in ok),
         cost_usd=round(sum(c.usage.cost_usd for c in ok), 6),
         batch_sizes=[m.batch_size for m in metrics], wall_s=round(wall_s, 2),
+        rollout_s=round(rollout, 3), epoch_time_s=round(epoch_delay + rollout, 3), agents=agents,
+        task_time_s=round(task_time, 4), reducer_calls=sum(1 for c in calls if c.role == "reducer"),
+        merged_without_call=sum(v.stats.merged_without_call for v in versions), rounds=round_sizes,
+        deterministic_merge=settings.deterministic_merge if settings is not None else None,
     )
 
 

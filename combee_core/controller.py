@@ -15,8 +15,19 @@ tau of the delay at ``ref``"):
 
     bs* = (alpha * ref**alpha / tau) ** (1 / (alpha + 1))             (:func:`plateau_batch_size`)
 
-With the default ``ref = 1`` this is ``(alpha / tau) ** (1 / (alpha + 1))``: A cancels, as it must for a choice
-that should not depend on the unit of time. Both forms are evaluated in log space and never return NaN/inf.
+With ``ref = 1`` this is ``(alpha / tau) ** (1 / (alpha + 1))``: A cancels, as it must for a choice that should
+not depend on the unit of time. Both forms are evaluated in log space and never return NaN/inf.
+
+The default normalises at the chosen size itself (``reference_batch_size=None``): ``tau`` is then a fraction of
+the delay the user would pay at bs* ("stop where one more trace per batch cuts the per-trace delay by less than
+tau of itself"); the fixed point ``alpha * bs**alpha * bs**(-(alpha+1)) = tau`` is ``bs* = alpha / tau``
+(:func:`plateau_batch_size_relative`). Normalising at bs = 1 instead stops where the gain is tau of the delay at
+batch size 1, which is still a large fraction of the delay at bs*: with a rollout-dominated round time
+(alpha ~ 1) it stops near sqrt(1/tau) ~ 8 while the epoch time keeps falling about as 1/bs.
+
+The result is clamped to [bs_min, bs_max]; ``bs_max`` is the paper's upper bound against quality degradation
+(default 100). The delay fitted is what the user waits for (:func:`sample_delay`): in a sync fleet the round time
+(version v -> v+1, rollouts included), otherwise the pipeline delay, on the configured clock.
 
 The controller is plain state (no I/O, no clock): the stream stage calls :meth:`BatchSizeController.observe` per
 measured batch and :meth:`BatchSizeController.decide` for the next size; :class:`ControllerState` is enough to
@@ -42,12 +53,18 @@ __all__ = [
     "PowerLawFit",
     "epoch_delay",
     "fit_power_law",
+    "clock_description",
+    "explain_decision",
     "plateau_batch_size",
     "plateau_batch_size_raw",
+    "plateau_batch_size_relative",
+    "sample_delay",
 ]
 
 Sample = tuple[int, float]
-DEFAULT_LADDER: tuple[int, ...] = (5, 10, 20, 40, 80)
+DEFAULT_LADDER: tuple[int, ...] = (3, 10, 30, 100)
+"""From GEPA's default 3 (the k = 1 regime, bs <= 3: one aggregator call, no reduce) by factors of ~3 to the upper
+bound; four rungs, as each costs a sync fleet a round."""
 _MAX_LOG = 700.0  # exp() overflows a float a little above 709
 
 
@@ -120,6 +137,16 @@ def plateau_batch_size(A: float, alpha: float, tau: float, reference_batch_size:
     return _plateau_from_log(log_numerator, alpha)
 
 
+def plateau_batch_size_relative(alpha: float, tau: float) -> float:
+    """Plateau with the delay normalised at the chosen size itself: ``bs* = alpha / tau``.
+
+    ``-dT/dbs / T(bs) = alpha / bs``: the relative gain of one more trace per batch; it falls to ``tau`` at
+    ``alpha / tau``. The paper's formula with ``ref = bs*`` (:func:`plateau_batch_size`) gives the same point.
+    """
+    _check_plateau_args(1.0, alpha, tau)
+    return _plateau_from_log((math.log(alpha) - math.log(tau)) * (alpha + 1.0), alpha)
+
+
 def _check_plateau_args(A: float, alpha: float, tau: float) -> None:
     if not (math.isfinite(A) and A > 0):
         raise ValueError(f"A must be finite and > 0, got {A}")
@@ -136,20 +163,21 @@ class ControllerConfig:
     ``candidates`` is the profiling ladder (clamped to [bs_min, bs_max], duplicates dropped: see
     :attr:`ladder`); each rung needs ``samples_per_candidate`` samples. ``hysteresis``: a fitted choice replaces
     the current size only if it differs by more than this fraction of it. ``min_r2``: a worse fit keeps the
-    current size. ``max_samples``: fits use the most recent samples only. ``max_profiling_samples`` (default
+    current size. ``max_samples``: fits use the most recent samples only. ``reference_batch_size``: where the
+    delay is normalised for ``tau`` (None: at bs* itself, so bs* = alpha / tau). ``max_profiling_samples`` (default
     4 x the ladder's budget) ends profiling even if some rung is never hit exactly (e.g. batches closed early by
     ``max_wait_s``), provided 2 distinct sizes were seen.
     """
 
     tau: float = 0.016
-    bs_min: int = 3
-    bs_max: int = 200
+    bs_min: int = 1
+    bs_max: int = 100
     candidates: tuple[int, ...] = DEFAULT_LADDER
     samples_per_candidate: int = 1
     hysteresis: float = 0.2
     min_r2: float = 0.5
     max_samples: int = 64
-    reference_batch_size: float = 1.0
+    reference_batch_size: float | None = None
     max_profiling_samples: int | None = None
 
     def __post_init__(self) -> None:
@@ -167,7 +195,7 @@ class ControllerConfig:
             raise ValueError(f"min_r2 must be in [0, 1], got {self.min_r2}")
         if self.max_samples < 2:
             raise ValueError(f"max_samples must be >= 2, got {self.max_samples}")
-        if not self.reference_batch_size > 0:
+        if self.reference_batch_size is not None and not self.reference_batch_size > 0:
             raise ValueError(f"reference_batch_size must be > 0, got {self.reference_batch_size}")
 
     @property
@@ -195,6 +223,8 @@ class Decision:
     fit: PowerLawFit | None
     reason: str
     samples: tuple[Sample, ...]
+    plateau: float | None = None
+    """bs* from the fit, before rounding and clamping (None while profiling or without a usable fit)."""
 
 
 @dataclass(frozen=True)
@@ -282,13 +312,15 @@ class BatchSizeController:
             self._profiled = True
         return self._decide_fitted()
 
-    def _decide(self, size: int, phase: Literal["profiling", "fitted"], fit: PowerLawFit | None, reason: str) -> Decision:
+    def _decide(self, size: int, phase: Literal["profiling", "fitted"], fit: PowerLawFit | None, reason: str,
+                plateau: float | None = None) -> Decision:
         self.current_batch_size = size
-        return Decision(batch_size=size, phase=phase, fit=fit, reason=reason, samples=tuple(self._samples))
+        return Decision(batch_size=size, phase=phase, fit=fit, reason=reason, samples=tuple(self._samples),
+                        plateau=plateau)
 
-    def _keep(self, fit: PowerLawFit | None, why: str) -> Decision:
+    def _keep(self, fit: PowerLawFit | None, why: str, plateau: float | None = None) -> Decision:
         current = self.current_batch_size if self.current_batch_size is not None else self.config.ladder[-1]
-        return self._decide(self.config.clamp(current), "fitted", fit, f"{why}; keeping {current}")
+        return self._decide(self.config.clamp(current), "fitted", fit, f"{why}; keeping {current}", plateau)
 
     def _decide_fitted(self) -> Decision:
         config = self.config
@@ -302,26 +334,34 @@ class BatchSizeController:
         described = f"fitted A={fit.A:.4g}, alpha={fit.alpha:.3f}, r2={fit.r2:.3f} on {fit.n_samples} samples{note}"
         if fit.r2 < config.min_r2:
             return self._keep(fit, f"{described}; r2 below min_r2={config.min_r2}")
+        plateau: float | None = None
         if fit.alpha <= 0:
             # The per-trace delay does not fall with batch size: batching buys no throughput, while smaller
             # batches publish playbook versions sooner (fresher, less stale). So the smallest size wins.
             target = config.bs_min
             choice = f"alpha <= 0 (bigger batches do not cut the per-trace delay) -> bs_min={config.bs_min}"
         else:
-            plateau = plateau_batch_size(fit.A, fit.alpha, config.tau, config.reference_batch_size)
+            if config.reference_batch_size is None:
+                plateau = plateau_batch_size_relative(fit.alpha, config.tau)
+                formula = f"bs* = alpha/tau = {fit.alpha:.3f}/{config.tau:g}"
+            else:
+                plateau = plateau_batch_size(fit.A, fit.alpha, config.tau, config.reference_batch_size)
+                formula = f"bs* = (alpha*{config.reference_batch_size:g}^alpha/tau)^(1/(alpha+1))"
             rounded = int(math.floor(plateau + 0.5)) if plateau < config.bs_max + 1 else config.bs_max + 1
             target = config.clamp(rounded)
-            choice = f"bs*={plateau:.1f} -> {target}"
+            choice = f"{formula} = {plateau:.1f} -> {target}"
             if target != rounded:
-                choice += f" (clamped to [{config.bs_min}, {config.bs_max}])"
+                choice += f" (clamped to [{config.bs_min}, {config.bs_max}]"
+                choice += ": the upper bound)" if target == config.bs_max else ")"
         current = self.current_batch_size
         if current is not None and current != target:
             change = abs(target - current) / current
             if change <= config.hysteresis:
                 return self._keep(
-                    fit, f"{described}; {choice}, within hysteresis ({change:.0%} <= {config.hysteresis:.0%})"
+                    fit, f"{described}; {choice}, within hysteresis ({change:.0%} <= {config.hysteresis:.0%})",
+                    plateau,
                 )
-        return self._decide(target, "fitted", fit, f"{described}; {choice}")
+        return self._decide(target, "fitted", fit, f"{described}; {choice}", plateau)
 
     # ------------------------------------------------------------------------------------------ profiling
 
@@ -338,3 +378,49 @@ class BatchSizeController:
         counts = self._rung_counts()
         return next((c for c in self.config.ladder if counts[c] < self.config.samples_per_candidate), None)
 
+
+
+# ---------------------------------------------------------------------------------------------- what is fitted
+
+
+def sample_delay(settings, metrics) -> float | None:
+    """The delay of one batch the controller fits, on the run's clock; None when there is none yet.
+
+    ``settings`` is a ``CombeeSettings``, ``metrics`` a ``BatchMetrics``. Sync fleet (``fleet_mode="sync"``): the
+    round time, version v -> v+1, which is what the fleet waits for: modelled, the rollout model's round
+    (``ceil(bs / fleet_agents)`` task times) plus the batch's LLM critical path; wall, the time between the two
+    versions' publication (``metrics.round_s``; None for the first version a reducer published). Otherwise the
+    pipeline delay: the LLM critical path (modelled) or batch closed -> version published (wall).
+    """
+    from combee_core.rollout import modelled_task_time_s, round_rollout_s
+
+    modelled = settings.controller_clock == "modelled"
+    if settings.fleet_mode == "sync":
+        if modelled:
+            rollout = round_rollout_s(metrics.batch_size, settings.fleet_agents, modelled_task_time_s(settings))
+            return rollout + metrics.llm_critical_path_s
+        return metrics.round_s
+    return metrics.llm_critical_path_s if modelled else metrics.delay_s
+
+
+def clock_description(settings) -> str:
+    """One line naming what :func:`sample_delay` measures under ``settings``."""
+    if settings.fleet_mode == "sync":
+        if settings.controller_clock == "modelled":
+            agents = settings.fleet_agents or "one per task"
+            return f"round time, modelled (rollouts on {agents} agents + LLM critical path)"
+        return "round time, wall (version v -> v+1 published)"
+    if settings.controller_clock == "modelled":
+        return "pipeline delay, modelled (LLM critical path)"
+    return "pipeline delay, wall (batch closed -> version published)"
+
+
+def explain_decision(decision) -> str:
+    """One line saying what a ``ControlDecision`` chose and why: the clock, the fit, bs*, the bounds."""
+    parts = [f"{decision.batch_size} ({decision.phase})"]
+    if decision.clock:
+        parts.append(f"fitting {decision.clock}")
+    if decision.bs_min is not None and decision.bs_max is not None:
+        parts.append(f"bounds [{decision.bs_min}, {decision.bs_max}]")
+    parts.append(f"tau {decision.tau:g}")
+    return "; ".join(parts) + f": {decision.reason}"

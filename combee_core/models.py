@@ -353,6 +353,8 @@ class VersionStats(CombeeModel):
         default=0.0, ge=0.0, description="Sum over scan levels of the slowest LLM call (modelled latency in virtual time)."
     )
     playbook_tokens: int = Field(default=0, ge=0)
+    merged_without_call: int = Field(default=0, ge=0, description="Scan groups whose partials did not conflict and "
+                                     "were merged deterministically instead of by a reducer call.")
 
 
 class PlaybookVersion(CombeeModel):
@@ -410,6 +412,9 @@ class BatchMetrics(CombeeModel):
     llm_critical_path_s: float = Field(default=0.0, ge=0.0)
     llm_calls: int = Field(ge=0)
     usage: Usage = Field(default_factory=Usage)
+    round_s: float | None = Field(
+        default=None, ge=0.0, description="Previous version published -> this version published (wall seconds): a "
+        "sync fleet's round time. None for the first version its reducer published since it started.")
 
 
 class DelaySample(CombeeModel):
@@ -434,6 +439,12 @@ class ControlDecision(CombeeModel):
     samples: list[DelaySample] = Field(default_factory=list)
     reason: str
     decided_at: Timestamp
+    clock: str | None = Field(default=None, description="What the samples' delays measure (e.g. the sync round time "
+                              "on the modelled clock).")
+    plateau_batch_size: float | None = Field(default=None, description="bs* from the fit, before rounding and "
+                                             "clamping to [bs_min, bs_max].")
+    bs_min: int | None = Field(default=None, ge=1)
+    bs_max: int | None = Field(default=None, ge=1, description="The upper bound (against quality risk).")
 
 
 # ---------------------------------------------------------------------------------------------- dead letters

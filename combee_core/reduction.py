@@ -10,13 +10,20 @@ from datetime import datetime
 
 from combee_core.budget import added_support, fit_to_budget, removal_cap
 from combee_core.models import (
+    AddOp,
+    DeleteOp,
+    MergeOp,
     Operation,
     PartialUpdate,
     PlaybookVersion,
+    TagOp,
+    UpdateOp,
     Usage,
     VersionStats,
 )
-from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
+from combee_core.playbook import (
+    ApplyResult, Playbook, apply_operations, normalise_text, playbook_tokens, text_similarity,
+)
 from combee_core.scan import plan_scan
 
 
@@ -41,12 +48,21 @@ class ScanResult:
     usage: Usage
     levels: int
     critical_path_s: float
+    merged_without_call: int = 0
+    """Groups merged by :func:`merge_without_conflict` instead of a reducer call."""
 
 
-async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: int, reduce: ReduceCall) -> ScanResult:
+MergeRule = Callable[[Sequence[list[Operation]]], "list[Operation] | None"]
+"""Merges children's operation lists without an LLM call, or returns None when a call must judge them."""
+
+
+async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: int, reduce: ReduceCall,
+                              merge: MergeRule | None = None) -> ScanResult:
     """Reduce leaf operation lists level by level; no call reads more than ``max_fan_in`` children.
 
-    A single leaf needs no merge and makes no call; a group of one child passes through unchanged.
+    A single leaf needs no merge and makes no call; a group of one child passes through unchanged. With ``merge``
+    (e.g. :func:`merge_without_conflict`), a group whose children do not conflict is merged by it, with no call
+    and no latency; a group that conflicts falls back to the ``reduce`` call.
     """
     if not children:
         raise ValueError("nothing to reduce")
@@ -56,11 +72,18 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
     current = [list(ops) for ops in children]
     usage = Usage()
     critical_path = 0.0
+    merged = 0
     for groups in plan.levels:
 
         async def run_group(group: tuple[int, ...]) -> ReduceOutcome:
+            nonlocal merged
             if len(group) == 1:
                 return ReduceOutcome(operations=current[group[0]], usage=Usage(), latency_s=0.0)
+            if merge is not None:
+                operations = merge([current[i] for i in group])
+                if operations is not None:
+                    merged += 1
+                    return ReduceOutcome(operations=operations, usage=Usage(), latency_s=0.0)
             return await reduce([current[i] for i in group])
 
         outcomes = await asyncio.gather(*(run_group(group) for group in groups))
@@ -69,7 +92,70 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
         current = [o.operations for o in outcomes]
     if len(current) != 1:
         raise AssertionError(f"scan plan ended with {len(current)} nodes instead of one root")
-    return ScanResult(operations=current[0], usage=usage, levels=len(plan.levels), critical_path_s=critical_path)
+    return ScanResult(operations=current[0], usage=usage, levels=len(plan.levels), critical_path_s=critical_path,
+                      merged_without_call=merged)
+
+
+# ---------------------------------------------------------------------------------------------- deterministic merge
+
+PARAPHRASE_SIMILARITY = 0.6
+"""Two ADDs of different children in one section at least this similar (but not the same text) may say one
+lesson in two wordings, or contradict each other: a reducer call judges them. Below it, or in different sections,
+they are distinct lessons (the playbook, too, compares entries within a section only, and itself merges
+near-duplicates from 0.9 on: ``combee_core.playbook.NEAR_DUPLICATE_THRESHOLD``)."""
+
+
+def merge_without_conflict(children: Sequence[list[Operation]],
+                           paraphrase_similarity: float = PARAPHRASE_SIMILARITY) -> list[Operation] | None:
+    """The children's operations merged without an LLM call, or None when they conflict.
+
+    Merged: ADDs of the same normalised text and section become one ADD (support summed; the lexicographically
+    smallest wording kept), TAGs are summed per (entry, tag), identical edits are kept once. Conflicts (None):
+    ADDs of different children in one section whose texts are similar (``>= paraphrase_similarity``) but not
+    the same, or the
+    same text in different sections; two different UPDATE/MERGE/DELETE operations touching one entry. The
+    result is sorted (ADD by section and content, then UPDATE, MERGE, DELETE by JSON, then TAG by entry and tag),
+    so it does not depend on the order of the children.
+    """
+    adds: dict[str, tuple[AddOp, int]] = {}  # normalised text -> (representative ADD, child)
+    support: dict[str, int] = {}
+    tags: dict[tuple[str, str], int] = {}
+    edits: dict[str, Operation] = {}
+    touched: dict[str, str] = {}  # entry id -> JSON of the one edit that touches it
+    for child, operations in enumerate(children):
+        for op in operations:
+            if isinstance(op, AddOp):
+                key = normalise_text(op.content)
+                seen = adds.get(key)
+                if seen is not None:
+                    if seen[0].section != op.section:
+                        return None
+                    if op.content < seen[0].content:
+                        adds[key] = (op, seen[1])
+                    support[key] += op.support
+                    continue
+                for other_key, (other, other_child) in adds.items():
+                    if (other_child != child and other.section == op.section
+                            and text_similarity(op.content, other.content) >= paraphrase_similarity):
+                        return None
+                adds[key] = (op, child)
+                support[key] = op.support
+            elif isinstance(op, TagOp):
+                tags[(op.entry_id, op.tag)] = tags.get((op.entry_id, op.tag), 0) + op.count
+            else:
+                text = op.model_dump_json()
+                ids = op.entry_ids if isinstance(op, MergeOp) else [op.entry_id]
+                for entry_id in ids:
+                    if touched.setdefault(entry_id, text) != text:
+                        return None
+                edits[text] = op
+    merged: list[Operation] = []
+    merged += sorted((add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()),
+                     key=lambda a: (a.section, a.content))
+    for kind in (UpdateOp, MergeOp, DeleteOp):
+        merged += [edits[text] for text in sorted(edits) if isinstance(edits[text], kind)]
+    merged += [TagOp(entry_id=entry, tag=tag, count=count) for (entry, tag), count in sorted(tags.items())]
+    return merged
 
 
 @dataclass
@@ -162,6 +248,7 @@ def build_version(
         delay_s=max(0.0, (published_at - first.batch_closed_at).total_seconds()),
         llm_critical_path_s=level0_path + scan.critical_path_s,
         playbook_tokens=playbook_tokens(result.playbook),
+        merged_without_call=scan.merged_without_call,
     )
     parent = playbook.version if parent_version is None else parent_version
     content_hash = PlaybookVersion.compute_hash(

@@ -50,6 +50,10 @@ class CombeeSettings(BaseModel):
     auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
     max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
+    deterministic_merge: bool = Field(
+        default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
+        "(combee_core.reduction.merge_without_conflict); the reducer call still judges conflicting ones."
+    )
     dedupe_horizon: int = Field(
         default=1_000_000, ge=1, description="Per playbook, how many most recently batched trace ids the batcher "
         "remembers to drop resends (about 200 bytes each); a trace resent after that many newer ones is batched again."
@@ -85,10 +89,29 @@ class CombeeSettings(BaseModel):
         "feedback's own words; docs/simulator.md)."
     )
     controller_tau: float = Field(default=0.016, gt=0)
-    controller_bs_min: int = Field(default=3, ge=1)
-    controller_bs_max: int = Field(default=200, ge=1)
+    controller_bs_min: int = Field(default=1, ge=1)
+    controller_bs_max: int = Field(
+        default=100, ge=1, description="Upper bound on the batch size (the paper's bound against quality risk; 100 is "
+        "the largest size the paper runs Combee at)."
+    )
     controller_clock: Literal["wall", "modelled"] = Field(
         default="wall", description="Delay the controller fits: wall seconds, or the LLM critical path (simulated)."
+    )
+    fleet_mode: Literal["sync", "async"] = Field(
+        default="async", description="How the agents feeding a playbook run. sync: each round waits for the next "
+        "version, so the controller fits the round time (version v -> v+1, rollouts included); async: it fits the "
+        "pipeline delay (batch closed -> version published)."
+    )
+    fleet_agents: int | None = Field(
+        default=None, ge=1, description="Sync fleet, modelled clock: parallel agents (a round of n tasks takes "
+        "ceil(n / agents) task times); none: one agent per task."
+    )
+    rollout_calls_per_task: int = Field(
+        default=10, ge=0, description="Rollout model: agent LLM calls per task (docs/simulator.md, 'Rollouts')."
+    )
+    rollout_prompt_tokens: int = Field(default=2000, ge=0, description="Rollout model: prompt tokens per agent call.")
+    rollout_completion_tokens: int = Field(
+        default=150, ge=0, description="Rollout model: completion tokens per agent call."
     )
     max_staleness: int | None = Field(
         default=None, ge=0, description="Async mode: drop traces more than this many versions behind (dead letter)."

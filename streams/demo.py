@@ -18,7 +18,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from combee_core.controller import epoch_delay
+from combee_core.controller import clock_description, epoch_delay, sample_delay
+from combee_core.rollout import modelled_task_time_s
 from combee_core.llm.roles import CallRecord
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
@@ -50,13 +51,16 @@ class DemoOptions(BaseModel):
         default=0, ge=0, description="Misleading traces (each states a family's harmful rule, docs/simulator.md) "
         "published once, when half the fleet's traces are out: with promotion, the candidate they make is rejected.")
     task_time_s: float | None = Field(
-        default=None, ge=0, description="Simulated time an agent spends on a task; default 0.02 s in sync mode, "
+        default=None, ge=0, description="Simulated time an agent spends on a task; default in sync mode the rollout "
+        "model's task time (38 modelled s) times the simulator's time scale (docs/simulator.md, 'Rollouts'), "
         "1 s in async mode (so versions arrive while the fleet works and staleness is visible).")
 
-    def effective_task_time_s(self) -> float:
+    def effective_task_time_s(self, settings: CombeeSettings | None = None) -> float:
         if self.task_time_s is not None:
             return self.task_time_s
-        return 0.02 if self.mode == "sync" else 1.0
+        if self.mode == "sync":
+            return modelled_task_time_s(settings or CombeeSettings.load(env={}))
+        return 1.0
 
 
 class VersionRow(BaseModel):
@@ -113,6 +117,10 @@ class ControllerSummary(BaseModel):
     last_phase: str | None = None
     last_reason: str | None = None
     tau: float
+    clock_description: str | None = Field(default=None, description="What the delays measure (the controller's).")
+    plateau_batch_size: float | None = Field(default=None, description="bs* of the last decision, unclamped.")
+    bs_min: int | None = None
+    bs_max: int | None = Field(default=None, description="The upper bound of the last decision.")
 
 
 class DemoResult(BaseModel):
@@ -184,11 +192,15 @@ class DemoProgress:
         return time.monotonic() - self.started
 
 
-def demo_settings(base: CombeeSettings, started: datetime) -> CombeeSettings:
-    """The run's settings: a fresh topic namespace per demo, so reruns on a lasting Kafka never mix."""
+def demo_settings(base: CombeeSettings, started: datetime, options: DemoOptions | None = None) -> CombeeSettings:
+    """The run's settings: a fresh topic namespace per demo, so reruns on a lasting Kafka never mix; the fleet's
+    mode and size, so the controller fits the delay this fleet waits for (the round time in sync mode)."""
     stamp = started.strftime("%Y%m%d%H%M%S")
     prefix = base.topic_prefix if base.topic_prefix != "combee." else f"combee.demo-{stamp}-{base.run_seed}."
-    return base.model_copy(update={"topic_prefix": prefix})
+    update: dict = {"topic_prefix": prefix}
+    if options is not None:
+        update.update(fleet_mode=options.mode, fleet_agents=options.fleet)
+    return base.model_copy(update=update)
 
 
 def version_row(version: PlaybookVersion, suite: TaskSuite, started: float) -> VersionRow:
@@ -234,8 +246,8 @@ def delay_point(batch_size: int, batch_delay_s: float) -> DelayPoint:
 def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], decisions: list[ControlDecision],
                        playbook_id: str) -> ControllerSummary:
     """Delay samples as the controller sees them, and its fit and choices as its last decision states them."""
-    clock_delay = (lambda m: m.llm_critical_path_s) if settings.controller_clock == "modelled" else (lambda m: m.delay_s)
-    samples = [delay_point(m.batch_size, clock_delay(m)) for m in metrics if m.playbook_id == playbook_id]
+    delays = [(m.batch_size, sample_delay(settings, m)) for m in metrics if m.playbook_id == playbook_id]
+    samples = [delay_point(size, delay) for size, delay in delays if delay is not None]
     mine = [d for d in decisions if d.playbook_id == playbook_id]
     last = mine[-1] if mine else None
     return ControllerSummary(
@@ -245,6 +257,9 @@ def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], de
         fit_r2=last.r2 if last else None, chosen_batch_sizes=[d.batch_size for d in mine],
         last_phase=last.phase if last else None, last_reason=last.reason if last else None,
         tau=last.tau if last else settings.controller_tau,
+        clock_description=(last.clock if last and last.clock else clock_description(settings)),
+        plateau_batch_size=last.plateau_batch_size if last else None,
+        bs_min=last.bs_min if last else None, bs_max=last.bs_max if last else None,
     )
 
 
@@ -261,7 +276,7 @@ async def run_demo(
 
     started_at = datetime.now(timezone.utc)
     started = time.monotonic()
-    settings = demo_settings(settings, started_at)
+    settings = demo_settings(settings, started_at, options)
     suite = build_suite(families=options.families, seed=options.suite_seed)
     total = options.traces or len(suite.train)
     baseline = expected_accuracy(suite, suite.held_out, [])
@@ -347,7 +362,7 @@ async def run_demo(
                                     on_promotion=on_promotion, check_alive=run.check_alive) as follower:
             fleet = Fleet(settings, bootstrap, profile, suite, follower,
                           FleetConfig(playbook_id=options.playbook_id, agents=options.fleet, mode=options.mode,
-                                      traces=total, task_time_s=options.effective_task_time_s()),
+                                      traces=total, task_time_s=options.effective_task_time_s(settings)),
                           on_traces=on_traces)
             report(f"fleet running ({options.mode})")
             fleet_report = await fleet.run()

@@ -40,7 +40,8 @@ def add_parser(subparsers) -> None:
                         help=f"multiplier on the simulator's latency (default {DEMO_DEFAULTS['sim_time_scale']})")
     parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
     parser.add_argument("--task-time", dest="task_time_s", type=float,
-                        help="simulated seconds an agent spends on a task (default 0.02 sync, 1.0 async)")
+                        help="simulated seconds an agent spends on a task (default: sync, the rollout model's 38 s "
+                             "times the time scale; async, 1.0)")
     parser.add_argument("--promotion", action="store_const", const=True,
                         help="gate versions: agents run only versions promoted on held-out scores "
                         "(docs/architecture.md, Promotion)")

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision, Trace
 from combee_core.promotion import PromotionLedger, in_canary
+from combee_core.rollout import round_rollout_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker import BrokerProfile
@@ -42,11 +43,13 @@ class FleetConfig(BaseModel):
     agents: int = Field(default=40, ge=1, le=10_000)
     mode: FleetMode = "sync"
     traces: int = Field(default=480, ge=1, description="Traces to publish in all (the train split, cycled).")
-    task_time_s: float = Field(default=0.05, ge=0, description="Simulated time one agent spends on one task.")
+    task_time_s: float = Field(default=0.05, ge=0, description="Simulated time one agent spends on one task (the "
+                               "demo derives it from the rollout model, combee_core/rollout.py).")
     round_timeout_s: float = Field(default=120.0, gt=0, description="Sync mode: longest wait for a round's version.")
     decision_grace_s: float = Field(
-        default=0.25, ge=0, description="Sync mode with the controller on: pause after each round so a new batch-size "
-        "decision (published after the round's version) sizes the next round; without it a round can be split.")
+        default=1.0, ge=0, description="Sync mode with the controller on: after each round's version, wait up to this "
+        "long for the controller's next decision (it comes after the version, and only when the size changes) so it "
+        "sizes the next round; without it a round can be split into several batches.")
 
 
 class FleetReport(BaseModel):
@@ -56,6 +59,8 @@ class FleetReport(BaseModel):
     rounds: int
     versions_used: list[int] = Field(description="Distinct playbook versions the agents ran with, ascending.")
     wall_s: float
+    rollout_s: float = Field(default=0.0, description="Sync mode: the rounds' rollout time, sum over rounds of "
+                             "ceil(round size / agents) x task time (what the fleet waited for its agents).")
 
 
 @dataclass
@@ -164,6 +169,17 @@ class PlaybookFollower:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""
         return self.batch_sizes.get(playbook_id, self.settings.batch_size)
 
+    def decision_count(self, playbook_id: str) -> int:
+        return sum(1 for d in self.decisions if d.playbook_id == playbook_id)
+
+    async def wait_for_decision(self, playbook_id: str, seen: int, grace_s: float) -> bool:
+        """Wait up to ``grace_s`` until the playbook has more than ``seen`` decisions; False when none came."""
+        try:
+            await self.wait_until(lambda: self.decision_count(playbook_id) > seen, grace_s, "a decision")
+        except TimeoutError:
+            return False
+        return True
+
     async def wait_incorporated(self, trace_ids: set[str], timeout_s: float, what: str) -> None:
         """Wait until every trace id is in a version's lineage or in a dead letter."""
         await self.wait_until(lambda: trace_ids <= self.covered, timeout_s, what)
@@ -206,6 +222,7 @@ class Fleet:
     sent_ids: set[str] = field(default_factory=set)
     sent: int = 0
     rounds: int = 0
+    rollout_s: float = 0.0
 
     async def run(self, stop: asyncio.Event | None = None) -> FleetReport:
         """Publish ``config.traces`` traces in the configured mode; returns when the last one is acknowledged
@@ -222,7 +239,7 @@ class Fleet:
         finally:
             await producer.stop()
         return FleetReport(traces_sent=self.sent, rounds=self.rounds, versions_used=sorted(self.versions_used),
-                           wall_s=round(time.monotonic() - started, 3))
+                           wall_s=round(time.monotonic() - started, 3), rollout_s=round(self.rollout_s, 3))
 
     def _trace(self, task: Task, attempt: int, agent: int,
                playbook: tuple[int, list[PlaybookEntry]] | None = None) -> Trace:
@@ -247,6 +264,7 @@ class Fleet:
     async def _run_sync(self, producer, schedule: list[tuple[Task, int]], stop: asyncio.Event) -> None:
         position = 0
         while position < len(schedule) and not stop.is_set():
+            decided = self.follower.decision_count(self.config.playbook_id)
             size = min(self.round_size(), len(schedule) - position)
             work = schedule[position:position + size]
             position += size
@@ -254,13 +272,14 @@ class Fleet:
             per_agent = [work[a::self.config.agents] for a in range(min(self.config.agents, len(work)))]
             results = await asyncio.gather(*(self._agent_round(a, tasks) for a, tasks in enumerate(per_agent)))
             traces = [trace for agent_traces in results for trace in agent_traces]
+            self.rollout_s += round_rollout_s(len(work), self.config.agents, self.config.task_time_s)
             await self._publish(producer, traces)
             self.rounds += 1
             ids = {t.trace_id for t in traces}
             what = f"round {self.rounds} ({len(ids)} traces) to reach a playbook version"
             await self.follower.wait_incorporated(ids, self.config.round_timeout_s, what)
             if self.settings.auto_batch_size and self.config.decision_grace_s:
-                await asyncio.sleep(self.config.decision_grace_s)
+                await self.follower.wait_for_decision(self.config.playbook_id, decided, self.config.decision_grace_s)
 
     async def _agent_round(self, agent: int, tasks: list[tuple[Task, int]]) -> list[Trace]:
         traces = []

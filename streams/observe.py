@@ -16,6 +16,7 @@ from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
+from combee_core.controller import explain_decision
 from combee_core.models import (
     BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now,
 )
@@ -173,6 +174,8 @@ class RunStatus:
     versions: dict[str, int] = field(default_factory=dict)
     batch_sizes: dict[str, str] = field(default_factory=dict)
     """playbook -> batch size of its latest batch, or the controller's latest decision (with its phase)"""
+    controller: dict[str, str] = field(default_factory=dict)
+    """playbook -> the controller's latest decision explained (clock, fit, bs*, bounds)"""
     dead_letters: int = 0
     dead_letter_kinds: list[DeadLetterKind] = field(default_factory=list)
     waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -285,6 +288,7 @@ def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[st
     for record in records["control"]:
         decision = ControlDecision.from_json_bytes(record.value)
         status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
+        status.controller[decision.playbook_id] = explain_decision(decision)
     ledger = PromotionLedger()
     for record in records["promoted"]:
         ledger.apply(PromotionDecision.from_json_bytes(record.value))
@@ -323,6 +327,8 @@ def format_status(status: RunStatus) -> str:
             if age > status.stall_warning_s:
                 line += f" STALLED? (over {status.stall_warning_s:.0f} s)"
         lines.append(line)
+        if playbook in status.controller:
+            lines.append(f"    controller: {status.controller[playbook]}")
         decision = status.promotion.get(playbook)
         if decision is not None:
             newest = status.versions.get(playbook, 0)

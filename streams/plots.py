@@ -78,6 +78,18 @@ def delay_ticks(delays: Sequence[float]) -> list[float]:
     return ticks
 
 
+def spaced_ticks(sizes: Sequence[int], keep: int | None = None, min_ratio: float = 1.25) -> list[int]:
+    """The sizes with any too close to a neighbour on a log axis left out (``keep`` always stays)."""
+    ticks: list[int] = []
+    for size in sorted(set(sizes)):
+        if ticks and size / ticks[-1] < min_ratio:
+            if size == keep:
+                ticks[-1] = size
+            continue
+        ticks.append(size)
+    return ticks
+
+
 def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     """The delay samples (per trace, vs batch size, log-log), the controller's own fit, τ and its last choice with
     its reason. Nothing is written when the controller was off or never decided (see
@@ -85,7 +97,8 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     if controller_plot_skipped(summary) is not None:
         return None
     fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=120)
-    unit = "LLM critical path" if summary.clock == "modelled" else "wall delay, batch closed to version"
+    unit = summary.clock_description or ("LLM critical path" if summary.clock == "modelled"
+                                         else "wall delay, batch closed to version")
     points = [s for s in summary.samples if s.per_trace_delay_s > 0]
     fitted = [s for s in summary.fit_samples if s.per_trace_delay_s > 0]
     ax.scatter([s.batch_size for s in points], [s.per_trace_delay_s for s in points], s=34, facecolors="none",
@@ -107,12 +120,19 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
         at = summary.fit_A * chosen ** (-summary.fit_alpha)
         ax.plot([chosen], [at], marker="*", markersize=16, color="#2ca02c", zorder=4, linestyle="none",
                 label=f"chosen batch size {chosen} ({summary.last_phase})")
+        plateau = summary.plateau_batch_size
+        if plateau is not None and abs(plateau - chosen) > 0.5 and plateau < max(sizes) * 1.25:
+            ax.axvline(plateau, color="#2ca02c", linestyle=":", linewidth=1.0,
+                       label=f"bs* = {plateau:.1f} before rounding and bounds")
     else:
         ax.axvline(chosen, color="#2ca02c", linestyle="--", linewidth=1.4,
                    label=f"chosen batch size {chosen} ({summary.last_phase}: no fit yet)")
+    if summary.bs_max is not None and summary.bs_max <= max(sizes) * 1.25:
+        ax.axvline(summary.bs_max, color="#9467bd", linestyle="--", linewidth=1.0,
+                   label=f"upper bound {summary.bs_max} (against quality risk)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_major_locator(FixedLocator(sizes))
+    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes, keep=chosen)))
     ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.xaxis.set_minor_locator(NullLocator())
     if delays:
@@ -120,16 +140,18 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
         ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
         ax.yaxis.set_minor_locator(NullLocator())
     ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
-    ax.set_ylabel(f"per-trace delay, s ({unit})")
-    ax.set_title("Controller: delay per trace vs batch size")
+    ax.set_ylabel("per-trace delay, s")
+    ax.set_title(f"Controller: delay per trace vs batch size (an epoch's time is traces x this)\n{unit}",
+                 fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(loc="upper right", fontsize=8)
     note = [f"τ = {summary.tau:g}: the controller picks bs* where one more trace per batch cuts the per-trace delay "
-            f"(normalised at bs = 1) by less than τ.",
+            f"by less than τ of itself (bs* = α/τ), within [{summary.bs_min or '?'}, {summary.bs_max or '?'}]; "
+            f"delays: {unit}.",
             f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
     fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
              color="#333333")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
     fig.savefig(path)
     plt.close(fig)
     return path

@@ -13,7 +13,7 @@ import logging
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.controller import BatchSizeController, ControllerConfig
+from combee_core.controller import BatchSizeController, ControllerConfig, clock_description, sample_delay
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
 from pydantic import ValidationError
 
@@ -72,7 +72,9 @@ class ControllerStage(Stage):
         if metrics.batch_id in seen:
             return False
         seen.add(metrics.batch_id)
-        delay = metrics.llm_critical_path_s if self.settings.controller_clock == "modelled" else metrics.delay_s
+        delay = sample_delay(self.settings, metrics)
+        if delay is None:  # a sync round on the wall clock needs the previous version's time
+            return False
         self.controller(metrics.playbook_id).observe(metrics.batch_size, delay)
         return True
 
@@ -105,6 +107,10 @@ class ControllerStage(Stage):
             samples=[DelaySample(batch_size=bs, delay_s=d) for bs, d in decision.samples],
             reason=decision.reason,
             decided_at=utc_now(),
+            clock=clock_description(self.settings),
+            plateau_batch_size=decision.plateau,
+            bs_min=self.config.bs_min,
+            bs_max=self.config.bs_max,
         )
         await self.ctx.send("control", playbook_id, record, wait=True)
         self.next_decision_id[playbook_id] = decision_id + 1

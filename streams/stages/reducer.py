@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import datetime
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -26,7 +27,9 @@ from combee_core.models import (
 )
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.promotion import PromotionLedger, next_base
-from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduction import (
+    PendingPartials, ReduceOutcome, build_version, merge_without_conflict, reduce_through_scan,
+)
 from streams.dead_letters import make_dead_letter
 from streams.log_view import GatedState, LogView
 from streams.runtime import Stage, cancel_tasks
@@ -43,6 +46,8 @@ class ReducerStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.playbooks: dict[str, Playbook] = {}
+        self.published_at: dict[str, datetime] = {}
+        """Per playbook, when its latest version was published (a sync fleet's round time ends at the next)."""
         self.pending: dict[str, PendingPartials] = {}
         self.manifests: dict[str, dict[int, BatchManifest]] = {}
         """Per playbook, the valid manifests of batches not yet in a version."""
@@ -121,6 +126,7 @@ class ReducerStage(Stage):
             playbook_id, version.version, version.entries, version.next_entry_number
         )
         self._versions.latest[playbook_id] = offset
+        self.published_at[playbook_id] = version.published_at
         waiting = self.manifests.get(playbook_id, {})
         for batch_id in [b for b in waiting if b < version.version]:
             del waiting[batch_id]
@@ -193,8 +199,11 @@ class ReducerStage(Stage):
         """Build and publish the next version; False when another writer's version came first."""
         assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
-        scan = await reduce_through_scan([partial.operations for partial in partials], self.settings.max_fan_in,
-                                         self._reduce_call(playbook, partials))
+        previous_at = self.published_at.get(playbook_id) if playbook.version > 0 else None
+        scan = await reduce_through_scan(
+            [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(playbook, partials),
+            merge=merge_without_conflict if self.settings.deterministic_merge else None,
+        )
         record = build_version(playbook, partials, scan, published_at=utc_now(), parent_version=parent_version,
                                budget_tokens=self.settings.playbook_budget_tokens,
                                delete_cap=self.settings.playbook_delete_cap).record
@@ -215,6 +224,7 @@ class ReducerStage(Stage):
             delay_s=record.stats.delay_s,
             llm_critical_path_s=record.stats.llm_critical_path_s,
             llm_calls=record.stats.llm_calls,
+            round_s=max(0.0, (record.published_at - previous_at).total_seconds()) if previous_at else None,
         )
         await self.ctx.send("metrics", playbook_id, metrics, wait=True)
         self.ctx.count("versions")

@@ -8,7 +8,8 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from streams.fleet import PlaybookFollower
-from streams.pipeline import InProcessPipeline
+from combee_core.models import BatchMetrics
+from streams.pipeline import InProcessPipeline, read_models
 from streams.produce import produce_traces, send_traces
 from streams.runtime import start_producer
 from tests.integration.topology_support import make_traces, run_settings
@@ -55,8 +56,12 @@ async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, un
         finally:
             await producer.stop()
         manifests = await run.manifests()
+        metrics = await read_models(run, "metrics", BatchMetrics)
 
     for pb in playbooks:
+        # A sync round's wall time, version to version, for the controller in sync mode: none before version 1.
+        rounds = [m.round_s for m in sorted((m for m in metrics if m.playbook_id == pb), key=lambda m: m.version)]
+        assert rounds[0] is None and all(r is not None and r > 0 for r in rounds[1:]), rounds
         sizes = [m.n for m in manifests if m.playbook_id == pb]
         decided = [d.batch_size for d in follower.decisions if d.playbook_id == pb]
         assert decided, f"no decision for {pb}"

@@ -83,7 +83,8 @@ async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_co
 
 
 async def test_fan_in_bound_forces_more_subgroups_and_a_multi_level_reduce(kafka, unique_prefix):
-    settings = run_settings(unique_prefix, max_fan_in=4, batch_size=20)
+    # every group through the reducer call (the deterministic merge would skip the calls of non-conflicting groups)
+    settings = run_settings(unique_prefix, max_fan_in=4, batch_size=20, deterministic_merge=False)
     traces = make_traces(20, seed=3)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
@@ -93,6 +94,7 @@ async def test_fan_in_bound_forces_more_subgroups_and_a_multi_level_reduce(kafka
     assert max(call.items_read for call in run.calls) <= 4
     reducer_calls = [c for c in run.calls if c.role == "reducer" and c.error is None]
     assert len(reducer_calls) >= 4  # 10 partials, fan-in 4: 3 + 1 (+1 at a third level if unbalanced)
+    assert versions[0].stats.levels >= 3 and versions[0].stats.merged_without_call == 0
     assert sorted(lineage_counts(versions)) == sorted(t.trace_id for t in traces)
 
 

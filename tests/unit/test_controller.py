@@ -19,6 +19,7 @@ from combee_core.controller import (
     fit_power_law,
     plateau_batch_size,
     plateau_batch_size_raw,
+    plateau_batch_size_relative,
 )
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -29,6 +30,8 @@ taus = st.floats(min_value=1e-4, max_value=0.5)
 
 # a wide ladder with repeats so a 5% noise cannot move the fit by 5% (about 6 standard errors away)
 WIDE_LADDER = tuple(sorted({round(x) for x in np.geomspace(1, 200, 12)}))
+# The bs = 1-normalised form of the plateau, with the ladder and bounds these mechanics tests were written for.
+REF1 = dict(bs_min=3, bs_max=200, candidates=(5, 10, 20, 40, 80), reference_batch_size=1.0)
 
 
 def batch_delay(A: float, alpha: float, batch_size: int, noise: float = 1.0) -> float:
@@ -156,10 +159,11 @@ def test_plateau_stays_finite_for_extreme_inputs() -> None:
 def test_profiling_ladder_is_visited_in_order() -> None:
     controller = BatchSizeController(ControllerConfig())
     decisions = run_profile(controller, A=10.0, alpha=0.8)
-    assert [d.batch_size for d in decisions[:-1]] == [5, 10, 20, 40, 80]
+    # the default ladder starts in the k = 1 regime (bs <= 3) and ends at the upper bound
+    assert [d.batch_size for d in decisions[:-1]] == [3, 10, 30, 100]
     assert all(d.phase == "profiling" and d.fit is None for d in decisions[:-1])
     assert decisions[-1].phase == "fitted"
-    assert "profiling rung 20" in decisions[2].reason
+    assert "profiling rung 30" in decisions[2].reason
 
 
 def test_profiling_ladder_repeats_and_clamps() -> None:
@@ -170,14 +174,14 @@ def test_profiling_ladder_repeats_and_clamps() -> None:
 
 
 def test_profiling_counts_a_short_batch_for_its_nearest_rung() -> None:
-    controller = BatchSizeController(ControllerConfig())
+    controller = BatchSizeController(ControllerConfig(**REF1))
     assert controller.decide().batch_size == 5
     controller.observe(4, 1.0)  # closed early by max_wait
     assert controller.decide().batch_size == 10
 
 
 def test_profiling_ends_after_its_budget_when_rungs_are_never_hit() -> None:
-    config = ControllerConfig(max_profiling_samples=6)
+    config = ControllerConfig(max_profiling_samples=6, **REF1)
     controller = BatchSizeController(config)
     for _ in range(6):
         assert controller.decide().phase == "profiling"
@@ -191,7 +195,8 @@ def test_profiling_ends_after_its_budget_when_rungs_are_never_hit() -> None:
 @given(A=coefficients, alpha=exponents, tau=st.floats(min_value=1e-3, max_value=0.05), seed=st.integers(0, 2**32 - 1))
 def test_decision_is_the_analytic_plateau_of_a_noisy_fit(A: float, alpha: float, tau: float, seed: int) -> None:
     config = ControllerConfig(
-        tau=tau, bs_min=1, bs_max=200, candidates=WIDE_LADDER, samples_per_candidate=4, hysteresis=0.0
+        tau=tau, bs_min=1, bs_max=200, candidates=WIDE_LADDER, samples_per_candidate=4, hysteresis=0.0,
+        reference_batch_size=1.0,
     )
     decision = run_profile(BatchSizeController(config), A, alpha, np.random.default_rng(seed))[-1]
     assert decision.phase == "fitted" and decision.fit is not None
@@ -201,7 +206,7 @@ def test_decision_is_the_analytic_plateau_of_a_noisy_fit(A: float, alpha: float,
     assert config.bs_min <= decision.batch_size <= config.bs_max
     true_choice = config.clamp(math.floor(plateau_batch_size(A, alpha, tau) + 0.5))
     assert abs(decision.batch_size - true_choice) <= max(1, 0.05 * true_choice)
-    assert f"alpha={decision.fit.alpha:.3f}" in decision.reason and "bs*=" in decision.reason
+    assert f"alpha={decision.fit.alpha:.3f}" in decision.reason and "bs* = " in decision.reason
     assert len(decision.samples) == 4 * len(WIDE_LADDER)
 
 
@@ -209,13 +214,14 @@ def test_clamping_is_reported() -> None:
     config = ControllerConfig(tau=1e-6, bs_max=100, hysteresis=0.0)  # plateau far above bs_max
     decision = run_profile(BatchSizeController(config), A=10.0, alpha=1.0)[-1]
     assert decision.batch_size == 100
-    assert "clamped to [3, 100]" in decision.reason
+    assert "clamped to [1, 100]: the upper bound" in decision.reason
+    assert decision.plateau is not None and decision.plateau > 100
 
 
 def fitted_at(current: int, A: float, alpha: float, tau: float, hysteresis: float = 0.2) -> BatchSizeController:
     """A controller past profiling, currently at ``current``, with exact samples of the given law."""
     samples = tuple((bs, batch_delay(A, alpha, bs)) for bs in (5, 10, 20, 40, 80))
-    config = ControllerConfig(tau=tau, hysteresis=hysteresis)
+    config = ControllerConfig(tau=tau, hysteresis=hysteresis, bs_min=3, bs_max=200, reference_batch_size=1.0)
     return BatchSizeController.from_state(ControllerState(samples, current, profiled=True), config)
 
 
@@ -265,7 +271,7 @@ def test_poor_fit_keeps_the_current_size() -> None:
 
 
 def test_zero_delays_count_for_profiling_but_not_for_the_fit() -> None:
-    controller = BatchSizeController(ControllerConfig())
+    controller = BatchSizeController(ControllerConfig(**REF1))
     for bs in (5, 10, 20, 40, 80):
         controller.observe(bs, 0.0)
     decision = controller.decide()
@@ -277,14 +283,14 @@ def test_zero_delays_count_for_profiling_but_not_for_the_fit() -> None:
     samples=st.lists(
         st.tuples(st.integers(1, 500), st.floats(min_value=0.0, max_value=1e6, allow_nan=False)), max_size=40
     ),
-    current=st.none() | st.integers(3, 200),
+    current=st.none() | st.integers(1, 200),
 )
 def test_decisions_are_always_valid_sizes(samples: list[tuple[int, float]], current: int | None) -> None:
     controller = BatchSizeController(ControllerConfig(), current_batch_size=current)
     for bs, delay in samples:
         controller.observe(bs, delay)
     decision = controller.decide()
-    assert isinstance(decision.batch_size, int) and 3 <= decision.batch_size <= 200
+    assert isinstance(decision.batch_size, int) and 1 <= decision.batch_size <= 100
     if decision.fit is not None:
         assert all(math.isfinite(v) for v in (decision.fit.A, decision.fit.alpha, decision.fit.r2))
     assert "nan" not in decision.reason and "inf" not in decision.reason
@@ -321,3 +327,61 @@ def test_state_round_trips_through_json() -> None:
 def test_config_validation(kwargs) -> None:
     with pytest.raises(ValueError):
         ControllerConfig(**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------- defaults: what the user waits for
+
+
+@SETTINGS
+@given(alpha=exponents, tau=taus)
+def test_relative_plateau_is_the_paper_formula_normalised_at_its_own_size(alpha: float, tau: float) -> None:
+    bs = plateau_batch_size_relative(alpha, tau)
+    assert bs == pytest.approx(alpha / tau)
+    # the paper's formula with the delay normalised at bs* gives bs* back (a fixed point)
+    assert plateau_batch_size(1.0, alpha, tau, reference_batch_size=bs) == pytest.approx(bs, rel=1e-9)
+
+
+def sync_round_delay(bs: int, rollout_s: float = 38.0, per_call_s: float = 3.0) -> float:
+    """A sync round: the rollout wave plus a pipeline that grows slowly with the batch."""
+    return rollout_s + per_call_s * (1 + math.sqrt(bs))
+
+
+def test_rollout_dominated_rounds_choose_a_large_batch_bounded_by_the_upper_bound() -> None:
+    controller = BatchSizeController(ControllerConfig())
+    decision = controller.decide()
+    while decision.phase == "profiling":
+        controller.observe(decision.batch_size, sync_round_delay(decision.batch_size))
+        decision = controller.decide()
+    assert decision.fit is not None and decision.fit.alpha > 0.8  # epoch time falls almost as 1/bs
+    assert decision.batch_size == round(decision.fit.alpha / 0.016)
+    assert 50 <= decision.batch_size <= 100
+    bounded = BatchSizeController(ControllerConfig(bs_max=40))
+    decision = bounded.decide()
+    while decision.phase == "profiling":
+        bounded.observe(decision.batch_size, sync_round_delay(decision.batch_size))
+        decision = bounded.decide()
+    assert decision.batch_size == 40 and "the upper bound" in decision.reason
+
+
+def test_sample_delay_is_the_round_time_in_sync_mode_and_the_pipeline_delay_otherwise() -> None:
+    from combee_core.controller import clock_description, sample_delay
+    from combee_core.models import BatchMetrics
+    from combee_core.settings import CombeeSettings
+
+    metrics = BatchMetrics(playbook_id="p", batch_id=1, version=2, batch_size=50, k=7, delay_s=9.0,
+                           llm_critical_path_s=12.0, llm_calls=8, round_s=70.0)
+    first = metrics.model_copy(update={"round_s": None})
+
+    def settings(**overrides) -> CombeeSettings:
+        return CombeeSettings.load(env={}, **overrides)
+
+    sync_modelled = settings(fleet_mode="sync", controller_clock="modelled", fleet_agents=40)
+    assert sample_delay(sync_modelled, metrics) == pytest.approx(2 * 38.0 + 12.0)  # two waves of 40 agents
+    assert sample_delay(settings(fleet_mode="sync", controller_clock="modelled"), metrics) == pytest.approx(50.0)
+    assert sample_delay(settings(fleet_mode="sync", controller_clock="wall"), metrics) == 70.0
+    assert sample_delay(settings(fleet_mode="sync", controller_clock="wall"), first) is None
+    assert sample_delay(settings(fleet_mode="async", controller_clock="modelled"), metrics) == 12.0
+    assert sample_delay(settings(fleet_mode="async", controller_clock="wall"), metrics) == 9.0
+    assert "round time" in clock_description(sync_modelled) and "40 agents" in clock_description(sync_modelled)
+    assert "pipeline" in clock_description(settings())
+

@@ -58,3 +58,24 @@ def test_ticks_are_plain_numbers_several_per_decade():
     ticks = delay_ticks([0.004, 0.03])
     assert ticks == [0.005, 0.01, 0.02]
     assert all("e" not in plain_number(t) for t in ticks)
+
+
+def test_a_sync_fleets_controller_shows_round_times_with_rollouts(tmp_path):
+    settings = CombeeSettings.load(env={}, controller_clock="modelled", auto_batch_size=True, fleet_mode="sync")
+    decisions = [_decision(0, 57, "fitted", "fitted; bs* = alpha/tau = 0.910/0.016 = 56.9 -> 57", fit_A=40.0,
+                           fit_alpha=0.91, r2=0.99).model_copy(update={
+                               "clock": "round time, modelled", "plateau_batch_size": 56.9, "bs_min": 1,
+                               "bs_max": 100})]
+    summary = controller_summary(settings, [_metrics(0, 3, 3.0), _metrics(1, 100, 20.0)], decisions, "pb")
+    # every sample is a whole round: the rollout model's 38 s task time plus the LLM critical path
+    assert [s.batch_delay_s for s in summary.samples] == [41.0, 58.0]
+    assert summary.clock_description == "round time, modelled" and summary.bs_max == 100
+    assert summary.plateau_batch_size == 56.9
+    assert plot_controller(summary, tmp_path / "c.png") is not None
+
+
+def test_size_ticks_that_would_overlap_are_thinned_keeping_the_choice():
+    from streams.plots import spaced_ticks
+
+    assert spaced_ticks([3, 10, 19, 40, 44, 100], keep=44) == [3, 10, 19, 44, 100]
+    assert spaced_ticks([3, 10, 30, 100]) == [3, 10, 30, 100]

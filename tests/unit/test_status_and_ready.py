@@ -72,3 +72,18 @@ async def test_a_worker_stopped_before_it_was_ready_says_nothing():
     await asyncio.wait_for(announce_ready(WorkerReadiness(), stop, lines.append), 5)
     assert lines == []
     assert ready_line({"reflect": "consuming", "broker": "unreachable"}) == "worker: ready (reflect)"
+
+
+def test_status_explains_the_controllers_latest_decision():
+    from combee_core.controller import explain_decision
+    from combee_core.models import ControlDecision, utc_now
+
+    decision = ControlDecision(
+        playbook_id="pb", decision_id=4, batch_size=57, phase="fitted", fit_A=40.0, fit_alpha=0.91, r2=0.99,
+        tau=0.016, reason="fitted A=40, alpha=0.910, r2=0.990 on 4 samples; bs* = alpha/tau = 0.910/0.016 = 56.9 -> 57",
+        decided_at=utc_now(), clock="round time, modelled (rollouts on 100 agents + LLM critical path)",
+        plateau_batch_size=56.9, bs_min=1, bs_max=100)
+    line = explain_decision(decision)
+    assert line.startswith("57 (fitted)") and "round time" in line and "[1, 100]" in line and "56.9" in line
+    report = format_status(RunStatus(versions={"pb": 9}, batch_sizes={"pb": "57 (fitted)"}, controller={"pb": line}))
+    assert f"    controller: {line}" in report.splitlines()
