@@ -83,7 +83,8 @@ async def test_demo_with_promotion_shows_decisions_runs_only_promoted_versions_a
         kafka, unique_prefix, tmp_path):
     settings = CombeeSettings.load(env={}, topic_prefix=unique_prefix, batch_size=20, sim_clock="virtual",
                                    max_wait_s=1.0, partitions=2, promotion=True)
-    options = DemoOptions(fleet=8, mode="sync", traces=80, out=tmp_path, misleading=20)
+    options = DemoOptions(fleet=8, mode="sync", traces=80, out=tmp_path, misleading=20,
+                          task_time_s=0.02)  # not the rollout model's 38 s: this test is about promotion
     seen = []
     result = await run_demo(settings, kafka.bootstrap, kafka.profile, options, on_progress=seen.append)
 

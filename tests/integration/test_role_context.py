@@ -47,6 +47,7 @@ async def test_after_version_1_every_role_prompt_carries_the_playbook(kafka, uni
         unique_prefix, batch_size=4, p=1, max_wait_s=30.0, reflector_model="openai/tiny",
         aggregator_model="openai/tiny", reducer_model="openai/tiny", llm_api_base=server.api_base,
         llm_api_key="local-no-key", llm_max_retries=1,
+        deterministic_merge=False,  # every batch goes through the reducer call, whose prompt is checked
     )
     suite = build_suite(seed=7)
     failed = [t for t in train_traces(suite, 60) if t.success is False][:4]  # each states its family's lesson
