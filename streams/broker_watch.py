@@ -35,7 +35,12 @@ class BrokerWatchdog:
     cause: BrokerLost | None = field(default=None, init=False)
     unreachable_since: float | None = field(default=None, init=False)
     """When (``clock``) the broker stopped answering; None while it answers."""
+    seen: Collection[str] = ()
+    """Of :attr:`topics`, those already known to exist (the command checked at start): watched from the first check."""
     _seen: set[str] = field(default_factory=set, init=False)
+
+    def __post_init__(self) -> None:
+        self._seen.update(set(self.topics) & set(self.seen))
 
     async def run(self) -> None:
         """Watch until ``stop`` is set (by anyone); then return. Never raises for a broker problem."""

@@ -265,7 +265,8 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     _stop_on_signals(stop)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
         topic = settings.topic("playbook")
-        if topic not in await list_topics(bootstrap, settings.topic_prefix):
+        existing = await list_topics(bootstrap, settings.topic_prefix)
+        if topic not in existing:
             print(f"Waiting for {topic}: no worker has run with prefix {settings.topic_prefix} on {bootstrap} yet.",
                   file=sys.stderr, flush=True)
         promoted = not args.candidates and (settings.promotion or await has_records(
@@ -273,10 +274,12 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         if promoted:
             print(f"following promoted versions ({settings.topic('promoted')}); --candidates for every version",
                   file=sys.stderr, flush=True)
-        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic])
+        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing)
         async with watching(watchdog):
             await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
-                                stop=stop, out=sys.stdout, promoted=promoted)
+                                stop=stop, out=sys.stdout, promoted=promoted,
+                                on_following=lambda name: print(f"tail: following {name} on {bootstrap}",
+                                                                file=sys.stderr, flush=True))
     if watchdog.cause is not None:
         raise watchdog.cause
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
@@ -80,13 +80,15 @@ async def tail_versions(
     stop: asyncio.Event | None = None,
     out: TextIO,
     promoted: bool = False,
+    on_following: Callable[[str], None] | None = None,
 ) -> int:
     """Print every version (from the beginning of the topic), then new ones as they arrive. With ``promoted``,
-    every promotion decision instead, with the served version when the pointer moves (``limit`` counts those)."""
+    every promotion decision instead, with the served version when the pointer moves (``limit`` counts those).
+    ``on_following(topic)`` is called once the consumer reads the topic."""
     stop = stop or asyncio.Event()
     if promoted:
         return await _tail_promoted(settings, bootstrap, profile, playbook_id=playbook_id, limit=limit, stop=stop,
-                                    out=out)
+                                    out=out, on_following=on_following)
     topic = settings.topic("playbook")
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await consumer.start()
@@ -95,6 +97,8 @@ async def tail_versions(
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
+        if on_following is not None:
+            on_following(topic)
         gate = ContiguousNumbers[str](start=1)
         while not stop.is_set() and (limit is None or printed < limit):
             batch = await consumer.getmany(timeout_ms=250)
@@ -115,7 +119,8 @@ async def tail_versions(
 
 
 async def _tail_promoted(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, *,
-                         playbook_id: str | None, limit: int | None, stop: asyncio.Event, out: TextIO) -> int:
+                         playbook_id: str | None, limit: int | None, stop: asyncio.Event, out: TextIO,
+                         on_following: Callable[[str], None] | None = None) -> int:
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await consumer.start()
     printed = 0
@@ -123,6 +128,8 @@ async def _tail_promoted(settings: CombeeSettings, bootstrap: str, profile: Brok
         tp = TopicPartition(settings.topic("promoted"), 0)
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
+        if on_following is not None:
+            on_following(tp.topic)
         ledger = PromotionLedger()
         while not stop.is_set() and (limit is None or printed < limit):
             batch = await consumer.getmany(timeout_ms=250)

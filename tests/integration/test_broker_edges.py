@@ -89,6 +89,17 @@ async def _wait_for_line(process: subprocess.Popen, deadline_s: float = 30) -> s
     return (await asyncio.wait_for(asyncio.to_thread(process.stdout.readline), deadline_s)).strip()
 
 
+async def _line_starting(process: subprocess.Popen, prefix: str, timeout_s: float) -> None:
+    """Read ``process``'s stderr until a line starts with ``prefix`` (fails after ``timeout_s``, or at its end)."""
+    async def read() -> None:
+        while line := await asyncio.to_thread(process.stderr.readline):
+            if line.startswith(prefix):
+                return
+        pytest.fail(f"{process.args[3:]} ended its stderr without a line starting {prefix!r}")
+
+    await asyncio.wait_for(read(), timeout_s)
+
+
 def _assert_one_line(err: str, command: str) -> str:
     lines = err.strip().splitlines()
     assert "Traceback" not in err, err
@@ -226,7 +237,7 @@ async def test_a_worker_and_tail_stop_when_their_broker_comes_back_without_its_d
         await _ready(port, worker)
         tail = _spawn("tail", *common, env=env)
         processes.append(tail)
-        await asyncio.sleep(3)
+        await _line_starting(tail, "tail: following reborn.playbook", 60)  # the tail has seen the run's topics
         assert tail.poll() is None
         broker.stop()
         fresh.start()  # same address, nothing in it
