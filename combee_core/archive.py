@@ -29,6 +29,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.models import (
     BatchManifest,
@@ -71,7 +72,7 @@ invalid traces (they are dead letters in the run, and a replay reproduces them).
 _TOPIC = r"^[A-Za-z0-9._-]+$"
 
 
-class ArchiveError(ValueError):
+class ArchiveError(CombeeError, ValueError):
     """An archive that cannot be used. ``line`` is the first bad line (1-based; 0 when the file as a whole cannot be
     used: missing, unreadable); ``problems`` lists up to 20."""
 

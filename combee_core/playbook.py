@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from combee_core.errors import CombeeError
 from combee_core.models import (
     AddOp,
     AppliedOperation,
@@ -43,7 +44,7 @@ _NEGATIONS = frozenset(
 )
 
 
-class PlaybookError(ValueError):
+class PlaybookError(CombeeError, ValueError):
     """A playbook value that breaks an invariant (duplicate ids, bad order, bad version)."""
 
 

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
-    EvalRequest,
     BatchManifest,
+    EvalRequest,
     EvalResult,
     ImprovementCost,
     PlaybookEntry,
@@ -32,7 +33,7 @@ from combee_core.tasks import Task
 PROMOTER = "promoter"
 
 
-class PromotionError(ValueError):
+class PromotionError(CombeeError, ValueError):
     """An operator's promote or rollback that cannot be done (unknown version, nothing to roll back to)."""
 
 

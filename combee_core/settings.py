@@ -8,10 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.errors import CombeeError
+
 ENV_PREFIX = "COMBEE_"
 
 
-class SettingsError(ValueError):
+class SettingsError(CombeeError, ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
 
 

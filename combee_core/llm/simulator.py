@@ -25,6 +25,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core import limits
+from combee_core.errors import CombeeError
 from combee_core.llm.prompts import read_data_block
 
 PROVIDER = "combee-sim"
@@ -96,7 +97,7 @@ class SimulatedReply:
     unscaled_latency_s: float
 
 
-class SimulatedFailure(Exception):
+class SimulatedFailure(CombeeError):
     """An injected provider failure (``fail_first_n``)."""
 
 
