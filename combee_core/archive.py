@@ -309,7 +309,8 @@ def _parse_header(number: int, line: bytes | str, problems: list[tuple[int, str]
     if problem is None and not (isinstance(data, dict) and data.get("format") == ARCHIVE_FORMAT):
         problem = f"not a {ARCHIVE_FORMAT} header (the first line must say \"format\": \"{ARCHIVE_FORMAT}\")"
     if problem is None and data.get("format_version") != FORMAT_VERSION:
-        problem = f"format_version {data.get('format_version')!r} is not supported (this version reads {FORMAT_VERSION})"
+        problem = (f"format_version {data.get('format_version')!r} is not supported "
+                   f"(this version reads {FORMAT_VERSION})")
     if problem is None:
         try:
             return ArchiveHeader.model_validate(data)

@@ -17,16 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from combee_core.errors import CombeeError
-from combee_core.models import (
-    AddOp,
-    AppliedOperation,
-    DeleteOp,
-    MergeOp,
-    Operation,
-    PlaybookEntry,
-    TagOp,
-    UpdateOp,
-)
+from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
 
 ID_PREFIX_CHARS = 3
 ID_COUNTER_DIGITS = 5

@@ -184,7 +184,7 @@ class CandidateCost:
     cost_usd: float
 
     @classmethod
-    def of(cls, version: PlaybookVersion, manifest: BatchManifest | None = None) -> "CandidateCost":
+    def of(cls, version: PlaybookVersion, manifest: BatchManifest | None = None) -> CandidateCost:
         """The version's aggregate and reduce calls (its stats), plus its batch's reflections when the manifest
         says what they cost."""
         stats = version.stats
@@ -192,7 +192,7 @@ class CandidateCost:
                    stats.completion_tokens, stats.cost_usd)
         return cost.plus(manifest.reflection_usage if manifest is not None else None)
 
-    def plus(self, usage: Usage | None) -> "CandidateCost":
+    def plus(self, usage: Usage | None) -> CandidateCost:
         """With the calls of ``usage`` added (the batch's reflections)."""
         if usage is None:
             return self

@@ -87,7 +87,8 @@ def scan_call_count(leaf_count: int, max_fan_in: int) -> int:
 
 
 def _balanced_groups(nodes: int, group_count: int) -> tuple[tuple[int, ...], ...]:
-    """Split ``range(nodes)`` into ``group_count`` contiguous groups, the first ``nodes % group_count`` larger by one."""
+    """Split ``range(nodes)`` into ``group_count`` contiguous groups, the first ``nodes % group_count`` larger by
+    one."""
     base, extra = divmod(nodes, group_count)
     groups = []
     start = 0

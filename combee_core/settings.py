@@ -182,7 +182,7 @@ class CombeeSettings(BaseModel):
         return value or None
 
     @classmethod
-    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "CombeeSettings":
+    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> CombeeSettings:
         """Build settings from ``COMBEE_*`` environment variables, then apply non-None ``overrides``."""
         source = os.environ if env is None else env
         values: dict[str, Any] = {}

@@ -234,7 +234,7 @@ async def kafka_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
             response = await asyncio.wait_for(reader.readexactly(size), timeout_s)
             if struct.unpack(">i", response[:4])[0] == 1:
                 return True
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, struct.error, ValueError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, struct.error, ValueError):
             pass
         finally:
             if writer is not None:
@@ -481,7 +481,7 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0) -> None:
             if client.cluster.brokers():
                 return
             last = RuntimeError("metadata lists no brokers")
-        except (Exception, asyncio.TimeoutError) as exc:
+        except (TimeoutError, Exception) as exc:
             last = exc
         finally:
             with contextlib.suppress(Exception):
@@ -518,7 +518,7 @@ async def close_client(closing: Awaitable[object], what: str, timeout_s: float =
     re-raises that task's cancellation); a cancellation of the caller itself still propagates."""
     try:
         await asyncio.wait_for(closing, timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         logging.getLogger(__name__).warning("%s did not close within %.1f s; left behind", what, timeout_s)
     except asyncio.CancelledError:
         task = asyncio.current_task()

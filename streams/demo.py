@@ -405,7 +405,8 @@ async def run_demo(
         playbook_entries=len(final.entries) if final else 0,
         playbook_tokens=final.stats.playbook_tokens if final else 0,
         usage=usage, fleet=fleet_report, controller=controller, plots=plots,
-        promotion=settings.promotion, misleading_sent=len(misleading_ids), promotions=[promotion_row(d) for d in decisions],
+        promotion=settings.promotion, misleading_sent=len(misleading_ids),
+        promotions=[promotion_row(d) for d in decisions],
         served_version=decisions[-1].served_version if decisions else None,
         cost_usd_per_point=cost_per_point(decisions),
     )

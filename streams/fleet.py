@@ -28,8 +28,8 @@ from combee_core.rollout import round_rollout_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker import BrokerProfile
-from streams.runtime import consumer_config, start_producer
 from streams.produce import send_traces
+from streams.runtime import consumer_config, start_producer
 
 FleetMode = Literal["sync", "async"]
 

@@ -196,7 +196,7 @@ class LogView:
         async with self._advanced:
             try:
                 await asyncio.wait_for(self._advanced.wait_for(lambda: self.position > offset), timeout_s)
-            except asyncio.TimeoutError as error:
+            except TimeoutError as error:
                 raise LogViewTimeout(f"{self.topic}: view at offset {self.position}, did not reach {offset} within "
                                      f"{timeout_s:.0f} s") from error
 

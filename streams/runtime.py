@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord, RecordMetadata
-
 from pydantic import ValidationError
 
 from combee_core.models import CombeeModel, DeadLetter
@@ -40,7 +39,7 @@ class StageContext:
     profile: BrokerProfile
     producer: AIOKafkaProducer
     stop: asyncio.Event
-    llm: "LLMRoles | None" = None
+    llm: LLMRoles | None = None
     counters: dict[str, int] = field(default_factory=dict)
 
     def count(self, name: str, amount: int = 1) -> None:
@@ -183,7 +182,7 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 class _Rebalance(ConsumerRebalanceListener):
-    def __init__(self, stage: "Stage") -> None:
+    def __init__(self, stage: Stage) -> None:
         self._stage = stage
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:

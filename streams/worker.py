@@ -84,7 +84,7 @@ async def run_worker(
     stop: asyncio.Event | None = None,
     on_call: Callable[[object], Awaitable[None] | None] | None = None,
     ready: asyncio.Event | None = None,
-    readiness: "WorkerReadiness | None" = None,
+    readiness: WorkerReadiness | None = None,
 ) -> dict[str, int]:
     """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...).
 
@@ -120,7 +120,7 @@ async def _run_stages(
     *,
     on_call: Callable[[object], Awaitable[None] | None] | None,
     ready: asyncio.Event | None,
-    readiness: "WorkerReadiness | None",
+    readiness: WorkerReadiness | None,
 ) -> dict[str, int]:
     settings, stop = ctx.settings, ctx.stop
     misses: list[BaseException] = []

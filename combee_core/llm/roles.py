@@ -380,7 +380,7 @@ class LLMRoles:
         try:
             with self._quiet():  # no litellm logging payload per call: the CallRecord is our log
                 response = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
-        except asyncio.TimeoutError as error:
+        except TimeoutError as error:
             raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s")) from error
         except _provider_errors()[0] as error:
             raise _Attempted(

@@ -40,7 +40,8 @@ def test_every_exception_class_of_the_project_is_a_combee_error_but_the_named_bu
     classes = _exception_classes()
     assert len(classes) > 20  # the walk found the project's classes
     assert NOT_EXPECTED <= set(classes), "an exempted class was renamed or removed: update NOT_EXPECTED"
-    strays = sorted(name for name, cls in classes.items() if name not in NOT_EXPECTED and not issubclass(cls, CombeeError))
+    strays = sorted(name for name, cls in classes.items()
+                    if name not in NOT_EXPECTED and not issubclass(cls, CombeeError))
     assert strays == []
 
 

@@ -11,16 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from combee_core.models import (
-    AddOp,
-    AppliedOperation,
-    DeleteOp,
-    MergeOp,
-    Operation,
-    PlaybookEntry,
-    TagOp,
-    UpdateOp,
-)
+from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
 from combee_core.playbook import (
     ApplyResult,
     Playbook,
@@ -30,6 +21,7 @@ from combee_core.playbook import (
     entry_id_number,
     estimate_tokens,
     is_near_duplicate,
+    is_paraphrase,
     make_entry_id,
     normalise_text,
     playbook_tokens,
@@ -481,10 +473,11 @@ def check_step(before: Playbook, op: Operation, applied: AppliedOperation, after
         assert after.next_entry_number == before.next_entry_number + 1
         assert a[applied.entry_id].content == op.content and a[applied.entry_id].section == op.section
     elif isinstance(op, AddOp):
-        assert applied.reason == f"near-duplicate of {applied.entry_id}"
+        assert applied.reason in (f"near-duplicate of {applied.entry_id}", f"paraphrase of {applied.entry_id}")
         assert list(a) == list(b)
         target = b[applied.entry_id]
-        assert target.section == op.section and is_near_duplicate(target.content, op.content)
+        similar = is_near_duplicate if applied.reason.startswith("near-duplicate") else is_paraphrase
+        assert target.section == op.section and similar(target.content, op.content)
         assert a[applied.entry_id].helpful == target.helpful + op.support
     else:
         assert after.next_entry_number == before.next_entry_number, "only ADD moves the counter"
