@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -47,7 +47,7 @@ from combee_core.models import (
     first_error,
 )
 
-ARCHIVE_FORMAT = "combee-archive"
+ARCHIVE_FORMAT: Final = "combee-archive"
 FORMAT_VERSION = 1
 MAX_REPORTED_PROBLEMS = 20
 

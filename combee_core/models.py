@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal, Self
 
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from combee_core import limits
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 Identifier = Annotated[
     str,
@@ -73,7 +73,7 @@ class CombeeModel(BaseModel):
         return orjson.dumps(self.model_dump(mode="json"))
 
     @classmethod
-    def from_json_bytes(cls, data: bytes | str | None):
+    def from_json_bytes(cls, data: bytes | str | None) -> Self:
         """Parse and validate wire bytes. Every bad input raises a ``ValueError``: ``pydantic.ValidationError``,
         ``orjson.JSONDecodeError``, or a plain ``ValueError`` for a record without a value (a tombstone)."""
         if not isinstance(data, (bytes, bytearray, memoryview, str)):

@@ -13,6 +13,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Literal
 
 from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers
@@ -154,7 +155,8 @@ class ScoreCache:
         failed = [r for r in results if r is not None and r.score is None]
         if failed:
             return None, f"task {failed[0].task_id}: {failed[0].error or 'no score'}", ", ".join(models)
-        return sum(r.score for r in results if r is not None) / len(results), "", ", ".join(models)
+        scores = [r.score for r in results if r is not None and r.score is not None]
+        return sum(scores) / len(results), "", ", ".join(models)
 
 
 def eval_requests(playbook_id: str, version: int, entries: list[PlaybookEntry], task_set: str,
@@ -235,11 +237,13 @@ def decide(
     playbook_id = candidate.playbook_id
     incumbent = ledger.served(playbook_id)
     incumbent_version = ledger.served_version(playbook_id)
+    common: dict[str, Any]
     common = dict(playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id),
                   candidate_version=candidate.version, candidate_hash=candidate.content_hash,
                   previous_version=incumbent_version, held_out_score=candidate_score, incumbent_score=incumbent_score,
                   task_set=task_set, tasks=tasks, rule=rule.describe(), proposer=proposer,
                   evaluator_model=evaluator_model or None, by=PROMOTER, decided_at=now)
+    keep: dict[str, Any]
     keep = dict(served_version=incumbent_version, served=incumbent)
     if ledger.paused(playbook_id):
         return PromotionDecision(action="hold", **keep, paused=True, **common,
@@ -298,9 +302,10 @@ def canary_verdict(
     if len(incumbent) < need:
         return None
     canary_score = sum(canary) / need  # type: ignore[arg-type]
-    incumbent_score = sum(incumbent) / need  # type: ignore[arg-type]
+    incumbent_score = sum(incumbent) / need
     verdict = (f"canary v{candidate.version} live {canary_score:.4f} vs incumbent v{latest.served_version} live "
                f"{incumbent_score:.4f} over {need} traces each")
+    common: dict[str, Any]
     common = dict(playbook_id=candidate.playbook_id, decision_id=ledger.next_id(candidate.playbook_id),
                   candidate_version=candidate.version, candidate_hash=candidate.content_hash,
                   previous_version=latest.served_version, held_out_score=latest.held_out_score,
@@ -347,10 +352,11 @@ def operator_decision(
     ``version``, pauses automatic promotion until the next operator promote)."""
     if action not in ("operator-promote", "rollback"):
         raise PromotionError(f"unknown operator action {action!r}")
+    decided: Literal["operator-promote", "rollback"] = "rollback" if action == "rollback" else "operator-promote"
     served_version = version.version if version is not None else 0
     verb = "promoted" if action == "operator-promote" else "rolled back to"
     return PromotionDecision(
-        playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action=action,
+        playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action=decided,
         candidate_version=None if action == "rollback" else (served_version or None),
         candidate_hash=version.content_hash if version is not None else None, served_version=served_version,
         served=version, previous_version=ledger.served_version(playbook_id), rule=rule.describe(),

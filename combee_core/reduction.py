@@ -17,6 +17,7 @@ from combee_core.models import (
     PartialUpdate,
     PlaybookVersion,
     TagOp,
+    TagValue,
     UpdateOp,
     Usage,
     VersionStats,
@@ -124,7 +125,7 @@ def merge_without_conflict(children: Sequence[list[Operation]],
     """
     adds: dict[str, tuple[AddOp, int]] = {}  # normalised text -> (representative ADD, child)
     support: dict[str, int] = {}
-    tags: dict[tuple[str, str], int] = {}
+    tags: dict[tuple[str, TagValue], int] = {}
     edits: dict[str, Operation] = {}
     touched: dict[str, str] = {}  # entry id -> JSON of the one edit that touches it
     for child, operations in enumerate(children):
@@ -154,9 +155,9 @@ def merge_without_conflict(children: Sequence[list[Operation]],
                     if touched.setdefault(entry_id, text) != text:
                         return None
                 edits[text] = op
-    merged: list[Operation] = []
-    merged += sorted((add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()),
-                     key=lambda a: (a.section, a.content))
+    merged_adds = sorted((add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()),
+                         key=lambda a: (a.section, a.content))
+    merged: list[Operation] = [*merged_adds]
     for kind in (UpdateOp, MergeOp, DeleteOp):
         merged += [edits[text] for text in sorted(edits) if isinstance(edits[text], kind)]
     merged += [TagOp(entry_id=entry, tag=tag, count=count) for (entry, tag), count in sorted(tags.items())]

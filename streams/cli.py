@@ -11,10 +11,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from combee_core.errors import CombeeError
 from combee_core.settings import CombeeSettings
+
+if TYPE_CHECKING:
+    from streams.broker import BrokerProfile
 
 log = logging.getLogger("combee")
 T = TypeVar("T")
@@ -70,7 +73,7 @@ PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_f
 """Flags named after the setting they override (see ``_add_common`` and ``_add_pipeline``)."""
 
 
-def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, object]:
+def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     """The settings the given flags override: ``names`` as they are, plus ``--bootstrap``, ``--batch-size``
     (a number, or ``auto`` for the controller) and ``--model`` (every role). Flags not given are left out."""
     overrides = {name: getattr(args, name, None) for name in names}
@@ -97,7 +100,7 @@ NO_BROKER_HELP = ("no broker: pass --bootstrap HOST:PORT (or set COMBEE_KAFKA_BO
 
 
 @contextlib.asynccontextmanager
-async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, object]]:
+async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, BrokerProfile]]:
     """Yield (bootstrap, profile): the configured broker; else, with ``embedded``, a throwaway Tansu started for
     this command; else the broker a running ``combee broker`` recorded. None of these: :class:`NoBrokerFound`.
     A broker that does not answer within ``broker_connect_timeout_s``: :class:`BrokerUnreachable`."""
@@ -415,9 +418,9 @@ def main(argv: list[str] | None = None) -> int:
         from streams.log_flood import limit_repeated_logs
 
         limit_repeated_logs([handler for handler in root.handlers if handler not in existing])
-    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    handler = COMMANDS.get(args.command) or args.handler  # a plugin's parser sets ``handler``
     try:
-        result = handler(args)
+        result: Any = handler(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
         return int(result or 0)

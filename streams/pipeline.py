@@ -14,7 +14,14 @@ from dataclasses import dataclass, field
 from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.log_order import valid_manifests, valid_versions
-from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision
+from combee_core.models import (
+    BatchManifest,
+    CombeeModel,
+    ControlDecision,
+    DeadLetter,
+    PlaybookVersion,
+    PromotionDecision,
+)
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
@@ -153,7 +160,7 @@ class InProcessPipeline:
             await asyncio.sleep(poll_s)
 
 
-async def read_models(run: InProcessPipeline, topic: str, model: type) -> list:
+async def read_models(run: InProcessPipeline, topic: str, model: type[CombeeModel]) -> list:
     """Every record of a run's logical topic, parsed as ``model``."""
     records = await read_topic(run.bootstrap, run.profile, run.settings.topic(topic))
     return [model.from_json_bytes(record.value) for record in records]

@@ -42,6 +42,13 @@ class StageContext:
     llm: LLMRoles | None = None
     counters: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def roles(self) -> LLMRoles:
+        """The LLM roles, which the worker builds for the stages that call the LLM (reflect, aggregate, reduce)."""
+        if self.llm is None:
+            raise RuntimeError("this worker has no LLM roles: only the reflect, aggregate and reduce stages get them")
+        return self.llm
+
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
 
@@ -247,9 +254,9 @@ class Stage:
     def _background_done(self, task: asyncio.Task) -> None:
         self._background.discard(task)
         self._services.discard(task)
-        if task.cancelled() or task.exception() is None:
+        error = None if task.cancelled() else task.exception()
+        if error is None:
             return
-        error = task.exception()
         log.error("%s: background task %s failed", self.name, task.get_name())
         self._fail(error)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
@@ -52,7 +53,7 @@ class LLMRecordMiss(CombeeError):
         )
 
 
-def prompt_start(messages: list[dict], words: int = PROMPT_WORDS) -> str:
+def prompt_start(messages: list[dict[str, Any]], words: int = PROMPT_WORDS) -> str:
     """The first words of the last user message (else of the last message)."""
     chosen = next((m for m in reversed(messages) if m.get("role") == "user"), messages[-1] if messages else {})
     text = str(chosen.get("content") or "")

@@ -274,7 +274,7 @@ class ReducerStage(Stage):
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
             try:
-                result = await self.ctx.llm.reduce(children, context)
+                result = await self.ctx.roles.reduce(children, context)
                 return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
             except LLMError as error:
                 union = [op for ops in children for op in ops]

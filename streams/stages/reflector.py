@@ -98,7 +98,7 @@ class ReflectorStage(Stage):
             if trace is None:
                 return None
             try:
-                return await self.ctx.llm.reflect(trace, await self.used_entries(trace))
+                return await self.ctx.roles.reflect(trace, await self.used_entries(trace))
             except LLMError as error:
                 return error
 

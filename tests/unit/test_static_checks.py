@@ -17,3 +17,9 @@ def _run(*command: str) -> subprocess.CompletedProcess[str]:
 def test_ruff_finds_nothing():
     done = _run("ruff", "check", ".")
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_mypy_finds_nothing():
+    """combee_core with mypy's strict checks, streams/ with its defaults ([tool.mypy] in pyproject.toml)."""
+    done = _run("mypy")
+    assert done.returncode == 0, done.stdout + done.stderr
