@@ -81,10 +81,6 @@ class PowerLawFit:
     r2: float
     n_samples: int
 
-    def predict(self, batch_size: float) -> float:
-        """Fitted per-trace delay at ``batch_size``."""
-        return float(self.A * batch_size ** (-self.alpha))
-
 
 def epoch_delay(batch_size: int, batch_delay_s: float) -> float:
     """Per-trace delay of a batch, ``batch_delay_s / batch_size`` (what the power law models)."""

@@ -154,16 +154,6 @@ class ApplyResult:
     playbook: Playbook
     applied: list[AppliedOperation] = field(default_factory=list)
 
-    @property
-    def applied_count(self) -> int:
-        """Number of operations applied (not rejected)."""
-        return sum(1 for a in self.applied if a.outcome == "applied")
-
-    @property
-    def rejected_count(self) -> int:
-        """Number of operations rejected."""
-        return sum(1 for a in self.applied if a.outcome == "rejected")
-
 
 # ---------------------------------------------------------------------------------------------- near-duplicates
 

@@ -540,8 +540,6 @@ class BrokerProfile(BaseModel):
     heartbeat_interval_ms: int
     max_request_size: int
     """Producer max request size; also used for consumer fetch sizes."""
-    supports_idempotence: bool
-    """Tansu fails InitProducerId: no idempotent or transactional producers."""
     latest_offsets_reliable: bool
     """Tansu answers ListOffsets 'latest' with the newest *batch's* base offset + 1."""
     rebalance_timeout_ms: int = 60000
@@ -553,7 +551,6 @@ class BrokerProfile(BaseModel):
             session_timeout_ms=6000,
             heartbeat_interval_ms=1000,
             max_request_size=8 * 1024 * 1024,
-            supports_idempotence=False,
             latest_offsets_reliable=False,
             rebalance_timeout_ms=6000,
         )
@@ -565,7 +562,6 @@ class BrokerProfile(BaseModel):
             session_timeout_ms=10000,
             heartbeat_interval_ms=3000,
             max_request_size=8 * 1024 * 1024,
-            supports_idempotence=True,
             latest_offsets_reliable=True,
         )
 

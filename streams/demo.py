@@ -170,7 +170,6 @@ class DemoProgress:
     llm_calls: int = 0
     cost_usd: float = 0.0
     phase: str = "starting"
-    last_version_note: str = ""
     elapsed_s: float = 0.0
     history: list[VersionRow] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -305,8 +304,6 @@ async def run_demo(
         progress.history.append(row)
         progress.traces_learned += len(version.lineage)
         progress.version, progress.accuracy, progress.entries = row.version, row.held_out_accuracy, row.entries
-        progress.last_version_note = (f"v{row.version}: batch {row.batch_size}, {row.entries} entries, "
-                                      f"held-out accuracy {row.held_out_accuracy:.3f}")
         report()
 
     def on_decision(decision: ControlDecision) -> None:
