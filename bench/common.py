@@ -8,7 +8,6 @@ delays are modelled seconds, not wall seconds.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import platform
 import statistics

@@ -60,7 +60,8 @@ def summarise(runs: list[RunResult], sizes: list[int], seeds: list[int], capacit
     for size in sizes:
         name = f"fixed {size}"
         sweep.append(dict(batch_size=size, epoch_time_s=_mean(runs, name, "epoch_time_s"),
-                          pipeline_s=_mean(runs, name, "epoch_delay_s"), accuracy=_mean(runs, name, "held_out_accuracy"),
+                          pipeline_s=_mean(runs, name, "epoch_delay_s"),
+                          accuracy=_mean(runs, name, "held_out_accuracy"),
                           versions=_mean(runs, name, "versions")))
     for row in sweep:
         row["speedup_vs_sequential"] = seq_epoch / row["epoch_time_s"]
@@ -84,7 +85,8 @@ def summarise(runs: list[RunResult], sizes: list[int], seeds: list[int], capacit
 
 def report(result: dict) -> str:
     lines = [f"C = {result['capacity']}, seeds {result['seeds']}, {result['agents'] or 'one per task'} agents; "
-             f"sequential: epoch {result['sequential']['epoch_time_s']:.1f}s, acc {result['sequential']['accuracy']:.3f}",
+             f"sequential: epoch {result['sequential']['epoch_time_s']:.1f}s, "
+             f"acc {result['sequential']['accuracy']:.3f}",
              f"{'bs':>5} {'epoch time s':>13} {'speedup':>8} {'pipeline s':>11} {'versions':>8} {'acc':>6}"]
     for row in result["sweep"]:
         mark = "  <- best within 1 point of sequential" if row == result["best"] else ""

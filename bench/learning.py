@@ -111,7 +111,7 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
                     for node, result in zip(sorted(groups), results)]
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
-            result = await roles.reduce(children, text)
+            result = await roles.reduce(children, text)  # noqa: B023 (awaited within its iteration)
             return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)

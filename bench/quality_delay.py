@@ -18,8 +18,17 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from bench.common import (RunResult, Variant, default_suite, machine, mean_spread, run_variant, start_broker,
-                          one_pass, write_results)
+from bench.common import (
+    RunResult,
+    Variant,
+    default_suite,
+    machine,
+    mean_spread,
+    one_pass,
+    run_variant,
+    start_broker,
+    write_results,
+)
 from combee_core.controller import ControllerConfig
 from combee_core.settings import CombeeSettings
 

@@ -408,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
               f"~{row['worker_cpu_ms_per_trace'] - share:.2f} ms everything else")
     steady = result["steady"]
     if steady:
-        print(f"\nsteady: {steady['rate']:g} traces/s for {steady['seconds']:g} s (achieved {steady['achieved_rate']}), "
+        print(f"\nsteady: {steady['rate']:g} traces/s for {steady['seconds']:g} s "
+              f"(achieved {steady['achieved_rate']}), "
               "one worker; trace -> version time beyond the modelled LLM time (which is not slept):")
         print(f"  p50 {steady['p50_s']} s, p99 {steady['p99_s']} s  (of which after the batch closed: "
               f"p50 {steady['after_close_p50_s']} s, p99 {steady['after_close_p99_s']} s)")

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from combee_core import limits
+from combee_core.errors import CombeeError
 from combee_core.models import PlaybookEntry
 
 ACE_SECTIONS = (
@@ -37,7 +38,7 @@ _LINE = re.compile(r"^\[([^\]]+)\]\s*helpful=(\d+)\s*harmful=(\d+)\s*::\s*(.*)$"
 _SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 
 
-class AceFormatError(ValueError):
+class AceFormatError(CombeeError, ValueError):
     """Text that is not an ACE playbook; the message names the line."""
 
 

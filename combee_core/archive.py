@@ -24,11 +24,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.models import (
     BatchManifest,
@@ -46,7 +47,7 @@ from combee_core.models import (
     first_error,
 )
 
-ARCHIVE_FORMAT = "combee-archive"
+ARCHIVE_FORMAT: Final = "combee-archive"
 FORMAT_VERSION = 1
 MAX_REPORTED_PROBLEMS = 20
 
@@ -71,7 +72,7 @@ invalid traces (they are dead letters in the run, and a replay reproduces them).
 _TOPIC = r"^[A-Za-z0-9._-]+$"
 
 
-class ArchiveError(ValueError):
+class ArchiveError(CombeeError, ValueError):
     """An archive that cannot be used. ``line`` is the first bad line (1-based; 0 when the file as a whole cannot be
     used: missing, unreadable); ``problems`` lists up to 20."""
 
@@ -308,7 +309,8 @@ def _parse_header(number: int, line: bytes | str, problems: list[tuple[int, str]
     if problem is None and not (isinstance(data, dict) and data.get("format") == ARCHIVE_FORMAT):
         problem = f"not a {ARCHIVE_FORMAT} header (the first line must say \"format\": \"{ARCHIVE_FORMAT}\")"
     if problem is None and data.get("format_version") != FORMAT_VERSION:
-        problem = f"format_version {data.get('format_version')!r} is not supported (this version reads {FORMAT_VERSION})"
+        problem = (f"format_version {data.get('format_version')!r} is not supported "
+                   f"(this version reads {FORMAT_VERSION})")
     if problem is None:
         try:
             return ArchiveHeader.model_validate(data)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from combee_core.errors import CombeeError
 from combee_core.models import BatchManifest, Reflection, ShuffledReflection, Usage
 from combee_core.shuffle import derive_seed, plan_augmented_shuffle
 
@@ -345,7 +346,7 @@ class UnconfirmedBatches:
         self._returned.pop((playbook_id, batch_id), None)
 
 
-class BatchPlanError(ValueError):
+class BatchPlanError(CombeeError, ValueError):
     """A batch plan that cannot be followed (gaps in batch ids, a trace in two batches)."""
 
 

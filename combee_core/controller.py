@@ -40,10 +40,14 @@ import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from scipy import stats
+
+if TYPE_CHECKING:
+    from combee_core.models import BatchMetrics, ControlDecision
+    from combee_core.settings import CombeeSettings
 
 __all__ = [
     "BatchSizeController",
@@ -76,10 +80,6 @@ class PowerLawFit:
     alpha: float
     r2: float
     n_samples: int
-
-    def predict(self, batch_size: float) -> float:
-        """Fitted per-trace delay at ``batch_size``."""
-        return self.A * batch_size ** (-self.alpha)
 
 
 def epoch_delay(batch_size: int, batch_delay_s: float) -> float:
@@ -383,7 +383,7 @@ class BatchSizeController:
 # ---------------------------------------------------------------------------------------------- what is fitted
 
 
-def sample_delay(settings, metrics) -> float | None:
+def sample_delay(settings: CombeeSettings, metrics: BatchMetrics) -> float | None:
     """The delay of one batch the controller fits, on the run's clock; None when there is none yet.
 
     ``settings`` is a ``CombeeSettings``, ``metrics`` a ``BatchMetrics``. Sync fleet (``fleet_mode="sync"``): the
@@ -403,7 +403,7 @@ def sample_delay(settings, metrics) -> float | None:
     return metrics.llm_critical_path_s if modelled else metrics.delay_s
 
 
-def clock_description(settings) -> str:
+def clock_description(settings: CombeeSettings) -> str:
     """One line naming what :func:`sample_delay` measures under ``settings``."""
     if settings.fleet_mode == "sync":
         if settings.controller_clock == "modelled":
@@ -415,7 +415,7 @@ def clock_description(settings) -> str:
     return "pipeline delay, wall (batch closed -> version published)"
 
 
-def explain_decision(decision) -> str:
+def explain_decision(decision: ControlDecision) -> str:
     """One line saying what a ``ControlDecision`` chose and why: the clock, the fit, bs*, the bounds."""
     parts = [f"{decision.batch_size} ({decision.phase})"]
     if decision.clock:

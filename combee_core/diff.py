@@ -63,7 +63,8 @@ class DiffReport:
         head = (f"{self.versions_a} vs {self.versions_b} version(s) over {len(self.playbooks)} playbook(s); "
                 f"{self.identical_versions} identical before the first difference")
         if self.first is None:
-            head = f"identical: {self.versions_a} version(s) over {len(self.playbooks)} playbook(s), same content hashes"
+            head = (f"identical: {self.versions_a} version(s) over {len(self.playbooks)} playbook(s), "
+                    "same content hashes")
         return "\n".join([head, *self.notes, *([self.first.describe()] if self.first else [])])
 
 

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Final, Literal, Self
 
 import orjson
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
 
 from combee_core import limits
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 
 Identifier = Annotated[
     str,
@@ -73,7 +73,7 @@ class CombeeModel(BaseModel):
         return orjson.dumps(self.model_dump(mode="json"))
 
     @classmethod
-    def from_json_bytes(cls, data: bytes | str | None):
+    def from_json_bytes(cls, data: bytes | str | None) -> Self:
         """Parse and validate wire bytes. Every bad input raises a ``ValueError``: ``pydantic.ValidationError``,
         ``orjson.JSONDecodeError``, or a plain ``ValueError`` for a record without a value (a tombstone)."""
         if not isinstance(data, (bytes, bytearray, memoryview, str)):
@@ -89,7 +89,7 @@ class Usage(CombeeModel):
     cost_usd: float = Field(default=0.0, ge=0.0)
     calls: int = Field(default=0, ge=0)
 
-    def __add__(self, other: "Usage") -> "Usage":
+    def __add__(self, other: Usage) -> Usage:
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
@@ -109,7 +109,7 @@ class TraceStep(CombeeModel):
     tool: Annotated[str, Field(max_length=128)] | None = None
 
 
-MetadataValue = Union[str, int, float, bool, None]
+MetadataValue = str | int | float | bool | None
 
 
 class Trace(CombeeModel):
@@ -254,7 +254,7 @@ class TagOp(CombeeModel):
     count: int = Field(default=1, ge=1)
 
 
-Operation = Annotated[Union[AddOp, UpdateOp, MergeOp, DeleteOp, TagOp], Field(discriminator="op")]
+Operation = Annotated[AddOp | UpdateOp | MergeOp | DeleteOp | TagOp, Field(discriminator="op")]
 
 
 class AppliedOperation(CombeeModel):
@@ -350,7 +350,8 @@ class VersionStats(CombeeModel):
     max_staleness: int = Field(default=0, ge=0, description="Largest (base_version - trace.playbook_version).")
     delay_s: float = Field(default=0.0, ge=0.0, description="Batch closed -> version published, wall seconds.")
     llm_critical_path_s: float = Field(
-        default=0.0, ge=0.0, description="Sum over scan levels of the slowest LLM call (modelled latency in virtual time)."
+        default=0.0, ge=0.0,
+        description="Sum over scan levels of the slowest LLM call (modelled latency in virtual time).",
     )
     playbook_tokens: int = Field(default=0, ge=0)
     merged_without_call: int = Field(default=0, ge=0, description="Scan groups whose partials did not conflict and "

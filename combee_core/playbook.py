@@ -16,16 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from combee_core.models import (
-    AddOp,
-    AppliedOperation,
-    DeleteOp,
-    MergeOp,
-    Operation,
-    PlaybookEntry,
-    TagOp,
-    UpdateOp,
-)
+from combee_core.errors import CombeeError
+from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
 
 ID_PREFIX_CHARS = 3
 ID_COUNTER_DIGITS = 5
@@ -43,7 +35,7 @@ _NEGATIONS = frozenset(
 )
 
 
-class PlaybookError(ValueError):
+class PlaybookError(CombeeError, ValueError):
     """A playbook value that breaks an invariant (duplicate ids, bad order, bad version)."""
 
 
@@ -161,16 +153,6 @@ class ApplyResult:
 
     playbook: Playbook
     applied: list[AppliedOperation] = field(default_factory=list)
-
-    @property
-    def applied_count(self) -> int:
-        """Number of operations applied (not rejected)."""
-        return sum(1 for a in self.applied if a.outcome == "applied")
-
-    @property
-    def rejected_count(self) -> int:
-        """Number of operations rejected."""
-        return sum(1 for a in self.applied if a.outcome == "rejected")
 
 
 # ---------------------------------------------------------------------------------------------- near-duplicates

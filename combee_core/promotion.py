@@ -13,11 +13,13 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any, Literal
 
+from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
-    EvalRequest,
     BatchManifest,
+    EvalRequest,
     EvalResult,
     ImprovementCost,
     PlaybookEntry,
@@ -32,7 +34,7 @@ from combee_core.tasks import Task
 PROMOTER = "promoter"
 
 
-class PromotionError(ValueError):
+class PromotionError(CombeeError, ValueError):
     """An operator's promote or rollback that cannot be done (unknown version, nothing to roll back to)."""
 
 
@@ -153,7 +155,8 @@ class ScoreCache:
         failed = [r for r in results if r is not None and r.score is None]
         if failed:
             return None, f"task {failed[0].task_id}: {failed[0].error or 'no score'}", ", ".join(models)
-        return sum(r.score for r in results if r is not None) / len(results), "", ", ".join(models)
+        scores = [r.score for r in results if r is not None and r.score is not None]
+        return sum(scores) / len(results), "", ", ".join(models)
 
 
 def eval_requests(playbook_id: str, version: int, entries: list[PlaybookEntry], task_set: str,
@@ -183,7 +186,7 @@ class CandidateCost:
     cost_usd: float
 
     @classmethod
-    def of(cls, version: PlaybookVersion, manifest: BatchManifest | None = None) -> "CandidateCost":
+    def of(cls, version: PlaybookVersion, manifest: BatchManifest | None = None) -> CandidateCost:
         """The version's aggregate and reduce calls (its stats), plus its batch's reflections when the manifest
         says what they cost."""
         stats = version.stats
@@ -191,7 +194,7 @@ class CandidateCost:
                    stats.completion_tokens, stats.cost_usd)
         return cost.plus(manifest.reflection_usage if manifest is not None else None)
 
-    def plus(self, usage: Usage | None) -> "CandidateCost":
+    def plus(self, usage: Usage | None) -> CandidateCost:
         """With the calls of ``usage`` added (the batch's reflections)."""
         if usage is None:
             return self
@@ -234,11 +237,13 @@ def decide(
     playbook_id = candidate.playbook_id
     incumbent = ledger.served(playbook_id)
     incumbent_version = ledger.served_version(playbook_id)
+    common: dict[str, Any]
     common = dict(playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id),
                   candidate_version=candidate.version, candidate_hash=candidate.content_hash,
                   previous_version=incumbent_version, held_out_score=candidate_score, incumbent_score=incumbent_score,
                   task_set=task_set, tasks=tasks, rule=rule.describe(), proposer=proposer,
                   evaluator_model=evaluator_model or None, by=PROMOTER, decided_at=now)
+    keep: dict[str, Any]
     keep = dict(served_version=incumbent_version, served=incumbent)
     if ledger.paused(playbook_id):
         return PromotionDecision(action="hold", **keep, paused=True, **common,
@@ -297,9 +302,10 @@ def canary_verdict(
     if len(incumbent) < need:
         return None
     canary_score = sum(canary) / need  # type: ignore[arg-type]
-    incumbent_score = sum(incumbent) / need  # type: ignore[arg-type]
+    incumbent_score = sum(incumbent) / need
     verdict = (f"canary v{candidate.version} live {canary_score:.4f} vs incumbent v{latest.served_version} live "
                f"{incumbent_score:.4f} over {need} traces each")
+    common: dict[str, Any]
     common = dict(playbook_id=candidate.playbook_id, decision_id=ledger.next_id(candidate.playbook_id),
                   candidate_version=candidate.version, candidate_hash=candidate.content_hash,
                   previous_version=latest.served_version, held_out_score=latest.held_out_score,
@@ -346,10 +352,11 @@ def operator_decision(
     ``version``, pauses automatic promotion until the next operator promote)."""
     if action not in ("operator-promote", "rollback"):
         raise PromotionError(f"unknown operator action {action!r}")
+    decided: Literal["operator-promote", "rollback"] = "rollback" if action == "rollback" else "operator-promote"
     served_version = version.version if version is not None else 0
     verb = "promoted" if action == "operator-promote" else "rolled back to"
     return PromotionDecision(
-        playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action=action,
+        playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action=decided,
         candidate_version=None if action == "rollback" else (served_version or None),
         candidate_hash=version.content_hash if version is not None else None, served_version=served_version,
         served=version, previous_version=ledger.served_version(playbook_id), rule=rule.describe(),

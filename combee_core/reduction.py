@@ -17,12 +17,18 @@ from combee_core.models import (
     PartialUpdate,
     PlaybookVersion,
     TagOp,
+    TagValue,
     UpdateOp,
     Usage,
     VersionStats,
 )
 from combee_core.playbook import (
-    ApplyResult, Playbook, apply_operations, normalise_text, playbook_tokens, text_similarity,
+    ApplyResult,
+    Playbook,
+    apply_operations,
+    normalise_text,
+    playbook_tokens,
+    text_similarity,
 )
 from combee_core.scan import plan_scan
 
@@ -78,13 +84,13 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
         async def run_group(group: tuple[int, ...]) -> ReduceOutcome:
             nonlocal merged
             if len(group) == 1:
-                return ReduceOutcome(operations=current[group[0]], usage=Usage(), latency_s=0.0)
+                return ReduceOutcome(operations=current[group[0]], usage=Usage(), latency_s=0.0)  # noqa: B023
             if merge is not None:
-                operations = merge([current[i] for i in group])
+                operations = merge([current[i] for i in group])  # noqa: B023 (run within its level)
                 if operations is not None:
                     merged += 1
                     return ReduceOutcome(operations=operations, usage=Usage(), latency_s=0.0)
-            return await reduce([current[i] for i in group])
+            return await reduce([current[i] for i in group])  # noqa: B023
 
         outcomes = await asyncio.gather(*(run_group(group) for group in groups))
         usage = sum((o.usage for o in outcomes), usage)
@@ -119,7 +125,7 @@ def merge_without_conflict(children: Sequence[list[Operation]],
     """
     adds: dict[str, tuple[AddOp, int]] = {}  # normalised text -> (representative ADD, child)
     support: dict[str, int] = {}
-    tags: dict[tuple[str, str], int] = {}
+    tags: dict[tuple[str, TagValue], int] = {}
     edits: dict[str, Operation] = {}
     touched: dict[str, str] = {}  # entry id -> JSON of the one edit that touches it
     for child, operations in enumerate(children):
@@ -134,7 +140,7 @@ def merge_without_conflict(children: Sequence[list[Operation]],
                         adds[key] = (op, seen[1])
                     support[key] += op.support
                     continue
-                for other_key, (other, other_child) in adds.items():
+                for other, other_child in adds.values():
                     if (other_child != child and other.section == op.section
                             and text_similarity(op.content, other.content) >= paraphrase_similarity):
                         return None
@@ -149,9 +155,9 @@ def merge_without_conflict(children: Sequence[list[Operation]],
                     if touched.setdefault(entry_id, text) != text:
                         return None
                 edits[text] = op
-    merged: list[Operation] = []
-    merged += sorted((add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()),
-                     key=lambda a: (a.section, a.content))
+    merged_adds = sorted((add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()),
+                         key=lambda a: (a.section, a.content))
+    merged: list[Operation] = [*merged_adds]
     for kind in (UpdateOp, MergeOp, DeleteOp):
         merged += [edits[text] for text in sorted(edits) if isinstance(edits[text], kind)]
     merged += [TagOp(entry_id=entry, tag=tag, count=count) for (entry, tag), count in sorted(tags.items())]

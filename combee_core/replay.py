@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from combee_core.archive import ArchiveRecord
+from combee_core.errors import CombeeError
 from combee_core.models import BatchManifest
 from combee_core.shuffle import derive_seed
 
 
-class ReplayError(ValueError):
+class ReplayError(CombeeError, ValueError):
     """A replay that cannot be done as asked; the message says why and what to change."""
 
 

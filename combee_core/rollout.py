@@ -15,8 +15,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from combee_core.llm.simulator import SimulatorConfig, modelled_latency
+
+if TYPE_CHECKING:
+    from combee_core.settings import CombeeSettings
 
 __all__ = ["RolloutModel", "modelled_task_time_s", "rollout_model", "round_rollout_s"]
 
@@ -56,13 +60,13 @@ def round_rollout_s(tasks: int, agents: int | None, task_time_s: float) -> float
     return waves * task_time_s
 
 
-def rollout_model(settings) -> RolloutModel:
+def rollout_model(settings: CombeeSettings) -> RolloutModel:
     """The rollout model a run's settings (``CombeeSettings``) describe."""
     return RolloutModel(calls_per_task=settings.rollout_calls_per_task,
                         prompt_tokens_per_call=settings.rollout_prompt_tokens,
                         completion_tokens_per_call=settings.rollout_completion_tokens)
 
 
-def modelled_task_time_s(settings) -> float:
+def modelled_task_time_s(settings: CombeeSettings) -> float:
     """One task's modelled time under ``settings``, scaled by the simulator's ``sim_time_scale`` (like its calls)."""
-    return rollout_model(settings).task_time_s() * settings.sim_time_scale
+    return float(rollout_model(settings).task_time_s() * settings.sim_time_scale)

@@ -27,15 +27,10 @@ class ScanPlan:
         """Number of reduction levels above the leaves."""
         return len(self.levels)
 
-    @property
-    def root_level(self) -> int:
-        """Level of the single root node (equal to :attr:`depth`)."""
-        return len(self.levels)
-
     def node_count(self, level: int) -> int:
-        """Nodes on ``level`` (0 = the leaves, :attr:`root_level` = 1)."""
-        if not 0 <= level <= self.root_level:
-            raise IndexError(f"level {level} out of range 0..{self.root_level}")
+        """Nodes on ``level`` (0 = the leaves, :attr:`depth` = 1, the root)."""
+        if not 0 <= level <= self.depth:
+            raise IndexError(f"level {level} out of range 0..{self.depth}")
         return self.leaf_count if level == 0 else len(self.levels[level - 1])
 
     @property
@@ -87,7 +82,8 @@ def scan_call_count(leaf_count: int, max_fan_in: int) -> int:
 
 
 def _balanced_groups(nodes: int, group_count: int) -> tuple[tuple[int, ...], ...]:
-    """Split ``range(nodes)`` into ``group_count`` contiguous groups, the first ``nodes % group_count`` larger by one."""
+    """Split ``range(nodes)`` into ``group_count`` contiguous groups, the first ``nodes % group_count`` larger by
+    one."""
     base, extra = divmod(nodes, group_count)
     groups = []
     start = 0

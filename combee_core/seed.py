@@ -16,8 +16,16 @@ from datetime import datetime
 
 import orjson
 
-from combee_core.models import (AddOp, AppliedOperation, BatchManifest, DeleteOp, PlaybookEntry, PlaybookVersion,
-                                UpdateOp, VersionStats)
+from combee_core.models import (
+    AddOp,
+    AppliedOperation,
+    BatchManifest,
+    DeleteOp,
+    PlaybookEntry,
+    PlaybookVersion,
+    UpdateOp,
+    VersionStats,
+)
 from combee_core.playbook import Playbook, playbook_tokens
 
 IMPORT_PREFIX = "import:"

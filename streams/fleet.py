@@ -28,8 +28,8 @@ from combee_core.rollout import round_rollout_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker import BrokerProfile
-from streams.runtime import consumer_config, start_producer
 from streams.produce import send_traces
+from streams.runtime import consumer_config, start_producer
 
 FleetMode = Literal["sync", "async"]
 
@@ -137,9 +137,9 @@ class PlaybookFollower:
             if self.on_version is not None:
                 self.on_version(version)
         elif topic == "promoted":
-            decision = PromotionDecision.from_json_bytes(value)
-            if self.ledger.apply(decision) and self.on_promotion is not None:
-                self.on_promotion(decision)
+            promotion = PromotionDecision.from_json_bytes(value)
+            if self.ledger.apply(promotion) and self.on_promotion is not None:
+                self.on_promotion(promotion)
         elif topic == "control":
             decision = ControlDecision.from_json_bytes(value)
             self.decisions.append(decision)

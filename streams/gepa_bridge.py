@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from combee_core.ace_format import parse_ace, render_ace
+from combee_core.errors import CombeeError
 from combee_core.models import DeadLetter, PlaybookVersion, Trace, utc_now
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class ProposalTimeout(TimeoutError):
+class ProposalTimeout(CombeeError, TimeoutError):
     """The pipeline did not turn a proposal's traces into a version in time."""
 
 

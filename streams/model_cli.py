@@ -52,7 +52,7 @@ async def cmd_model_serve(args: argparse.Namespace) -> int:
                 return 1
             try:
                 await asyncio.wait_for(stop.wait(), timeout=1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
         return 0
     finally:

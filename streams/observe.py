@@ -15,11 +15,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
-from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.controller import explain_decision
-from combee_core.models import (
-    BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now,
-)
+from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
+from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile, close_client

@@ -11,9 +11,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from combee_core.errors import CombeeError
 from combee_core.llm.roles import CallRecord
 from combee_core.log_order import valid_manifests, valid_versions
-from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision
+from combee_core.models import (
+    BatchManifest,
+    CombeeModel,
+    ControlDecision,
+    DeadLetter,
+    PlaybookVersion,
+    PromotionDecision,
+)
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile
@@ -21,7 +29,7 @@ from streams.runtime import read_topic
 from streams.worker import ALL_STAGES, ensure_topics, run_worker
 
 
-class PipelineTimeout(TimeoutError):
+class PipelineTimeout(CombeeError, TimeoutError):
     """The run did not reach the awaited state in time; the message says what it saw."""
 
 
@@ -152,7 +160,7 @@ class InProcessPipeline:
             await asyncio.sleep(poll_s)
 
 
-async def read_models(run: InProcessPipeline, topic: str, model: type) -> list:
+async def read_models(run: InProcessPipeline, topic: str, model: type[CombeeModel]) -> list:
     """Every record of a run's logical topic, parsed as ``model``."""
     records = await read_topic(run.bootstrap, run.profile, run.settings.topic(topic))
     return [model.from_json_bytes(record.value) for record in records]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from combee_core.errors import CombeeError
 from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, PlaybookEntry, PlaybookVersion, utc_now
 from combee_core.seed import SeededVersion, is_import_manifest, seed_version
@@ -16,7 +17,7 @@ from streams.runtime import read_topic, start_producer
 log = logging.getLogger(__name__)
 
 
-class PlaybookIOError(ValueError):
+class PlaybookIOError(CombeeError, ValueError):
     """A playbook import or export that cannot be done as asked; the message says why."""
 
 

@@ -105,7 +105,7 @@ class PlaybookVersions:
             self._waiters.append((playbook_id, version, arrived))
             try:
                 await asyncio.wait_for(arrived, timeout_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("%s v%d did not arrive within %.0f s; using v%d as the roles' context", playbook_id,
                             version, timeout_s, self.latest_version(playbook_id))
             finally:

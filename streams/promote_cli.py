@@ -11,7 +11,12 @@ import sys
 from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import (
-    PromotionError, PromotionLedger, PromotionRule, load_ledger, operator_decision, rollback_target,
+    PromotionError,
+    PromotionLedger,
+    PromotionRule,
+    load_ledger,
+    operator_decision,
+    rollback_target,
 )
 from combee_core.settings import CombeeSettings
 from streams.broker import BrokerProfile

@@ -88,10 +88,9 @@ def _fail(command: str, error: Exception | str) -> int:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
+    from streams.broker import list_topics
     from streams.cli import broker_for, settings_from_args
     from streams.replay import ALL_TOPICS, export_run
-
-    from streams.broker import list_topics
 
     settings = settings_from_args(args)
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else list(ALL_TOPICS)

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord, RecordMetadata
-
 from pydantic import ValidationError
 
 from combee_core.models import CombeeModel, DeadLetter
@@ -40,8 +39,15 @@ class StageContext:
     profile: BrokerProfile
     producer: AIOKafkaProducer
     stop: asyncio.Event
-    llm: "LLMRoles | None" = None
+    llm: LLMRoles | None = None
     counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def roles(self) -> LLMRoles:
+        """The LLM roles, which the worker builds for the stages that call the LLM (reflect, aggregate, reduce)."""
+        if self.llm is None:
+            raise RuntimeError("this worker has no LLM roles: only the reflect, aggregate and reduce stages get them")
+        return self.llm
 
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
@@ -183,7 +189,7 @@ def partition_for(key: str, partitions: int) -> int:
 
 
 class _Rebalance(ConsumerRebalanceListener):
-    def __init__(self, stage: "Stage") -> None:
+    def __init__(self, stage: Stage) -> None:
         self._stage = stage
 
     async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
@@ -248,9 +254,9 @@ class Stage:
     def _background_done(self, task: asyncio.Task) -> None:
         self._background.discard(task)
         self._services.discard(task)
-        if task.cancelled() or task.exception() is None:
+        error = None if task.cancelled() else task.exception()
+        if error is None:
             return
-        error = task.exception()
         log.error("%s: background task %s failed", self.name, task.get_name())
         self._fail(error)
 

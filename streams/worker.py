@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings, SettingsError
 from streams.broker import BrokerProfile, close_client, create_topics
 from streams.broker_watch import BrokerWatchdog, watching
-from streams.llm_setup import build_llm_roles, replay_responder
+from streams.llm_setup import OnCall, build_llm_roles, replay_responder
 from streams.runtime import Stage, StageContext, start_producer
 from streams.stages.aggregator import AggregatorStage
 from streams.stages.batcher import BatcherStage
@@ -82,9 +82,9 @@ async def run_worker(
     stages: Sequence[str] = ALL_STAGES,
     *,
     stop: asyncio.Event | None = None,
-    on_call: Callable[[object], Awaitable[None] | None] | None = None,
+    on_call: OnCall | None = None,
     ready: asyncio.Event | None = None,
-    readiness: "WorkerReadiness | None" = None,
+    readiness: WorkerReadiness | None = None,
 ) -> dict[str, int]:
     """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...).
 
@@ -118,17 +118,21 @@ async def _run_stages(
     ctx: StageContext,
     stages: Sequence[str],
     *,
-    on_call: Callable[[object], Awaitable[None] | None] | None,
+    on_call: OnCall | None,
     ready: asyncio.Event | None,
-    readiness: "WorkerReadiness | None",
+    readiness: WorkerReadiness | None,
 ) -> dict[str, int]:
     settings, stop = ctx.settings, ctx.stop
     misses: list[BaseException] = []
     if LLM_STAGES.intersection(stages):
         responder = None
         if settings.llm_record == "replay":  # a miss stops the worker, even from a background task
-            responder = await replay_responder(settings, ctx.bootstrap, ctx.profile,
-                                               on_miss=lambda miss: (misses.append(miss), stop.set()))
+
+            def on_miss(miss: BaseException) -> None:
+                misses.append(miss)
+                stop.set()
+
+            responder = await replay_responder(settings, ctx.bootstrap, ctx.profile, on_miss=on_miss)
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from combee_core.audit import RunAudit, audit_run
 from combee_core.log_order import valid_versions
-from combee_core.models import BatchManifest, DeadLetter, PlaybookVersion, Trace
+from combee_core.models import BatchManifest, CombeeModel, DeadLetter, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from streams.broker import ResolvedBroker
 from streams.child_process import stop_processes
@@ -140,7 +140,7 @@ async def feed(settings: CombeeSettings, broker: ResolvedBroker, traces: Sequenc
 
 
 async def read_run(settings: CombeeSettings, broker: ResolvedBroker) -> tuple[list, list, list]:
-    async def models(topic: str, model: type) -> list:
+    async def models(topic: str, model: type[CombeeModel]) -> list:
         records = await read_topic(broker.bootstrap, broker.profile, settings.topic(topic))
         return [model.from_json_bytes(record.value) for record in records]
 

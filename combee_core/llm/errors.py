@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from combee_core.errors import CombeeError
+
 PREVIEW_CHARS = 500
 """How much of a model's raw text an :class:`LLMOutputError` keeps."""
 
@@ -13,7 +15,7 @@ def preview(text: str | None, limit: int = PREVIEW_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + f"... [{len(text) - limit} more chars]"
 
 
-class LLMError(Exception):
+class LLMError(CombeeError):
     """Base of the LLM layer's errors: which role and model failed, and why."""
 
     def __init__(self, role: str, model: str, reason: str, attempts: int = 0) -> None:

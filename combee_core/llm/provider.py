@@ -18,20 +18,19 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price map: no network at import
 
-import litellm  # noqa: E402  (after the offline switch above)
-from litellm import CustomLLM  # noqa: E402
-from litellm.llms.custom_llm import CustomLLMError  # noqa: E402
+import litellm as litellm  # noqa: E402  (after the offline switch above; re-exported for roles.py)
+from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
 from litellm.types.utils import Usage as LitellmUsage  # noqa: E402
 
 try:  # litellm's marker for its own nested calls: no success/failure logging payload, no callbacks
     from litellm._internal_context import is_internal_call as _litellm_internal_call  # noqa: E402
 except ImportError:  # another litellm layout: its logging then simply runs
-    _litellm_internal_call = None
+    _litellm_internal_call = None  # type: ignore[misc,assignment]
 
 from combee_core.llm.simulator import (  # noqa: E402
     DEFAULT_MODEL,
@@ -90,7 +89,7 @@ def litellm_callbacks_configured() -> bool:
 
 
 @contextlib.contextmanager
-def litellm_logging_skipped():
+def litellm_logging_skipped() -> Iterator[None]:
     """Within this block, ``litellm.acompletion`` skips its per-call logging (the standard logging payload, built
     for callbacks on every call, ~0.3 ms of CPU) when no litellm callback is configured: ``LLMRoles`` records every
     call itself (``CallRecord``). The response is still priced (``_hidden_params["response_cost"]``). With a
@@ -141,9 +140,10 @@ class _Call:
         try:
             return simulate(self.messages, self.config, self.attempt)
         except SimulatedFailure as error:
-            raise CustomLLMError(status_code=503, message=str(error)) from error
+            raise CustomLLMError(status_code=503, message=str(error)) from error  # type: ignore[no-untyped-call]
         except ValueError as error:
-            raise CustomLLMError(status_code=400, message=f"combee-sim cannot answer: {error}") from error
+            raise CustomLLMError(  # type: ignore[no-untyped-call]
+                status_code=400, message=f"combee-sim cannot answer: {error}") from error
 
     def sleep_s(self, reply: SimulatedReply) -> float:
         if self.config.mode != "real":
@@ -152,7 +152,7 @@ class _Call:
 
     def finish(self, reply: SimulatedReply) -> Any:
         if self.timeout is not None and reply.latency_s > self.timeout:
-            raise litellm.Timeout(
+            raise litellm.exceptions.Timeout(
                 message=f"combee-sim: modelled latency {reply.latency_s:.3f}s exceeds the timeout {self.timeout}s",
                 model=self.model,
                 llm_provider=PROVIDER,

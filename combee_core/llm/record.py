@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import orjson
 from pydantic import ValidationError
 
+from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMCallError
 from combee_core.llm.roles import CallRecord, LLMReply, LLMRequest
 from combee_core.models import first_error
@@ -23,7 +25,7 @@ PROMPT_WORDS = 12
 """How many words of the prompt an :class:`LLMRecordMiss` quotes."""
 
 
-class CallStoreError(ValueError):
+class CallStoreError(CombeeError, ValueError):
     """A line of a JSONL call store is not a call record; the message names the file and line."""
 
     def __init__(self, path: str, line: int, reason: str) -> None:
@@ -33,7 +35,7 @@ class CallStoreError(ValueError):
         super().__init__(f"{path}:{line}: {reason}")
 
 
-class LLMRecordMiss(Exception):
+class LLMRecordMiss(CombeeError):
     """Replay was asked for a call the record does not hold. Names the call so the cause can be found."""
 
     def __init__(self, request: LLMRequest, recorded_calls: int) -> None:
@@ -51,7 +53,7 @@ class LLMRecordMiss(Exception):
         )
 
 
-def prompt_start(messages: list[dict], words: int = PROMPT_WORDS) -> str:
+def prompt_start(messages: list[dict[str, Any]], words: int = PROMPT_WORDS) -> str:
     """The first words of the last user message (else of the last message)."""
     chosen = next((m for m in reversed(messages) if m.get("role") == "user"), messages[-1] if messages else {})
     text = str(chosen.get("content") or "")

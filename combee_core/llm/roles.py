@@ -62,7 +62,7 @@ class RoleConfig(BaseModel):
 
     def backoff(self, retry: int) -> float:
         """Seconds to wait before retry number ``retry`` (1-based)."""
-        return self.backoff_s * 2 ** (retry - 1)
+        return float(self.backoff_s * 2 ** (retry - 1))
 
 
 class LLMConfig(BaseModel):
@@ -108,7 +108,8 @@ class LLMConfig(BaseModel):
 
     def role(self, role: Role) -> RoleConfig:
         """The config of ``role``."""
-        return getattr(self, role)
+        config: RoleConfig = getattr(self, role)
+        return config
 
 
 class CallRecord(BaseModel):
@@ -217,10 +218,10 @@ class LLMRoles:
         self._unpriced: set[str] = set()
         if responder is None:
             register_offline_providers([self.config.role(r).model for r in ("reflector", "aggregator", "reducer")])
-            from combee_core.llm.provider import litellm, litellm_logging_skipped
+            from combee_core.llm import provider
 
-            self._litellm = litellm
-            self._quiet = litellm_logging_skipped
+            self._litellm = provider.litellm
+            self._quiet = provider.litellm_logging_skipped
 
     # ------------------------------------------------------------------------------------------ roles
 
@@ -380,7 +381,7 @@ class LLMRoles:
         try:
             with self._quiet():  # no litellm logging payload per call: the CallRecord is our log
                 response = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
-        except asyncio.TimeoutError as error:
+        except TimeoutError as error:
             raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s")) from error
         except _provider_errors()[0] as error:
             raise _Attempted(
@@ -400,7 +401,7 @@ class LLMRoles:
         cost = self._cost_of(response)
         hidden = (getattr(response, "_hidden_params", None) or {}).get(HIDDEN_PARAM)
         modelled = float(hidden["latency_s"]) if hidden else None
-        latency = modelled if hidden and hidden.get("mode") == "virtual" else wall_s
+        latency = modelled if modelled is not None and hidden and hidden.get("mode") == "virtual" else wall_s
         usage = Usage(
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,

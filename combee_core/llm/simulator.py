@@ -25,6 +25,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core import limits
+from combee_core.errors import CombeeError
 from combee_core.llm.prompts import read_data_block
 
 PROVIDER = "combee-sim"
@@ -96,7 +97,7 @@ class SimulatedReply:
     unscaled_latency_s: float
 
 
-class SimulatedFailure(Exception):
+class SimulatedFailure(CombeeError):
     """An injected provider failure (``fail_first_n``)."""
 
 
@@ -124,7 +125,7 @@ def extract_lessons(feedback: str) -> list[Lesson]:
     """The ``LESSON[...]`` and ``GENERIC[...]`` lines of ``feedback``, in order, without repeats."""
     found: dict[tuple[str, str], Lesson] = {}
     for match in _LESSON_LINE.finditer(feedback or ""):
-        kind = "generic" if match.group(1) == "GENERIC" else "lesson"
+        kind: Literal["lesson", "generic"] = "generic" if match.group(1) == "GENERIC" else "lesson"
         section, text = match.group(2).strip(), match.group(3)
         if text and (section, text) not in found:
             found[(section, text)] = Lesson(kind, section, text)
@@ -188,7 +189,7 @@ def retention_rate(items: int, capacity: float = 12.0, gamma: float = 2.0) -> fl
     """r(m) = min(1, (C/m)^gamma): the chance one copy of an insight survives a call that reads m items."""
     if items <= 0:
         return 1.0
-    return min(1.0, (capacity / items) ** gamma)
+    return min(1.0, float((capacity / items) ** gamma))
 
 
 def retention_probability(items: int, count: int, capacity: float = 12.0, gamma: float = 2.0) -> float:

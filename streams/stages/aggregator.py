@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -96,6 +97,7 @@ class AggregatorStage(Stage):
         first = ready.copies[0]
         reflections = [copy.reflection for copy in ready.copies]
         distinct = {r.reflection_id: r for r in reflections}
+        fields: dict[str, Any]
         fields = dict(
             playbook_id=first.playbook_id,
             batch_id=first.batch_id,
@@ -112,7 +114,7 @@ class AggregatorStage(Stage):
         )
         try:
             context = await self.context(first.playbook_id, first.base_version)
-            result = await self.ctx.llm.aggregate(reflections, context)
+            result = await self.ctx.roles.aggregate(reflections, context)
             partial = PartialUpdate(
                 operations=result.operations,
                 reflection_ids=sorted(distinct),

@@ -12,11 +12,10 @@ import logging
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
 
 from combee_core.controller import BatchSizeController, ControllerConfig, clock_description, sample_delay
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
-from pydantic import ValidationError
-
 from streams.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ run this stage only where no other evaluator does.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -34,6 +35,7 @@ class EvaluatorStage(Stage):
 
     def answer(self, request: EvalRequest) -> EvalResult:
         task = task_by_id(self.suite, request.task_id)
+        common: dict[str, Any]
         common = dict(request_id=request.request_id, playbook_id=request.playbook_id, digest=request.digest,
                       task_id=request.task_id, evaluator=EVALUATOR, evaluator_model=self.settings.evaluator_model,
                       evaluated_at=utc_now())

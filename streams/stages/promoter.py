@@ -22,7 +22,14 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
-    BatchManifest, EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, Usage, entries_digest, utc_now,
+    BatchManifest,
+    EvalResult,
+    PlaybookVersion,
+    PromotionDecision,
+    ProposerModels,
+    Usage,
+    entries_digest,
+    utc_now,
 )
 from combee_core.promotion import (
     CandidateCost,

@@ -23,12 +23,23 @@ from pydantic import ValidationError
 from combee_core.llm.errors import LLMError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
-    BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, Usage, utc_now,
+    BatchManifest,
+    BatchMetrics,
+    Operation,
+    PartialUpdate,
+    PlaybookVersion,
+    PromotionDecision,
+    Usage,
+    utc_now,
 )
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.promotion import PromotionLedger, next_base
 from combee_core.reduction import (
-    PendingPartials, ReduceOutcome, build_version, merge_without_conflict, reduce_through_scan,
+    PendingPartials,
+    ReduceOutcome,
+    build_version,
+    merge_without_conflict,
+    reduce_through_scan,
 )
 from streams.dead_letters import make_dead_letter
 from streams.log_view import GatedState, LogView
@@ -201,7 +212,8 @@ class ReducerStage(Stage):
         playbook_id = playbook.playbook_id
         previous_at = self.published_at.get(playbook_id) if playbook.version > 0 else None
         scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.settings.max_fan_in, self._reduce_call(playbook, partials),
+            [partial.operations for partial in partials], self.settings.max_fan_in,
+            self._reduce_call(playbook, partials),
             merge=merge_without_conflict if self.settings.deterministic_merge else None,
         )
         record = build_version(playbook, partials, scan, published_at=utc_now(), parent_version=parent_version,
@@ -262,7 +274,7 @@ class ReducerStage(Stage):
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
             try:
-                result = await self.ctx.llm.reduce(children, context)
+                result = await self.ctx.roles.reduce(children, context)
                 return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
             except LLMError as error:
                 union = [op for ops in children for op in ops]

@@ -16,6 +16,7 @@ from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core import limits
+from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
 from streams.dead_letters import readable_ids
@@ -29,7 +30,7 @@ CONTEXT_WAIT_S = 5.0
 """How long a reflection waits for the version its trace names to reach this stage's view of the playbook."""
 
 
-class TraceRejected(ValueError):
+class TraceRejected(CombeeError, ValueError):
     """A trace message that cannot be used, with the reason a person can act on."""
 
 
@@ -97,7 +98,7 @@ class ReflectorStage(Stage):
             if trace is None:
                 return None
             try:
-                return await self.ctx.llm.reflect(trace, await self.used_entries(trace))
+                return await self.ctx.roles.reflect(trace, await self.used_entries(trace))
             except LLMError as error:
                 return error
 

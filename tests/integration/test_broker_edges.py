@@ -64,7 +64,7 @@ async def _ready(port: int, process: subprocess.Popen, deadline_s: float = 90) -
             writer.close()
             if response.startswith(b"HTTP/1.1 200"):
                 return
-        except (OSError, asyncio.TimeoutError):
+        except (TimeoutError, OSError):
             pass
         await asyncio.sleep(0.3)
     pytest.fail(f"worker not ready within {deadline_s} s")

@@ -33,7 +33,7 @@ async def _run(*command: str, cwd: Path | None = None, timeout: float = 60) -> t
     process = await asyncio.create_subprocess_exec(*command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = await asyncio.wait_for(process.communicate(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         process.kill()
         await process.wait()
         raise

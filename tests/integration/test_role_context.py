@@ -6,7 +6,6 @@ pipeline learns; the test then reads the prompts the server received after versi
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
 from combee_core.llm.prompts import read_data_block

@@ -7,8 +7,8 @@ import asyncio
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
-from streams.fleet import PlaybookFollower
 from combee_core.models import BatchMetrics
+from streams.fleet import PlaybookFollower
 from streams.pipeline import InProcessPipeline, read_models
 from streams.produce import produce_traces, send_traces
 from streams.runtime import start_producer
@@ -51,7 +51,7 @@ async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, un
                     await follower.wait_incorporated(ids, 60, "a round in versions")
                     # Each profiling batch changes the size, so every round ends with one new decision per playbook.
                     await follower.wait_until(
-                        lambda: all(sum(d.playbook_id == pb for d in follower.decisions) >= round_number
+                        lambda: all(sum(d.playbook_id == pb for d in follower.decisions) >= round_number  # noqa: B023
                                     for pb in playbooks), 20, f"decision {round_number} for both playbooks")
         finally:
             await producer.stop()

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from tests.integration.topology_support import make_traces
 from streams.worker_processes import WorkerFleet, feed, fleet_settings, wait_accounted
+from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -55,7 +55,8 @@ async def test_a_missing_copy_closes_its_window_by_timeout_and_redeliveries_chan
 
 
 async def test_a_batch_whose_copies_were_cut_off_by_a_crash_is_completed_after_restart(kafka, unique_prefix):
-    """The state a crash between manifest and copies leaves: manifest published, 3 copies out, reflections uncommitted."""
+    """The state a crash between manifest and copies leaves: manifest published, 3 copies out, reflections
+    uncommitted."""
     settings = run_settings(unique_prefix, batch_size=16)
     reflections = _reflections(16)
     batch = deal_batch("pb", 0, reflections, ShuffleConfig(run_seed=settings.run_seed, p=2, max_fan_in=32),

@@ -7,8 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from combee_core.ace_format import (ACE_SECTIONS, AceFormatError, ace_sections, parse_ace, render_ace,
-                                    section_heading, section_slug)
+from combee_core.ace_format import (
+    ACE_SECTIONS,
+    AceFormatError,
+    ace_sections,
+    parse_ace,
+    render_ace,
+    section_heading,
+    section_slug,
+)
 from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookVersion
 from combee_core.playbook import Playbook

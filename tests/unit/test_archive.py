@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timezone
 
 import orjson
 import pytest
+from pydantic import ValidationError
 
 from combee_core.archive import (
-    Archive,
     ArchiveError,
     ArchiveHeader,
     ArchiveRecord,
@@ -147,5 +148,16 @@ def test_settings_mismatch_names_the_batch():
 
 
 def test_archive_is_an_immutable_whole():
+    """What was read cannot be changed through the archive: not its records, not one record, not a topic's view."""
     archive = parse_archive(sample_lines())
-    assert isinstance(archive, Archive) and isinstance(archive.records, tuple)
+    before = [record.to_line() for record in archive.records]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        archive.records = ()  # type: ignore[misc]
+    with pytest.raises(AttributeError):
+        archive.records.append(archive.records[0])  # type: ignore[attr-defined]
+    with pytest.raises(ValidationError):
+        archive.records[0].offset = 99
+    traces = archive.topic("traces")
+    traces.clear()
+    assert len(archive.topic("traces")) == 8
+    assert [record.to_line() for record in archive.records] == before

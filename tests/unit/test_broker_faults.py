@@ -11,10 +11,27 @@ import time
 
 import pytest
 
-from streams.broker import (BrokerLost, BrokerStartError, BrokerUnreachable, EmbeddedBroker, NoBrokerFound,
-                            StorageURLError, bootstrap_addresses, check_storage_url, find_free_port, kafka_answers)
-from streams.broker_state import (BrokerRecord, clear_record, process_alive, read_record, record_path, state_dir,
-                                  write_record)
+from streams.broker import (
+    BrokerLost,
+    BrokerStartError,
+    BrokerUnreachable,
+    EmbeddedBroker,
+    NoBrokerFound,
+    StorageURLError,
+    bootstrap_addresses,
+    check_storage_url,
+    find_free_port,
+    kafka_answers,
+)
+from streams.broker_state import (
+    BrokerRecord,
+    clear_record,
+    process_alive,
+    read_record,
+    record_path,
+    state_dir,
+    write_record,
+)
 from streams.broker_watch import BrokerWatchdog
 from streams.cli import NO_BROKER_HELP, build_parser, expected_failure_code, main, settings_from_args
 from streams.log_flood import RepeatedLogLimit

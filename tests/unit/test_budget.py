@@ -9,10 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from combee_core.budget import added_support, eviction_key, fit_to_budget, removal_cap
-from combee_core.models import DeleteOp, MergeOp, Operation, PartialUpdate, PlaybookEntry
+from combee_core.models import DeleteOp, MergeOp, Operation, PartialUpdate, PlaybookEntry, Usage
 from combee_core.playbook import Playbook, make_entry_id, playbook_tokens
 from combee_core.reduction import ScanResult, build_version
-from combee_core.models import Usage
 from tests.unit.test_playbook import PROPERTY, playbook_and_ops
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -140,7 +140,8 @@ def test_plateau_default_reference_example() -> None:
     assert plateau_batch_size(42.0, 1.0, 0.016) == pytest.approx(math.sqrt(62.5))
 
 
-@pytest.mark.parametrize(("A", "alpha", "tau"), [(1.0, 0.0, 0.016), (1.0, -0.5, 0.016), (0.0, 1.0, 0.016), (1.0, 1.0, 0.0)])
+@pytest.mark.parametrize(("A", "alpha", "tau"),
+                         [(1.0, 0.0, 0.016), (1.0, -0.5, 0.016), (0.0, 1.0, 0.016), (1.0, 1.0, 0.0)])
 def test_plateau_rejects_degenerate_arguments(A: float, alpha: float, tau: float) -> None:
     with pytest.raises(ValueError):
         plateau_batch_size(A, alpha, tau)
@@ -230,7 +231,8 @@ def tau_for(target: float, alpha: float = 1.0) -> float:
     return alpha * target ** (-(alpha + 1))
 
 
-@pytest.mark.parametrize(("plateau", "expected"), [(44.0, 40), (37.0, 40), (48.0, 40), (49.0, 49), (32.0, 40), (31.0, 31), (40.0, 40)])
+@pytest.mark.parametrize(("plateau", "expected"),
+                         [(44.0, 40), (37.0, 40), (48.0, 40), (49.0, 49), (32.0, 40), (31.0, 31), (40.0, 40)])
 def test_hysteresis_keeps_close_choices(plateau: float, expected: int) -> None:
     decision = fitted_at(40, A=3.0, alpha=1.0, tau=tau_for(plateau)).decide()
     assert decision.batch_size == expected
@@ -322,14 +324,15 @@ def test_state_round_trips_through_json() -> None:
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"tau": 0.0}, {"bs_min": 0}, {"bs_min": 10, "bs_max": 5}, {"candidates": ()}, {"hysteresis": 1.0}, {"min_r2": 2.0}],
+    [{"tau": 0.0}, {"bs_min": 0}, {"bs_min": 10, "bs_max": 5}, {"candidates": ()}, {"hysteresis": 1.0},
+     {"min_r2": 2.0}],
 )
 def test_config_validation(kwargs) -> None:
     with pytest.raises(ValueError):
         ControllerConfig(**kwargs)
 
 
-# ---------------------------------------------------------------------------------------------- defaults: what the user waits for
+# ---------------------------------------------------------------------------------- defaults: what the user waits for
 
 
 @SETTINGS

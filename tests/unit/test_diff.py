@@ -54,7 +54,8 @@ def test_first_difference_names_playbook_version_op_and_entry():
     assert report.identical_versions == 3  # v1 of both, v2 of alpha
     aspects = {d.aspect: d for d in first.differences}
     assert set(aspects) == {"operation", "entry"}
-    assert aspects["operation"].op_index == 0 and "'lesson 2' -> applied vs ADD general 'lesson 2 changed'" in aspects["operation"].detail
+    assert aspects["operation"].op_index == 0
+    assert "'lesson 2' -> applied vs ADD general 'lesson 2 changed'" in aspects["operation"].detail
     assert aspects["entry"].entry_id == "gen-00002" and "content 'lesson 2' vs 'lesson 2 changed'" in \
         aspects["entry"].detail
     text = report.describe()

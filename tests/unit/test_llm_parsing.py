@@ -6,12 +6,7 @@ import pytest
 
 from combee_core import limits
 from combee_core.llm.errors import LLMOutputError
-from combee_core.llm.parsing import (
-    extract_json_text,
-    parse_operations_output,
-    parse_reflection_output,
-    repair_json,
-)
+from combee_core.llm.parsing import extract_json_text, parse_operations_output, parse_reflection_output, repair_json
 from combee_core.models import AddOp, TagOp
 
 GOOD_REFLECTION = '{"insights": [{"section": "formulas", "content": "Use SUMIFS."}], "entry_tags": []}'
@@ -172,7 +167,8 @@ def test_a_wrapped_answer_is_unwrapped():
 
 def test_an_echoed_reducer_input_is_not_taken_for_the_answer():
     # The items of an echoed input hold "operations"; taking one of them would keep partial 1 and lose the rest.
-    echo = '{"task": "reduce", "context": "", "items": [{"item": 1, "operations": [{"op": "DELETE", "entry_id": "a"}]}]}'
+    echo = ('{"task": "reduce", "context": "", '
+            '"items": [{"item": 1, "operations": [{"op": "DELETE", "entry_id": "a"}]}]}')
     with pytest.raises(LLMOutputError, match="no 'operations'"):
         parse_operations_output(echo + "\nI merged them.", role="reducer")
 

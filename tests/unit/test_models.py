@@ -9,14 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from combee_core import limits
-from combee_core.models import (
-    AddOp,
-    AppliedOperation,
-    PlaybookEntry,
-    PlaybookVersion,
-    Trace,
-    VersionStats,
-)
+from combee_core.models import AddOp, AppliedOperation, PlaybookEntry, PlaybookVersion, Trace, VersionStats
 from combee_core.schema_export import render_schemas, schema_drift
 
 SCHEMAS_DIR = Path(__file__).resolve().parents[2] / "schemas"
@@ -71,7 +64,8 @@ def test_content_hash_ignores_stats_but_not_entries():
     h1 = PlaybookVersion.compute_hash("pb", 1, 0, 0, [entry], ops, ["t-1"])
     h2 = PlaybookVersion.compute_hash("pb", 1, 0, 0, [entry.model_copy(update={"helpful": 1})], ops, ["t-1"])
     assert h1 != h2
-    version = PlaybookVersion(playbook_id="pb", version=1, parent_version=0, batch_id=0, entries=[entry], next_entry_number=2,
+    version = PlaybookVersion(playbook_id="pb", version=1, parent_version=0, batch_id=0, entries=[entry],
+                              next_entry_number=2,
                               operations=ops, lineage=["t-1"], stats=VersionStats(batch_size=1, k=1, p=2, delay_s=3),
                               content_hash=h1, published_at=datetime.now(timezone.utc))
     assert PlaybookVersion.model_validate_json(version.to_json_bytes()).content_hash == h1

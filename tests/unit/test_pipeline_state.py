@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_core.batching import BatchAccumulator, ShuffleConfig, deal_batch
-from combee_core.models import AddOp, PartialUpdate, Reflection, Insight, Usage
+from combee_core.models import AddOp, Insight, PartialUpdate, Reflection, Usage
 from combee_core.playbook import Playbook
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.windows import SubgroupWindows

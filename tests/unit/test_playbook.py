@@ -11,16 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from combee_core.models import (
-    AddOp,
-    AppliedOperation,
-    DeleteOp,
-    MergeOp,
-    Operation,
-    PlaybookEntry,
-    TagOp,
-    UpdateOp,
-)
+from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
 from combee_core.playbook import (
     ApplyResult,
     Playbook,

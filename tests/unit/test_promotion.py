@@ -45,7 +45,10 @@ def _version(n: int, texts: list[str], cost: float = 0.01) -> PlaybookVersion:
                            content_hash=f"{n:064x}", published_at=NOW)
 
 
-def _decide(ledger, candidate, score, incumbent_score, rule=PromotionRule(0.01)):
+RULE = PromotionRule(0.01)
+
+
+def _decide(ledger, candidate, score, incumbent_score, rule=RULE):
     return decide(rule, ledger, candidate, candidate_score=score, incumbent_score=incumbent_score,
                   costs=[CandidateCost.of(candidate)], task_set="s", tasks=10, proposer=PROPOSER,
                   evaluator_model="sim/eval", now=NOW)
@@ -198,8 +201,8 @@ def test_replayed_decisions_compare_field_for_field_but_the_time_and_operators_a
     ledger = PromotionLedger()
     first = _decide(ledger, _version(1, ["a"]), 0.6, 0.4)
     ledger.apply(first)
-    rollback = operator_decision(ledger, "rollback", None, playbook_id="pb", by="ann@host", why="", rule=PromotionRule(),
-                                 now=NOW)
+    rollback = operator_decision(ledger, "rollback", None, playbook_id="pb", by="ann@host", why="",
+                                 rule=PromotionRule(), now=NOW)
     later = first.model_copy(update={"decided_at": datetime(2027, 1, 1, tzinfo=timezone.utc)})
     assert compare_decisions([first, rollback], [later]) is None
     other = first.model_copy(update={"action": "reject", "served_version": 0, "served": None})

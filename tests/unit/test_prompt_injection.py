@@ -7,8 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.llm import LLMConfig, LLMRoles, RoleConfig, SimulatorConfig, format_lesson
-from combee_core.llm import prompts
+from combee_core.llm import LLMConfig, LLMRoles, RoleConfig, SimulatorConfig, format_lesson, prompts
 from combee_core.llm.parsing import instruction_like, parse_operations_output, parse_reflection_output
 from combee_core.models import AddOp, DeleteOp, PartialUpdate, Trace, Usage
 from combee_core.playbook import Playbook, render_playbook

@@ -50,10 +50,10 @@ def test_every_node_is_a_child_of_exactly_one_group(leaf_count: int, fan_in: int
 def test_single_root_at_the_depth_of_the_formula(leaf_count: int, fan_in: int) -> None:
     plan = plan_scan(leaf_count, fan_in)
     assert len(plan.levels[-1]) == 1
-    assert plan.node_count(plan.root_level) == 1
-    assert plan.depth == plan.root_level == exact_depth(leaf_count, fan_in) == scan_depth(leaf_count, fan_in)
+    assert plan.node_count(plan.depth) == 1
+    assert plan.depth == exact_depth(leaf_count, fan_in) == scan_depth(leaf_count, fan_in)
     # the level sizes follow ceil(leaf_count / fan_in**L)
-    for level in range(plan.root_level + 1):
+    for level in range(plan.depth + 1):
         assert plan.node_count(level) == -(-leaf_count // fan_in**level)
     if leaf_count > 1:
         assert plan.depth == max(1, math.ceil(math.log(leaf_count) / math.log(fan_in) - 1e-9))
@@ -98,7 +98,7 @@ def test_plan_is_a_frozen_value() -> None:
     with pytest.raises(AttributeError):
         plan.levels = ()  # type: ignore[misc]
     with pytest.raises(IndexError):
-        plan.node_count(plan.root_level + 1)
+        plan.node_count(plan.depth + 1)
 
 
 @pytest.mark.parametrize("fan_in", [1, 0, -3])
