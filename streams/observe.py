@@ -85,9 +85,38 @@ async def tail_versions(
     ``on_following(topic)`` is called once the consumer reads the topic."""
     stop = stop or asyncio.Event()
     if promoted:
-        return await _tail_promoted(settings, bootstrap, profile, playbook_id=playbook_id, limit=limit, stop=stop,
-                                    out=out, on_following=on_following)
-    topic = settings.topic("playbook")
+        ledger = PromotionLedger()
+
+        def decision_lines(record: ConsumerRecord) -> list[str]:
+            decision = PromotionDecision.from_json_bytes(record.value)
+            if not ledger.apply(decision) or (playbook_id and decision.playbook_id != playbook_id):
+                return []  # the first record of each decision id counts
+            lines = [describe_decision(decision)]
+            if decision.served is not None and decision.served_version != decision.previous_version:
+                lines.append(describe_version(decision.served))
+            return lines
+
+        return await _follow(bootstrap, profile, settings.topic("promoted"), decision_lines, limit=limit, stop=stop,
+                             out=out, on_following=on_following)
+    gate = ContiguousNumbers[str](start=1)
+
+    def version_lines(record: ConsumerRecord) -> list[str]:
+        version = PlaybookVersion.from_json_bytes(record.value)
+        if not gate.accept(version.playbook_id, version.version):
+            return []  # a fenced writer's duplicate: the first record of each version counts
+        if playbook_id and version.playbook_id != playbook_id:
+            return []
+        return [describe_version(version)]
+
+    return await _follow(bootstrap, profile, settings.topic("playbook"), version_lines, limit=limit, stop=stop,
+                         out=out, on_following=on_following)
+
+
+async def _follow(bootstrap: str, profile: BrokerProfile, topic: str,
+                  lines_for: Callable[[ConsumerRecord], list[str]], *, limit: int | None, stop: asyncio.Event,
+                  out: TextIO, on_following: Callable[[str], None] | None) -> int:
+    """Print ``lines_for(record)`` for every record of single-partition ``topic`` from its beginning, until ``stop``
+    or ``limit`` records that printed something; returns how many did."""
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await consumer.start()
     printed = 0
@@ -97,48 +126,15 @@ async def tail_versions(
         await consumer.seek_to_beginning(tp)
         if on_following is not None:
             on_following(topic)
-        gate = ContiguousNumbers[str](start=1)
         while not stop.is_set() and (limit is None or printed < limit):
             batch = await consumer.getmany(timeout_ms=250)
             for records in batch.values():
                 for record in records:
-                    version = PlaybookVersion.from_json_bytes(record.value)
-                    if not gate.accept(version.playbook_id, version.version):
-                        continue  # a fenced writer's duplicate: the first record of each version counts
-                    if playbook_id and version.playbook_id != playbook_id:
+                    lines = lines_for(record)
+                    if not lines:
                         continue
-                    print(describe_version(version), file=out, flush=True)
-                    printed += 1
-                    if limit is not None and printed >= limit:
-                        break
-    finally:
-        await close_client(consumer.stop(), "the tail consumer")
-    return printed
-
-
-async def _tail_promoted(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, *,
-                         playbook_id: str | None, limit: int | None, stop: asyncio.Event, out: TextIO,
-                         on_following: Callable[[str], None] | None = None) -> int:
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
-    printed = 0
-    try:
-        tp = TopicPartition(settings.topic("promoted"), 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        if on_following is not None:
-            on_following(tp.topic)
-        ledger = PromotionLedger()
-        while not stop.is_set() and (limit is None or printed < limit):
-            batch = await consumer.getmany(timeout_ms=250)
-            for records in batch.values():
-                for record in records:
-                    decision = PromotionDecision.from_json_bytes(record.value)
-                    if not ledger.apply(decision) or (playbook_id and decision.playbook_id != playbook_id):
-                        continue  # the first record of each decision id counts
-                    print(describe_decision(decision), file=out, flush=True)
-                    if decision.served is not None and decision.served_version != decision.previous_version:
-                        print(describe_version(decision.served), file=out, flush=True)
+                    for line in lines:
+                        print(line, file=out, flush=True)
                     printed += 1
                     if limit is not None and printed >= limit:
                         break

@@ -22,14 +22,9 @@ pytestmark = [pytest.mark.integration]
 
 @pytest.fixture
 def server():
-    fake = FakeOpenAIServer()
-    fake.answer = lambda body: simulate(body["messages"], SimulatorConfig()).text
-    fake.thread.start()
-    try:
+    with FakeOpenAIServer() as fake:
+        fake.answer = lambda body: simulate(body["messages"], SimulatorConfig()).text
         yield fake
-    finally:
-        fake.httpd.shutdown()
-        fake.httpd.server_close()
 
 
 def _requests(server: FakeOpenAIServer, task: str) -> list[dict]:

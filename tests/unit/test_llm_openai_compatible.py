@@ -69,16 +69,19 @@ class FakeOpenAIServer:
     def api_base(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
+    def __enter__(self) -> FakeOpenAIServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
 
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
-    fake = FakeOpenAIServer()
-    fake.thread.start()
-    try:
+    with FakeOpenAIServer() as fake:
         yield fake
-    finally:
-        fake.httpd.shutdown()
-        fake.httpd.server_close()
 
 
 def roles_for(server: FakeOpenAIServer, on_call: Callable[[CallRecord], None] | None = None,
