@@ -281,16 +281,61 @@ httpd.serve_forever()
 """An OpenAI-compatible server answering every chat completion at once (run in its own process)."""
 
 
+INSTANT_PROVIDER = "combee-instant"
+INSTANT_TEXT = '{"insights": [], "entry_tags": []}'
+INSTANT_USAGE = (300, 12)
+"""The instant provider's answer to every call: no insight, 300 prompt and 12 completion tokens."""
+
+
+def register_instant_provider() -> None:
+    """Register (in this process) a litellm custom provider that answers every call at once with ``INSTANT_TEXT``
+    and states its price, as the simulator does: what remains of a call through it is litellm's fixed cost."""
+    import litellm
+    from litellm.llms.custom_llm import CustomLLM
+    from litellm.types.utils import Usage as LitellmUsage
+
+    from combee_core.llm.provider import sim_cost
+
+    class InstantProvider(CustomLLM):
+        def _answer(self, kwargs: dict) -> object:
+            response = kwargs["model_response"]
+            response.choices[0].message.content = INSTANT_TEXT
+            response.choices[0].finish_reason = "stop"
+            response.model = str(kwargs.get("model"))
+            response.usage = LitellmUsage(prompt_tokens=INSTANT_USAGE[0], completion_tokens=INSTANT_USAGE[1],
+                                          total_tokens=sum(INSTANT_USAGE))
+            response._hidden_params["response_cost"] = sim_cost(*INSTANT_USAGE)
+            return response
+
+        def completion(self, *args, **kwargs):
+            return self._answer(kwargs)
+
+        async def acompletion(self, *args, **kwargs):
+            return self._answer(kwargs)
+
+    if not any(item.get("provider") == INSTANT_PROVIDER for item in litellm.custom_provider_map):
+        litellm.custom_provider_map.append({"provider": INSTANT_PROVIDER, "custom_handler": InstantProvider()})
+        from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN
+
+        litellm.register_model({f"{INSTANT_PROVIDER}/answer": {
+            "input_cost_per_token": INPUT_COST_PER_TOKEN, "output_cost_per_token": OUTPUT_COST_PER_TOKEN,
+            "cache_creation_input_token_cost": 0.0, "cache_read_input_token_cost": 0.0,
+            "litellm_provider": INSTANT_PROVIDER, "mode": "chat"}})
+
+
 def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
-    """CPU ms per reflector call through litellm (the simulator as its custom provider; and litellm's OpenAI path to
-    a stub server in another process, i.e. litellm + the openai SDK + HTTP), and through a responder calling the
-    simulator directly (no client at all)."""
+    """CPU ms per reflector call through ``LLMRoles``: through litellm (the simulator as its custom provider; an
+    instant provider that answers at once; litellm's OpenAI path to a stub server in another process, i.e. litellm
+    + the openai SDK + HTTP), and through a responder answering directly (the simulator; the instant answer): no
+    client at all. litellm's fixed cost per call = instant through litellm - instant answered directly."""
     from combee_core.llm.provider import sim_cost
     from combee_core.llm.roles import LLMConfig, LLMReply, LLMRoles, RoleConfig
     from combee_core.llm.simulator import simulate
     from combee_core.models import Usage
 
     config = LLMConfig.from_settings(CombeeSettings.load(env={}, topic_prefix="cpu.", **SETTINGS))
+    register_instant_provider()
+    instant = config.model_copy(update={"reflector": RoleConfig(model=f"{INSTANT_PROVIDER}/answer", max_retries=0)})
 
     async def direct(request) -> LLMReply:
         reply = simulate(request.messages, config.simulator, request.attempt)
@@ -298,6 +343,11 @@ def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
         usage = Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens, cost_usd=cost,
                       calls=1)
         return LLMReply(reply.text, usage, reply.latency_s, reply.latency_s)
+
+    async def direct_instant(request) -> LLMReply:
+        usage = Usage(prompt_tokens=INSTANT_USAGE[0], completion_tokens=INSTANT_USAGE[1],
+                      cost_usd=round(sim_cost(*INSTANT_USAGE), 12), calls=1)
+        return LLMReply(INSTANT_TEXT, usage, 0.0, None)
 
     stub = subprocess.Popen([sys.executable, "-c", STUB_OPENAI_SERVER], stdout=subprocess.PIPE, text=True)
     assert stub.stdout is not None
@@ -311,7 +361,9 @@ def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
 
     paths = {"litellm": LLMRoles(config, on_call=record),
              "litellm_http": LLMRoles(config.model_copy(update={"reflector": http}), on_call=record),
-             "direct": LLMRoles(config, on_call=record, responder=direct)}
+             "direct": LLMRoles(config, on_call=record, responder=direct),
+             "litellm_instant": LLMRoles(instant, on_call=record),
+             "direct_instant": LLMRoles(instant, on_call=record, responder=direct_instant)}
     traces = many_traces(calls * rounds + 50, seed=2)
 
     async def reflect_all(roles, chunk) -> None:
@@ -334,7 +386,12 @@ def client_cpu_per_call(calls: int = 300, rounds: int = 5) -> dict:
     median = {name: sorted(values)[len(values) // 2] for name, values in per_call.items()}
     return dict(litellm_ms_per_call=round(median["litellm"], 3), direct_ms_per_call=round(median["direct"], 3),
                 client_ms_per_call=round(median["litellm"] - median["direct"], 3),
-                litellm_http_ms_per_call=round(median["litellm_http"], 3), calls=calls, rounds=rounds)
+                litellm_http_ms_per_call=round(median["litellm_http"], 3),
+                litellm_instant_ms_per_call=round(median["litellm_instant"], 3),
+                direct_instant_ms_per_call=round(median["direct_instant"], 3),
+                litellm_floor_ms_per_call=round(median["litellm_instant"] - median["direct_instant"], 3),
+                per_round={name: [round(v, 3) for v in values] for name, values in per_call.items()},
+                calls=calls, rounds=rounds)
 
 
 async def profile_in_process(broker, count: int) -> str:
@@ -401,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{client['direct_ms_per_call']} ms answered by the same simulator directly -> litellm costs "
           f"{client['client_ms_per_call']} ms per call; through litellm's OpenAI path to a local stub server (the real "
           f"path: litellm + openai SDK + HTTP): {client['litellm_http_ms_per_call']} ms per call")
+    print(f"litellm's floor: {client['litellm_instant_ms_per_call']} ms CPU per call through litellm.acompletion to a "
+          f"provider that answers at once, {client['direct_instant_ms_per_call']} ms for the same answer without "
+          f"litellm -> {client['litellm_floor_ms_per_call']} ms per call is litellm's fixed cost")
     for row in result["rows"]:
         share = row["llm_calls_per_trace"] * client["client_ms_per_call"]
         print(f"  {row['workers']} worker(s): {row['llm_calls_per_trace']} LLM calls per trace -> ~{share:.2f} ms of "
