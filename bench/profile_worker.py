@@ -2,6 +2,7 @@
 litellm's fixed cost per call goes.
 
     python -m bench.profile_worker [--traces 3000] [--rate 200] [--out bench/results/throughput_worker_profile.txt]
+    python -m bench.profile_worker --without-litellm --out bench/results/throughput_worker_profile_without_litellm.txt
     python -m bench.profile_worker --litellm-floor [--calls 20000] [--out bench/results/litellm_floor_profile.txt]
 
 Starts the same run as ``bench.throughput`` (fresh namespace, one worker with every stage, zero-latency simulator,
@@ -12,7 +13,9 @@ on its stack (order of ``CATEGORIES``), then the functions with the most samples
 A sampling profiler: percentages of the worker's Python CPU, not of wall time; native code without a Python frame
 above it (the GIL handover itself) shows as an empty stack.
 
-``--litellm-floor`` profiles, in a child process, ``--calls`` reflector calls through ``LLMRoles`` and
+``--without-litellm`` profiles ``bench.direct_worker`` instead (the same worker, its roles answering from the
+simulator directly): where everything but litellm goes. ``--litellm-floor`` profiles, in a child process,
+``--calls`` reflector calls through ``LLMRoles`` and
 ``litellm.acompletion`` to ``bench.throughput``'s instant provider (a custom provider answering at once with a fixed
 text and its price, as the simulator does), 8 at a time, and splits the samples into litellm's phases
 (``FLOOR_PHASES``, first match wins).
@@ -149,12 +152,12 @@ def categorise(raw: Path, top: int = 40) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def profile(count: int, rate_hz: int, raw: Path) -> dict[str, float]:
+async def profile(count: int, rate_hz: int, raw: Path, without_litellm: bool = False) -> dict[str, float]:
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     traces = many_traces(count)
     broker = start_broker()
     try:
-        async with Run(broker, 1) as run:
+        async with Run(broker, 1, without_litellm) as run:
             pid = run.procs[0].pid
             spy = subprocess.Popen([py_spy, "record", "--gil", "-r", str(rate_hz), "-f", "raw", "-o", str(raw),
                                     "--pid", str(pid)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -173,6 +176,9 @@ async def profile(count: int, rate_hz: int, raw: Path) -> dict[str, float]:
     return {"traces": count, "worker_cpu_ms_per_trace": 1000 * cpu / count, "traces_per_s": count / elapsed}
 
 
+DIRECT_NOTE = "; bench.direct_worker: its roles answer from the simulator directly, not through litellm"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--traces", type=int, default=3000)
@@ -182,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw", type=Path, default=None, help="also keep py-spy's collapsed stacks here")
     parser.add_argument("--litellm-floor", action="store_true", help="profile litellm's fixed cost per call instead")
     parser.add_argument("--calls", type=int, default=20000, help="calls of the --litellm-floor profile")
+    parser.add_argument("--without-litellm", action="store_true",
+                        help="profile bench.direct_worker (roles answer from the simulator directly) instead")
     args = parser.parse_args(argv)
     if args.litellm_floor:
         out = args.out if args.out != parser.get_default("out") else Path("bench/results/litellm_floor_profile.txt")
@@ -201,13 +209,14 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "worker.raw"
-        figures = asyncio.run(profile(args.traces, args.rate, raw))
+        figures = asyncio.run(profile(args.traces, args.rate, raw, args.without_litellm))
         report = categorise(raw)
         if args.raw is not None:
             shutil.copyfile(raw, args.raw)
     header = (
         f"Where one worker's CPU goes: py-spy record --gil -r {args.rate} -f raw on a 'combee worker' process (all "
-        f"stages) during a {args.traces:,}-trace burst after bench.throughput's warm-up, zero-latency simulator, "
+        f"stages{DIRECT_NOTE if args.without_litellm else ''}) "
+        f"during a {args.traces:,}-trace burst after bench.throughput's warm-up, zero-latency simulator, "
         f"embedded Tansu{', code at ' + args.commit if args.commit else ''}; python -m bench.profile_worker. Each "
         "sample is counted once, in the first category whose code is on its stack (bench/profile_worker.py's "
         "CATEGORIES, in that order). The sampled run (py-spy slows the worker a little): "

@@ -94,9 +94,10 @@ def _peak_rss_mib(pid: int) -> float:
 class Run:
     """A fresh namespace with ``workers`` worker processes, a follower of its versions, and CPU meters."""
 
-    def __init__(self, broker, workers: int) -> None:
+    def __init__(self, broker, workers: int, without_litellm: bool = False) -> None:
         self.broker = broker
         self.workers = workers
+        self.command = ["-m", "bench.direct_worker"] if without_litellm else ["-m", "streams.cli", "worker"]
         self.prefix = f"thr{uuid.uuid4().hex[:8]}."
         self.settings = CombeeSettings.load(env={}, topic_prefix=self.prefix, **SETTINGS)
         self.versions: list[PlaybookVersion] = []
@@ -110,7 +111,7 @@ class Run:
         env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
                    COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap)
         await ensure_topics(self.settings, self.broker.bootstrap)
-        self.procs = [subprocess.Popen([sys.executable, "-m", "streams.cli", "worker"], env=env,
+        self.procs = [subprocess.Popen([sys.executable, *self.command], env=env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                       for _ in range(self.workers)]
         self.follower = PlaybookFollower(self.settings, self.broker.bootstrap, self.broker.profile,
@@ -181,9 +182,9 @@ class Run:
         return sent_at, closed_at
 
 
-async def measure_saturation(broker, count: int, workers: int) -> dict:
+async def measure_saturation(broker, count: int, workers: int, without_litellm: bool = False) -> dict:
     traces = many_traces(count)
-    async with Run(broker, workers) as run:
+    async with Run(broker, workers, without_litellm) as run:
         idle_worker, idle_broker = await run.idle_rates()
         calls_before = await run.llm_calls_recorded()
         worker_before, broker_before, started = run.worker_cpu_s(), run.broker_cpu_s(), time.monotonic()
@@ -201,7 +202,8 @@ async def measure_saturation(broker, count: int, workers: int) -> dict:
     first = min(sent_at.values())
     latencies = [v.published_at.timestamp() - sent_at[t] for v in run.versions for t in v.lineage if t in sent_at]
     return dict(
-        workers=workers, traces=count, versions=len(run.versions), dead_letters=dead, produce_s=round(produced_s, 2),
+        workers=workers, without_litellm=without_litellm, traces=count, versions=len(run.versions), dead_letters=dead,
+        produce_s=round(produced_s, 2),
         traces_per_s=round(count / (last - first), 1), p50_latency_s=round(percentile(latencies, 0.5), 2),
         p99_latency_s=round(percentile(latencies, 0.99), 2), window_s=round(elapsed, 2),
         worker_cpu_s=round(worker_cpu, 2), worker_cpu_ms_per_trace=round(1000 * worker_cpu / count, 3),
@@ -411,13 +413,18 @@ async def profile_in_process(broker, count: int) -> str:
     return out.getvalue()
 
 
-async def run_all(count: int, worker_counts: list[int], rate: float, steady_s: float, profile: bool) -> dict:
+async def run_all(count: int, worker_counts: list[int], rate: float, steady_s: float, profile: bool,
+                  without_litellm: bool = False) -> dict:
     broker = start_broker()
     try:
         rows = []
         for workers in worker_counts:
             row = await measure_saturation(broker, count, workers)
             print(f"  saturation, {workers} worker(s): {row}", file=sys.stderr, flush=True)
+            rows.append(row)
+        if without_litellm:  # the same run, the roles answering from the simulator directly (bench.direct_worker)
+            row = await measure_saturation(broker, count, 1, without_litellm=True)
+            print(f"  saturation without litellm: {row}", file=sys.stderr, flush=True)
             rows.append(row)
         steady = await measure_steady(broker, rate, steady_s) if rate > 0 else None
         if steady is not None:
@@ -436,10 +443,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=200.0, help="traces/s of the steady run (0: skip it)")
     parser.add_argument("--steady-s", type=float, default=20.0)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--without-litellm", action="store_true",
+                        help="also one saturation run whose worker answers from the simulator directly "
+                             "(bench.direct_worker: what everything but litellm costs; not a product path)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     result = asyncio.run(run_all(args.traces, [int(w) for w in args.workers.split(",")], args.rate, args.steady_s,
-                                 args.profile))
+                                 args.profile, args.without_litellm))
     result["client"] = client_cpu_per_call()  # after the runs, with the broker stopped: nothing else in this process
     result["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     print(f"broker: {result['broker']}; 4 playbooks, batch 40, p 2, zero-latency simulator (virtual clock, scale 0); "
@@ -449,10 +459,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'workers':>7} {'traces/s':>9} {'worker CPU ms/trace':>20} {'net of idle':>12} {'broker CPU ms/trace':>20} "
           f"{'p50 s':>7} {'p99 s':>7} {'versions':>8} {'peak RSS MiB':>13}")
     for row in result["rows"]:
-        print(f"{row['workers']:>7} {row['traces_per_s']:>9} {row['worker_cpu_ms_per_trace']:>20} "
+        workers = f"{row['workers']}{' *' if row.get('without_litellm') else ''}"
+        print(f"{workers:>7} {row['traces_per_s']:>9} {row['worker_cpu_ms_per_trace']:>20} "
               f"{row['worker_net_cpu_ms_per_trace']:>12} {row['broker_cpu_ms_per_trace']:>20} "
               f"{row['p50_latency_s']:>7} {row['p99_latency_s']:>7} {row['versions']:>8} "
               f"{str(row['worker_peak_rss_mib']):>13}")
+    if any(row.get("without_litellm") for row in result["rows"]):
+        print("      * the worker's roles answer from the simulator directly, not through litellm "
+              "(bench.direct_worker: a measurement of everything but litellm, not a product path)")
     client = result["client"]
     print(f"\nLLM client: {client['litellm_ms_per_call']} ms CPU per reflector call through litellm.acompletion, "
           f"{client['direct_ms_per_call']} ms answered by the same simulator directly -> litellm costs "
@@ -462,6 +476,8 @@ def main(argv: list[str] | None = None) -> int:
           f"provider that answers at once, {client['direct_instant_ms_per_call']} ms for the same answer without "
           f"litellm -> {client['litellm_floor_ms_per_call']} ms per call is litellm's fixed cost")
     for row in result["rows"]:
+        if row.get("without_litellm"):
+            continue
         share = row["llm_calls_per_trace"] * client["client_ms_per_call"]
         print(f"  {row['workers']} worker(s): {row['llm_calls_per_trace']} LLM calls per trace -> ~{share:.2f} ms of "
               f"the {row['worker_cpu_ms_per_trace']} ms per trace is litellm, "
