@@ -1,7 +1,7 @@
 """Streaming throughput with a zero-latency simulator: CPU per trace, traces/s at saturation, latency at a steady rate.
 
     python -m bench.throughput [--traces 5000] [--workers 1] [--rate 200] [--steady-s 20] [--profile]
-                               [--out bench/results]
+                               [--without-litellm] [--out bench/results]
 
 Every measurement uses a fresh run namespace and fresh ``combee worker`` processes (all stages each; stages scale
 out as consumer-group members) on the broker (``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded Tansu). The
@@ -15,7 +15,11 @@ Each new worker first gets ``WARM_UP_TRACES`` traces of other playbooks (not mea
    version's ``published_at`` - the first trace's record timestamp). **CPU per trace** = the CPU seconds (user +
    system, ``/proc/PID/stat``) the worker processes used from just before the burst until the last trace is in a
    version, divided by the traces; also net of the workers' idle CPU rate (measured for a few seconds before the
-   burst) over that time. The embedded broker's CPU over the same window is reported separately.
+   burst) over that time. The embedded broker's CPU over the same window is reported separately. The worker's CPU
+   share (CPU seconds / window seconds) and run-queue wait share (seconds its threads were runnable but waiting for a
+   CPU, ``/proc/PID/task/*/schedstat``) tell whether it was limited by its own CPU, by other work on the machine, or
+   by waiting on the broker. ``--without-litellm`` adds one run whose worker answers from the simulator directly
+   (``bench.direct_worker``; not a product path): what everything but litellm costs.
 2. **Steady rate** (one worker): traces produced at ``--rate`` traces/s for ``--steady-s`` seconds. Per trace: its
    version's ``published_at`` - its record timestamp (p50, p99), and the part after its batch closed (version
    ``published_at`` - the manifest's ``closed_at``): before it, the batch fills up (batch 40 over 4 playbooks: the
@@ -83,6 +87,24 @@ def cpu_s(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15 of proc(5))
 
 
+def runqueue_wait_s(pid: int | None) -> float:
+    """Seconds the threads of a process have spent runnable but waiting for a CPU (``/proc/PID/task/*/schedstat``,
+    second field; NaN if unknown). Over a window, with the CPU seconds, it tells a process that is starved by other
+    work on the machine from one that waits on I/O."""
+    if pid is None:
+        return float("nan")
+    total = 0
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[1])
+    except (FileNotFoundError, ProcessLookupError):  # a thread ended while being read: its time is lost
+        pass
+    except OSError:
+        return float("nan")
+    return total / 1e9
+
+
 def _peak_rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as status:
         for line in status:
@@ -140,6 +162,9 @@ class Run:
     def worker_cpu_s(self) -> float:
         return sum(cpu_s(p.pid) for p in self.procs)
 
+    def worker_wait_s(self) -> float:
+        return sum(runqueue_wait_s(p.pid) for p in self.procs)
+
     async def llm_calls_recorded(self) -> int:
         """Records on the run's ``llm-calls`` topic so far (one per LLM call attempt)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -188,12 +213,14 @@ async def measure_saturation(broker, count: int, workers: int, without_litellm: 
         idle_worker, idle_broker = await run.idle_rates()
         calls_before = await run.llm_calls_recorded()
         worker_before, broker_before, started = run.worker_cpu_s(), run.broker_cpu_s(), time.monotonic()
+        wait_before = run.worker_wait_s()
         await produce_traces(run.settings, broker.bootstrap, broker.profile, traces)
         produced_s = time.monotonic() - started
         assert run.follower is not None
         await run.follower.wait_incorporated({t.trace_id for t in traces}, 900, f"{count} traces")
         elapsed = time.monotonic() - started
         worker_cpu, broker_cpu = run.worker_cpu_s() - worker_before, run.broker_cpu_s() - broker_before
+        worker_wait = run.worker_wait_s() - wait_before
         rss = [_peak_rss_mib(p.pid) for p in run.procs]
         calls = await run.llm_calls_recorded() - calls_before
         sent_at, _ = await run.record_times(traces)
@@ -207,7 +234,8 @@ async def measure_saturation(broker, count: int, workers: int, without_litellm: 
         traces_per_s=round(count / (last - first), 1), p50_latency_s=round(percentile(latencies, 0.5), 2),
         p99_latency_s=round(percentile(latencies, 0.99), 2), window_s=round(elapsed, 2),
         worker_cpu_s=round(worker_cpu, 2), worker_cpu_ms_per_trace=round(1000 * worker_cpu / count, 3),
-        worker_idle_cpu_per_s=round(idle_worker, 4),
+        worker_idle_cpu_per_s=round(idle_worker, 4), worker_cpu_share=round(worker_cpu / elapsed, 3),
+        worker_runqueue_wait_share=round(worker_wait / elapsed, 3),
         worker_net_cpu_ms_per_trace=round(1000 * (worker_cpu - idle_worker * elapsed) / count, 3),
         broker_cpu_s=round(broker_cpu, 2), broker_cpu_ms_per_trace=round(1000 * broker_cpu / count, 3),
         broker_idle_cpu_per_s=round(idle_broker, 4), worker_peak_rss_mib=[round(r) for r in rss],
@@ -457,13 +485,16 @@ def main(argv: list[str] | None = None) -> int:
           "machine slows wall-clock figures; CPU figures much less)")
     print(f"\nsaturation: {args.traces} traces in one burst")
     print(f"{'workers':>7} {'traces/s':>9} {'worker CPU ms/trace':>20} {'net of idle':>12} {'broker CPU ms/trace':>20} "
-          f"{'p50 s':>7} {'p99 s':>7} {'versions':>8} {'peak RSS MiB':>13}")
+          f"{'p50 s':>7} {'p99 s':>7} {'versions':>8} {'peak RSS MiB':>13} {'CPU share':>9} {'run-queue wait':>14}")
     for row in result["rows"]:
         workers = f"{row['workers']}{' *' if row.get('without_litellm') else ''}"
         print(f"{workers:>7} {row['traces_per_s']:>9} {row['worker_cpu_ms_per_trace']:>20} "
               f"{row['worker_net_cpu_ms_per_trace']:>12} {row['broker_cpu_ms_per_trace']:>20} "
               f"{row['p50_latency_s']:>7} {row['p99_latency_s']:>7} {row['versions']:>8} "
-              f"{str(row['worker_peak_rss_mib']):>13}")
+              f"{str(row['worker_peak_rss_mib']):>13} {row['worker_cpu_share']:>9.0%} "
+              f"{row['worker_runqueue_wait_share']:>14.0%}")
+    print("      CPU share: the worker's CPU seconds / the window's seconds; run-queue wait: seconds its threads were "
+          "runnable but waiting for a CPU (other work on the machine) / the window's seconds")
     if any(row.get("without_litellm") for row in result["rows"]):
         print("      * the worker's roles answer from the simulator directly, not through litellm "
               "(bench.direct_worker: a measurement of everything but litellm, not a product path)")
