@@ -543,6 +543,10 @@ class BrokerProfile(BaseModel):
     latest_offsets_reliable: bool
     """Tansu answers ListOffsets 'latest' with the newest *batch's* base offset + 1."""
     rebalance_timeout_ms: int = 60000
+    fetch_max_wait_ms: int = 500
+    """How long the broker may hold a fetch that has no data. Kafka answers a held fetch as soon as a record arrives;
+    Tansu holds it for the whole wait (measured: a record produced to a caught-up consumer is read ~200 ms later at
+    500 ms, ~10 ms at 20 ms), so on Tansu every hop between stages would cost up to that wait."""
 
     @classmethod
     def for_tansu(cls) -> BrokerProfile:
@@ -553,6 +557,7 @@ class BrokerProfile(BaseModel):
             max_request_size=8 * 1024 * 1024,
             latest_offsets_reliable=False,
             rebalance_timeout_ms=6000,
+            fetch_max_wait_ms=50,
         )
 
     @classmethod

@@ -98,7 +98,7 @@ class LogView:
     async def start(self) -> None:
         ctx = self._stage.ctx
         self._consumer = AIOKafkaConsumer(
-            **consumer_config(ctx.bootstrap, ctx.profile, None), fetch_max_wait_ms=VIEW_FETCH_WAIT_MS
+            **{**consumer_config(ctx.bootstrap, ctx.profile, None), "fetch_max_wait_ms": VIEW_FETCH_WAIT_MS}
         )
         await self._consumer.start()
         self._consumer.assign([self._tp])

@@ -97,6 +97,7 @@ def consumer_config(bootstrap: str, profile: BrokerProfile, group_id: str | None
         rebalance_timeout_ms=profile.rebalance_timeout_ms,
         max_partition_fetch_bytes=FETCH_MAX_BYTES,
         fetch_max_bytes=FETCH_MAX_BYTES,
+        fetch_max_wait_ms=profile.fetch_max_wait_ms,
         max_poll_interval_ms=600_000,
     )
 
