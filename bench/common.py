@@ -25,9 +25,9 @@ from pydantic import BaseModel
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
-from streams.broker import ResolvedBroker, resolve_test_bootstrap
-from streams.pipeline import InProcessPipeline, read_models
-from streams.produce import produce_traces
+from streams.broker.tansu import ResolvedBroker, resolve_test_bootstrap
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.produce import produce_traces
 
 
 @dataclass(frozen=True)
@@ -143,9 +143,9 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
     controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
     after the round's version, and only when the size changes) before the next round."""
-    from streams.fleet import PlaybookFollower
-    from streams.produce import send_traces
-    from streams.runtime import start_producer
+    from streams.demo.fleet import PlaybookFollower
+    from streams.topology.produce import send_traces
+    from streams.topology.runtime import start_producer
 
     settings = run.settings
     playbook_id = traces[0].playbook_id

@@ -48,11 +48,11 @@ from bench.common import machine, start_broker, write_results
 from combee_core.models import BatchManifest, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
-from streams.child_process import stop_processes
-from streams.fleet import PlaybookFollower
-from streams.pipeline import InProcessPipeline
-from streams.produce import produce_traces
-from streams.runtime import end_offsets, read_topic, start_producer
+from streams.broker.child_process import stop_processes
+from streams.demo.fleet import PlaybookFollower
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.produce import produce_traces
+from streams.topology.runtime import end_offsets, read_topic, start_producer
 
 SETTINGS = dict(sim_clock="virtual", sim_time_scale=0.0, batch_size=40, p=2, max_wait_s=1.0, partitions=4)
 SETTLE_S = 8.0
@@ -104,7 +104,7 @@ class Run:
         self.follower: PlaybookFollower | None = None
 
     async def __aenter__(self) -> Run:
-        from streams.worker import ensure_topics
+        from streams.topology.worker import ensure_topics
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
@@ -143,7 +143,7 @@ class Run:
         """Records on the run's ``llm-calls`` topic so far (one per LLM call attempt)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from streams.runtime import consumer_config
+        from streams.topology.runtime import consumer_config
 
         topic = self.settings.topic("llm-calls")
         consumer = AIOKafkaConsumer(**consumer_config(self.broker.bootstrap, self.broker.profile, None))

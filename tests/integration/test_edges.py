@@ -10,8 +10,8 @@ from aiokafka import AIOKafkaProducer
 
 from combee_core import limits
 from combee_core.models import DeadLetter
-from streams.pipeline import InProcessPipeline
-from streams.runtime import producer_config, read_topic
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.runtime import producer_config, read_topic
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,7 +11,16 @@ import time
 
 import pytest
 
-from streams.broker import (
+from streams.broker.state import (
+    BrokerRecord,
+    clear_record,
+    process_alive,
+    read_record,
+    record_path,
+    state_dir,
+    write_record,
+)
+from streams.broker.tansu import (
     BrokerLost,
     BrokerStartError,
     BrokerUnreachable,
@@ -23,18 +32,9 @@ from streams.broker import (
     find_free_port,
     kafka_answers,
 )
-from streams.broker_state import (
-    BrokerRecord,
-    clear_record,
-    process_alive,
-    read_record,
-    record_path,
-    state_dir,
-    write_record,
-)
-from streams.broker_watch import BrokerWatchdog
+from streams.broker.watchdog import BrokerWatchdog
 from streams.cli import NO_BROKER_HELP, build_parser, expected_failure_code, main, settings_from_args
-from streams.log_flood import RepeatedLogLimit
+from streams.cli.log_flood import RepeatedLogLimit
 
 
 @pytest.fixture
@@ -185,7 +185,7 @@ async def test_the_watchdog_stops_after_the_grace_with_the_cause():
 
 
 async def test_a_worker_whose_broker_does_not_answer_is_not_ready():
-    from streams.health import WorkerReadiness
+    from streams.topology.health import WorkerReadiness
 
     stop = asyncio.Event()
     watchdog = BrokerWatchdog(f"127.0.0.1:{find_free_port()}", grace_s=60, stop=stop, interval_s=0.05)
@@ -245,7 +245,7 @@ def test_grace_and_connect_timeout_flags_are_settings():
 
 
 async def test_stages_that_do_not_stop_in_time_are_cancelled_and_count_as_stopped():
-    from streams.worker import _finish_stages
+    from streams.topology.worker import _finish_stages
 
     async def stuck() -> None:
         await asyncio.sleep(3600)
@@ -275,8 +275,8 @@ async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
 
 async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monkeypatch):
     from combee_core.settings import CombeeSettings
-    from streams import worker
-    from streams.runtime import StageContext
+    from streams.topology import worker
+    from streams.topology.runtime import StageContext
 
     class Quitter:
         name = "quitter"

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from streams.broker import BrokerStartError, EmbeddedBroker
-from streams.child_process import LoggedChild
+from streams.broker.child_process import LoggedChild
+from streams.broker.tansu import BrokerStartError, EmbeddedBroker
 
 
 def test_a_child_that_exits_leaves_its_code_and_output_in_the_log():

@@ -13,7 +13,7 @@ import yaml
 
 from combee_core.settings import ENV_PREFIX, CombeeSettings
 from streams.cli import build_parser
-from streams.worker import parse_stages
+from streams.topology.worker import parse_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"

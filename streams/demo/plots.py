@@ -1,0 +1,157 @@
+"""PNG plots of a run (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+
+if TYPE_CHECKING:
+    from streams.demo.run import ControllerSummary, VersionRow
+
+
+def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Path:
+    """Held-out accuracy of every playbook version, with the empty playbook's accuracy as version 0."""
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    xs = [0] + [r.version for r in rows]
+    ys = [baseline] + [r.held_out_accuracy for r in rows]
+    ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.6, color="#1f77b4", label="held-out accuracy")
+    ax.axhline(baseline, linestyle="--", color="grey", linewidth=1, label=f"empty playbook ({baseline:.3f})")
+    promoted = [r for r in rows if r.decision == "promote"]
+    refused = [r for r in rows if r.decision in ("reject", "hold")]
+    if promoted:
+        ax.scatter([r.version for r in promoted], [r.held_out_accuracy for r in promoted], s=36, marker="o",
+                   facecolors="none", edgecolors="#2ca02c", linewidths=1.4, zorder=3, label="promoted")
+    if refused:
+        ax.scatter([r.version for r in refused], [r.held_out_accuracy for r in refused], s=40, marker="x",
+                   color="#d62728", zorder=3, label="not promoted (rejected / held)")
+    if promoted or refused:  # what the agents ran: the last promoted version's accuracy
+        served, current = [baseline], baseline
+        for row in rows:
+            current = row.held_out_accuracy if row.decision == "promote" else current
+            served.append(current)
+        ax.step(xs, served, where="post", color="#2ca02c", linewidth=1.2, alpha=0.8, label="served to agents")
+    ax.set_xlabel("playbook version")
+    ax.set_ylabel("held-out accuracy (expected, noise-free)")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlim(left=0)
+    ax.grid(True, alpha=0.3)
+    final = ys[-1]
+    ax.set_title(f"Held-out accuracy per version: {baseline:.3f} -> {final:.3f}")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def controller_plot_skipped(summary: ControllerSummary) -> str | None:
+    """Why there is no controller plot (the controller was off, or never decided), or None when there is one."""
+    if not summary.auto:
+        return "the batch size was fixed: the controller was off"
+    if not summary.chosen_batch_sizes:
+        return "the controller made no decision in this run"
+    return None
+
+
+def plain_number(value: float, _position: object = None) -> str:
+    """A tick label without scientific notation: 5, 40, 0.25, 0.0012."""
+    return f"{value:.4g}" if value < 1e4 else f"{value:,.0f}"
+
+
+def delay_ticks(delays: Sequence[float]) -> list[float]:
+    """1-2-5 steps spanning the delays, so a log axis has several plain labels rather than one per decade."""
+    lo, hi = min(delays), max(delays)
+    ticks: list[float] = []
+    decade = 10.0 ** math.floor(math.log10(lo))
+    while decade <= hi * 10:
+        ticks += [step * decade for step in (1, 2, 5) if lo / 1.5 <= step * decade <= hi * 1.5]
+        decade *= 10
+    return ticks
+
+
+def spaced_ticks(sizes: Sequence[int], keep: int | None = None, min_ratio: float = 1.25) -> list[int]:
+    """The sizes with any too close to a neighbour on a log axis left out (``keep`` always stays)."""
+    ticks: list[int] = []
+    for size in sorted(set(sizes)):
+        if ticks and size / ticks[-1] < min_ratio:
+            if size == keep:
+                ticks[-1] = size
+            continue
+        ticks.append(size)
+    return ticks
+
+
+def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
+    """The delay samples (per trace, vs batch size, log-log), the controller's own fit, τ and its last choice with
+    its reason. Nothing is written when the controller was off or never decided (see
+    :func:`controller_plot_skipped`); returns the path written, or None."""
+    if controller_plot_skipped(summary) is not None:
+        return None
+    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=120)
+    unit = summary.clock_description or ("LLM critical path" if summary.clock == "modelled"
+                                         else "wall delay, batch closed to version")
+    points = [s for s in summary.samples if s.per_trace_delay_s > 0]
+    fitted = [s for s in summary.fit_samples if s.per_trace_delay_s > 0]
+    ax.scatter([s.batch_size for s in points], [s.per_trace_delay_s for s in points], s=34, facecolors="none",
+               edgecolors="#7f7f7f", linewidths=0.9, label=f"every batch of the run ({len(points)})", zorder=2)
+    if fitted:
+        ax.scatter([s.batch_size for s in fitted], [s.per_trace_delay_s for s in fitted], s=14, color="#1f77b4",
+                   label=f"samples behind the last decision ({len(fitted)})", zorder=3)
+    sizes = sorted({s.batch_size for s in points} | set(summary.chosen_batch_sizes))
+    delays = [s.per_trace_delay_s for s in points]
+    chosen = summary.chosen_batch_sizes[-1]
+    if summary.fit_A is not None and summary.fit_alpha is not None:
+        lo, hi = max(1.0, min(sizes) * 0.8), max(sizes) * 1.25
+        grid = [lo * (hi / lo) ** (i / 99) for i in range(100)]
+        curve = [summary.fit_A * g ** (-summary.fit_alpha) for g in grid]
+        delays += curve
+        ax.plot(grid, curve, color="#d62728", linewidth=1.6,
+                label=f"controller's fit T(bs) = {summary.fit_A:.3g}·bs^-{summary.fit_alpha:.2f}"
+                      f"  (r² = {summary.fit_r2:.2f})")
+        at = summary.fit_A * chosen ** (-summary.fit_alpha)
+        ax.plot([chosen], [at], marker="*", markersize=16, color="#2ca02c", zorder=4, linestyle="none",
+                label=f"chosen batch size {chosen} ({summary.last_phase})")
+        plateau = summary.plateau_batch_size
+        if plateau is not None and abs(plateau - chosen) > 0.5 and plateau < max(sizes) * 1.25:
+            ax.axvline(plateau, color="#2ca02c", linestyle=":", linewidth=1.0,
+                       label=f"bs* = {plateau:.1f} before rounding and bounds")
+    else:
+        ax.axvline(chosen, color="#2ca02c", linestyle="--", linewidth=1.4,
+                   label=f"chosen batch size {chosen} ({summary.last_phase}: no fit yet)")
+    if summary.bs_max is not None and summary.bs_max <= max(sizes) * 1.25:
+        ax.axvline(summary.bs_max, color="#9467bd", linestyle="--", linewidth=1.0,
+                   label=f"upper bound {summary.bs_max} (against quality risk)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes, keep=chosen)))
+    ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
+    ax.xaxis.set_minor_locator(NullLocator())
+    if delays:
+        ax.yaxis.set_major_locator(FixedLocator(delay_ticks(delays)))
+        ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
+        ax.yaxis.set_minor_locator(NullLocator())
+    ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
+    ax.set_ylabel("per-trace delay, s")
+    ax.set_title(f"Controller: delay per trace vs batch size (an epoch's time is traces x this)\n{unit}",
+                 fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(loc="upper right", fontsize=8)
+    note = [f"τ = {summary.tau:g}: the controller picks bs* where one more trace per batch cuts the per-trace delay "
+            f"by less than τ of itself (bs* = α/τ), within [{summary.bs_min or '?'}, {summary.bs_max or '?'}]; "
+            f"delays: {unit}.",
+            f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
+    fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
+             color="#333333")
+    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    fig.savefig(path)
+    plt.close(fig)
+    return path
