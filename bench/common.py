@@ -25,7 +25,7 @@ from pydantic import BaseModel
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
-from streams.broker.tansu import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
 

@@ -31,7 +31,7 @@ from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, PlaybookVersion, VersionStats
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
-from streams.broker.tansu import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
 from streams.topology.runtime import Stage, start_producer
 from streams.topology.worker import ensure_topics, run_worker

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from streams.broker.state import STATE_DIR_ENV
-from streams.broker.tansu import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 
 
 @pytest.fixture(scope="session")

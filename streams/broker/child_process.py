@@ -1,4 +1,5 @@
-"""A server run as a child process with its output in a log file: the embedded broker, the local model server."""
+"""A server run as a child process with its output in a log file (the embedded broker, the local model server), and
+a free port for it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import contextlib
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -129,3 +131,10 @@ class LoggedChild:
             with contextlib.suppress(OSError):
                 self._tmpdir.cleanup()
             self._tmpdir = None
+
+
+def find_free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free on ``host`` a moment ago (the OS picks it; racy by nature)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])

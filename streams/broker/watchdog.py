@@ -14,7 +14,8 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from streams.broker.tansu import BrokerLost, kafka_answers
+from streams.broker.errors import BrokerLost
+from streams.broker.probe import kafka_answers
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from combee_core.errors import CombeeError
 from combee_core.settings import CombeeSettings
 
 if TYPE_CHECKING:
-    from streams.broker.tansu import BrokerProfile
+    from streams.broker.profile import BrokerProfile
 
 log = logging.getLogger("combee")
 T = TypeVar("T")
@@ -104,8 +104,11 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> Asy
     """Yield (bootstrap, profile): the configured broker; else, with ``embedded``, a throwaway Tansu started for
     this command; else the broker a running ``combee broker`` recorded. None of these: :class:`NoBrokerFound`.
     A broker that does not answer within ``broker_connect_timeout_s``: :class:`BrokerUnreachable`."""
+    from streams.broker.errors import NoBrokerFound
+    from streams.broker.probe import check_broker
+    from streams.broker.profile import BrokerProfile, profile_for
     from streams.broker.state import read_record
-    from streams.broker.tansu import BrokerProfile, EmbeddedBroker, NoBrokerFound, check_broker, detect_profile
+    from streams.broker.tansu import EmbeddedBroker
 
     bootstrap = settings.kafka_bootstrap
     if not bootstrap and not embedded:
@@ -117,11 +120,7 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> Asy
               file=sys.stderr)
     if bootstrap:
         await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s)
-        if settings.broker_kind == "auto":
-            profile = await detect_profile(bootstrap)
-        else:
-            profile = BrokerProfile.for_kind(settings.broker_kind)
-        yield bootstrap, profile
+        yield bootstrap, await profile_for(bootstrap, settings.broker_kind)
         return
     broker = EmbeddedBroker()
     await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
@@ -165,7 +164,7 @@ async def cmd_broker(args: argparse.Namespace) -> int:
         clear_record()
         await broker.stop_async()
     if exit_code is not None:
-        from streams.broker.tansu import BrokerLost
+        from streams.broker.errors import BrokerLost
 
         raise BrokerLost(f"the Tansu broker process at {broker.bootstrap} {_describe_exit(exit_code)}; last log "
                          f"line: {broker.log_tail(1).strip() or '(none)'}")
@@ -260,7 +259,7 @@ async def cmd_produce(args: argparse.Namespace) -> int:
 
 
 async def cmd_tail(args: argparse.Namespace) -> int:
-    from streams.broker.tansu import list_topics
+    from streams.broker.admin import list_topics
     from streams.broker.watchdog import BrokerWatchdog, watching
     from streams.topology.observe import tail_versions
 
@@ -456,7 +455,7 @@ def describe_failure(error: BaseException) -> str:
     """One line for an expected failure (a broker start failure keeps the broker's log lines under it)."""
     from aiokafka.errors import KafkaError
 
-    from streams.broker.tansu import BrokerStartError
+    from streams.broker.errors import BrokerStartError
 
     if isinstance(error, BrokerStartError):
         return str(error)

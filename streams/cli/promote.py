@@ -19,7 +19,7 @@ from combee_core.promotion import (
     rollback_target,
 )
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import read_topic, start_producer
 
 WRITE_ATTEMPTS = 5

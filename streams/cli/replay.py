@@ -88,7 +88,7 @@ def _fail(command: str, error: Exception | str) -> int:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
-    from streams.broker.tansu import list_topics
+    from streams.broker.admin import list_topics
     from streams.cli import broker_for, settings_from_args
     from streams.runs.replay import ALL_TOPICS, export_run
 

@@ -27,7 +27,7 @@ from combee_core.promotion import PromotionLedger, in_canary
 from combee_core.rollout import round_rollout_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import BrokerProfile
 from streams.topology.produce import send_traces
 from streams.topology.runtime import consumer_config, start_producer
 

@@ -25,7 +25,7 @@ from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, P
 from combee_core.rollout import modelled_task_time_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, misleading_trace
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import BrokerProfile
 from streams.demo.fleet import Fleet, FleetConfig, FleetMode, FleetReport, PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import send_traces

@@ -26,8 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from combee_core.errors import CombeeError
-from streams.broker.child_process import LoggedChild
-from streams.broker.tansu import find_free_port
+from streams.broker.child_process import LoggedChild, find_free_port
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from combee_core.ace_format import parse_ace, render_ace
 from combee_core.errors import CombeeError
 from combee_core.models import DeadLetter, PlaybookVersion, Trace, utc_now
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import BrokerProfile
 from streams.runs.playbook_io import import_playbook, read_versions
 from streams.topology.produce import produce_traces
 from streams.topology.runtime import read_topic

@@ -11,7 +11,8 @@ from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, PlaybookEntry, PlaybookVersion, utc_now
 from combee_core.seed import SeededVersion, is_import_manifest, seed_version
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile, list_topics
+from streams.broker.admin import list_topics
+from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import read_topic, start_producer
 
 log = logging.getLogger(__name__)

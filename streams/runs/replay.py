@@ -30,7 +30,8 @@ from combee_core.replay import (
     trace_identity,
 )
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile, create_topics
+from streams.broker.admin import create_topics
+from streams.broker.profile import BrokerProfile
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.runtime import read_topic, start_producer
 from streams.topology.topics import TOPICS

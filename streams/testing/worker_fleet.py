@@ -20,7 +20,7 @@ from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, CombeeModel, DeadLetter, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from streams.broker.child_process import stop_processes
-from streams.broker.tansu import ResolvedBroker
+from streams.testing.broker import ResolvedBroker
 from streams.topology.runtime import read_topic, start_producer
 
 WORKER_SETTINGS = {

@@ -17,7 +17,7 @@ from combee_core.llm.roles import CallRecord, LLMConfig, LLMRoles
 from combee_core.settings import CombeeSettings
 
 if TYPE_CHECKING:
-    from streams.broker.tansu import BrokerProfile
+    from streams.broker.profile import BrokerProfile
     from streams.topology.runtime import StageContext
 
 log = logging.getLogger(__name__)

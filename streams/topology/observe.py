@@ -20,7 +20,8 @@ from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_vers
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile, close_client
+from streams.broker.admin import close_client
+from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import consumer_config, end_offsets
 from streams.topology.topics import TOPICS
 

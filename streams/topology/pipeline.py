@@ -24,7 +24,7 @@ from combee_core.models import (
 )
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import read_topic
 from streams.topology.worker import ALL_STAGES, ensure_topics, run_worker
 

@@ -8,7 +8,7 @@ from typing import TextIO
 
 from combee_core.models import Trace
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import start_producer
 from streams.topology.stages.reflector import TraceRejected, decode_trace
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from combee_core.models import CombeeModel, DeadLetter
 from combee_core.settings import CombeeSettings
-from streams.broker.tansu import BrokerProfile
+from streams.broker.profile import FETCH_MAX_BYTES, MAX_REQUEST_BYTES, BrokerProfile
 from streams.topology.dead_letters import make_dead_letter
 from streams.topology.offsets import OffsetTracker
 
@@ -26,8 +26,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=CombeeModel)
-
-FETCH_MAX_BYTES = 16 * 1024 * 1024
 
 
 @dataclass
@@ -79,7 +77,7 @@ def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:
         bootstrap_servers=bootstrap,
         acks="all",
         enable_idempotence=False,
-        max_request_size=profile.max_request_size,
+        max_request_size=MAX_REQUEST_BYTES,
         linger_ms=5,
         request_timeout_ms=30_000,
     )

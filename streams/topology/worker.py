@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings, SettingsError
-from streams.broker.tansu import BrokerProfile, close_client, create_topics
+from streams.broker.admin import close_client, create_topics
+from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
 from streams.topology.llm_setup import OnCall, build_llm_roles, replay_responder
 from streams.topology.runtime import Stage, StageContext, start_producer

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker.tansu import wait_for_broker
+from streams.broker.probe import wait_for_broker
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.runtime import read_topic
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from streams.broker.tansu import find_free_port
+from streams.broker.child_process import find_free_port
 from streams.topology.health import HealthServer, WorkerReadiness
 from tests.integration.topology_support import env_without_combee
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.broker.tansu import find_free_port
+from streams.broker.child_process import find_free_port
 from streams.topology.pipeline import PipelineTimeout
 from streams.topology.produce import produce_traces
 from streams.topology.runtime import start_producer

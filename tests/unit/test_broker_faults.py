@@ -11,6 +11,9 @@ import time
 
 import pytest
 
+from streams.broker.child_process import find_free_port
+from streams.broker.errors import BrokerLost, BrokerStartError, BrokerUnreachable, NoBrokerFound, StorageURLError
+from streams.broker.probe import bootstrap_addresses, kafka_answers
 from streams.broker.state import (
     BrokerRecord,
     clear_record,
@@ -20,18 +23,7 @@ from streams.broker.state import (
     state_dir,
     write_record,
 )
-from streams.broker.tansu import (
-    BrokerLost,
-    BrokerStartError,
-    BrokerUnreachable,
-    EmbeddedBroker,
-    NoBrokerFound,
-    StorageURLError,
-    bootstrap_addresses,
-    check_storage_url,
-    find_free_port,
-    kafka_answers,
-)
+from streams.broker.tansu import EmbeddedBroker, check_storage_url
 from streams.broker.watchdog import BrokerWatchdog
 from streams.cli import NO_BROKER_HELP, build_parser, expected_failure_code, main, settings_from_args
 from streams.cli.log_flood import RepeatedLogLimit

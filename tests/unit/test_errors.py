@@ -16,7 +16,7 @@ import streams
 from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMCallError
 from streams import cli
-from streams.broker.tansu import BrokerLost, BrokerUnreachable
+from streams.broker.errors import BrokerLost, BrokerUnreachable
 
 NOT_EXPECTED = {
     "combee_core.llm.roles._Attempted",  # private control flow inside the role retry loop, never escapes it
