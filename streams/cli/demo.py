@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from combee_core.settings import ENV_PREFIX, CombeeSettings
+from streams.cli.flags import add_common, flag_overrides
+from streams.cli.running import broker_for
 
 DEMO_DEFAULTS = {
     # Fast enough for a one-minute demo, still paced by the latency model (see docs/simulator.md).
@@ -22,13 +24,11 @@ DEMO_DEFAULTS = {
 
 
 def add_parser(subparsers) -> None:
-    from streams.cli import _add_common
-
     parser = subparsers.add_parser(
         "demo", help="a simulated agent fleet learning a playbook live (embedded broker, offline model)",
         description="Run a simulated agent fleet against the whole topology and watch the playbook improve. "
                     "Writes results.json, playbook.json and PNG plots to --out.")
-    _add_common(parser)
+    add_common(parser)
     parser.add_argument("--model", help="LLM model for all roles (default combee-sim/default, the offline simulator)")
     parser.add_argument("--fleet", type=int, default=40, help="agents in the fleet (default 40)")
     parser.add_argument("--batch-size", default=None, help="'auto' (the controller, default) or a fixed number")
@@ -55,7 +55,6 @@ def add_parser(subparsers) -> None:
 
 def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None = None) -> CombeeSettings:
     """Settings: demo defaults, then ``COMBEE_*`` environment variables, then flags."""
-    from streams.cli import flag_overrides
 
     env = dict(os.environ if env is None else env)
     overrides = {name: value for name, value in DEMO_DEFAULTS.items() if ENV_PREFIX + name.upper() not in env}
@@ -67,7 +66,6 @@ def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from streams.cli import broker_for
     from streams.demo.run import DemoError, DemoOptions, run_demo
 
     settings = demo_settings_from_args(args)

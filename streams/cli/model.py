@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from streams.cli import _stop_on_signals
+from streams.cli.running import stop_on_signals
 from streams.local_model.server import DEFAULT_ALIAS, LocalModelServer, LocalModelStartError, LocalModelUnavailable
 
 
@@ -45,7 +45,7 @@ async def cmd_model_serve(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
         sys.stdout.flush()
         stop = asyncio.Event()
-        _stop_on_signals(stop)
+        stop_on_signals(stop)
         while not stop.is_set():
             if not server.running:
                 print(f"combee model serve: the server exited.\n{server.log_tail()}", file=sys.stderr)

@@ -9,18 +9,18 @@ from pathlib import Path
 
 from combee_core.ace_format import AceFormatError, parse_ace, render_ace, section_heading
 from combee_core.models import PlaybookEntry, PlaybookVersion
+from streams.cli.flags import add_common, settings_from_args
+from streams.cli.running import broker_for
 
 FORMATS = ("ace", "json", "markdown")
 
 
 def add_parser(subparsers) -> None:
-    from streams.cli import _add_common
-
     playbook = subparsers.add_parser("playbook", help="import a playbook (ACE text, JSON) as a version, or export one")
     actions = playbook.add_subparsers(dest="action", required=True)
 
     load = actions.add_parser("import", help="publish a playbook file as the next version of a playbook")
-    _add_common(load, run=False)
+    add_common(load, run=False)
     load.add_argument("file", help="ACE playbook text (## SECTION, [id] helpful=X harmful=Y :: content), or a "
                       "version's JSON with --format json")
     load.add_argument("--playbook", required=True, help="playbook id to seed")
@@ -30,7 +30,7 @@ def add_parser(subparsers) -> None:
     load.set_defaults(handler=cmd_import)
 
     dump = actions.add_parser("export", help="write one version of a playbook as ACE text, JSON or Markdown")
-    _add_common(dump, run=False)
+    add_common(dump, run=False)
     dump.add_argument("--playbook", help="playbook id (optional when the run has one)")
     dump.add_argument("--format", choices=FORMATS, default="ace", help="ace (default), json (the PlaybookVersion "
                       "as published) or markdown")
@@ -81,7 +81,6 @@ def _fail(command: str, error: Exception) -> int:
 async def cmd_import(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from streams.cli import broker_for, settings_from_args
     from streams.runs.playbook_io import PlaybookIOError, import_playbook
     from streams.topology.worker import ensure_topics
 
@@ -106,7 +105,6 @@ async def cmd_import(args: argparse.Namespace) -> int:
 
 
 async def cmd_export(args: argparse.Namespace) -> int:
-    from streams.cli import broker_for, settings_from_args
     from streams.runs.playbook_io import PlaybookIOError, pick_version, read_versions, require_run_topics
 
     settings = settings_from_args(args)

@@ -20,6 +20,8 @@ from combee_core.promotion import (
 )
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
+from streams.cli.flags import add_common, settings_from_args
+from streams.cli.running import broker_for
 from streams.topology.runtime import read_topic, start_producer
 
 WRITE_ATTEMPTS = 5
@@ -82,17 +84,15 @@ async def _counts(settings: CombeeSettings, bootstrap: str, profile: BrokerProfi
 
 
 def add_parser(subparsers) -> None:
-    from streams.cli import _add_common
-
     promote = subparsers.add_parser("promote", help="serve a version to agents now, and resume automatic promotion")
-    _add_common(promote, run=False)
+    add_common(promote, run=False)
     promote.add_argument("playbook", help="playbook id")
     promote.add_argument("version", type=int, help="version to serve (0 = the empty playbook)")
     promote.add_argument("--reason", default="", help="why (recorded with the decision)")
     promote.set_defaults(handler=cmd_promote)
 
     rollback = subparsers.add_parser("rollback", help="serve an earlier version now, and pause automatic promotion")
-    _add_common(rollback, run=False)
+    add_common(rollback, run=False)
     rollback.add_argument("playbook", help="playbook id")
     rollback.add_argument("--to", dest="version", type=int, help="version to serve (default: the one served before)")
     rollback.add_argument("--reason", default="", help="why (recorded with the decision)")
@@ -100,8 +100,6 @@ def add_parser(subparsers) -> None:
 
 
 async def _act(args: argparse.Namespace, action: str) -> int:
-    from streams.cli import broker_for, settings_from_args
-
     settings = settings_from_args(args)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
         try:

@@ -13,18 +13,18 @@ from combee_core.llm.record import CallStoreError, LLMRecordMiss
 from combee_core.models import PromotionDecision
 from combee_core.promotion import compare_decisions
 from combee_core.replay import ReplayError, TraceSelection
+from streams.cli.flags import add_common, add_pipeline, settings_from_args
+from streams.cli.running import broker_for
 
 
 def add_parser(subparsers) -> None:
-    from streams.cli import _add_common, _add_pipeline
-
     export = subparsers.add_parser("export", help="write topics of a run to a JSONL archive")
-    _add_common(export, run=False, run_id=True)
+    add_common(export, run=False, run_id=True)
     recorded = export.add_argument_group(
         "the recorded run's settings", "written to the archive's header, which `combee replay` reruns the run with "
         "(default: the COMBEE_* environment, as when the run was started)")
     recorded.add_argument("--seed", dest="run_seed", type=int, help="the run's seed")
-    _add_pipeline(recorded, llm_record=False)
+    add_pipeline(recorded, llm_record=False)
     export.add_argument("--out", required=True, help="archive file to write (JSONL)")
     export.add_argument("--topics", help="comma-separated logical topics (default: all of the run's topics)")
     export.set_defaults(handler=cmd_export)
@@ -89,7 +89,6 @@ def _fail(command: str, error: Exception | str) -> int:
 
 async def cmd_export(args: argparse.Namespace) -> int:
     from streams.broker.admin import list_topics
-    from streams.cli import broker_for, settings_from_args
     from streams.runs.replay import ALL_TOPICS, export_run
 
     settings = settings_from_args(args)
@@ -116,7 +115,6 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
 async def cmd_replay(args: argparse.Namespace) -> int:
     from combee_core.settings import CombeeSettings
-    from streams.cli import broker_for
     from streams.runs.replay import ReplayOptions, replay_archive, replay_from_topics, versions_of
     from streams.topology.pipeline import PipelineTimeout
 
@@ -177,7 +175,6 @@ async def cmd_replay(args: argparse.Namespace) -> int:
 
 async def cmd_diff(args: argparse.Namespace) -> int:
     from combee_core.settings import CombeeSettings
-    from streams.cli import broker_for
     from streams.runs.replay import versions_of
 
     for run in (args.run_a, args.run_b):

@@ -25,8 +25,10 @@ from streams.broker.state import (
 )
 from streams.broker.tansu import EmbeddedBroker, check_storage_url
 from streams.broker.watchdog import BrokerWatchdog
-from streams.cli import NO_BROKER_HELP, build_parser, expected_failure_code, main, settings_from_args
+from streams.cli import build_parser, expected_failure_code, main
+from streams.cli.flags import settings_from_args
 from streams.cli.log_flood import RepeatedLogLimit
+from streams.cli.running import NO_BROKER_HELP
 
 
 @pytest.fixture
@@ -255,7 +257,7 @@ async def test_stages_that_do_not_stop_in_time_are_cancelled_and_count_as_stoppe
 
 
 async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
-    from streams.cli import until_stopped
+    from streams.cli.running import until_stopped
 
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.1, stop.set)

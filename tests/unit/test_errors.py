@@ -17,6 +17,7 @@ from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMCallError
 from streams import cli
 from streams.broker.errors import BrokerLost, BrokerUnreachable
+from streams.cli import status as status_command
 
 NOT_EXPECTED = {
     "combee_core.llm.roles._Attempted",  # private control flow inside the role retry loop, never escapes it
@@ -64,7 +65,7 @@ def test_main_prints_a_combee_error_as_one_line_with_its_exit_status(monkeypatch
     def fails(args):
         raise error
 
-    monkeypatch.setitem(cli.COMMANDS, "status", fails)
+    monkeypatch.setattr(status_command, "cmd_status", fails)
     assert cli.main(["status"]) == code
     assert capsys.readouterr().err == f"combee status: {line}\n"
 
@@ -73,7 +74,7 @@ def test_main_lets_a_bug_keep_its_traceback(monkeypatch):
     def fails(args):
         raise KeyError("bug")
 
-    monkeypatch.setitem(cli.COMMANDS, "status", fails)
+    monkeypatch.setattr(status_command, "cmd_status", fails)
     with pytest.raises(KeyError):
         cli.main(["status"])
 

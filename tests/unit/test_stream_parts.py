@@ -16,7 +16,8 @@ from combee_core import limits
 from combee_core.models import DeadLetter, Reflection, utc_now
 from combee_core.settings import SettingsError
 from streams.broker.profile import BrokerProfile
-from streams.cli import build_parser, settings_from_args
+from streams.cli import build_parser
+from streams.cli.flags import settings_from_args
 from streams.topology.dead_letters import make_dead_letter, readable_ids
 from streams.topology.offsets import OffsetTracker
 from streams.topology.runtime import StageContext
