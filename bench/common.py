@@ -143,7 +143,7 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
     controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
     after the round's version, and only when the size changes) before the next round."""
-    from streams.demo.fleet import PlaybookFollower
+    from streams.topology.follower import PlaybookFollower
     from streams.topology.produce import send_traces
     from streams.topology.runtime import start_producer
 

@@ -49,7 +49,7 @@ from combee_core.models import BatchManifest, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
 from streams.broker.child_process import stop_processes
-from streams.demo.fleet import PlaybookFollower
+from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.runtime import end_offsets, read_topic, start_producer

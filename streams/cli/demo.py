@@ -66,7 +66,8 @@ def demo_settings_from_args(args: argparse.Namespace, env: dict[str, str] | None
 
 
 async def cmd_demo(args: argparse.Namespace) -> int:
-    from streams.demo.run import DemoError, DemoOptions, run_demo
+    from streams.demo.results import DemoOptions
+    from streams.demo.run import DemoError, run_demo
 
     settings = demo_settings_from_args(args)
     options = DemoOptions(fleet=args.fleet, mode=args.mode, traces=args.traces, families=args.families, out=args.out,

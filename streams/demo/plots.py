@@ -6,7 +6,6 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import matplotlib
 
@@ -14,8 +13,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-if TYPE_CHECKING:
-    from streams.demo.run import ControllerSummary, VersionRow
+from streams.demo.results import ControllerSummary, VersionRow  # noqa: E402
 
 
 def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Path:

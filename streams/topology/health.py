@@ -137,10 +137,10 @@ class HealthServer:
         method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("GET", "/")
         content_type = "application/json"
         if path.split("?", 1)[0] == "/metrics" and self._metrics is not None and method in ("GET", "HEAD"):
-            from streams.topology.metrics import CONTENT_TYPE
+            from prometheus_client import CONTENT_TYPE_LATEST  # the text exposition format
 
             try:
-                status, payload, content_type = 200, await self._metrics(), CONTENT_TYPE
+                status, payload, content_type = 200, await self._metrics(), CONTENT_TYPE_LATEST
             except Exception as error:  # noqa: BLE001 - a failing collector must not kill the health server
                 log.exception("metrics: scrape failed")
                 status, payload = 500, orjson.dumps({"error": f"{type(error).__name__}: {error}"})

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from aiokafka.errors import KafkaError
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -31,9 +31,6 @@ if TYPE_CHECKING:
     from streams.topology.runtime import Stage
 
 log = logging.getLogger(__name__)
-
-CONTENT_TYPE = CONTENT_TYPE_LATEST
-"""The content type of the text exposition format served on ``/metrics``."""
 
 LAG_REFRESH_TIMEOUT_S = 2.0
 """Longest a scrape waits for the committed offsets behind the lag gauge."""

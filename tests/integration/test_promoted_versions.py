@@ -12,8 +12,8 @@ from combee_core.models import PromotionDecision
 from combee_core.promotion import in_canary
 from combee_core.tasks import build_suite, misleading_trace
 from streams.cli.promote import operator_act
-from streams.demo.fleet import PlaybookFollower
 from streams.runs.replay import ReplayOptions, replay_from_topics
+from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.test_cli import _combee

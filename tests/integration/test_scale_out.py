@@ -8,7 +8,7 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from combee_core.models import BatchMetrics
-from streams.demo.fleet import PlaybookFollower
+from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces, send_traces
 from streams.topology.runtime import start_producer

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.settings import CombeeSettings
 from streams.demo.plots import controller_plot_skipped, delay_ticks, plain_number, plot_controller
-from streams.demo.run import ControllerSummary, controller_summary
+from streams.demo.results import ControllerSummary, controller_summary
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -7,7 +7,8 @@ import time
 
 from streams.cli.demo import LiveView, VersionLog, batch_size_cell, fleet_cell
 from streams.demo.fleet import FleetReport
-from streams.demo.run import DemoOptions, DemoProgress, VersionRow
+from streams.demo.results import DemoOptions, VersionRow
+from streams.demo.run import DemoProgress
 
 
 def _row(version: int, batch_size: int) -> VersionRow:
