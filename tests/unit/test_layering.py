@@ -121,3 +121,11 @@ def test_no_import_cycles_between_streams_modules(graph):
 def test_the_cycle_finder_finds_a_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_only_the_test_harness_reads_the_tests_bootstrap_variable():
+    """The product has one bootstrap variable, ``COMBEE_KAFKA_BOOTSTRAP`` (docs/broker.md); ``KAFKA_BOOTSTRAP_SERVERS``
+    belongs to the tests' and benchmarks' resolver in ``streams/testing/``."""
+    readers = sorted(name for name, path in _modules().items()
+                     if "KAFKA_BOOTSTRAP_SERVERS" in path.read_text(encoding="utf-8") and _package(name) != "testing")
+    assert readers == []
