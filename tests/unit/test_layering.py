@@ -46,7 +46,8 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
                 parent = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parent + ([base] if base else []))
             found.add(base)
-            found.update(f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in known)
+            found.update(f"{base}.{alias.name}" for alias in node.names
+                         if f"{base}.{alias.name}" in known or base == "streams")  # streams/ holds only packages
     return {imported for imported in found if imported.split(".")[0] in ("streams", "combee_core")}
 
 
@@ -68,10 +69,14 @@ def test_every_streams_module_is_in_a_package_of_the_layout(graph):
 
 
 def test_every_streams_import_names_a_module_of_the_tree(graph):
-    """An import of a moved module must fail here, not resolve to an installed copy of an older tree."""
+    """An import of a moved module must fail here, not resolve to an installed copy of an older tree (the tests,
+    the benchmarks and the streams modules alike)."""
     known = set(graph)
-    missing = sorted((name, imported) for name, imports in graph.items() for imported in imports
-                     if imported.startswith("streams") and imported not in known)
+    users = {name: imports for name, imports in graph.items()}
+    for path in sorted([*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").glob("*.py")]):
+        users[_module_name(path)] = _imports(_module_name(path), path, known)
+    missing = sorted((name, imported) for name, imports in users.items() for imported in imports
+                     if imported.split(".")[0] == "streams" and imported not in known)
     assert missing == []
 
 
