@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from combee_core.errors import CombeeError
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 
 if TYPE_CHECKING:
     from streams.broker import BrokerProfile
@@ -255,7 +256,7 @@ async def cmd_produce(args: argparse.Namespace) -> int:
                 return 2
             sent = await produce_traces(settings, bootstrap, profile, loaded.traces)
     gone = " (a throwaway broker: they are gone with it)" if args.embedded and not settings.kafka_bootstrap else ""
-    print(f"sent {sent} trace(s) to {settings.topic('traces')}{gone}", file=sys.stderr)
+    print(f"sent {sent} trace(s) to {settings.topic(Topic.TRACES)}{gone}", file=sys.stderr)
     return 0
 
 
@@ -268,15 +269,15 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     _stop_on_signals(stop)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-        topic = settings.topic("playbook")
+        topic = settings.topic(Topic.PLAYBOOK)
         existing = await list_topics(bootstrap, settings.topic_prefix)
         if topic not in existing:
             print(f"Waiting for {topic}: no worker has run with prefix {settings.topic_prefix} on {bootstrap} yet.",
                   file=sys.stderr, flush=True)
         promoted = not args.candidates and (settings.promotion or await has_records(
-            bootstrap, profile, settings.topic("promoted")))
+            bootstrap, profile, settings.topic(Topic.PROMOTED)))
         if promoted:
-            print(f"following promoted versions ({settings.topic('promoted')}); --candidates for every version",
+            print(f"following promoted versions ({settings.topic(Topic.PROMOTED)}); --candidates for every version",
                   file=sys.stderr, flush=True)
         watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing)
         async with watching(watchdog):

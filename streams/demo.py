@@ -20,11 +20,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.controller import clock_description, epoch_delay, sample_delay
 from combee_core.errors import CombeeError
-from combee_core.llm.roles import CallRecord
-from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
+from combee_core.models import BatchMetrics, CallRecord, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.rollout import modelled_task_time_s
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, misleading_trace
+from combee_core.topology import Topic
 from streams.broker import BrokerProfile
 from streams.fleet import Fleet, FleetConfig, FleetMode, FleetReport, PlaybookFollower
 from streams.pipeline import InProcessPipeline, read_models
@@ -369,7 +369,7 @@ async def run_demo(
             sent_ids = set(fleet.sent_ids) | misleading_ids
             await follower.wait_incorporated(sent_ids, timeout_s=settings.max_wait_s + 120,
                                              what="every trace to reach a version or a dead letter")
-            metrics = await read_models(run, "metrics", BatchMetrics)
+            metrics = await read_models(run, Topic.METRICS, BatchMetrics)
             versions = await run.versions(options.playbook_id)
             decisions: list[PromotionDecision] = []
             if settings.promotion:

@@ -19,6 +19,7 @@ from combee_core.promotion import (
     rollback_target,
 )
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker import BrokerProfile
 from streams.runtime import read_topic, start_producer
 
@@ -35,7 +36,7 @@ def operator_name() -> str:
 
 
 async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> PromotionLedger:
-    records = await read_topic(bootstrap, profile, settings.topic("promoted"))
+    records = await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED))
     return load_ledger(PromotionDecision.from_json_bytes(record.value) for record in records)
 
 
@@ -47,7 +48,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     rule = PromotionRule(epsilon=settings.promotion_epsilon)
     versions = {v.version: v for v in valid_versions(
         PlaybookVersion.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile,
-                                                                           settings.topic("playbook")))
+                                                                           settings.topic(Topic.PLAYBOOK)))
         if v.playbook_id == playbook_id}
     producer = await start_producer(bootstrap, profile)
     try:
@@ -59,7 +60,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
                 raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{newest})")
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
                                          why=why, rule=rule, now=utc_now())
-            await producer.send_and_wait(settings.topic("promoted"), decision.to_json_bytes(),
+            await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
                                          key=playbook_id.encode())
             if await _counts(settings, bootstrap, profile, decision):
                 return decision
@@ -73,7 +74,7 @@ async def _counts(settings: CombeeSettings, bootstrap: str, profile: BrokerProfi
                   decision: PromotionDecision) -> bool:
     """Whether the record that counts under ``decision``'s id is this one (compared without the time)."""
     ledger = PromotionLedger()
-    for record in await read_topic(bootstrap, profile, settings.topic("promoted")):
+    for record in await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED)):
         other = PromotionDecision.from_json_bytes(record.value)
         if ledger.apply(other) and (other.playbook_id, other.decision_id) == (decision.playbook_id,
                                                                               decision.decision_id):

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from combee_core.models import CombeeModel, DeadLetter
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker import BrokerProfile
 from streams.dead_letters import make_dead_letter
 from streams.offsets import OffsetTracker
@@ -70,7 +71,7 @@ class StageContext:
         self.count("dead_letters")
         self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
         log.warning("dead letter from %s: %s", letter.stage, letter.reason)
-        await self.send("dlq", letter.stage, letter, wait=True)
+        await self.send(Topic.DLQ, letter.stage, letter, wait=True)
 
 
 def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:
