@@ -69,6 +69,9 @@ class TopicSpec:
     external: str = ""
     """Who writes the topic besides the stages (agents, operators' commands, evaluators in any language); empty
     when only stages do."""
+    state: bool = False
+    """Stages rebuild their state from it at start: it must never expire nor be compacted (``deploy/README.md``).
+    The others may have a finite retention (longer than any outage to replay across)."""
     validated_on_read: bool = True
     """An archive's records of this topic are validated against ``model`` when the archive is read. False for
     ``traces``: agents may send invalid traces (dead letters in the run; a replay reproduces them)."""
@@ -93,18 +96,20 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(Topic.TRACES, Trace, "playbook_id", True, external="agents (combee produce, any client)",
               validated_on_read=False),
     TopicSpec(Topic.REFLECTIONS, Reflection, "playbook_id", True),
-    TopicSpec(Topic.BATCHES, BatchManifest, "playbook_id", False, external="combee playbook import"),
+    TopicSpec(Topic.BATCHES, BatchManifest, "playbook_id", False, external="combee playbook import", state=True),
     TopicSpec(Topic.SHUFFLE, ShuffledReflection, "playbook_id/batch_id/subgroup", True),
     TopicSpec(Topic.PARTIALS, PartialUpdate, "playbook_id", True),
-    TopicSpec(Topic.PLAYBOOK, PlaybookVersion, "playbook_id", False, external="combee playbook import"),
-    TopicSpec(Topic.METRICS, BatchMetrics, "playbook_id", False),
-    TopicSpec(Topic.CONTROL, ControlDecision, "playbook_id", False),
+    TopicSpec(Topic.PLAYBOOK, PlaybookVersion, "playbook_id", False, external="combee playbook import",
+              state=True),
+    TopicSpec(Topic.METRICS, BatchMetrics, "playbook_id", False, state=True),
+    TopicSpec(Topic.CONTROL, ControlDecision, "playbook_id", False, state=True),
     TopicSpec(Topic.DLQ, DeadLetter, "stage", False),
     TopicSpec(Topic.LLM_CALLS, CallRecord, "call key", False),
     TopicSpec(Topic.CHECKPOINTS, ViewCheckpoint, "stage/topic", False),
     TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True),
     TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
-    TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback"),
+    TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",
+              state=True),
 )
 """Every topic of a run, in flow order."""
 

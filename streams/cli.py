@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from combee_core.errors import CombeeError
 from combee_core.settings import CombeeSettings
-from combee_core.topology import Topic
+from combee_core.topology import STAGES, Topic
 
 if TYPE_CHECKING:
     from streams.broker import BrokerProfile
@@ -346,8 +346,9 @@ def build_parser() -> argparse.ArgumentParser:
     worker = sub.add_parser("worker", help="run all stages or a subset")
     _add_common(worker)
     _add_pipeline(worker)
-    worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control,promote,evaluate "
-                        "(default all; promote and evaluate only with --promotion)")
+    promotion_only = " and ".join(stage.name for stage in STAGES if stage.promotion_only)
+    worker.add_argument("--stages", help=f"comma-separated: {','.join(stage.name for stage in STAGES)} "
+                        f"(default all; {promotion_only} only with --promotion)")
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")
