@@ -115,3 +115,19 @@ def test_the_literal_scan_finds_a_literal(tmp_path):
                       'LogView(self, "batches", apply)\nprint("traces")\n')
     assert _topic_literals(sample, tmp_path) == ["sample.py:1: topic('traces')", "sample.py:2: send('dlq')",
                                                  "sample.py:4: LogView('batches')"]
+
+
+def test_the_protocol_documents_every_topic_as_declared():
+    """docs/protocol.md's topic table (the wire contract for other languages) lists exactly the declared topics, each
+    with its model and partitioning."""
+    text = (ROOT / "docs" / "protocol.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if line.startswith("| `") and len(cells) == 6:
+            rows[cells[0].strip("`")] = (cells[1], cells[3])
+    assert set(rows) == {spec.name for spec in TOPICS}
+    for spec in TOPICS:
+        model, partitions = rows[spec.name]
+        assert model.startswith(f"`{spec.carries}`"), (spec.name, model)
+        assert partitions == ("scaled" if spec.scaled else "1"), (spec.name, partitions)
