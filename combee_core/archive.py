@@ -38,8 +38,9 @@ FORMAT_VERSION = 1
 MAX_REPORTED_PROBLEMS = 20
 
 TOPIC_MODELS: dict[str, type[BaseModel]] = archive_models()
-"""Topics whose values the stages write, validated when an archive is read. ``traces`` is not: agents may have sent
-invalid traces (they are dead letters in the run, and a replay reproduces them)."""
+"""Topic name -> model for the topics whose records are validated when an archive is read
+(``TopicSpec.validated_on_read`` in ``combee_core.topology``): all but ``traces``, where agents may have sent invalid
+traces (they are dead letters in the run, and a replay reproduces them)."""
 
 _TOPIC = r"^[A-Za-z0-9._-]+$"
 

@@ -5,6 +5,7 @@ is that declaration, and no module names a topic by a string literal instead of 
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,15 @@ def test_the_protocol_documents_every_topic_as_declared():
         model, partitions = rows[spec.name]
         assert model.startswith(f"`{spec.carries}`"), (spec.name, model)
         assert partitions == ("scaled" if spec.scaled else "1"), (spec.name, partitions)
+
+
+def test_each_stage_module_uses_only_the_topics_its_declaration_names():
+    """A stage module that sends to, or follows, a topic its StageSpec does not list fails here: the declaration
+    (and so status, deploy advice and docs) would be wrong about it."""
+    for name, binding in worker.STAGES.items():
+        spec = topology.stage_spec(name)
+        declared = {*spec.consumes, *spec.reads, *spec.produces}
+        path = Path(inspect.getsourcefile(binding))
+        used = {Topic[node.attr] for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "Topic"}
+        assert used <= declared, f"{path.name} uses {sorted(used - declared)}, not in its StageSpec {name!r}"
