@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
+from combee_core.topology import Topic
 from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
@@ -125,7 +126,7 @@ async def run_variant(
         else:
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
-        metrics = await read_models(run, "metrics", BatchMetrics)
+        metrics = await read_models(run, Topic.METRICS, BatchMetrics)
         decisions = [d.batch_size for d in await run.decisions()] if variant.auto else []
         calls = list(run.calls)
     wall = time.monotonic() - started

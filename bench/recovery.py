@@ -31,6 +31,7 @@ from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, PlaybookVersion, VersionStats
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
+from combee_core.topology import Topic
 from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
 from streams.topology.runtime import Stage, start_producer
@@ -116,8 +117,8 @@ async def restart_time(broker: ResolvedBroker, batches: int, dedupe_horizon: int
                                       batch_id=batch_id, entries=[], next_entry_number=1, operations=[], lineage=ids,
                                       stats=VersionStats(batch_size=10, k=3, p=2), content_hash="0" * 64,
                                       published_at=now)
-            await producer.send(settings.topic("batches"), manifest.to_json_bytes(), key=b"aged")
-            await producer.send(settings.topic("playbook"), version.to_json_bytes(), key=b"aged")
+            await producer.send(settings.topic(Topic.BATCHES), manifest.to_json_bytes(), key=b"aged")
+            await producer.send(settings.topic(Topic.PLAYBOOK), version.to_json_bytes(), key=b"aged")
         await producer.flush()
     finally:
         await producer.stop()

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from combee_core.ace_format import AceFormatError, parse_ace, render_ace, section_heading
 from combee_core.models import PlaybookEntry, PlaybookVersion
+from combee_core.topology import Topic
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for
 
@@ -99,7 +100,7 @@ async def cmd_import(args: argparse.Namespace) -> int:
         return _fail("import", error)
     version = result.seeded.version
     done = "finished an earlier import: " if result.resumed else ""
-    print(f"{done}{args.playbook} v{version.version} published on {settings.topic('playbook')}: "
+    print(f"{done}{args.playbook} v{version.version} published on {settings.topic(Topic.PLAYBOOK)}: "
           f"{len(version.entries)} entries ({result.seeded.import_id})")
     return 0
 
@@ -110,7 +111,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     try:
         async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-            await require_run_topics(settings, bootstrap, ("playbook",))
+            await require_run_topics(settings, bootstrap, (Topic.PLAYBOOK,))
             version = pick_version(await read_versions(settings, bootstrap, profile), args.playbook, args.version)
     except PlaybookIOError as error:
         return _fail("export", error)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from combee_core.topology import Topic
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for
 
@@ -33,5 +34,5 @@ async def cmd_produce(args: argparse.Namespace) -> int:
                 return 2
             sent = await produce_traces(settings, bootstrap, profile, loaded.traces)
     gone = " (a throwaway broker: they are gone with it)" if args.embedded and not settings.kafka_bootstrap else ""
-    print(f"sent {sent} trace(s) to {settings.topic('traces')}{gone}", file=sys.stderr)
+    print(f"sent {sent} trace(s) to {settings.topic(Topic.TRACES)}{gone}", file=sys.stderr)
     return 0

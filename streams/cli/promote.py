@@ -19,6 +19,7 @@ from combee_core.promotion import (
     rollback_target,
 )
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for
@@ -37,7 +38,7 @@ def operator_name() -> str:
 
 
 async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> PromotionLedger:
-    records = await read_topic(bootstrap, profile, settings.topic("promoted"))
+    records = await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED))
     return load_ledger(PromotionDecision.from_json_bytes(record.value) for record in records)
 
 
@@ -49,7 +50,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     rule = PromotionRule(epsilon=settings.promotion_epsilon)
     versions = {v.version: v for v in valid_versions(
         PlaybookVersion.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile,
-                                                                           settings.topic("playbook")))
+                                                                           settings.topic(Topic.PLAYBOOK)))
         if v.playbook_id == playbook_id}
     producer = await start_producer(bootstrap, profile)
     try:
@@ -61,7 +62,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
                 raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{newest})")
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
                                          why=why, rule=rule, now=utc_now())
-            await producer.send_and_wait(settings.topic("promoted"), decision.to_json_bytes(),
+            await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
                                          key=playbook_id.encode())
             if await _counts(settings, bootstrap, profile, decision):
                 return decision
@@ -75,7 +76,7 @@ async def _counts(settings: CombeeSettings, bootstrap: str, profile: BrokerProfi
                   decision: PromotionDecision) -> bool:
     """Whether the record that counts under ``decision``'s id is this one (compared without the time)."""
     ledger = PromotionLedger()
-    for record in await read_topic(bootstrap, profile, settings.topic("promoted")):
+    for record in await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED)):
         other = PromotionDecision.from_json_bytes(record.value)
         if ledger.apply(other) and (other.playbook_id, other.decision_id) == (decision.playbook_id,
                                                                               decision.decision_id):

@@ -13,6 +13,7 @@ from combee_core.llm.record import CallStoreError, LLMRecordMiss
 from combee_core.models import PromotionDecision
 from combee_core.promotion import compare_decisions
 from combee_core.replay import ReplayError, TraceSelection
+from combee_core.topology import Topic
 from streams.cli.flags import add_common, add_pipeline, settings_from_args
 from streams.cli.running import broker_for
 
@@ -142,10 +143,10 @@ async def cmd_replay(args: argparse.Namespace) -> int:
                 recorded = await versions_of(source.topic_prefix, bootstrap, profile)
             decisions = None
             if result.settings.promotion:  # (recorded, replayed) promotion decisions
-                recorded_decisions = (archive.models("promoted", PromotionDecision) if archive is not None else
+                recorded_decisions = (archive.models(Topic.PROMOTED, PromotionDecision) if archive is not None else
                                       await read_models_of(bootstrap, profile, f"{source.topic_prefix}promoted"))
                 decisions = (recorded_decisions, await read_models_of(bootstrap, profile,
-                                                                      result.settings.topic("promoted")))
+                                                                      result.settings.topic(Topic.PROMOTED)))
     except ArchiveError as error:
         return _fail("replay", f"{error}; nothing was replayed" if error.line else error)
     except (ReplayError, LLMRecordMiss, CallStoreError, PipelineTimeout) as error:

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import sys
 
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.cli.flags import add_common, add_loss_grace, settings_from_args
 from streams.cli.running import broker_for, stop_on_signals
@@ -33,15 +34,15 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-        topic = settings.topic("playbook")
+        topic = settings.topic(Topic.PLAYBOOK)
         existing = await list_topics(bootstrap, settings.topic_prefix)
         if topic not in existing:
             print(f"Waiting for {topic}: no worker has run with prefix {settings.topic_prefix} on {bootstrap} yet.",
                   file=sys.stderr, flush=True)
         promoted = not args.candidates and (settings.promotion or await has_records(
-            bootstrap, profile, settings.topic("promoted")))
+            bootstrap, profile, settings.topic(Topic.PROMOTED)))
         if promoted:
-            print(f"following promoted versions ({settings.topic('promoted')}); --candidates for every version",
+            print(f"following promoted versions ({settings.topic(Topic.PROMOTED)}); --candidates for every version",
                   file=sys.stderr, flush=True)
         watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing)
         async with watching(watchdog):

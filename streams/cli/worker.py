@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import sys
 
+from combee_core.topology import STAGES
 from streams.cli.flags import add_common, add_loss_grace, add_pipeline, settings_from_args
 from streams.cli.running import broker_for, stop_on_signals, until_stopped
 
@@ -15,8 +16,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     worker = subparsers.add_parser("worker", help="run all stages or a subset")
     add_common(worker)
     add_pipeline(worker)
-    worker.add_argument("--stages", help="comma-separated: reflect,batch,aggregate,reduce,control,promote,evaluate "
-                        "(default all; promote and evaluate only with --promotion)")
+    promotion_only = " and ".join(stage.name for stage in STAGES if stage.promotion_only)
+    worker.add_argument("--stages", help=f"comma-separated: {','.join(stage.name for stage in STAGES)} "
+                        f"(default all; {promotion_only} only with --promotion)")
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from combee_core.errors import CombeeError
-from combee_core.llm.roles import CallRecord
-from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
+from combee_core.models import BatchMetrics, CallRecord, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, expected_accuracy, misleading_trace
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.demo.fleet import Fleet, FleetConfig, FleetMode
 from streams.demo.plots import plot_accuracy, plot_controller
@@ -194,7 +194,7 @@ async def run_demo(
             sent_ids = set(fleet.sent_ids) | misleading_ids
             await follower.wait_incorporated(sent_ids, timeout_s=settings.max_wait_s + 120,
                                              what="every trace to reach a version or a dead letter")
-            metrics = await read_models(run, "metrics", BatchMetrics)
+            metrics = await read_models(run, Topic.METRICS, BatchMetrics)
             versions = await run.versions(options.playbook_id)
             decisions: list[PromotionDecision] = []
             if settings.promotion:

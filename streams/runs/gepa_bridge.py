@@ -30,6 +30,7 @@ from combee_core.ace_format import parse_ace, render_ace
 from combee_core.errors import CombeeError
 from combee_core.models import DeadLetter, PlaybookVersion, Trace, utc_now
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.runs.playbook_io import import_playbook, read_versions
 from streams.topology.produce import produce_traces
@@ -136,7 +137,7 @@ class CombeeProposer:
                         if v.playbook_id == playbook_id]
             missing = trace_ids - {t for v in versions for t in v.lineage}
             if missing:
-                dead = await read_topic(self.bootstrap, self.profile, self.settings.topic("dlq"))
+                dead = await read_topic(self.bootstrap, self.profile, self.settings.topic(Topic.DLQ))
                 missing -= {DeadLetter.from_json_bytes(r.value).trace_id for r in dead}
             if not missing and versions:
                 return versions[-1]

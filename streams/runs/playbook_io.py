@@ -11,6 +11,7 @@ from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, PlaybookEntry, PlaybookVersion, utc_now
 from combee_core.seed import SeededVersion, is_import_manifest, seed_version
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.admin import list_topics
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import read_topic, start_producer
@@ -40,12 +41,12 @@ class ImportResult:
 
 async def read_versions(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> list[PlaybookVersion]:
     """Every version of the run that counts (reading rule), in log order."""
-    records = await read_topic(bootstrap, profile, settings.topic("playbook"))
+    records = await read_topic(bootstrap, profile, settings.topic(Topic.PLAYBOOK))
     return valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records)
 
 
 async def read_manifests(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> list[BatchManifest]:
-    records = await read_topic(bootstrap, profile, settings.topic("batches"))
+    records = await read_topic(bootstrap, profile, settings.topic(Topic.BATCHES))
     return valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records)
 
 
@@ -78,14 +79,14 @@ async def import_playbook(
     producer = await start_producer(bootstrap, profile)
     try:
         if not resumed:
-            await producer.send_and_wait(settings.topic("batches"), seeded.manifest.to_json_bytes(),
+            await producer.send_and_wait(settings.topic(Topic.BATCHES), seeded.manifest.to_json_bytes(),
                                          key=playbook_id.encode())
             taken = [m for m in await read_manifests(settings, bootstrap, profile)
                      if m.playbook_id == playbook_id and m.batch_id == current]
             if not taken or taken[0].trace_ids != seeded.manifest.trace_ids:
                 raise ImportConflict(f"batch {current} of {playbook_id} was formed by a batcher first; nothing "
                                      f"imported (run the import again)")
-        await producer.send_and_wait(settings.topic("playbook"), seeded.version.to_json_bytes(),
+        await producer.send_and_wait(settings.topic(Topic.PLAYBOOK), seeded.version.to_json_bytes(),
                                      key=playbook_id.encode())
     finally:
         await producer.stop()

@@ -30,11 +30,11 @@ from combee_core.replay import (
     trace_identity,
 )
 from combee_core.settings import CombeeSettings
+from combee_core.topology import TOPICS, Topic
 from streams.broker.admin import create_topics
 from streams.broker.profile import BrokerProfile
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.runtime import read_topic, start_producer
-from streams.topology.topics import TOPICS
 from streams.topology.worker import ensure_topics
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 ALL_TOPICS = tuple(spec.name for spec in TOPICS)
 PLAN_TOPIC = "batch-plan"
 RECORDED_CALLS_TOPIC = "replay.llm-calls"
-REPLAY_SOURCE_TOPICS = ("traces", "batches", "playbook")
+REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK)
 """What a replay from the broker reads (the recorded calls are read by the worker from the source's topic)."""
 
 
@@ -137,7 +137,7 @@ async def replay_archive(
     archive: Archive, bootstrap: str, profile: BrokerProfile, options: ReplayOptions = ReplayOptions()
 ) -> ReplayResult:
     """Rerun a recorded run from an archive into a fresh namespace on this broker."""
-    calls = archive.topic("llm-calls")
+    calls = archive.topic(Topic.LLM_CALLS)
     return await _replay(archive, source_settings(archive), bootstrap, profile, options, recorded_calls=calls)
 
 
@@ -146,7 +146,7 @@ async def replay_from_topics(
 ) -> ReplayResult:
     """Rerun the run whose topics carry ``settings.topic_prefix`` (its traces topic, selected by ``options``)."""
     archive = await read_run(settings, bootstrap, profile, REPLAY_SOURCE_TOPICS)
-    return await _replay(archive, settings, bootstrap, profile, options, calls_topic=settings.topic("llm-calls"))
+    return await _replay(archive, settings, bootstrap, profile, options, calls_topic=settings.topic(Topic.LLM_CALLS))
 
 
 def _new_settings(source: CombeeSettings, options: ReplayOptions, prefix: str, follow: bool, llm_record: str,
@@ -180,10 +180,10 @@ async def _replay(
     recorded_calls: Sequence[ArchiveRecord] = (),
     calls_topic: str | None = None,
 ) -> ReplayResult:
-    traces = archive.topic("traces")
+    traces = archive.topic(Topic.TRACES)
     if not traces:
         raise ReplayError(f"the recorded run ({archive.header.prefix}) has no traces to replay")
-    manifests = archive.models("batches", BatchManifest)
+    manifests = archive.models(Topic.BATCHES, BatchManifest)
     follow = options.batch_size is None
     plan: ReplayPlan | None = None
     if follow:
@@ -241,7 +241,7 @@ async def _replay(
         await producer.flush()
         log.info("replaying %d trace(s) of %s into %s", len(to_send), archive.header.prefix, settings.topic_prefix)
         async with InProcessPipeline(settings, bootstrap, profile) as run:
-            await _send_traces(producer, settings.topic("traces"), to_send)
+            await _send_traces(producer, settings.topic(Topic.TRACES), to_send)
             if plan is not None:
                 expected = plan.expected_versions()
                 await run.wait_for(

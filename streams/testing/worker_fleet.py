@@ -19,6 +19,7 @@ from combee_core.audit import RunAudit, audit_run
 from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, CombeeModel, DeadLetter, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.testing.broker import ResolvedBroker
 from streams.topology.runtime import read_topic, start_producer
@@ -128,7 +129,7 @@ async def _ready(port: int) -> bool:
 async def feed(settings: CombeeSettings, broker: ResolvedBroker, traces: Sequence[Trace], rate_per_s: float) -> None:
     """Produce ``traces`` in order at a steady rate (in small bursts), waiting for the broker's acks."""
     producer = await start_producer(broker.bootstrap, broker.profile)
-    topic = settings.topic("traces")
+    topic = settings.topic(Topic.TRACES)
     started = time.monotonic()
     try:
         for number, trace in enumerate(traces):
@@ -144,8 +145,8 @@ async def read_run(settings: CombeeSettings, broker: ResolvedBroker) -> tuple[li
         records = await read_topic(broker.bootstrap, broker.profile, settings.topic(topic))
         return [model.from_json_bytes(record.value) for record in records]
 
-    return (await models("playbook", PlaybookVersion), await models("batches", BatchManifest),
-            await models("dlq", DeadLetter))
+    return (await models(Topic.PLAYBOOK, PlaybookVersion), await models(Topic.BATCHES, BatchManifest),
+            await models(Topic.DLQ, DeadLetter))
 
 
 async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet: WorkerFleet, sent: set[str],

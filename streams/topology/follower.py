@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
 from combee_core.promotion import PromotionLedger, in_canary
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import consumer_config
 
@@ -55,8 +56,8 @@ class PlaybookFollower:
         consumer = AIOKafkaConsumer(**consumer_config(self.bootstrap, self.profile, None))
         await consumer.start()
         self._consumer = consumer
-        tps = [TopicPartition(self.settings.topic(name), 0) for name in ("playbook", "control", "promoted")]
-        dlq = self.settings.topic("dlq")
+        tps = [TopicPartition(self.settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED)]
+        dlq = self.settings.topic(Topic.DLQ)
         await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
         tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
         consumer.assign(tps)
@@ -73,7 +74,8 @@ class PlaybookFollower:
             await self._consumer.stop()
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
-        topics = {self.settings.topic(name): name for name in ("playbook", "control", "promoted", "dlq")}
+        followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ)
+        topics = {self.settings.topic(name): name for name in followed}
         while True:
             batch = await consumer.getmany(timeout_ms=200)
             for tp, records in batch.items():
@@ -83,7 +85,7 @@ class PlaybookFollower:
                 self._changed.set()
 
     def _take(self, topic: str, value: bytes) -> None:
-        if topic == "playbook":
+        if topic == Topic.PLAYBOOK:
             version = PlaybookVersion.from_json_bytes(value)
             current = self.latest.get(version.playbook_id)
             if version.version != (current.version if current else 0) + 1:
@@ -92,11 +94,11 @@ class PlaybookFollower:
             self.covered.update(version.lineage)
             if self.on_version is not None:
                 self.on_version(version)
-        elif topic == "promoted":
+        elif topic == Topic.PROMOTED:
             promotion = PromotionDecision.from_json_bytes(value)
             if self.ledger.apply(promotion) and self.on_promotion is not None:
                 self.on_promotion(promotion)
-        elif topic == "control":
+        elif topic == Topic.CONTROL:
             decision = ControlDecision.from_json_bytes(value)
             self.decisions.append(decision)
             self.batch_sizes[decision.playbook_id] = decision.batch_size

@@ -13,8 +13,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from combee_core.llm.record import CallIndex, CallStore, LLMRecordMiss, ReplayResponder, parse_call_lines
-from combee_core.llm.roles import CallRecord, LLMConfig, LLMRoles
+from combee_core.llm.roles import LLMConfig, LLMRoles
+from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 
 if TYPE_CHECKING:
     from streams.broker.profile import BrokerProfile
@@ -48,7 +50,7 @@ def build_llm_roles(
         if producer_ctx is not None:
             producer_ctx.count(f"llm_calls.{call.role}")
             try:
-                await producer_ctx.send("llm-calls", call.key, call.model_dump_json().encode())
+                await producer_ctx.send(Topic.LLM_CALLS, call.key, call.model_dump_json().encode())
             except Exception as error:  # noqa: BLE001 - auditing must not stop the stage
                 log.warning("could not record LLM call %s: %s", call.key[:12], error)
         if on_call is not None:
@@ -72,7 +74,7 @@ async def replay_responder(
     else:
         from streams.topology.runtime import read_topic
 
-        source = settings.llm_record_topic or settings.topic("llm-calls")
+        source = settings.llm_record_topic or settings.topic(Topic.LLM_CALLS)
         raw = await read_topic(bootstrap, profile, source)
         records = parse_call_lines((r.value for r in raw if r.value), source)
     log.info("replaying LLM calls from %s (%d recorded attempts)", source, len(records))

@@ -20,6 +20,7 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers, ResumePoints
 from combee_core.models import ViewCheckpoint, utc_now
+from combee_core.topology import Topic
 from streams.topology.runtime import Stage, consumer_config, end_offsets, read_topic
 
 log = logging.getLogger(__name__)
@@ -161,13 +162,13 @@ class LogView:
         assert self._state is not None
         resume, nexts, latest = self._state.checkpoint(self.position)
         checkpoint = ViewCheckpoint(view=self.name, position=resume, nexts=nexts, latest=latest, written_at=utc_now())
-        await self._stage.ctx.send("checkpoints", self.name, checkpoint)
+        await self._stage.ctx.send(Topic.CHECKPOINTS, self.name, checkpoint)
         self._checkpointed = self.position
 
     async def _latest_checkpoint(self) -> ViewCheckpoint | None:
         ctx = self._stage.ctx
         latest = None
-        for record in await read_topic(ctx.bootstrap, ctx.profile, self._stage.settings.topic("checkpoints")):
+        for record in await read_topic(ctx.bootstrap, ctx.profile, self._stage.settings.topic(Topic.CHECKPOINTS)):
             checkpoint = self._stage.read_state(record, ViewCheckpoint)
             if checkpoint is not None and checkpoint.view == self.name and (
                     latest is None or checkpoint.position >= latest.position):

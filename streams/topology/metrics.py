@@ -26,7 +26,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from combee_core.llm.roles import CallRecord
+    from combee_core.models import CallRecord
     from streams.topology.health import WorkerReadiness
     from streams.topology.runtime import Stage
 

@@ -20,10 +20,10 @@ from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_vers
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
+from combee_core.topology import STAGES, TOPICS, Topic
 from streams.broker.admin import close_client
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import consumer_config, end_offsets
-from streams.topology.topics import TOPICS
 
 
 def describe_version(version: PlaybookVersion) -> str:
@@ -97,7 +97,7 @@ async def tail_versions(
                 lines.append(describe_version(decision.served))
             return lines
 
-        return await _follow(bootstrap, profile, settings.topic("promoted"), decision_lines, limit=limit, stop=stop,
+        return await _follow(bootstrap, profile, settings.topic(Topic.PROMOTED), decision_lines, limit=limit, stop=stop,
                              out=out, on_following=on_following)
     gate = ContiguousNumbers[str](start=1)
 
@@ -109,7 +109,7 @@ async def tail_versions(
             return []
         return [describe_version(version)]
 
-    return await _follow(bootstrap, profile, settings.topic("playbook"), version_lines, limit=limit, stop=stop,
+    return await _follow(bootstrap, profile, settings.topic(Topic.PLAYBOOK), version_lines, limit=limit, stop=stop,
                          out=out, on_following=on_following)
 
 
@@ -202,9 +202,9 @@ def waiting_batches(
     return waiting
 
 
-STAGE_INPUTS = {"reflect": "traces", "batch": "reflections", "aggregate": "shuffle", "reduce": "partials",
-                "control": "metrics", "evaluate": "eval-requests", "promote": "eval-results"}
-STATUS_READS = ("playbook", "batches", "control", "dlq", "promoted")
+STAGE_INPUTS = {stage.name: stage.consumes[0] for stage in STAGES}
+"""Each stage's consumer-group input, whose lag ``status`` reports."""
+STATUS_READS = (Topic.PLAYBOOK, Topic.BATCHES, Topic.CONTROL, Topic.DLQ, Topic.PROMOTED)
 """Topics ``status`` reads whole (to their ends as measured at the start)."""
 
 
@@ -281,23 +281,23 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
 def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[str, list[ConsumerRecord]]) -> None:
     """Versions, batch sizes, waiting batches and dead letters from the records of ``STATUS_READS``."""
     records = {name: read.get(settings.topic(name), []) for name in STATUS_READS}
-    for version in valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records["playbook"]):
+    for version in valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records[Topic.PLAYBOOK]):
         status.versions[version.playbook_id] = version.version
-    manifests = valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records["batches"])
+    manifests = valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records[Topic.BATCHES])
     for manifest in manifests:
         status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
     status.waiting = waiting_batches(manifests, status.versions, utc_now())
-    for record in records["control"]:
+    for record in records[Topic.CONTROL]:
         decision = ControlDecision.from_json_bytes(record.value)
         status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
         status.controller[decision.playbook_id] = explain_decision(decision)
     ledger = PromotionLedger()
-    for record in records["promoted"]:
+    for record in records[Topic.PROMOTED]:
         ledger.apply(PromotionDecision.from_json_bytes(record.value))
     status.promotion = dict(ledger.latest)
     status.decided = {playbook: ledger.last_decided(playbook) for playbook in ledger.playbooks()}
-    status.dead_letters = status.end_offsets.get(settings.topic("dlq"), 0)
-    status.dead_letter_kinds = dead_letter_breakdown(read_dead_letter(r.value) for r in records["dlq"])
+    status.dead_letters = status.end_offsets.get(settings.topic(Topic.DLQ), 0)
+    status.dead_letter_kinds = dead_letter_breakdown(read_dead_letter(r.value) for r in records[Topic.DLQ])
 
 
 def read_dead_letter(value: bytes | None) -> DeadLetter:

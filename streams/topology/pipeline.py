@@ -12,10 +12,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from combee_core.errors import CombeeError
-from combee_core.llm.roles import CallRecord
 from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import (
     BatchManifest,
+    CallRecord,
     CombeeModel,
     ControlDecision,
     DeadLetter,
@@ -24,6 +24,7 @@ from combee_core.models import (
 )
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import read_topic
 from streams.topology.worker import ALL_STAGES, ensure_topics, run_worker
@@ -88,23 +89,23 @@ class InProcessPipeline:
     async def versions(self, playbook_id: str | None = None) -> list[PlaybookVersion]:
         """Every version so far that counts (in topic order; see ``combee_core.log_order``), optionally of one
         playbook."""
-        return [v for v in valid_versions(await read_models(self, "playbook", PlaybookVersion))
+        return [v for v in valid_versions(await read_models(self, Topic.PLAYBOOK, PlaybookVersion))
                 if playbook_id is None or v.playbook_id == playbook_id]
 
     async def dead_letters(self) -> list[DeadLetter]:
-        return await read_models(self, "dlq", DeadLetter)
+        return await read_models(self, Topic.DLQ, DeadLetter)
 
     async def manifests(self) -> list[BatchManifest]:
         """Every batch so far that counts (in topic order)."""
-        return valid_manifests(await read_models(self, "batches", BatchManifest))
+        return valid_manifests(await read_models(self, Topic.BATCHES, BatchManifest))
 
     async def decisions(self) -> list[ControlDecision]:
-        return await read_models(self, "control", ControlDecision)
+        return await read_models(self, Topic.CONTROL, ControlDecision)
 
     async def promotions(self) -> list[PromotionDecision]:
         """Every promotion decision so far that counts (in topic order: the first record of each decision id)."""
         ledger = PromotionLedger()
-        return [d for d in await read_models(self, "promoted", PromotionDecision) if ledger.apply(d)]
+        return [d for d in await read_models(self, Topic.PROMOTED, PromotionDecision) if ledger.apply(d)]
 
     async def wait_decided(self, versions: list[PlaybookVersion], *, timeout_s: float = 120.0,
                            poll_s: float = 0.5) -> list[PromotionDecision]:

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import PlaybookVersion
 from combee_core.playbook import Playbook, render_entry
+from combee_core.topology import Topic
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage
 
@@ -46,7 +47,7 @@ class PlaybookVersions:
         self.view: LogView | None = None
 
     async def start(self) -> None:
-        self.view = LogView(self._stage, "playbook", self._apply, self._state)
+        self.view = LogView(self._stage, Topic.PLAYBOOK, self._apply, self._state)
         await self.view.start()
 
     @staticmethod

@@ -8,6 +8,7 @@ from typing import TextIO
 
 from combee_core.models import Trace
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import start_producer
 from streams.topology.stages.reflector import TraceRejected, decode_trace
@@ -52,7 +53,7 @@ async def produce_traces(
 
 async def send_traces(producer, settings: CombeeSettings, traces: Sequence[Trace]) -> None:
     """Send with an already started producer and wait until every trace is acknowledged."""
-    topic = settings.topic("traces")
+    topic = settings.topic(Topic.TRACES)
     for trace in traces:
         await producer.send(topic, trace.to_json_bytes(), key=trace.playbook_id.encode(),
                             headers=[("schema_version", b"1")])

@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from combee_core.models import CombeeModel, DeadLetter
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.broker.profile import FETCH_MAX_BYTES, MAX_REQUEST_BYTES, BrokerProfile
 from streams.topology.dead_letters import make_dead_letter
 from streams.topology.offsets import OffsetTracker
@@ -68,7 +69,7 @@ class StageContext:
         self.count("dead_letters")
         self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
         log.warning("dead letter from %s: %s", letter.stage, letter.reason)
-        await self.send("dlq", letter.stage, letter, wait=True)
+        await self.send(Topic.DLQ, letter.stage, letter, wait=True)
 
 
 def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:

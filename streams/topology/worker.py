@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings, SettingsError
+from combee_core.topology import STAGES as TOPOLOGY
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
@@ -27,18 +28,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-STAGES: dict[str, type[Stage]] = {
-    "reflect": ReflectorStage,
-    "batch": BatcherStage,
-    "aggregate": AggregatorStage,
-    "reduce": ReducerStage,
-    "control": ControllerStage,
-    "promote": PromoterStage,
-    "evaluate": EvaluatorStage,
-}
+_BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
+                                     PromoterStage, EvaluatorStage)
+_BOUND = {binding.name: binding for binding in _BINDINGS}
+if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
+    raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in streams/worker.py")
+STAGES: dict[str, type[Stage]] = {spec.name: _BOUND[spec.name] for spec in TOPOLOGY}
+"""Stage name -> the class that runs it, in the topology's order (``combee_core.topology.STAGES``)."""
 ALL_STAGES = tuple(STAGES)
-LLM_STAGES = {"reflect", "aggregate", "reduce"}
-PROMOTION_STAGES = {"promote", "evaluate"}
+LLM_STAGES = {spec.name for spec in TOPOLOGY if spec.llm}
+PROMOTION_STAGES = {spec.name for spec in TOPOLOGY if spec.promotion_only}
 """Run only when ``settings.promotion`` is on (then ``evaluate`` only where no other evaluator answers)."""
 
 

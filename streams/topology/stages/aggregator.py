@@ -21,6 +21,7 @@ from pydantic import ValidationError
 from combee_core.llm.errors import LLMError
 from combee_core.models import PartialUpdate, ShuffledReflection
 from combee_core.playbook import render_playbook
+from combee_core.topology import AGGREGATE, Topic
 from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
 from streams.topology.dead_letters import make_dead_letter
 from streams.topology.playbook_view import PlaybookVersions
@@ -28,12 +29,12 @@ from streams.topology.runtime import Stage, cancel_tasks
 
 log = logging.getLogger(__name__)
 
-STAGE = "aggregate"
+STAGE = AGGREGATE.name
 
 
 class AggregatorStage(Stage):
     name = STAGE
-    consumes = ("shuffle",)
+    consumes = AGGREGATE.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -132,7 +133,7 @@ class AggregatorStage(Stage):
                 "each one that is not", error, b"", playbook_id=first.playbook_id))
             partial = PartialUpdate(operations=[], error=str(error)[:2000], model=self.settings.aggregator_model,
                                     **{**fields, "missing_items": ready.expected_count, "items_read": 0})
-        await self.ctx.send("partials", partial.playbook_id, partial, wait=True)
+        await self.ctx.send(Topic.PARTIALS, partial.playbook_id, partial, wait=True)
         self.ctx.count("partials")
         self._calls.pop(ready.key, None)
         self._partition.pop(ready.key, None)

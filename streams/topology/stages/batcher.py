@@ -32,19 +32,20 @@ from pydantic import ValidationError
 from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
+from combee_core.topology import BATCH, Topic
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
 
-STAGE = "batch"
+STAGE = BATCH.name
 UNCONFIRMED_KEEP = 8
 """Per playbook, the latest batches whose copies a new owner re-sends when all their reflections come back."""
 
 
 class BatcherStage(Stage):
     name = STAGE
-    consumes = ("reflections",)
+    consumes = BATCH.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -75,12 +76,12 @@ class BatcherStage(Stage):
             planned = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.batch_plan_topic)
             self.plan = PlannedBatches(self._shuffle, [BatchManifest.from_json_bytes(r.value) for r in planned])
             log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
-        self._batches_view = LogView(self, "batches", self._apply_manifest, self._view_state)
+        self._batches_view = LogView(self, Topic.BATCHES, self._apply_manifest, self._view_state)
         await self._batches_view.start()
         if self.settings.auto_batch_size:
             # Every batcher replica needs every decision, so the control topic is followed outside the consumer
             # group (a group would hand its one partition to one replica only).
-            control = LogView(self, "control", self._apply_control)
+            control = LogView(self, Topic.CONTROL, self._apply_control)
             await control.start()
             await control.catch_up()
 
@@ -155,7 +156,7 @@ class BatcherStage(Stage):
         """After losing a batch id to another writer: this playbook's state again from the ``batches`` log alone."""
         self.accumulator.forget_playbook(playbook_id)
         valid = ContiguousNumbers[str]()
-        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("batches")):
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.BATCHES)):
             manifest = self.read_state(record, BatchManifest)
             if manifest is not None and manifest.playbook_id == playbook_id and valid.accept(
                     playbook_id, manifest.batch_id):
@@ -257,7 +258,7 @@ class BatcherStage(Stage):
     async def _send_copies(self, batch: ClosedBatch) -> None:
         for copy in batch.copies:
             key = f"{copy.playbook_id}/{copy.batch_id}/{copy.subgroup}"
-            await self.ctx.send("shuffle", key, copy)
+            await self.ctx.send(Topic.SHUFFLE, key, copy)
         await self.ctx.producer.flush()
 
     async def _publish(self, batch: ClosedBatch) -> None:

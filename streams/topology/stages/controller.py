@@ -16,16 +16,17 @@ from pydantic import ValidationError
 
 from combee_core.controller import BatchSizeController, ControllerConfig, clock_description, sample_delay
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
+from combee_core.topology import CONTROL, Topic
 from streams.topology.runtime import Stage, read_topic
 
 log = logging.getLogger(__name__)
 
-STAGE = "control"
+STAGE = CONTROL.name
 
 
 class ControllerStage(Stage):
     name = STAGE
-    consumes = ("metrics",)
+    consumes = CONTROL.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -43,16 +44,16 @@ class ControllerStage(Stage):
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         self._forget()
-        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("control")):
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.CONTROL)):
             decision = self.read_state(record, ControlDecision)
             if decision is None or decision.decision_id < self.next_decision_id.get(decision.playbook_id, 0):
                 continue  # the first decision of each id counts
             self.next_decision_id[decision.playbook_id] = decision.decision_id + 1
             self.current[decision.playbook_id] = decision.batch_size
         # Samples up to the group's committed offset; the records after it are delivered again and decided on.
-        tp = TopicPartition(self.settings.topic("metrics"), 0)
+        tp = TopicPartition(self.settings.topic(Topic.METRICS), 0)
         committed = (await self._consumer.committed(tp) if self._consumer is not None else None) or 0
-        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic("metrics")):
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.METRICS)):
             metrics = self.read_state(record, BatchMetrics) if record.offset < committed else None
             if metrics is not None:
                 self._observe(metrics)
@@ -111,7 +112,7 @@ class ControllerStage(Stage):
             bs_min=self.config.bs_min,
             bs_max=self.config.bs_max,
         )
-        await self.ctx.send("control", playbook_id, record, wait=True)
+        await self.ctx.send(Topic.CONTROL, playbook_id, record, wait=True)
         self.next_decision_id[playbook_id] = decision_id + 1
         self.current[playbook_id] = decision.batch_size
         self.ctx.count("decisions")

@@ -17,17 +17,18 @@ from pydantic import ValidationError
 
 from combee_core.models import EvalRequest, EvalResult, utc_now
 from combee_core.tasks import build_suite, success_probability, task_by_id
+from combee_core.topology import EVALUATE, Topic
 from streams.topology.runtime import Stage
 
 log = logging.getLogger(__name__)
 
-STAGE = "evaluate"
+STAGE = EVALUATE.name
 EVALUATOR = "combee-builtin"
 
 
 class EvaluatorStage(Stage):
     name = STAGE
-    consumes = ("eval-requests",)
+    consumes = EVALUATE.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -57,7 +58,7 @@ class EvaluatorStage(Stage):
             result = self.answer(request)
             if result.error:
                 log.warning("evaluation of %s failed: %s", request.request_id, result.error)
-            await self.ctx.send("eval-results", request.playbook_id, result)
+            await self.ctx.send(Topic.EVAL_RESULTS, request.playbook_id, result)
             answered.append(record)
             self.ctx.count("evaluations")
         if answered:

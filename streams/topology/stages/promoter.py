@@ -43,12 +43,13 @@ from combee_core.promotion import (
     eval_requests,
 )
 from combee_core.tasks import build_suite
+from combee_core.topology import PROMOTE, Topic
 from streams.topology.log_view import LogView
 from streams.topology.runtime import Stage, consumer_config
 
 log = logging.getLogger(__name__)
 
-STAGE = "promote"
+STAGE = PROMOTE.name
 
 
 class LiveScores:
@@ -63,7 +64,7 @@ class LiveScores:
 
     async def start(self) -> None:
         ctx = self._stage.ctx
-        topic = ctx.settings.topic("traces")
+        topic = ctx.settings.topic(Topic.TRACES)
         self._consumer = AIOKafkaConsumer(**consumer_config(ctx.bootstrap, ctx.profile, None))
         await self._consumer.start()
         await self._consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
@@ -110,7 +111,7 @@ def held_out_set(settings) -> tuple[str, tuple]:
 
 class PromoterStage(Stage):
     name = STAGE
-    consumes = ("eval-results",)
+    consumes = PROMOTE.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -135,10 +136,10 @@ class PromoterStage(Stage):
         self._promoted_view: LogView | None = None
 
     async def prepare(self) -> None:
-        self._promoted_view = LogView(self, "promoted", self._apply_decision)
-        self._batches_view = LogView(self, "batches", self._apply_manifest)
-        for view in (LogView(self, "playbook", self._apply_version), LogView(self, "eval-results", self._apply_result),
-                     self._promoted_view, self._batches_view):
+        self._promoted_view = LogView(self, Topic.PROMOTED, self._apply_decision)
+        self._batches_view = LogView(self, Topic.BATCHES, self._apply_manifest)
+        for view in (LogView(self, Topic.PLAYBOOK, self._apply_version),
+                     LogView(self, Topic.EVAL_RESULTS, self._apply_result), self._promoted_view, self._batches_view):
             await view.start()
         if self.rule.canary_share > 0:
             self.live = LiveScores(self)
@@ -199,7 +200,7 @@ class PromoterStage(Stage):
         if missing and (playbook_id, digest) not in self._requested:
             self._requested.add((playbook_id, digest))
             for request in eval_requests(playbook_id, version, entries, self.task_set, missing, utc_now()):
-                await self.ctx.send("eval-requests", f"{playbook_id}/{request.task_id}", request)
+                await self.ctx.send(Topic.EVAL_REQUESTS, f"{playbook_id}/{request.task_id}", request)
             self.ctx.count("eval_requests", len(missing))
             self.ctx.count("eval_cache_hits", len(self.tasks) - len(missing))
         return self.cache.score(digest, self.tasks)

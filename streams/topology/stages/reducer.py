@@ -41,18 +41,19 @@ from combee_core.reduction import (
     merge_without_conflict,
     reduce_through_scan,
 )
+from combee_core.topology import REDUCE, Topic
 from streams.topology.dead_letters import make_dead_letter
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage, cancel_tasks
 
 log = logging.getLogger(__name__)
 
-STAGE = "reduce"
+STAGE = REDUCE.name
 
 
 class ReducerStage(Stage):
     name = STAGE
-    consumes = ("partials",)
+    consumes = REDUCE.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -73,12 +74,12 @@ class ReducerStage(Stage):
         """With ``promotion``: the ``promoted`` log, which says what the next version is built on."""
 
     async def prepare(self) -> None:
-        self._playbook_view = LogView(self, "playbook", self._apply_version, self._versions)
-        self._batches_view = LogView(self, "batches", self._apply_manifest, self._batches)
+        self._playbook_view = LogView(self, Topic.PLAYBOOK, self._apply_version, self._versions)
+        self._batches_view = LogView(self, Topic.BATCHES, self._apply_manifest, self._batches)
         await self._playbook_view.start()
         await self._batches_view.start()
         if self.settings.promotion:
-            await LogView(self, "promoted", self._apply_decision).start()
+            await LogView(self, Topic.PROMOTED, self._apply_decision).start()
 
     def playbook(self, playbook_id: str) -> Playbook:
         if playbook_id not in self.playbooks:
@@ -238,7 +239,7 @@ class ReducerStage(Stage):
             llm_calls=record.stats.llm_calls,
             round_s=max(0.0, (record.published_at - previous_at).total_seconds()) if previous_at else None,
         )
-        await self.ctx.send("metrics", playbook_id, metrics, wait=True)
+        await self.ctx.send(Topic.METRICS, playbook_id, metrics, wait=True)
         self.ctx.count("versions")
         log.info("published %s v%d (batch %d, %d entries, %d ops, delay %.2fs)", playbook_id, record.version,
                  record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)

@@ -19,13 +19,14 @@ from combee_core import limits
 from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
+from combee_core.topology import REFLECT, Topic
 from streams.topology.dead_letters import readable_ids
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
 from streams.topology.runtime import Stage
 
 log = logging.getLogger(__name__)
 
-STAGE = "reflect"
+STAGE = REFLECT.name
 CONTEXT_WAIT_S = 5.0
 """How long a reflection waits for the version its trace names to reach this stage's view of the playbook."""
 
@@ -61,7 +62,7 @@ def decode_trace(raw: bytes | None) -> Trace:
 
 class ReflectorStage(Stage):
     name = STAGE
-    consumes = ("traces",)
+    consumes = REFLECT.consumes
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -107,7 +108,7 @@ class ReflectorStage(Stage):
             if not self.owns(TopicPartition(record.topic, record.partition)):
                 continue  # revoked during the calls: the next owner reflects it again
             if isinstance(result, Reflection):
-                await self.ctx.send("reflections", result.playbook_id, result)
+                await self.ctx.send(Topic.REFLECTIONS, result.playbook_id, result)
                 self.ctx.count("reflections")
             elif isinstance(result, BaseException) and trace is not None:
                 await self.reject(
