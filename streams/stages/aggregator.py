@@ -16,7 +16,6 @@ from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMError
 from combee_core.models import PartialUpdate, ShuffledReflection
@@ -34,6 +33,8 @@ STAGE = "aggregate"
 class AggregatorStage(Stage):
     name = STAGE
     consumes = ("shuffle",)
+    input_model = ShuffledReflection
+    input_label = "shuffled copy"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -64,15 +65,7 @@ class AggregatorStage(Stage):
             self._records.pop(key, None)
             del self._partition[key]
 
-    async def handle(self, record: ConsumerRecord) -> None:
-        tp = TopicPartition(record.topic, record.partition)
-        if not self.owns(tp):
-            return
-        try:
-            copy = ShuffledReflection.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            await self.reject(record, f"unreadable shuffled copy: {error}", error)
-            return
+    async def handle(self, record: ConsumerRecord, copy: ShuffledReflection) -> None:
         outcome, ready = self.windows.add(copy, time.monotonic())
         if outcome != "added":
             self.ctx.count(f"{outcome}_copies")
@@ -80,7 +73,7 @@ class AggregatorStage(Stage):
             return
         key = SubgroupWindows.key_of(copy)
         self._records.setdefault(key, []).append(record)
-        self._partition[key] = tp
+        self._partition[key] = TopicPartition(record.topic, record.partition)
         if ready is not None:
             self._launch(ready)
 

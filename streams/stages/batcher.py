@@ -27,7 +27,6 @@ from collections import deque
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
 from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
 from combee_core.log_order import ContiguousNumbers
@@ -45,6 +44,8 @@ UNCONFIRMED_KEEP = 8
 class BatcherStage(Stage):
     name = STAGE
     consumes = ("reflections",)
+    input_model = Reflection
+    input_label = "reflection"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -184,14 +185,7 @@ class BatcherStage(Stage):
 
     # ------------------------------------------------------------------------------------------ records
 
-    async def handle(self, record: ConsumerRecord) -> None:
-        if not self.owns(TopicPartition(record.topic, record.partition)):
-            return  # revoked while this fetch was being handled: the next owner gets it again
-        try:
-            reflection = Reflection.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            await self.reject(record, f"unreadable reflection: {error}", error)
-            return
+    async def handle(self, record: ConsumerRecord, reflection: Reflection) -> None:
         if self.accumulator.is_duplicate(reflection):
             await self._duplicate(reflection, record)
             return

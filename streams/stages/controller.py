@@ -12,7 +12,6 @@ import logging
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
 from combee_core.controller import BatchSizeController, ControllerConfig, clock_description, sample_delay
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
@@ -26,6 +25,8 @@ STAGE = "control"
 class ControllerStage(Stage):
     name = STAGE
     consumes = ("metrics",)
+    input_model = BatchMetrics
+    input_label = "batch metrics"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -77,14 +78,7 @@ class ControllerStage(Stage):
         self.controller(metrics.playbook_id).observe(metrics.batch_size, delay)
         return True
 
-    async def handle(self, record: ConsumerRecord) -> None:
-        if not self.owns(TopicPartition(record.topic, record.partition)):
-            return
-        try:
-            metrics = BatchMetrics.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            await self.reject(record, f"unreadable batch metrics: {error}", error)
-            return
+    async def handle(self, record: ConsumerRecord, metrics: BatchMetrics) -> None:
         if self._observe(metrics) and self.settings.auto_batch_size:
             decision = self.controller(metrics.playbook_id).decide()
             if decision.batch_size != self.current.get(metrics.playbook_id):

@@ -11,13 +11,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from aiokafka import TopicPartition
-from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
-
 from combee_core.models import EvalRequest, EvalResult, utc_now
 from combee_core.tasks import build_suite, success_probability, task_by_id
-from streams.runtime import Stage
+from streams.runtime import Delivery, Stage
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +24,8 @@ EVALUATOR = "combee-builtin"
 class EvaluatorStage(Stage):
     name = STAGE
     consumes = ("eval-requests",)
+    input_model = EvalRequest
+    input_label = "evaluation request"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -44,15 +42,11 @@ class EvaluatorStage(Stage):
                               f"(seed {self.suite.seed}, {len(self.suite.families)} families)")
         return EvalResult(**common, score=success_probability(self.suite, task, request.entries))
 
-    async def handle_many(self, records: list[ConsumerRecord]) -> None:
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
         answered = []
-        for record in records:
-            if not self.owns(TopicPartition(record.topic, record.partition)):
-                continue
-            try:
-                request = EvalRequest.from_json_bytes(record.value)
-            except (ValueError, ValidationError) as error:
-                await self.reject(record, f"unreadable evaluation request: {error}", error)
+        for delivery in deliveries:
+            record, request = delivery.record, delivery.value
+            if not self.owns(delivery.partition):
                 continue
             result = self.answer(request)
             if result.error:

@@ -183,7 +183,7 @@ class PromoterStage(Stage):
         for view in self.views:
             await view.catch_up()
 
-    async def handle(self, record: ConsumerRecord) -> None:
+    async def handle(self, record: ConsumerRecord, value: bytes | None) -> None:
         self.done(record)  # results are taken from the eval-results view; the group only gives ownership
 
     async def tick(self, now: float) -> None:

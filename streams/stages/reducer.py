@@ -18,7 +18,6 @@ from datetime import datetime
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
 from combee_core.llm.errors import LLMError
 from combee_core.log_order import ContiguousNumbers
@@ -53,6 +52,8 @@ STAGE = "reduce"
 class ReducerStage(Stage):
     name = STAGE
     consumes = ("partials",)
+    input_model = PartialUpdate
+    input_label = "partial"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -172,14 +173,7 @@ class ReducerStage(Stage):
 
     # ------------------------------------------------------------------------------------------ records
 
-    async def handle(self, record: ConsumerRecord) -> None:
-        if not self.owns(TopicPartition(record.topic, record.partition)):
-            return
-        try:
-            partial = PartialUpdate.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            await self.reject(record, f"unreadable partial: {error}", error)
-            return
+    async def handle(self, record: ConsumerRecord, partial: PartialUpdate) -> None:
         current = self.playbook(partial.playbook_id).version
         pending = self.pending.setdefault(partial.playbook_id, PendingPartials())
         if not pending.add(partial, current):

@@ -11,17 +11,14 @@ import asyncio
 import logging
 
 import orjson
-from aiokafka import TopicPartition
-from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core import limits
 from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
-from streams.dead_letters import readable_ids
 from streams.playbook_view import PlaybookVersions, used_entries_text
-from streams.runtime import Stage
+from streams.runtime import Delivery, Stage
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +59,7 @@ def decode_trace(raw: bytes | None) -> Trace:
 class ReflectorStage(Stage):
     name = STAGE
     consumes = ("traces",)
+    input_model = Trace
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -84,36 +82,34 @@ class ReflectorStage(Stage):
         call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
         return 2 * self.settings.llm_concurrency
 
-    async def handle_many(self, records: list[ConsumerRecord]) -> None:
-        assert self.ctx.llm is not None, "the reflector needs LLM roles"
-        decoded: list[tuple[ConsumerRecord, Trace | None]] = []
-        for record in records:
-            try:
-                decoded.append((record, decode_trace(record.value)))
-            except TraceRejected as error:
-                await self.reject(record, str(error), error, **readable_ids(record.value))
-                decoded.append((record, None))
+    def decode(self, raw: bytes | None) -> Trace:
+        return decode_trace(raw)
 
-        async def reflect(trace: Trace | None) -> Reflection | BaseException | None:
-            if trace is None:
-                return None
+    def unreadable_reason(self, error: ValueError) -> str:
+        return str(error)  # decode_trace says exactly what is wrong
+
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
+        assert self.ctx.llm is not None, "the reflector needs LLM roles"
+
+        async def reflect(trace: Trace) -> Reflection | BaseException:
             try:
                 return await self.ctx.roles.reflect(trace, await self.used_entries(trace))
             except LLMError as error:
                 return error
 
-        results = await asyncio.gather(*(reflect(trace) for _, trace in decoded))
-        for (record, trace), result in zip(decoded, results):
-            if not self.owns(TopicPartition(record.topic, record.partition)):
+        results = await asyncio.gather(*(reflect(delivery.value) for delivery in deliveries))
+        for delivery, result in zip(deliveries, results):
+            record, trace = delivery.record, delivery.value
+            if not self.owns(delivery.partition):
                 continue  # revoked during the calls: the next owner reflects it again
             if isinstance(result, Reflection):
                 await self.ctx.send("reflections", result.playbook_id, result)
                 self.ctx.count("reflections")
-            elif isinstance(result, BaseException) and trace is not None:
+            else:
                 await self.reject(
                     record, f"reflection failed: {result}", result, trace_id=trace.trace_id,
                     playbook_id=trace.playbook_id,
                 )
         await self.ctx.producer.flush()
-        for record in records:
-            self.done(record)
+        for delivery in deliveries:
+            self.done(delivery.record)
