@@ -2,12 +2,12 @@
 
 A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflection becomes a dead letter with the
 reason; the stage keeps going. Reflections of one fetch are computed concurrently and published in input order,
-so the per-playbook order of reflections follows the order of traces (replays batch identically).
+so the per-playbook order of reflections follows the order of traces (replays batch identically): the decisions
+are ``combee_core.processors.reflector``'s, the runtime decodes the traces (``decode_trace``, the strictest reading).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import orjson
@@ -15,8 +15,10 @@ from pydantic import ValidationError
 
 from combee_core import limits
 from combee_core.errors import CombeeError
-from combee_core.llm.errors import LLMError
-from combee_core.models import Reflection, Trace
+from combee_core.models import Trace
+from combee_core.processors.effects import Effect, acknowledge
+from combee_core.processors.reflector import reflect_all
+from streams.effects import perform
 from streams.playbook_view import PlaybookVersions, used_entries_text
 from streams.runtime import Delivery, Stage
 
@@ -90,26 +92,10 @@ class ReflectorStage(Stage):
 
     async def handle_many(self, deliveries: list[Delivery]) -> None:
         assert self.ctx.llm is not None, "the reflector needs LLM roles"
-
-        async def reflect(trace: Trace) -> Reflection | BaseException:
-            try:
-                return await self.ctx.roles.reflect(trace, await self.used_entries(trace))
-            except LLMError as error:
-                return error
-
-        results = await asyncio.gather(*(reflect(delivery.value) for delivery in deliveries))
-        for delivery, result in zip(deliveries, results):
-            record, trace = delivery.record, delivery.value
-            if not self.owns(delivery.partition):
-                continue  # revoked during the calls: the next owner reflects it again
-            if isinstance(result, Reflection):
-                await self.ctx.send("reflections", result.playbook_id, result)
-                self.ctx.count("reflections")
-            else:
-                await self.reject(
-                    record, f"reflection failed: {result}", result, trace_id=trace.trace_id,
-                    playbook_id=trace.playbook_id,
-                )
-        await self.ctx.producer.flush()
-        for delivery in deliveries:
-            self.done(delivery.record)
+        answered = await reflect_all([(d.value, d.record) for d in deliveries], self.ctx.roles.reflect,
+                                     self.used_entries)
+        effects: list[Effect] = []
+        for delivery, (_, outcome) in zip(deliveries, answered, strict=True):
+            if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
+                effects += outcome
+        await perform(self, [*effects, *acknowledge([d.record for d in deliveries])])
