@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from combee_core.batching import ShuffleConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
 from combee_core.processors.batcher import Batcher, BatcherConfig
@@ -149,3 +152,34 @@ def test_a_batch_plan_releases_recorded_batches_in_order_and_rejects_traces_it_d
     assert [m.trace_ids for m in log.published("batches")] == [m.trace_ids for m in plan]  # type: ignore[attr-defined]
     assert log.published("shuffle") == first.published("shuffle")
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(8))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["alpha", "beta"]), st.integers(0, 12), st.integers(0, 1),
+                          st.floats(0.0, 3.0)), max_size=60))
+def test_every_reflection_settles_exactly_once_and_every_trace_is_in_exactly_one_batch(arrivals):
+    """Whatever the arrivals (resends, conflicting resends, two playbooks, time passing): each input is acknowledged
+    or dead-lettered exactly once, batch ids run 0, 1, 2, ... per playbook, and each trace learned is in one batch."""
+    batcher, log = Batcher(_config(batch_size=3)), EffectLog()
+    now = 0.0
+    first_digest: dict[tuple[str, int], int] = {}
+    for token, (playbook_id, number, variant, wait) in enumerate(arrivals):
+        now += wait
+        log.extend(batcher.tick(now, WALL))
+        first_digest.setdefault((playbook_id, number), variant)
+        log.extend(batcher.take(_reflection(number, playbook_id, digest=f"v{variant}"), token, now, WALL))
+    log.extend(batcher.tick(now + 10.0, WALL))  # max_wait closes what is left
+
+    assert log.settled() == {token: 1 for token in range(len(arrivals))}
+    manifests = [m for m in log.published("batches") if isinstance(m, BatchManifest)]
+    for playbook_id in ("alpha", "beta"):
+        mine = [m for m in manifests if m.playbook_id == playbook_id]
+        assert [m.batch_id for m in mine] == list(range(len(mine)))
+        batched = [t for m in mine for t in m.trace_ids]
+        assert sorted(batched) == sorted({f"t{n}" for pb, n in first_digest if pb == playbook_id})
+    conflicts = [r for r in log.rejected() if r.error_type == "ConflictingTrace"]
+    for rejected in conflicts:  # the trace batched first is the one learned
+        assert rejected.playbook_id is not None and rejected.trace_id is not None
+        number = int(rejected.trace_id[1:])
+        learned = f"v{first_digest[(rejected.playbook_id, number)]}{number}"
+        assert f"batched first under this id (digest {learned})" in rejected.reason
