@@ -153,6 +153,8 @@ class InProcessPipeline:
             missing = trace_ids - {t for v in versions for t in v.lineage}
             if missing:
                 missing -= {d.trace_id for d in await self.dead_letters()}
+                if not missing:  # a version may have landed while the dead letters were read (NotLearned follows it)
+                    versions = await self.versions()
             if not missing:
                 return versions
             if time.monotonic() >= deadline:

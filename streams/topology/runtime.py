@@ -1,4 +1,10 @@
-"""What every stage shares: Kafka clients configured for the broker, sending models, the consume loop."""
+"""The stage runtime: a consumer-group member that owns partitions, rebuilds their state, handles their records,
+ticks and commits what is safe (``Stage``).
+
+The Kafka clients it uses are configured in ``streams.topology.kafka_clients`` and what a stage gets from its worker
+is ``streams.topology.stage_context.StageContext``; both are re-exported here for the modules that import them from
+the runtime.
+"""
 
 from __future__ import annotations
 
@@ -6,185 +12,46 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.partitioner import DefaultPartitioner
-from aiokafka.structs import ConsumerRecord, RecordMetadata
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
-from combee_core.models import CombeeModel, DeadLetter
+from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
-from combee_core.topology import Topic
-from streams.broker.profile import FETCH_MAX_BYTES, MAX_REQUEST_BYTES, BrokerProfile
-from streams.topology.dead_letters import make_dead_letter
+from streams.topology.dead_letters import make_dead_letter, readable_ids
+from streams.topology.kafka_clients import (
+    FETCH_MAX_BYTES,
+    consumer_config,
+    end_offsets,
+    partition_for,
+    producer_config,
+    read_topic,
+    start_producer,
+)
 from streams.topology.offsets import OffsetTracker
+from streams.topology.stage_context import StageContext
 
-if TYPE_CHECKING:
-    from combee_core.llm.roles import LLMRoles
+__all__ = [
+    "FETCH_MAX_BYTES",
+    "Delivery",
+    "Stage",
+    "StageContext",
+    "StageFailed",
+    "cancel_tasks",
+    "consumer_config",
+    "end_offsets",
+    "partition_for",
+    "producer_config",
+    "read_topic",
+    "start_producer",
+]
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=CombeeModel)
-
-
-@dataclass
-class StageContext:
-    """Everything a stage needs from its worker: settings, broker, one shared producer, the LLM roles."""
-
-    settings: CombeeSettings
-    bootstrap: str
-    profile: BrokerProfile
-    producer: AIOKafkaProducer
-    stop: asyncio.Event
-    llm: LLMRoles | None = None
-    counters: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def roles(self) -> LLMRoles:
-        """The LLM roles, which the worker builds for the stages that call the LLM (reflect, aggregate, reduce)."""
-        if self.llm is None:
-            raise RuntimeError("this worker has no LLM roles: only the reflect, aggregate and reduce stages get them")
-        return self.llm
-
-    def count(self, name: str, amount: int = 1) -> None:
-        self.counters[name] = self.counters.get(name, 0) + amount
-
-    async def send(
-        self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False
-    ) -> RecordMetadata | None:
-        """Send a model to a logical topic (name without prefix). ``wait`` blocks until the broker acks and returns
-        where the record landed."""
-        payload = value if isinstance(value, bytes) else value.to_json_bytes()
-        full_topic = self.settings.topic(topic)
-        self.count(f"records_out.{topic}")
-        if wait:
-            return await self.producer.send_and_wait(full_topic, payload, key=key.encode())
-        await self.producer.send(full_topic, payload, key=key.encode())
-        return None
-
-    async def dead_letter(self, letter: DeadLetter) -> None:
-        """Publish a dead letter (always waits: a dead letter must never be lost)."""
-        self.count("dead_letters")
-        self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
-        log.warning("dead letter from %s: %s", letter.stage, letter.reason)
-        await self.send(Topic.DLQ, letter.stage, letter, wait=True)
-
-
-def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:
-    """aiokafka producer settings for this broker (no idempotence: the embedded broker cannot do it)."""
-    return dict(
-        bootstrap_servers=bootstrap,
-        acks="all",
-        enable_idempotence=False,
-        max_request_size=MAX_REQUEST_BYTES,
-        linger_ms=5,
-        request_timeout_ms=30_000,
-    )
-
-
-def consumer_config(bootstrap: str, profile: BrokerProfile, group_id: str | None) -> dict[str, Any]:
-    """aiokafka consumer settings: manual commits, earliest reset, large fetches for big messages."""
-    return dict(
-        bootstrap_servers=bootstrap,
-        group_id=group_id,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-        session_timeout_ms=profile.session_timeout_ms,
-        heartbeat_interval_ms=profile.heartbeat_interval_ms,
-        rebalance_timeout_ms=profile.rebalance_timeout_ms,
-        max_partition_fetch_bytes=FETCH_MAX_BYTES,
-        fetch_max_bytes=FETCH_MAX_BYTES,
-        max_poll_interval_ms=600_000,
-    )
-
-
-async def start_producer(bootstrap: str, profile: BrokerProfile) -> AIOKafkaProducer:
-    producer = AIOKafkaProducer(**producer_config(bootstrap, profile))
-    await producer.start()
-    return producer
-
-
-async def read_topic(
-    bootstrap: str, profile: BrokerProfile, topic: str, *, idle_s: float = 0.5, deadline_s: float = 30.0
-) -> list[ConsumerRecord]:
-    """Every record of ``topic`` from the beginning to its current end (no consumer group, no commits).
-
-    The end is taken from the high watermark that fetches report (correct on Tansu, unlike ListOffsets
-    "latest"), and reading stops after ``idle_s`` without new records once that watermark is reached.
-    """
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
-    records: list[ConsumerRecord] = []
-    try:
-        partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
-            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        if not tps:
-            return records
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        started = time.monotonic()
-        last_data = time.monotonic()
-        while time.monotonic() - started < deadline_s:
-            batch = await consumer.getmany(timeout_ms=100)
-            for tp_records in batch.values():
-                records.extend(tp_records)
-            if batch:
-                last_data = time.monotonic()
-            caught_up = True
-            for tp in tps:
-                highwater = consumer.highwater(tp)
-                if highwater is None or await consumer.position(tp) < highwater:
-                    caught_up = False
-                    break
-            if caught_up and time.monotonic() - last_data >= min(idle_s, 0.2):
-                break
-            if not batch and time.monotonic() - last_data >= idle_s:
-                break
-        else:
-            raise TimeoutError(f"reading {topic} did not reach its end within {deadline_s} s")
-    finally:
-        await consumer.stop()
-    records.sort(key=lambda r: (r.partition, r.offset))
-    return records
-
-
-async def end_offsets(
-    consumer: AIOKafkaConsumer, profile: BrokerProfile, tps: list[TopicPartition], *, deadline_s: float = 10.0
-) -> dict[TopicPartition, int]:
-    """The true end offset (high watermark) of each partition, on any broker.
-
-    Kafka answers ListOffsets correctly. Tansu answers it with the newest *batch's* base offset + 1, which can be
-    short of the end; there we seek just before that answer, fetch, and read the high watermark the fetch reports.
-    The consumer must not be in a group (it is assigned ``tps`` here).
-    """
-    listed = await consumer.end_offsets(tps) if tps else {}
-    if profile.latest_offsets_reliable or not tps:
-        return dict(listed)
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, max(0, listed[tp] - 1))
-    result: dict[TopicPartition, int] = {tp: 0 for tp in tps if listed[tp] == 0}
-    started = time.monotonic()
-    while len(result) < len(tps) and time.monotonic() - started < deadline_s:
-        await consumer.getmany(*[tp for tp in tps if tp not in result], timeout_ms=100)
-        for tp in tps:
-            highwater = consumer.highwater(tp)
-            if tp not in result and highwater is not None:
-                result[tp] = highwater
-    for tp in tps:
-        result.setdefault(tp, listed[tp])  # fall back to the listed offset rather than hang
-    return result
-
-
-def partition_for(key: str, partitions: int) -> int:
-    """The partition a keyed record lands on with the default (murmur2) partitioner of our producers."""
-    every = list(range(partitions))
-    return DefaultPartitioner()(key.encode(), every, every)
 
 
 class _Rebalance(ConsumerRebalanceListener):
@@ -205,6 +72,18 @@ async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
+@dataclass(frozen=True)
+class Delivery:
+    """A consumed record and its value, decoded into the stage's :attr:`Stage.input_model`."""
+
+    record: ConsumerRecord
+    value: Any
+
+    @property
+    def partition(self) -> TopicPartition:
+        return TopicPartition(self.record.topic, self.record.partition)
+
+
 def _partitions(tps: set[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
 
@@ -218,6 +97,10 @@ class Stage:
 
     name = "stage"
     consumes: tuple[str, ...] = ()
+    input_model: type[CombeeModel] | None = None
+    """What every record of ``consumes`` is decoded into before :meth:`handle` sees it (None: the raw bytes)."""
+    input_label = "record"
+    """What the dead letter of a record that cannot be decoded calls it ("unreadable <label>: <why>")."""
     tick_interval_s = 0.25
 
     def __init__(self, ctx: StageContext) -> None:
@@ -284,13 +167,39 @@ class Stage:
         rebalance never throws away much work in flight)."""
         return 500
 
-    async def handle(self, record: ConsumerRecord) -> None:
+    def decode(self, raw: bytes | None) -> Any:
+        """A record's value as :attr:`input_model`; raises ``ValueError`` saying what is wrong (override for a
+        stricter reading, as the reflector's of traces)."""
+        if self.input_model is None:
+            return raw
+        return self.input_model.from_json_bytes(raw)
+
+    def unreadable_reason(self, error: ValueError) -> str:
+        """The dead letter's reason for a record :meth:`decode` refused."""
+        return f"unreadable {self.input_label}: {error}"
+
+    async def decode_fetch(self, records: list[ConsumerRecord]) -> list[Delivery]:
+        """Decode the records of one fetch: the one place where an input record that cannot be read becomes a dead
+        letter (the stage, the reason, the original bytes and whatever ids can be read from them) and counts as done;
+        the others are returned with their values, in order."""
+        deliveries = []
+        for record in records:
+            try:
+                deliveries.append(Delivery(record, self.decode(record.value)))
+            except ValueError as error:  # pydantic's ValidationError and orjson's JSONDecodeError are ValueErrors
+                await self.reject(record, self.unreadable_reason(error), error, **readable_ids(record.value))
+        return deliveries
+
+    async def handle(self, record: ConsumerRecord, value: Any) -> None:
+        """One record of a partition this stage owns, with its decoded value (override)."""
         raise NotImplementedError
 
-    async def handle_many(self, records: list[ConsumerRecord]) -> None:
-        """Handle the records of one fetch, in order (override to process them concurrently)."""
-        for record in records:
-            await self.handle(record)
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
+        """Handle the decoded records of one fetch, in order, skipping those of partitions revoked meanwhile
+        (override to process them concurrently)."""
+        for delivery in deliveries:
+            if self.owns(delivery.partition):
+                await self.handle(delivery.record, delivery.value)
 
     async def tick(self, now: float) -> None:
         """Periodic work: timeouts, max_wait closes (override)."""
@@ -416,14 +325,16 @@ class Stage:
         self.done(record)
 
     def read_state(self, record: ConsumerRecord, model: type[M]) -> M | None:
-        """Parse a state-topic record; one that cannot be read becomes a dead letter (the rebuild goes on)."""
+        """Parse a state-topic record (a live view's, a checkpoint, a re-read at assignment): the one place where a
+        state record that cannot be read becomes a dead letter with its reason, and the rebuild goes on without it."""
         try:
             return model.from_json_bytes(record.value)
         except (ValueError, ValidationError) as error:
             self.ctx.count("unreadable_state_records")
             self.spawn(self.ctx.dead_letter(make_dead_letter(
                 self.name, f"unreadable {model.__name__} in {record.topic}: {error}", error, record.value,
-                topic=record.topic, partition=record.partition, offset=record.offset, key=record.key)))
+                topic=record.topic, partition=record.partition, offset=record.offset, key=record.key,
+                **readable_ids(record.value))))
             return None
 
     def done(self, record: ConsumerRecord) -> None:
@@ -483,7 +394,7 @@ class Stage:
                 for record in records:
                     self.tracker.consumed(tp, record.offset)
                 self.ctx.count(f"records_in.{self.name}", len(records))
-                await self.handle_many(records)
+                await self.handle_many(await self.decode_fetch(records))
             await self.reset_stale()
             now = time.monotonic()
             if now - last_tick >= self.tick_interval_s:

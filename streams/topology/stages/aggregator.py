@@ -5,6 +5,9 @@ partial says how many copies were missing. Redelivered and late copies never cha
 
 On revocation the windows of the revoked partitions are dropped and their calls in flight cancelled: their copies
 are uncommitted, so the next owner forms the same windows again.
+
+The decisions (which copies a window takes, when it is ready, the partial it publishes) are
+``combee_core.processors.aggregator``'s; this stage launches a call per ready window and performs the effects.
 """
 
 from __future__ import annotations
@@ -12,18 +15,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
-from combee_core.llm.errors import LLMError
-from combee_core.models import PartialUpdate, ShuffledReflection
+from combee_core.models import ShuffledReflection
 from combee_core.playbook import render_playbook
-from combee_core.topology import AGGREGATE, Topic
+from combee_core.processors.aggregator import Aggregator, AggregatorConfig
+from combee_core.topology import AGGREGATE
 from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
-from streams.topology.dead_letters import make_dead_letter
+from streams.topology.effects import perform
 from streams.topology.playbook_view import PlaybookVersions
 from streams.topology.runtime import Stage, cancel_tasks
 
@@ -35,14 +36,20 @@ STAGE = AGGREGATE.name
 class AggregatorStage(Stage):
     name = STAGE
     consumes = AGGREGATE.consumes
+    input_model = ShuffledReflection
+    input_label = "shuffled copy"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.windows = SubgroupWindows()
-        self._records: dict[WindowKey, list[ConsumerRecord]] = {}
+        self.aggregator = Aggregator(AggregatorConfig(model=self.settings.aggregator_model,
+                                                      window_timeout_s=self.settings.window_timeout_s))
         self._partition: dict[WindowKey, TopicPartition] = {}
         self._calls: dict[WindowKey, asyncio.Task] = {}
         self.playbooks = PlaybookVersions(self) if self.settings.llm_context else None
+
+    @property
+    def windows(self) -> SubgroupWindows:
+        return self.aggregator.windows
 
     async def prepare(self) -> None:
         if self.playbooks is not None:
@@ -59,86 +66,32 @@ class AggregatorStage(Stage):
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         keys = [key for key, tp in self._partition.items() if tp in revoked]
-        self.windows.drop(keys)
+        self.aggregator.drop(keys)
         await cancel_tasks([self._calls.pop(key) for key in keys if key in self._calls])
         for key in keys:
-            self._records.pop(key, None)
             del self._partition[key]
 
-    async def handle(self, record: ConsumerRecord) -> None:
-        tp = TopicPartition(record.topic, record.partition)
-        if not self.owns(tp):
+    async def handle(self, record: ConsumerRecord, copy: ShuffledReflection) -> None:
+        effects, ready = self.aggregator.take(copy, record, time.monotonic())
+        if effects:
+            await perform(self, effects)
             return
-        try:
-            copy = ShuffledReflection.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            await self.reject(record, f"unreadable shuffled copy: {error}", error)
-            return
-        outcome, ready = self.windows.add(copy, time.monotonic())
-        if outcome != "added":
-            self.ctx.count(f"{outcome}_copies")
-            self.done(record)
-            return
-        key = SubgroupWindows.key_of(copy)
-        self._records.setdefault(key, []).append(record)
-        self._partition[key] = tp
+        self._partition[SubgroupWindows.key_of(copy)] = TopicPartition(record.topic, record.partition)
         if ready is not None:
             self._launch(ready)
 
     async def tick(self, now: float) -> None:
-        for ready in self.windows.expired(now, self.settings.window_timeout_s):
-            log.warning("window %s closed by timeout with %d of %d copies", ready.key, len(ready.copies),
-                        ready.expected_count)
+        for ready in self.aggregator.expired(now):
             self._launch(ready)
 
     def _launch(self, ready: ReadyWindow) -> None:
         self._calls[ready.key] = self.spawn(self._aggregate(ready), name=f"aggregate-{ready.key}")
 
     async def _aggregate(self, ready: ReadyWindow) -> None:
-        first = ready.copies[0]
-        reflections = [copy.reflection for copy in ready.copies]
-        distinct = {r.reflection_id: r for r in reflections}
-        fields: dict[str, Any]
-        fields = dict(
-            playbook_id=first.playbook_id,
-            batch_id=first.batch_id,
-            level=0,
-            node=first.subgroup,
-            k=first.k,
-            base_version=first.base_version,
-            items_read=len(ready.copies),
-            expected_items=ready.expected_count,
-            missing_items=ready.missing,
-            closed_by=ready.closed_by,
-            batch_closed_at=first.batch_closed_at,
-            max_staleness=max(max(0, first.base_version - r.seen_version) for r in reflections),
-        )
-        try:
-            context = await self.context(first.playbook_id, first.base_version)
-            result = await self.ctx.roles.aggregate(reflections, context)
-            partial = PartialUpdate(
-                operations=result.operations,
-                reflection_ids=sorted(distinct),
-                trace_ids=sorted({r.trace_id for r in reflections}),
-                model=self.settings.aggregator_model,
-                usage=result.usage,
-                latency_s=result.latency_s,
-                **fields,
-            )
-        except LLMError as error:
-            traces = sorted({copy.reflection.trace_id for copy in ready.copies})
-            await self.ctx.dead_letter(make_dead_letter(
-                STAGE, f"aggregation failed for window {ready.key} ({len(traces)} traces: {', '.join(traces[:20])}): "
-                f"{error}; a trace whose other copies reach the version is learned anyway, the reducer dead-letters "
-                "each one that is not", error, b"", playbook_id=first.playbook_id))
-            partial = PartialUpdate(operations=[], error=str(error)[:2000], model=self.settings.aggregator_model,
-                                    **{**fields, "missing_items": ready.expected_count, "items_read": 0})
-        await self.ctx.send(Topic.PARTIALS, partial.playbook_id, partial, wait=True)
-        self.ctx.count("partials")
+        effects = await self.aggregator.aggregate(ready, self.ctx.roles.aggregate, self.context)
+        await perform(self, effects)
         self._calls.pop(ready.key, None)
         self._partition.pop(ready.key, None)
-        for record in self._records.pop(ready.key, []):
-            self.done(record)
 
     async def drain(self) -> None:
         await self.wait_background()

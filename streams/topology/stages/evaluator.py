@@ -3,65 +3,37 @@
 A request names a playbook's content (its entries) and one held-out task; the answer is the suite's expected
 success probability of that task with that playbook (``combee_core.tasks.success_probability``: noise-free, no
 LLM). Evaluators in other languages answer the same requests (``docs/protocol.md``, ``examples/node/evaluator.js``);
-run this stage only where no other evaluator does.
+run this stage only where no other evaluator does. The answers are ``combee_core.processors.evaluator``'s.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
 
-from aiokafka import TopicPartition
-from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
-
-from combee_core.models import EvalRequest, EvalResult, utc_now
-from combee_core.tasks import build_suite, success_probability, task_by_id
-from combee_core.topology import EVALUATE, Topic
-from streams.topology.runtime import Stage
+from combee_core.models import EvalRequest, utc_now
+from combee_core.processors.evaluator import Evaluator
+from combee_core.tasks import build_suite
+from combee_core.topology import EVALUATE
+from streams.topology.effects import perform
+from streams.topology.runtime import Delivery, Stage
 
 log = logging.getLogger(__name__)
 
 STAGE = EVALUATE.name
-EVALUATOR = "combee-builtin"
 
 
 class EvaluatorStage(Stage):
     name = STAGE
     consumes = EVALUATE.consumes
+    input_model = EvalRequest
+    input_label = "evaluation request"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.suite = build_suite(families=ctx.settings.eval_suite_families, seed=ctx.settings.eval_suite_seed)
+        self.evaluator = Evaluator(self.suite, self.settings.evaluator_model)
 
-    def answer(self, request: EvalRequest) -> EvalResult:
-        task = task_by_id(self.suite, request.task_id)
-        common: dict[str, Any]
-        common = dict(request_id=request.request_id, playbook_id=request.playbook_id, digest=request.digest,
-                      task_id=request.task_id, evaluator=EVALUATOR, evaluator_model=self.settings.evaluator_model,
-                      evaluated_at=utc_now())
-        if task is None:
-            return EvalResult(**common, error=f"task {request.task_id} is not in the suite "
-                              f"(seed {self.suite.seed}, {len(self.suite.families)} families)")
-        return EvalResult(**common, score=success_probability(self.suite, task, request.entries))
-
-    async def handle_many(self, records: list[ConsumerRecord]) -> None:
-        answered = []
-        for record in records:
-            if not self.owns(TopicPartition(record.topic, record.partition)):
-                continue
-            try:
-                request = EvalRequest.from_json_bytes(record.value)
-            except (ValueError, ValidationError) as error:
-                await self.reject(record, f"unreadable evaluation request: {error}", error)
-                continue
-            result = self.answer(request)
-            if result.error:
-                log.warning("evaluation of %s failed: %s", request.request_id, result.error)
-            await self.ctx.send(Topic.EVAL_RESULTS, request.playbook_id, result)
-            answered.append(record)
-            self.ctx.count("evaluations")
-        if answered:
-            await self.ctx.producer.flush()
-        for record in answered:
-            self.done(record)
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
+        owned = [(d.value, d.record) for d in deliveries if self.owns(d.partition)]
+        if owned:
+            await perform(self, self.evaluator.take(owned, utc_now()))

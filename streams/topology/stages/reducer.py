@@ -8,6 +8,10 @@ State is a live view of the ``playbook`` log, where the first record of each (pl
 another reducer for a playbook this one owns (a fenced "zombie") makes it rebuild that partition from the logs. It
 also views ``batches`` to know each pending batch's traces: a trace of the batch that reached no aggregator window
 becomes a dead letter, and a batch waiting longer than ``stall_warning_s`` for its version is logged.
+
+The decisions (which partials count, when a batch is ready, the scan, the version, its metrics and dead letters) are
+``combee_core.processors.reducer``'s; this stage keeps the views and performs its effects
+(``streams.topology.effects``).
 """
 
 from __future__ import annotations
@@ -18,31 +22,16 @@ from datetime import datetime
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
-from combee_core.llm.errors import LLMError
 from combee_core.log_order import ContiguousNumbers
-from combee_core.models import (
-    BatchManifest,
-    BatchMetrics,
-    Operation,
-    PartialUpdate,
-    PlaybookVersion,
-    PromotionDecision,
-    Usage,
-    utc_now,
-)
-from combee_core.playbook import Playbook, render_playbook
+from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
+from combee_core.playbook import Playbook
+from combee_core.processors.effects import Publish
+from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.promotion import PromotionLedger, next_base
-from combee_core.reduction import (
-    PendingPartials,
-    ReduceOutcome,
-    build_version,
-    merge_without_conflict,
-    reduce_through_scan,
-)
+from combee_core.reduction import PendingPartials, ReduceOutcome
 from combee_core.topology import REDUCE, Topic
-from streams.topology.dead_letters import make_dead_letter
+from streams.topology.effects import perform
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage, cancel_tasks
 
@@ -54,16 +43,22 @@ STAGE = REDUCE.name
 class ReducerStage(Stage):
     name = STAGE
     consumes = REDUCE.consumes
+    input_model = PartialUpdate
+    input_label = "partial"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.playbooks: dict[str, Playbook] = {}
         self.published_at: dict[str, datetime] = {}
         """Per playbook, when its latest version was published (a sync fleet's round time ends at the next)."""
-        self.pending: dict[str, PendingPartials] = {}
+        settings = ctx.settings
+        self.reducer = Reducer(ReducerConfig(
+            max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
+            budget_tokens=settings.playbook_budget_tokens, delete_cap=settings.playbook_delete_cap,
+            llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
+        ), self._reduce)
         self.manifests: dict[str, dict[int, BatchManifest]] = {}
         """Per playbook, the valid manifests of batches not yet in a version."""
-        self._records: dict[tuple[str, int], list[ConsumerRecord]] = {}
         self._workers: dict[str, asyncio.Task] = {}
         self._versions = GatedState(ContiguousNumbers[str](start=1), load=self._load_version)
         self._batches = GatedState(ContiguousNumbers[str]())
@@ -109,7 +104,7 @@ class ReducerStage(Stage):
     def _apply_decision(self, record: ConsumerRecord) -> None:
         """A promotion decision: the version waiting for it can now be built on (``next_base``)."""
         decision = self.read_state(record, PromotionDecision)
-        if decision is not None and self.ledger.apply(decision) and decision.playbook_id in self.pending \
+        if decision is not None and self.ledger.apply(decision) and decision.playbook_id in self.reducer.pending \
                 and self.owns_key(decision.playbook_id):
             self._kick(decision.playbook_id)
 
@@ -155,16 +150,14 @@ class ReducerStage(Stage):
     # ------------------------------------------------------------------------------------------ ownership
 
     def _playbooks_of(self, partitions: set[TopicPartition]) -> list[str]:
-        known = set(self.pending) | set(self._workers)
+        known = set(self.reducer.pending) | set(self._workers)
         return [pb for pb in sorted(known) if self.owner_partition(pb) in partitions]
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
         playbooks = self._playbooks_of(revoked)
         await cancel_tasks([self._workers.pop(pb) for pb in playbooks if pb in self._workers])
         for playbook_id in playbooks:
-            self.pending.pop(playbook_id, None)
-            for key in [key for key in self._records if key[0] == playbook_id]:
-                del self._records[key]
+            self.reducer.release(playbook_id)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         assert self._playbook_view is not None and self._batches_view is not None
@@ -173,22 +166,12 @@ class ReducerStage(Stage):
 
     # ------------------------------------------------------------------------------------------ records
 
-    async def handle(self, record: ConsumerRecord) -> None:
-        if not self.owns(TopicPartition(record.topic, record.partition)):
-            return
-        try:
-            partial = PartialUpdate.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            await self.reject(record, f"unreadable partial: {error}", error)
-            return
-        current = self.playbook(partial.playbook_id).version
-        pending = self.pending.setdefault(partial.playbook_id, PendingPartials())
-        if not pending.add(partial, current):
-            self.ctx.count("duplicate_partials")
-            self.done(record)
-            return
-        self._records.setdefault((partial.playbook_id, partial.batch_id), []).append(record)
-        self._kick(partial.playbook_id)
+    async def handle(self, record: ConsumerRecord, partial: PartialUpdate) -> None:
+        redelivered = self.reducer.take(partial, record, self.playbook(partial.playbook_id).version)
+        if redelivered is not None:
+            await perform(self, redelivered)
+        else:
+            self._kick(partial.playbook_id)
 
     def _kick(self, playbook_id: str) -> None:
         worker = self._workers.get(playbook_id)
@@ -196,55 +179,39 @@ class ReducerStage(Stage):
             self._workers[playbook_id] = self.spawn(self._apply_ready(playbook_id), name=f"reduce-{playbook_id}")
 
     async def _apply_ready(self, playbook_id: str) -> None:
-        pending = self.pending[playbook_id]
         while self.owns_key(playbook_id):
             base = self._base(self.playbook(playbook_id))
             if base is None:
                 return  # the latest version awaits its promotion decision; _apply_decision kicks again
             playbook, parent_version = base
-            partials = pending.pop_ready(playbook.version)
+            partials = self.reducer.ready(playbook_id, playbook.version)
             if partials is None or not await self._publish_version(playbook, partials, parent_version):
                 return
 
     async def _publish_version(self, playbook: Playbook, partials: list[PartialUpdate],
                                parent_version: int | None = None) -> bool:
         """Build and publish the next version; False when another writer's version came first."""
-        assert self._playbook_view is not None
         playbook_id = playbook.playbook_id
         previous_at = self.published_at.get(playbook_id) if playbook.version > 0 else None
-        scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.settings.max_fan_in,
-            self._reduce_call(playbook, partials),
-            merge=merge_without_conflict if self.settings.deterministic_merge else None,
-        )
-        record = build_version(playbook, partials, scan, published_at=utc_now(), parent_version=parent_version,
-                               budget_tokens=self.settings.playbook_budget_tokens,
-                               delete_cap=self.settings.playbook_delete_cap).record
-        manifest = await self._manifest(playbook_id, record.batch_id)
-        key = (playbook_id, record.version)
-        if not await self._playbook_view.write(key, record.to_json_bytes()):
-            self.ctx.count("versions_lost")
-            log.warning("%s v%d: another reducer's version came first; rebuilding from the log", *key)
-            self.mark_stale(self.owner_partition(playbook_id))
+        manifest = await self._manifest(playbook_id, partials[0].batch_id)
+        effects = await self.reducer.next_version(playbook, partials, parent_version=parent_version,
+                                                  manifest=manifest, previous_at=previous_at, now=utc_now())
+        if not await perform(self, effects, self._write_version):
             return False
-        await self._dead_letter_unlearned(record, manifest)
-        metrics = BatchMetrics(
-            playbook_id=playbook_id,
-            batch_id=record.batch_id,
-            version=record.version,
-            batch_size=max(1, record.stats.batch_size),
-            k=max(1, record.stats.k),
-            delay_s=record.stats.delay_s,
-            llm_critical_path_s=record.stats.llm_critical_path_s,
-            llm_calls=record.stats.llm_calls,
-            round_s=max(0.0, (record.published_at - previous_at).total_seconds()) if previous_at else None,
-        )
-        await self.ctx.send(Topic.METRICS, playbook_id, metrics, wait=True)
-        self.ctx.count("versions")
+        [record] = [e.value for e in effects if isinstance(e, Publish) and e.topic == Topic.PLAYBOOK]
+        assert isinstance(record, PlaybookVersion)
         log.info("published %s v%d (batch %d, %d entries, %d ops, delay %.2fs)", playbook_id, record.version,
                  record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)
-        for consumed in self._records.pop((playbook_id, record.batch_id), []):
-            self.done(consumed)
+        return True
+
+    async def _write_version(self, publish: Publish) -> bool:
+        """A new version counts only when it is the first of its number in ``playbook``."""
+        assert self._playbook_view is not None and publish.number is not None
+        if not await self._playbook_view.write(publish.number, publish.value.to_json_bytes()):
+            self.ctx.count("versions_lost")
+            log.warning("%s v%d: another reducer's version came first; rebuilding from the log", *publish.number)
+            self.mark_stale(self.owner_partition(publish.number[0]))
+            return False
         return True
 
     async def _manifest(self, playbook_id: str, batch_id: int) -> BatchManifest | None:
@@ -258,35 +225,9 @@ class ReducerStage(Stage):
                         playbook_id, batch_id)
         return manifest
 
-    async def _dead_letter_unlearned(self, version: PlaybookVersion, manifest: BatchManifest | None) -> None:
-        """Traces of the batch that no partial read (every copy's window timed out or failed): a dead letter each,
-        so every batched trace ends in exactly one version's lineage or a dead letter."""
-        learned = set(version.lineage)
-        for trace_id in manifest.trace_ids if manifest is not None else ():
-            if trace_id not in learned:
-                await self.ctx.dead_letter(make_dead_letter(
-                    STAGE, f"trace {trace_id} of batch {version.batch_id} reached no aggregator (its windows closed "
-                    f"by timeout or failed): not learned, not in version {version.version}", "NotLearned", b"",
-                    trace_id=trace_id, playbook_id=version.playbook_id))
-
-    def _reduce_call(self, playbook: Playbook, partials: list[PartialUpdate]):
-        first = partials[0]
-        context = render_playbook(playbook, self.settings.llm_context_tokens).text if self.settings.llm_context else ""
-
-        async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
-            try:
-                result = await self.ctx.roles.reduce(children, context)
-                return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
-            except LLMError as error:
-                union = [op for ops in children for op in ops]
-                await self.ctx.dead_letter(
-                    make_dead_letter(STAGE, f"reduce call failed for batch {first.batch_id}; applying the union of "
-                                     f"{len(children)} children's operations unmerged: {error}", error,
-                                     b"", playbook_id=first.playbook_id)
-                )
-                return ReduceOutcome(operations=union, usage=Usage(), latency_s=0.0)
-
-        return reduce
+    async def _reduce(self, children: list[list[Operation]], context: str) -> ReduceOutcome:
+        result = await self.ctx.roles.reduce(children, context)
+        return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
 
     async def tick(self, now: float) -> None:
         """Warn once per batch that has waited longer than ``stall_warning_s`` for its version."""
@@ -302,7 +243,10 @@ class ReducerStage(Stage):
                 self.ctx.count("stalled_batches")
                 log.warning("%s: batch %d (%d traces) closed %.0f s ago and is still not a version (partials %s)",
                             playbook_id, oldest.batch_id, oldest.n, age,
-                            self.pending.get(playbook_id, PendingPartials()).waiting().get(oldest.batch_id, "none"))
+                            self._waiting(playbook_id).get(oldest.batch_id, "none"))
+
+    def _waiting(self, playbook_id: str) -> dict[int, tuple[int, int]]:
+        return self.reducer.pending.get(playbook_id, PendingPartials()).waiting()
 
     async def drain(self) -> None:
         await self.wait_background()

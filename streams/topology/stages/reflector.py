@@ -2,27 +2,26 @@
 
 A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflection becomes a dead letter with the
 reason; the stage keeps going. Reflections of one fetch are computed concurrently and published in input order,
-so the per-playbook order of reflections follows the order of traces (replays batch identically).
+so the per-playbook order of reflections follows the order of traces (replays batch identically): the decisions
+are ``combee_core.processors.reflector``'s, the runtime decodes the traces (``decode_trace``, the strictest reading).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import orjson
-from aiokafka import TopicPartition
-from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
 from combee_core import limits
 from combee_core.errors import CombeeError
-from combee_core.llm.errors import LLMError
-from combee_core.models import Reflection, Trace
-from combee_core.topology import REFLECT, Topic
-from streams.topology.dead_letters import readable_ids
+from combee_core.models import Trace
+from combee_core.processors.effects import Effect, acknowledge
+from combee_core.processors.reflector import reflect_all
+from combee_core.topology import REFLECT
+from streams.topology.effects import perform
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
-from streams.topology.runtime import Stage
+from streams.topology.runtime import Delivery, Stage
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +62,7 @@ def decode_trace(raw: bytes | None) -> Trace:
 class ReflectorStage(Stage):
     name = STAGE
     consumes = REFLECT.consumes
+    input_model = Trace
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -85,36 +85,18 @@ class ReflectorStage(Stage):
         call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
         return 2 * self.settings.llm_concurrency
 
-    async def handle_many(self, records: list[ConsumerRecord]) -> None:
+    def decode(self, raw: bytes | None) -> Trace:
+        return decode_trace(raw)
+
+    def unreadable_reason(self, error: ValueError) -> str:
+        return str(error)  # decode_trace says exactly what is wrong
+
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
         assert self.ctx.llm is not None, "the reflector needs LLM roles"
-        decoded: list[tuple[ConsumerRecord, Trace | None]] = []
-        for record in records:
-            try:
-                decoded.append((record, decode_trace(record.value)))
-            except TraceRejected as error:
-                await self.reject(record, str(error), error, **readable_ids(record.value))
-                decoded.append((record, None))
-
-        async def reflect(trace: Trace | None) -> Reflection | BaseException | None:
-            if trace is None:
-                return None
-            try:
-                return await self.ctx.roles.reflect(trace, await self.used_entries(trace))
-            except LLMError as error:
-                return error
-
-        results = await asyncio.gather(*(reflect(trace) for _, trace in decoded))
-        for (record, trace), result in zip(decoded, results):
-            if not self.owns(TopicPartition(record.topic, record.partition)):
-                continue  # revoked during the calls: the next owner reflects it again
-            if isinstance(result, Reflection):
-                await self.ctx.send(Topic.REFLECTIONS, result.playbook_id, result)
-                self.ctx.count("reflections")
-            elif isinstance(result, BaseException) and trace is not None:
-                await self.reject(
-                    record, f"reflection failed: {result}", result, trace_id=trace.trace_id,
-                    playbook_id=trace.playbook_id,
-                )
-        await self.ctx.producer.flush()
-        for record in records:
-            self.done(record)
+        answered = await reflect_all([(d.value, d.record) for d in deliveries], self.ctx.roles.reflect,
+                                     self.used_entries)
+        effects: list[Effect] = []
+        for delivery, (_, outcome) in zip(deliveries, answered, strict=True):
+            if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
+                effects += outcome
+        await perform(self, [*effects, *acknowledge([d.record for d in deliveries])])
