@@ -26,6 +26,8 @@ async def cmd_broker(args: argparse.Namespace) -> int:
 
     broker = EmbeddedBroker(port=args.port, storage=args.storage or MEMORY_STORAGE)
     await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
+    stop = asyncio.Event()
+    stop_on_signals(stop)  # before the address is printed: whoever reads it may signal at once
     try:
         previous = read_record()
         path = write_record(BrokerRecord.now(broker.bootstrap, broker.storage))
@@ -38,8 +40,6 @@ async def cmd_broker(args: argparse.Namespace) -> int:
         print(f"Embedded Tansu broker running at {broker.bootstrap}, storage {broker.storage} ({keeps}). Recorded in "
               f"{path}: combee commands on this machine use it without --bootstrap. Ctrl-C stops it.",
               file=sys.stderr, flush=True)
-        stop = asyncio.Event()
-        stop_on_signals(stop)
         exit_code = await _wait_for_stop_or_exit(stop, broker)
     finally:
         clear_record()
