@@ -16,7 +16,8 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 
-from combee_core.batching import BatchAccumulator, ClosedBatch, PlannedBatches, ShuffleConfig, UnconfirmedBatches
+from combee_core.batch_plan import PlannedBatches
+from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
 from combee_core.log_order import valid_manifests
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge

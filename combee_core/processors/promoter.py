@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from combee_core.improvement_cost import CandidateCost
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     BatchManifest,
@@ -26,7 +27,6 @@ from combee_core.models import (
 )
 from combee_core.processors.effects import Count, Effect, Publish
 from combee_core.promotion import (
-    CandidateCost,
     LiveScore,
     PromotionLedger,
     PromotionRule,
