@@ -191,16 +191,17 @@ async def test_a_worker_and_tail_that_lose_their_broker_stop_after_the_grace_and
     broker = EmbeddedBroker(startup_timeout_s=30).start()  # our own: this test kills it
     env = _env(tmp_path / "state")
     common = ("--bootstrap", broker.bootstrap, "--prefix", "lost.")
-    port = find_free_port()
+    port, patient_port = find_free_port(), find_free_port()
     processes = []
     try:
         worker = _spawn("worker", *common, "--health-port", str(port), "--broker-loss-grace", "8", env=env)
-        patient = _spawn("worker", *common, "--broker-loss-grace", "600", env=env)
+        patient = _spawn("worker", *common, "--health-port", str(patient_port), "--broker-loss-grace", "600", env=env)
         processes += [worker, patient]
         await _ready(port, worker)
+        await _ready(patient_port, patient)
         tail = _spawn("tail", *common, "--broker-loss-grace", "8", env=env)
         processes.append(tail)
-        await asyncio.sleep(3)  # let tail and the second worker reach their consume loops
+        await _line_starting(tail, "tail: following lost.playbook", 60)  # tail reads its topic: it had a broker
         assert tail.poll() is None and patient.poll() is None
         os.kill(broker.pid, signal.SIGKILL)
         killed = time.monotonic()
