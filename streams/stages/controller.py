@@ -14,7 +14,13 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
-from combee_core.controller import BatchSizeController, ControllerConfig, clock_description, sample_delay
+from combee_core.controller import (
+    BatchSizeController,
+    ControllerConfig,
+    clock_description,
+    sample_delay,
+    sample_rollout,
+)
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample, utc_now
 from streams.runtime import Stage, read_topic
 
@@ -31,7 +37,8 @@ class ControllerStage(Stage):
         super().__init__(ctx)
         settings = ctx.settings
         self.config = ControllerConfig(
-            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max
+            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max,
+            fleet_agents=settings.fleet_agents if settings.fleet_mode == "sync" else None,
         )
         self._forget()
 
@@ -74,7 +81,8 @@ class ControllerStage(Stage):
         delay = sample_delay(self.settings, metrics)
         if delay is None:  # a sync round on the wall clock needs the previous version's time
             return False
-        self.controller(metrics.playbook_id).observe(metrics.batch_size, delay)
+        rollout = sample_rollout(self.settings, metrics, delay)
+        self.controller(metrics.playbook_id).observe(metrics.batch_size, delay, rollout)
         return True
 
     async def handle(self, record: ConsumerRecord) -> None:
@@ -103,13 +111,16 @@ class ControllerStage(Stage):
             fit_alpha=fit.alpha if fit else None,
             r2=fit.r2 if fit else None,
             tau=self.config.tau,
-            samples=[DelaySample(batch_size=bs, delay_s=d) for bs, d in decision.samples],
+            samples=[DelaySample(batch_size=bs, delay_s=d, rollout_s=r) for bs, d, r in decision.samples],
             reason=decision.reason,
             decided_at=utc_now(),
             clock=clock_description(self.settings),
             plateau_batch_size=decision.plateau,
             bs_min=self.config.bs_min,
             bs_max=self.config.bs_max,
+            best_batch_size=decision.best,
+            rollout_task_s=decision.task_s,
+            fleet_agents=self.config.fleet_agents,
         )
         await self.ctx.send("control", playbook_id, record, wait=True)
         self.next_decision_id[playbook_id] = decision_id + 1
