@@ -142,7 +142,7 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
 
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
     controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
-    after the round's version, and only when the size changes) before the next round."""
+    after the round's version, and only when the size or the phase changes) before the next round."""
     from streams.fleet import PlaybookFollower
     from streams.produce import send_traces
     from streams.runtime import start_producer

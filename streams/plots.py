@@ -148,14 +148,15 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
                    label=f"upper bound {summary.bs_max} (against quality risk)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes, keep=chosen)))
+    bounds = [b for b in (summary.bs_min, summary.bs_max) if b is not None and lo <= b <= hi]
+    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes + bounds, keep=chosen)))
     ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.xaxis.set_minor_locator(NullLocator())
     if delays:
         ax.yaxis.set_major_locator(FixedLocator(delay_ticks(delays)))
         ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
         ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
+    ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled and the bounds")
     ax.set_ylabel("per-trace delay, s")
     ax.set_title(f"Controller: delay per trace vs batch size (an epoch's time is traces x this)\n{unit}",
                  fontsize=10)
@@ -164,7 +165,7 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     note = [f"τ = {summary.tau:g}: the controller picks bs*, the smallest batch size whose modelled per-trace delay is "
             f"within τ of the lowest the bounds [{summary.bs_min or '?'}, {summary.bs_max or '?'}] allow; a smaller "
             f"rung whose rollouts alone cost more than that is never profiled. Delays: {unit}.",
-            f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
+            f"Last decision (the controller publishes one when the size or the phase changes): {summary.last_reason}"]
     fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
              color="#333333")
     fig.tight_layout(rect=(0, 0.15, 1, 1))

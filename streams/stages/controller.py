@@ -45,7 +45,7 @@ class ControllerStage(Stage):
     def _forget(self) -> None:
         self.controllers: dict[str, BatchSizeController] = {}
         self.next_decision_id: dict[str, int] = {}
-        self.current: dict[str, int] = {}
+        self.current: dict[str, tuple[int, str]] = {}  # playbook -> (batch size, phase) last published
         self.seen_batches: dict[str, set[int]] = {}
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
@@ -55,7 +55,7 @@ class ControllerStage(Stage):
             if decision is None or decision.decision_id < self.next_decision_id.get(decision.playbook_id, 0):
                 continue  # the first decision of each id counts
             self.next_decision_id[decision.playbook_id] = decision.decision_id + 1
-            self.current[decision.playbook_id] = decision.batch_size
+            self.current[decision.playbook_id] = (decision.batch_size, decision.phase)
         # Samples up to the group's committed offset; the records after it are delivered again and decided on.
         tp = TopicPartition(self.settings.topic("metrics"), 0)
         committed = (await self._consumer.committed(tp) if self._consumer is not None else None) or 0
@@ -95,7 +95,8 @@ class ControllerStage(Stage):
             return
         if self._observe(metrics) and self.settings.auto_batch_size:
             decision = self.controller(metrics.playbook_id).decide()
-            if decision.batch_size != self.current.get(metrics.playbook_id):
+            # a new size, or the first fitted decision (so the published reason says why profiling ended there)
+            if (decision.batch_size, decision.phase) != self.current.get(metrics.playbook_id):
                 await self._publish(metrics.playbook_id, decision)
         self.done(record)
 
@@ -124,6 +125,6 @@ class ControllerStage(Stage):
         )
         await self.ctx.send("control", playbook_id, record, wait=True)
         self.next_decision_id[playbook_id] = decision_id + 1
-        self.current[playbook_id] = decision.batch_size
+        self.current[playbook_id] = (decision.batch_size, decision.phase)
         self.ctx.count("decisions")
         log.info("controller: %s batch size -> %d (%s)", playbook_id, decision.batch_size, decision.reason)
