@@ -74,6 +74,8 @@ class RunResult(BaseModel):
     """Scan groups merged deterministically (no reducer call), summed over versions."""
     deterministic_merge: bool | None = None
     decisions: list[int] = []
+    decision_reasons: list[str] = []
+    """The controller's reason for each decision, in order (controller runs)."""
     """The controller's decided batch sizes, in order (controller runs)."""
     rounds: list[int] = []
     """Sizes of the rounds of rollouts (fed in rounds: as sent; else one per version)."""
@@ -126,12 +128,13 @@ async def run_variant(
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
         metrics = await read_models(run, "metrics", BatchMetrics)
-        decisions = [d.batch_size for d in await run.decisions()] if variant.auto else []
+        control = await run.decisions() if variant.auto else []
+        decisions = [d.batch_size for d in control]
         calls = list(run.calls)
     wall = time.monotonic() - started
     result = summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall,
                        settings=settings, rounds=rounds)
-    return result.model_copy(update={"decisions": decisions})
+    return result.model_copy(update={"decisions": decisions, "decision_reasons": [d.reason for d in control]})
 
 
 async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,

@@ -18,7 +18,8 @@ pipeline delay, on the configured clock) and the rollout part of it (:func:`samp
    the lowest the bounds [bs_min, bs_max] allow (:func:`combee_core.delay_model.tolerance_plateau`; why not the
    paper's ``alpha/tau`` reading: that module's docstring). ``bs_max`` is the paper's upper bound against quality
    degradation (default 100). With one size measured and every other rung ruled out by its rollouts, that size is
-   the choice. Hysteresis keeps the current size when the choice moves by at most 20%.
+   the choice; a pipeline fit below ``min_r2`` keeps the current size. Hysteresis keeps the current size when the
+   choice moves by at most 20%.
 
 The controller is plain state (no I/O, no clock); :class:`ControllerState` is enough to rebuild it after a restart.
 """

@@ -119,7 +119,7 @@ class RoundModel:
 
     def describe(self) -> str:
         fit = self.pipeline
-        pipeline = f"pipeline {fit.A:.4g}·bs^-{fit.alpha:.3f} s/trace (r2={fit.r2:.3f}, {fit.n_samples} samples)"
+        pipeline = f"pipeline {fit.A:.4g}·bs^{-fit.alpha:+.3f} s/trace (r2={fit.r2:.3f}, {fit.n_samples} samples)"
         if self.task_s <= 0:
             return f"T(bs) = {pipeline}"
         agents = f"{self.agents} agents" if self.agents is not None else "one agent per task"

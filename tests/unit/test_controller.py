@@ -209,7 +209,9 @@ def test_round_model_adds_the_rollout_waves_to_the_fitted_pipeline() -> None:
     assert model.per_trace(41) == pytest.approx(2 * 38.0 / 41 + 2.0 / math.sqrt(41))  # a second wave
     # full waves are where rollouts cost least per trace: with 40 agents the lowest delay within 100 is at 80
     assert tolerance_plateau(model.per_trace, 1, 100, 0.016)[1] == 80
-    assert "40 agents" in model.describe() and "0.500" in model.describe()
+    assert "40 agents" in model.describe() and "bs^-0.500" in model.describe()
+    rising = RoundModel(task_s=0.0, agents=None, pipeline=PowerLawFit(A=2.0, alpha=-0.25, r2=1.0, n_samples=2))
+    assert "bs^+0.250" in rising.describe() and "rollouts" not in rising.describe()
     with pytest.raises(ValueError):
         rollout_waves(0, 40)
 
