@@ -18,8 +18,9 @@ pipeline delay, on the configured clock) and the rollout part of it (:func:`samp
    the lowest the bounds [bs_min, bs_max] allow (:func:`combee_core.delay_model.tolerance_plateau`; why not the
    paper's ``alpha/tau`` reading: that module's docstring). ``bs_max`` is the paper's upper bound against quality
    degradation (default 100). With one size measured and every other rung ruled out by its rollouts, that size is
-   the choice; a pipeline fit below ``min_r2`` keeps the current size. Hysteresis keeps the current size when the
-   choice moves by at most 20%.
+   the choice. A pipeline fit below ``min_r2`` is replaced by the pipeline's mean per round, whatever the size, when
+   the rollouts are known (they then decide), else keeps the current size. Hysteresis keeps the current size when
+   the choice moves by at most 20%.
 
 The controller is plain state (no I/O, no clock); :class:`ControllerState` is enough to rebuild it after a restart.
 """
@@ -88,7 +89,8 @@ class ControllerConfig:
     ``candidates`` plus the fleet's wave sizes make the profiling ladder (:attr:`ladder`); each rung needs
     ``samples_per_candidate`` samples unless its rollouts rule it out. ``fleet_agents``: parallel agents of a sync
     fleet (None: one agent per task, a round is one wave). ``hysteresis``: a fitted choice replaces the current size
-    only if it differs by more than this fraction of it. ``min_r2``: a worse pipeline fit keeps the current size.
+    only if it differs by more than this fraction of it. ``min_r2``: below it the pipeline's fit is not used
+    (module docstring, step 3).
     ``max_samples``: fits use the most recent samples only. ``max_profiling_samples`` (default 4 x the ladder's
     budget) ends profiling even if some rung is never hit (e.g. batches closed early by ``max_wait_s``).
     """
@@ -268,7 +270,14 @@ class BatchSizeController:
         model = RoundModel(task_s=self._task_s() or 0.0, agents=config.fleet_agents, pipeline=fit)
         described = f"{model.describe()}{note}"
         if fit.r2 < config.min_r2:
-            return self._keep(fit, f"{described}; r2 below min_r2={config.min_r2}")
+            if not model.task_s:
+                return self._keep(fit, f"{described}; r2 below min_r2={config.min_r2}")
+            # The rollouts are known; the pipeline is not, so take it as its mean per round, whatever the size.
+            rounds = [delay - rollout for _, delay, rollout in self._samples]
+            mean = max(statistics.fmean(rounds), 1e-9)
+            model = RoundModel(task_s=model.task_s, agents=model.agents, pipeline=PowerLawFit(mean, 1.0, fit.r2, 0))
+            described += (f"; r2 below min_r2={config.min_r2}: pipeline taken as its mean per round, {mean:.4g} s, "
+                          f"whatever the size")
         chosen, best = tolerance_plateau(model.per_trace, config.bs_min, config.bs_max, config.tau)
         choice = (f"lowest within [{config.bs_min}, {config.bs_max}] at {best} ({model.per_trace(best):.4g} s/trace); "
                   f"bs* = smallest within tau={config.tau:g} of it = {chosen} ({model.per_trace(chosen):.4g} s/trace)")

@@ -469,3 +469,21 @@ def test_sample_delay_is_the_round_time_in_sync_mode_and_the_pipeline_delay_othe
     assert sample_rollout(settings(fleet_mode="async"), metrics, 9.0) == 0.0
     assert "round time" in clock_description(sync_modelled) and "40 agents" in clock_description(sync_modelled)
     assert "pipeline" in clock_description(settings())
+
+
+def test_without_a_usable_pipeline_fit_the_known_rollouts_decide() -> None:
+    # 40 agents; the rounds' pipeline falls over time (early batches write more), not with the size: profiled from
+    # the top, the per-trace pipeline seems to rise with the batch size and the fit is poor
+    controller = BatchSizeController(ControllerConfig(fleet_agents=40))
+    for bs, pipeline in ((100, 30.0), (80, 4.0), (40, 6.0)):
+        rollout = rollout_waves(bs, 40) * TASK_S
+        controller.observe(bs, rollout + pipeline, rollout)
+        decision = controller.decide()
+    assert decision.phase == "fitted" and decision.fit is not None and decision.fit.r2 < 0.5
+    assert "pipeline taken as its mean per round" in decision.reason
+    # two full waves cost least per trace once the pipeline does not depend on the size
+    assert decision.best == 80 and decision.batch_size in (79, 80)
+    # without rollouts nothing is known: a poor fit keeps the current size
+    blind = BatchSizeController.from_state(
+        ControllerState(((100, 30.0, 0.0), (80, 4.0, 0.0), (40, 6.0, 0.0)), 40, profiled=True))
+    assert blind.decide().batch_size == 40
