@@ -36,18 +36,20 @@ from typing import TYPE_CHECKING, Any, Literal
 from combee_core.delay_model import (
     PowerLawFit,
     RoundModel,
+    clock_description,
     fit_power_law,
     plateau_batch_size,
     plateau_batch_size_raw,
     plateau_batch_size_relative,
     power_law_tolerance_plateau,
     rollout_waves,
+    sample_delay,
+    sample_rollout,
     tolerance_plateau,
 )
 
 if TYPE_CHECKING:
-    from combee_core.models import BatchMetrics, ControlDecision
-    from combee_core.settings import CombeeSettings
+    from combee_core.models import ControlDecision
 
 __all__ = [
     "BatchSizeController",
@@ -347,55 +349,7 @@ class BatchSizeController:
                 f"({best}: {measured[best]:.4g}): {rungs}")
 
 
-# ---------------------------------------------------------------------------------------------- what is fitted
-
-
-def sample_delay(settings: CombeeSettings, metrics: BatchMetrics) -> float | None:
-    """The delay of one batch the controller fits, on the run's clock; None when there is none yet.
-
-    Sync fleet (``fleet_mode="sync"``): the round time, version v -> v+1, which is what the fleet waits for:
-    modelled, the rollout model's round (``ceil(bs / fleet_agents)`` task times) plus the batch's LLM critical path;
-    wall, the time between the two versions' publication (``metrics.round_s``; None for the first version a reducer
-    published). Otherwise the pipeline delay: the LLM critical path (modelled) or batch closed -> version published.
-    """
-    from combee_core.rollout import modelled_task_time_s, round_rollout_s
-
-    modelled = settings.controller_clock == "modelled"
-    if settings.fleet_mode == "sync":
-        if modelled:
-            rollout = round_rollout_s(metrics.batch_size, settings.fleet_agents, modelled_task_time_s(settings))
-            return rollout + metrics.llm_critical_path_s
-        return metrics.round_s
-    return metrics.llm_critical_path_s if modelled else metrics.delay_s
-
-
-def sample_rollout(settings: CombeeSettings, metrics: BatchMetrics, delay_s: float) -> float:
-    """The part of :func:`sample_delay`'s ``delay_s`` that is the fleet's rollouts (0 outside a sync fleet).
-
-    Modelled: the rollout model's round; wall: the round time less the pipeline's (batch closed -> version
-    published), i.e. the fleet's share of the round, rollouts and batching.
-    """
-    from combee_core.rollout import modelled_task_time_s, round_rollout_s
-
-    if settings.fleet_mode != "sync":
-        return 0.0
-    if settings.controller_clock == "modelled":
-        rollout = round_rollout_s(metrics.batch_size, settings.fleet_agents, modelled_task_time_s(settings))
-    else:
-        rollout = delay_s - metrics.delay_s
-    return min(delay_s, max(0.0, rollout))
-
-
-def clock_description(settings: CombeeSettings) -> str:
-    """One line naming what :func:`sample_delay` measures under ``settings``."""
-    if settings.fleet_mode == "sync":
-        if settings.controller_clock == "modelled":
-            agents = settings.fleet_agents or "one per task"
-            return f"round time, modelled (rollouts on {agents} agents + LLM critical path)"
-        return "round time, wall (version v -> v+1 published)"
-    if settings.controller_clock == "modelled":
-        return "pipeline delay, modelled (LLM critical path)"
-    return "pipeline delay, wall (batch closed -> version published)"
+# ---------------------------------------------------------------------------------------------- explanation
 
 
 def explain_decision(decision: ControlDecision) -> str:
