@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker, find_free_port, wait_for_broker
-from streams.child_process import stop_processes
-from streams.runtime import read_topic
+from streams.broker.child_process import find_free_port, stop_processes
+from streams.broker.probe import wait_for_broker
+from streams.broker.tansu import EmbeddedBroker
+from streams.topology.runtime import read_topic
 from tests.integration.topology_support import env_without_combee, make_traces
 
 pytestmark = [pytest.mark.integration]
@@ -141,7 +142,7 @@ async def test_combee_broker_is_found_by_commands_without_a_bootstrap_and_forgot
         assert code == 0, err
         assert f"Using the broker at {bootstrap} (`combee broker`, pid {broker.pid}" in err
         assert "sent 3 trace(s) to found.traces" in err
-        from streams.broker import BrokerProfile
+        from streams.broker.profile import BrokerProfile
 
         assert len(await read_topic(bootstrap, BrokerProfile.for_tansu(), "found.traces")) == 3
     finally:
@@ -264,8 +265,8 @@ async def test_an_s3_backed_combee_broker_keeps_topics_records_and_offsets_acros
     import boto3
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from streams.broker import BrokerProfile
-    from streams.runtime import consumer_config
+    from streams.broker.profile import BrokerProfile
+    from streams.topology.runtime import consumer_config
 
     s3_port = find_free_port()
     s3 = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(s3_port)],

@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.settings import CombeeSettings
-from streams.demo import ControllerSummary, controller_summary
-from streams.plots import controller_plot_skipped, delay_ticks, plain_number, plot_controller
+from streams.demo.plots import controller_plot_skipped, delay_ticks, plain_number, plot_controller
+from streams.demo.results import ControllerSummary, controller_summary
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -80,7 +80,7 @@ def test_a_sync_fleets_controller_shows_round_times_with_rollouts(tmp_path):
 
 
 def test_size_ticks_that_would_overlap_are_thinned_keeping_the_choice():
-    from streams.plots import spaced_ticks
+    from streams.demo.plots import spaced_ticks
 
     assert spaced_ticks([3, 10, 19, 40, 44, 100], keep=44) == [3, 10, 19, 44, 100]
     assert spaced_ticks([3, 10, 30, 100]) == [3, 10, 30, 100]

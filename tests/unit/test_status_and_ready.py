@@ -6,8 +6,8 @@ import asyncio
 from datetime import datetime, timezone
 
 from combee_core.models import DeadLetter
-from streams.health import WorkerReadiness, announce_ready, ready_line
-from streams.observe import DeadLetterKind, RunStatus, dead_letter_breakdown, format_status, read_dead_letter
+from streams.topology.health import WorkerReadiness, announce_ready, ready_line
+from streams.topology.observe import DeadLetterKind, RunStatus, dead_letter_breakdown, format_status, read_dead_letter
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
