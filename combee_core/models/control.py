@@ -32,6 +32,8 @@ class DelaySample(CombeeModel):
 
     batch_size: int = Field(ge=1)
     delay_s: float = Field(ge=0.0)
+    rollout_s: float = Field(default=0.0, ge=0.0, description="The part of delay_s that was the fleet's rollouts "
+                             "(sync fleets; 0 otherwise).")
 
 
 class ControlDecision(CombeeModel):
@@ -51,7 +53,13 @@ class ControlDecision(CombeeModel):
     decided_at: Timestamp
     clock: str | None = Field(default=None, description="What the samples' delays measure (e.g. the sync round time "
                               "on the modelled clock).")
-    plateau_batch_size: float | None = Field(default=None, description="bs* from the fit, before rounding and "
-                                             "clamping to [bs_min, bs_max].")
+    plateau_batch_size: float | None = Field(default=None, description="bs*: the smallest size within [bs_min, "
+                                             "bs_max] whose modelled per-trace delay is within tau of the lowest.")
     bs_min: int | None = Field(default=None, ge=1)
     bs_max: int | None = Field(default=None, ge=1, description="The upper bound (against quality risk).")
+    best_batch_size: int | None = Field(default=None, ge=1, description="The size with the lowest modelled (or, "
+                                        "without a fit, measured) per-trace delay within [bs_min, bs_max].")
+    rollout_task_s: float | None = Field(default=None, ge=0.0, description="Seconds of one wave of rollouts, as "
+                                         "measured (sync fleets): the closed-form part of the round model.")
+    fleet_agents: int | None = Field(default=None, ge=1, description="Parallel agents of the sync fleet (a round of "
+                                     "n tasks is ceil(n / agents) waves); none: one agent per task.")

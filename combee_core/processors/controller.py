@@ -1,5 +1,6 @@
 """The controller's decisions: one delay sample per batch (a redelivered metric is not a second sample), a fresh
-decision only when the batch size changes, decision ids that continue those on the ``control`` log.
+decision only when the batch size (or the controller's phase) changes, decision ids that continue those on the
+``control`` log.
 
 Pure: the stage restores it from the logs at assignment (``restore_decision`` for each record of ``control``,
 ``observe`` for each metric up to the group's committed offset) and gives it each new metric with a token.
@@ -10,7 +11,14 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from combee_core.controller import BatchSizeController, ControllerConfig, Decision, clock_description, sample_delay
+from combee_core.controller import (
+    BatchSizeController,
+    ControllerConfig,
+    Decision,
+    clock_description,
+    sample_delay,
+    sample_rollout,
+)
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.processors.effects import Count, Effect, Publish, acknowledge
 from combee_core.settings import CombeeSettings
@@ -24,11 +32,13 @@ class Controller:
 
     def __init__(self, settings: CombeeSettings) -> None:
         self.settings = settings
-        self.config = ControllerConfig(tau=settings.controller_tau, bs_min=settings.controller_bs_min,
-                                       bs_max=settings.controller_bs_max)
+        self.config = ControllerConfig(
+            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max,
+            fleet_agents=settings.fleet_agents if settings.fleet_mode == "sync" else None,
+        )
         self.controllers: dict[str, BatchSizeController] = {}
         self.next_decision_id: dict[str, int] = {}
-        self.current: dict[str, int] = {}
+        self.current: dict[str, tuple[int, str]] = {}  # playbook -> (batch size, phase) last published
         self.seen_batches: dict[str, set[int]] = {}
 
     def controller(self, playbook_id: str) -> BatchSizeController:
@@ -41,7 +51,7 @@ class Controller:
         if decision.decision_id < self.next_decision_id.get(decision.playbook_id, 0):
             return
         self.next_decision_id[decision.playbook_id] = decision.decision_id + 1
-        self.current[decision.playbook_id] = decision.batch_size
+        self.current[decision.playbook_id] = (decision.batch_size, decision.phase)
 
     def observe(self, metrics: BatchMetrics) -> bool:
         """Record a sample once per batch; False for a redelivered one (or one with no delay on this clock yet)."""
@@ -52,15 +62,17 @@ class Controller:
         delay = sample_delay(self.settings, metrics)
         if delay is None:  # a sync round on the wall clock needs the previous version's time
             return False
-        self.controller(metrics.playbook_id).observe(metrics.batch_size, delay)
+        rollout = sample_rollout(self.settings, metrics, delay)
+        self.controller(metrics.playbook_id).observe(metrics.batch_size, delay, rollout)
         return True
 
     def take(self, metrics: BatchMetrics, token: object, now: datetime) -> list[Effect]:
-        """A new metric: its sample, and with ``auto_batch_size`` a decision when the size changes."""
+        """A new metric: its sample, and with ``auto_batch_size`` a decision when the size or the phase changes."""
         effects: list[Effect] = []
         if self.observe(metrics) and self.settings.auto_batch_size:
             decision = self.controller(metrics.playbook_id).decide()
-            if decision.batch_size != self.current.get(metrics.playbook_id):
+            # a new size, or the first fitted decision (so the published reason says why profiling ended there)
+            if (decision.batch_size, decision.phase) != self.current.get(metrics.playbook_id):
                 effects += self._decision(metrics.playbook_id, decision, now)
         return [*effects, *acknowledge([token])]
 
@@ -76,15 +88,18 @@ class Controller:
             fit_alpha=fit.alpha if fit else None,
             r2=fit.r2 if fit else None,
             tau=self.config.tau,
-            samples=[DelaySample(batch_size=bs, delay_s=d) for bs, d in decision.samples],
+            samples=[DelaySample(batch_size=bs, delay_s=d, rollout_s=r) for bs, d, r in decision.samples],
             reason=decision.reason,
             decided_at=now,
             clock=clock_description(self.settings),
             plateau_batch_size=decision.plateau,
             bs_min=self.config.bs_min,
             bs_max=self.config.bs_max,
+            best_batch_size=decision.best,
+            rollout_task_s=decision.task_s,
+            fleet_agents=self.config.fleet_agents,
         )
         self.next_decision_id[playbook_id] = decision_id + 1
-        self.current[playbook_id] = decision.batch_size
+        self.current[playbook_id] = (decision.batch_size, decision.phase)
         log.info("controller: %s batch size -> %d (%s)", playbook_id, decision.batch_size, decision.reason)
         return [Publish(Topic.CONTROL, playbook_id, record), Count("decisions")]

@@ -46,8 +46,8 @@ class FleetConfig(BaseModel):
     round_timeout_s: float = Field(default=120.0, gt=0, description="Sync mode: longest wait for a round's version.")
     decision_grace_s: float = Field(
         default=1.0, ge=0, description="Sync mode with the controller on: after each round's version, wait up to this "
-        "long for the controller's next decision (it comes after the version, and only when the size changes) so it "
-        "sizes the next round; without it a round can be split into several batches.")
+        "long for the controller's next decision (it comes after the version, and only when the size or the phase "
+        "changes) so it sizes the next round; without it a round can be split into several batches.")
 
 
 class FleetReport(BaseModel):

@@ -89,12 +89,14 @@ def spaced_ticks(sizes: Sequence[int], keep: int | None = None, min_ratio: float
 
 
 def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
-    """The delay samples (per trace, vs batch size, log-log), the controller's own fit, τ and its last choice with
-    its reason. Nothing is written when the controller was off or never decided (see
-    :func:`controller_plot_skipped`); returns the path written, or None."""
+    """The delay samples (per trace, vs batch size, log-log), the controller's own round model (rollouts in closed
+    form + its fit of the pipeline), τ, the lowest point and its choice with its reason. Nothing is written when the
+    controller was off or never decided (see :func:`controller_plot_skipped`); returns the path written, or None."""
+    from combee_core.delay_model import PowerLawFit, RoundModel, rollout_waves
+
     if controller_plot_skipped(summary) is not None:
         return None
-    fig, ax = plt.subplots(figsize=(7.5, 5.2), dpi=120)
+    fig, ax = plt.subplots(figsize=(7.5, 5.4), dpi=120)
     unit = summary.clock_description or ("LLM critical path" if summary.clock == "modelled"
                                          else "wall delay, batch closed to version")
     points = [s for s in summary.samples if s.per_trace_delay_s > 0]
@@ -107,49 +109,64 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     sizes = sorted({s.batch_size for s in points} | set(summary.chosen_batch_sizes))
     delays = [s.per_trace_delay_s for s in points]
     chosen = summary.chosen_batch_sizes[-1]
+    lo = max(1.0, min(sizes + [summary.bs_min or 1]) * 0.8)
+    hi = max(sizes + [summary.bs_max or 1]) * 1.1
+    grid = sorted({max(1, round(lo * (hi / lo) ** (i / 199))) for i in range(200)})
+    task_s, agents = summary.rollout_task_s or 0.0, summary.fleet_agents
+    if task_s > 0:
+        floor = [rollout_waves(g, agents) * task_s / g for g in grid]
+        delays += floor
+        ax.plot(grid, floor, color="#ff7f0e", linewidth=1.0, linestyle="--",
+                label=f"rollouts alone: ceil(bs/{agents or 'bs'})·{task_s:.3g} s / bs (measured)")
     if summary.fit_A is not None and summary.fit_alpha is not None:
-        lo, hi = max(1.0, min(sizes) * 0.8), max(sizes) * 1.25
-        grid = [lo * (hi / lo) ** (i / 99) for i in range(100)]
-        curve = [summary.fit_A * g ** (-summary.fit_alpha) for g in grid]
+        model = RoundModel(task_s=task_s, agents=agents,
+                           pipeline=PowerLawFit(summary.fit_A, summary.fit_alpha, summary.fit_r2 or 0.0, 0))
+        curve = [model.per_trace(g) for g in grid]
         delays += curve
+        what = "rollouts + fitted pipeline" if task_s > 0 else "fitted"
         ax.plot(grid, curve, color="#d62728", linewidth=1.6,
-                label=f"controller's fit T(bs) = {summary.fit_A:.3g}·bs^-{summary.fit_alpha:.2f}"
-                      f"  (r² = {summary.fit_r2:.2f})")
-        at = summary.fit_A * chosen ** (-summary.fit_alpha)
-        ax.plot([chosen], [at], marker="*", markersize=16, color="#2ca02c", zorder=4, linestyle="none",
+                label=f"controller's model ({what} {summary.fit_A:.3g}·bs^-{summary.fit_alpha:.2f},"
+                      f" r² = {summary.fit_r2:.2f})")
+        at: float | None = model.per_trace(chosen)
+        if summary.best_batch_size is not None and summary.best_batch_size != chosen:
+            ax.plot([summary.best_batch_size], [model.per_trace(summary.best_batch_size)], marker="o", markersize=7,
+                    color="#9467bd", linestyle="none", zorder=4,
+                    label=f"lowest modelled delay in the bounds: {summary.best_batch_size}")
+    else:
+        measured = [s.per_trace_delay_s for s in points if s.batch_size == chosen]
+        at = sum(measured) / len(measured) if measured else None
+    if at is not None:
+        ax.plot([chosen], [at], marker="*", markersize=16, color="#2ca02c", zorder=5, linestyle="none",
                 label=f"chosen batch size {chosen} ({summary.last_phase})")
-        plateau = summary.plateau_batch_size
-        if plateau is not None and abs(plateau - chosen) > 0.5 and plateau < max(sizes) * 1.25:
-            ax.axvline(plateau, color="#2ca02c", linestyle=":", linewidth=1.0,
-                       label=f"bs* = {plateau:.1f} before rounding and bounds")
     else:
         ax.axvline(chosen, color="#2ca02c", linestyle="--", linewidth=1.4,
-                   label=f"chosen batch size {chosen} ({summary.last_phase}: no fit yet)")
-    if summary.bs_max is not None and summary.bs_max <= max(sizes) * 1.25:
+                   label=f"chosen batch size {chosen} ({summary.last_phase}: not measured yet)")
+    if summary.bs_max is not None and summary.bs_max <= hi:
         ax.axvline(summary.bs_max, color="#9467bd", linestyle="--", linewidth=1.0,
                    label=f"upper bound {summary.bs_max} (against quality risk)")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes, keep=chosen)))
+    bounds = [b for b in (summary.bs_min, summary.bs_max) if b is not None and lo <= b <= hi]
+    ax.xaxis.set_major_locator(FixedLocator(spaced_ticks(sizes + bounds, keep=chosen)))
     ax.xaxis.set_major_formatter(FuncFormatter(plain_number))
     ax.xaxis.set_minor_locator(NullLocator())
     if delays:
         ax.yaxis.set_major_locator(FixedLocator(delay_ticks(delays)))
         ax.yaxis.set_major_formatter(FuncFormatter(plain_number))
         ax.yaxis.set_minor_locator(NullLocator())
-    ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled")
+    ax.set_xlabel("batch size (traces per version); ticks at the sizes sampled and the bounds")
     ax.set_ylabel("per-trace delay, s")
     ax.set_title(f"Controller: delay per trace vs batch size (an epoch's time is traces x this)\n{unit}",
                  fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="upper right", fontsize=8)
-    note = [f"τ = {summary.tau:g}: the controller picks bs* where one more trace per batch cuts the per-trace delay "
-            f"by less than τ of itself (bs* = α/τ), within [{summary.bs_min or '?'}, {summary.bs_max or '?'}]; "
-            f"delays: {unit}.",
-            f"Last decision (the controller publishes one when the size changes): {summary.last_reason}"]
+    ax.legend(loc="upper right", fontsize=7.5)
+    note = [f"τ = {summary.tau:g}: the controller picks bs*, the smallest batch size whose modelled per-trace delay is "
+            f"within τ of the lowest the bounds [{summary.bs_min or '?'}, {summary.bs_max or '?'}] allow; a smaller "
+            f"rung whose rollouts alone cost more than that is never profiled. Delays: {unit}.",
+            f"Last decision (the controller publishes one when the size or the phase changes): {summary.last_reason}"]
     fig.text(0.01, 0.01, "\n".join(textwrap.fill(line, 125) for line in note), fontsize=7, va="bottom",
              color="#333333")
-    fig.tight_layout(rect=(0, 0.13, 1, 1))
+    fig.tight_layout(rect=(0, 0.15, 1, 1))
     fig.savefig(path)
     plt.close(fig)
     return path

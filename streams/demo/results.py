@@ -101,9 +101,15 @@ class ControllerSummary(BaseModel):
     last_reason: str | None = None
     tau: float
     clock_description: str | None = Field(default=None, description="What the delays measure (the controller's).")
-    plateau_batch_size: float | None = Field(default=None, description="bs* of the last decision, unclamped.")
+    plateau_batch_size: float | None = Field(default=None, description="bs* of the last decision: the smallest size "
+                                            "within tau of the lowest modelled delay in the bounds.")
     bs_min: int | None = None
     bs_max: int | None = Field(default=None, description="The upper bound of the last decision.")
+    best_batch_size: int | None = Field(default=None, description="The size with the lowest modelled delay within "
+                                        "the bounds (last decision).")
+    rollout_task_s: float | None = Field(default=None, description="One wave of rollouts as the controller measured "
+                                         "it (sync fleets): the closed-form part of its round model.")
+    fleet_agents: int | None = Field(default=None, description="The fleet size the controller's model assumed.")
 
 
 class DemoResult(BaseModel):
@@ -194,4 +200,6 @@ def controller_summary(settings: CombeeSettings, metrics: list[BatchMetrics], de
         clock_description=(last.clock if last and last.clock else clock_description(settings)),
         plateau_batch_size=last.plateau_batch_size if last else None,
         bs_min=last.bs_min if last else None, bs_max=last.bs_max if last else None,
+        best_batch_size=last.best_batch_size if last else None,
+        rollout_task_s=last.rollout_task_s if last else None, fleet_agents=last.fleet_agents if last else None,
     )
