@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from scipy import stats
 
 if TYPE_CHECKING:
     from combee_core.models import BatchMetrics
@@ -82,6 +81,8 @@ def fit_power_law(batch_sizes: Sequence[float], delays: Sequence[float]) -> Powe
     if np.unique(x).size < 2:
         raise ValueError(f"a power-law fit needs at least 2 distinct batch sizes, got {np.unique(x).tolist()}")
     log_x, log_y = np.log(x), np.log(y)
+    from scipy import stats  # here, not at import: scipy.stats costs ~0.5 s of CPU every CLI command would pay
+
     result = stats.linregress(log_x, log_y)
     slope, intercept = float(result.slope), float(result.intercept)
     residual = log_y - (intercept + slope * log_x)
