@@ -32,7 +32,8 @@ _BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorSt
                                      PromoterStage, EvaluatorStage)
 _BOUND = {binding.name: binding for binding in _BINDINGS}
 if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
-    raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in streams/topology/worker.py")
+    raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in "
+                      "streams/topology/worker.py")
 STAGES: dict[str, type[Stage]] = {spec.name: _BOUND[spec.name] for spec in TOPOLOGY}
 """Stage name -> the class that runs it, in the topology's order (``combee_core.topology.STAGES``)."""
 ALL_STAGES = tuple(STAGES)
