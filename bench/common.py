@@ -25,9 +25,10 @@ from pydantic import BaseModel
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
-from streams.broker import ResolvedBroker, resolve_test_bootstrap
-from streams.pipeline import InProcessPipeline, read_models
-from streams.produce import produce_traces
+from combee_core.topology import Topic
+from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.produce import produce_traces
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,8 @@ class RunResult(BaseModel):
     """Scan groups merged deterministically (no reducer call), summed over versions."""
     deterministic_merge: bool | None = None
     decisions: list[int] = []
+    decision_reasons: list[str] = []
+    """The controller's reason for each decision, in order (controller runs)."""
     """The controller's decided batch sizes, in order (controller runs)."""
     rounds: list[int] = []
     """Sizes of the rounds of rollouts (fed in rounds: as sent; else one per version)."""
@@ -125,13 +128,14 @@ async def run_variant(
         else:
             await produce_traces(settings, broker.bootstrap, broker.profile, traces)
         versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
-        metrics = await read_models(run, "metrics", BatchMetrics)
-        decisions = [d.batch_size for d in await run.decisions()] if variant.auto else []
+        metrics = await read_models(run, Topic.METRICS, BatchMetrics)
+        control = await run.decisions() if variant.auto else []
+        decisions = [d.batch_size for d in control]
         calls = list(run.calls)
     wall = time.monotonic() - started
     result = summarise(variant, suite, traces, versions, metrics, calls, capacity=capacity, seed=seed, wall_s=wall,
                        settings=settings, rounds=rounds)
-    return result.model_copy(update={"decisions": decisions})
+    return result.model_copy(update={"decisions": decisions, "decision_reasons": [d.reason for d in control]})
 
 
 async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, timeout_s: float,
@@ -142,10 +146,10 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
 
     A burst would let the batcher close every batch at the start size before the first metrics come back, so the
     controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
-    after the round's version, and only when the size changes) before the next round."""
-    from streams.fleet import PlaybookFollower
-    from streams.produce import send_traces
-    from streams.runtime import start_producer
+    after the round's version, and only when the size or the phase changes) before the next round."""
+    from streams.topology.follower import PlaybookFollower
+    from streams.topology.produce import send_traces
+    from streams.topology.runtime import start_producer
 
     settings = run.settings
     playbook_id = traces[0].playbook_id

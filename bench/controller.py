@@ -1,14 +1,16 @@
 """The controller's run vs the best fixed batch size of an exhaustive sweep, on the epoch time a sync fleet waits for.
 
     python -m bench.controller [--sizes 1,2,3,5,10,20,30,40,60,80,100] [--seeds 0,1,2] [--capacity 12]
-                               [--agents 100] [--deterministic-merge on|off] [--out bench/results]
+                               [--agents 100] [--start N] [--deterministic-merge on|off] [--name controller]
+                               [--out bench/results]
 
 For every seed: sequential (batch 3, p = 1, one aggregator call), Combee (p = 2) at every fixed size, and Combee
 with the controller (fed one round at a time, as a sync fleet; it fits the round time: rollouts + LLM critical
 path). Epoch time (modelled seconds) = sum over versions of the round's rollouts (the rollout model of
 docs/simulator.md on ``--agents`` agents) + one reflection latency + the LLM critical path (bench/common.py). The
 best fixed size is the fastest whose mean held-out accuracy stays within 1 point of sequential; the figure of merit
-is the controller run's epoch time (profiling included) over that size's.
+is the controller run's epoch time (profiling included) over that size's. The controller starts at ``--start``
+(default: the top of its ladder, where it profiles first; GEPA's default 3 shows what a lower start costs).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ TAU = CombeeSettings.model_fields["controller_tau"].default
 SEQUENTIAL = Variant("sequential (bs 3)", 3, p=1, subgroups="single")
 
 
-async def run(sizes: list[int], seeds: list[int], capacity: int, agents: int | None, extra: dict) -> dict:
+async def run(sizes: list[int], seeds: list[int], capacity: int, agents: int | None, extra: dict,
+              start: int | None = None) -> dict:
     suite = default_suite()
     broker = start_broker()
     runs: list[RunResult] = []
@@ -35,7 +38,8 @@ async def run(sizes: list[int], seeds: list[int], capacity: int, agents: int | N
         for seed in seeds:
             traces = one_pass(suite, seed)
             variants = [SEQUENTIAL] + [Variant(f"fixed {size}", size, p=2) for size in sizes]
-            variants.append(Variant("controller", ControllerConfig().ladder[0], p=2, auto=True))
+            first = start if start is not None else ControllerConfig(fleet_agents=agents).ladder[0]
+            variants.append(Variant("controller", first, p=2, auto=True))
             for variant in variants:
                 result = await run_variant(broker, variant, suite, traces, capacity=capacity, seed=seed,
                                            agents=agents, extra=extra)
@@ -45,7 +49,8 @@ async def run(sizes: list[int], seeds: list[int], capacity: int, agents: int | N
                       + (f"  decisions {result.decisions}" if result.decisions else ""), file=sys.stderr, flush=True)
     finally:
         broker.stop()
-    return summarise(runs, sizes, seeds, capacity, agents, extra)
+    return summarise(runs, sizes, seeds, capacity, agents, extra) | {
+        "controller_start": start if start is not None else ControllerConfig(fleet_agents=agents).ladder[0]}
 
 
 def _mean(runs: list[RunResult], name: str, field: str) -> float:
@@ -73,10 +78,11 @@ def summarise(runs: list[RunResult], sizes: list[int], seeds: list[int], capacit
     c_acc = statistics.fmean(r.held_out_accuracy for r in controlled)
     return dict(
         machine=machine(), seeds=seeds, capacity=capacity, agents=agents, settings=extra, tau=TAU,
-        ladder=list(ControllerConfig().ladder), bs_max=ControllerConfig().bs_max,
+        ladder=list(ControllerConfig(fleet_agents=agents).ladder), bs_max=ControllerConfig().bs_max,
         sequential=dict(epoch_time_s=seq_epoch, accuracy=seq_acc), sweep=sweep, best=best,
         controller=dict(epoch_time_s=c_epoch, accuracy=c_acc, speedup_vs_sequential=seq_epoch / c_epoch,
-                        per_seed=[dict(seed=r.seed, decisions=r.decisions, batch_sizes=r.batch_sizes, rounds=r.rounds,
+                        per_seed=[dict(seed=r.seed, decisions=r.decisions, reasons=r.decision_reasons,
+                                       batch_sizes=r.batch_sizes, rounds=r.rounds,
                                        epoch_time_s=r.epoch_time_s, accuracy=r.held_out_accuracy) for r in controlled]),
         epoch_time_ratio_vs_best=(c_epoch / best["epoch_time_s"]) if best else None,
         runs=[r.model_dump() for r in runs],
@@ -94,7 +100,8 @@ def report(result: dict) -> str:
         lines.append(f"{row['batch_size']:>5} {row['epoch_time_s']:>13.1f} {row['speedup_vs_sequential']:>7.2f}x "
                      f"{row['pipeline_s']:>11.1f} {row['versions']:>8.1f} {row['accuracy']:>6.3f}{mark}")
     c = result["controller"]
-    lines += ["", f"controller (ladder {result['ladder']}, upper bound {result['bs_max']}, tau {result['tau']}):"]
+    lines += ["", f"controller (starts at {result.get('controller_start')}, ladder {result['ladder']} profiled from "
+                  f"the top, upper bound {result['bs_max']}, tau {result['tau']}):"]
     for seed in c["per_seed"]:
         lines.append(f"  seed {seed['seed']}: decisions {seed['decisions']}; rounds {seed.get('rounds')}; versions' "
                      f"batches {seed['batch_sizes']}; epoch "
@@ -115,15 +122,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--capacity", type=int, default=12)
     parser.add_argument("--agents", type=int, default=100)
+    parser.add_argument("--start", type=int, help="the controller's first batch size (default: its ladder's top)")
     parser.add_argument("--deterministic-merge", choices=["on", "off"], default="on")
+    parser.add_argument("--name", default="controller", help="results file name (default controller)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(argv)
     extra = {"deterministic_merge": args.deterministic_merge == "on"}
     result = asyncio.run(run([int(s) for s in args.sizes.split(",")], [int(s) for s in args.seeds.split(",")],
-                             args.capacity, args.agents, extra))
+                             args.capacity, args.agents, extra, args.start))
     print(report(result))
-    write_results(args.out / "controller.json", result)
-    print(f"\nwrote {args.out / 'controller.json'}")
+    write_results(args.out / f"{args.name}.json", result)
+    print(f"\nwrote {args.out / (args.name + '.json')}")
     return 0
 
 

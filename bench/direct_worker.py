@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import streams.worker
+import streams.topology.worker
 from combee_core.llm.provider import sim_cost
 from combee_core.llm.roles import LLMConfig, LLMReply, LLMRequest
 from combee_core.llm.simulator import simulate
 from combee_core.models import Usage
 from combee_core.settings import CombeeSettings
-from streams import llm_setup
+from streams.topology import llm_setup
 
 
 def simulator_responder(settings: CombeeSettings) -> Any:
@@ -44,7 +44,7 @@ def build_roles_without_litellm(settings: CombeeSettings, *, producer_ctx: Any =
 def main() -> int:
     from streams.cli import main as combee
 
-    streams.worker.build_llm_roles = build_roles_without_litellm
+    streams.topology.worker.build_llm_roles = build_roles_without_litellm
     return combee(["worker"])
 
 

@@ -40,7 +40,7 @@ from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
 from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
 from combee_core.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
-from streams.playbook_view import used_entries_text
+from streams.topology.playbook_view import used_entries_text
 
 RESULTS = Path(__file__).parent / "results" / "learning.json"
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from bench.common import start_broker
 from bench.throughput import Run, cpu_s, many_traces
-from streams.produce import produce_traces
+from streams.topology.produce import produce_traces
 
 CATEGORIES: list[tuple[str, tuple[str, ...]]] = [
     ("simulator", ("combee_core/llm/simulator.py", "combee_core/llm/provider.py")),

@@ -40,7 +40,7 @@ VARIANTS = (
     Variant("combee bs 30, p 2", 30, p=2),
     Variant("combee bs 40, p 2", 40, p=2),
     Variant("combee bs 100, p 2", 100, p=2),
-    # starts at the ladder's first rung, so the first round is already a profiling sample
+    # starts at the top of its ladder (the upper bound), where it profiles first: the first round is a sample
     Variant("combee + controller", ControllerConfig().ladder[0], p=2, auto=True),
 )
 

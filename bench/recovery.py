@@ -3,7 +3,7 @@
     python -m bench.recovery [--kills 5] [--ages 10000,100000] [--out bench/results]
 
 1. Two ``combee worker`` processes (all stages) learn 3 playbooks from traces fed at 20/s with real-time simulated
-   latency (``streams.worker_processes``); every ~15 s one of them, chosen at random, is killed (-9) and restarted
+   latency (``streams.testing.worker_fleet``); every ~15 s one of them, chosen at random, is killed (-9) and restarted
    a second later. Recovery time of a kill: from the kill until every playbook has published a version again. The
    steady-state gap between versions of a playbook is printed beside it for scale. The run is audited from its
    topics afterwards (every trace in exactly one lineage or a dead letter).
@@ -31,10 +31,11 @@ from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, PlaybookVersion, VersionStats
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
-from streams.broker import ResolvedBroker, resolve_test_bootstrap
-from streams.runtime import Stage, start_producer
-from streams.worker import ensure_topics, run_worker
-from streams.worker_processes import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
+from combee_core.topology import Topic
+from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
+from streams.topology.runtime import Stage, start_producer
+from streams.topology.worker import ensure_topics, run_worker
 
 PLAYBOOKS = ("alpha", "beta", "gamma")
 RATE_PER_S = 20.0
@@ -116,8 +117,8 @@ async def restart_time(broker: ResolvedBroker, batches: int, dedupe_horizon: int
                                       batch_id=batch_id, entries=[], next_entry_number=1, operations=[], lineage=ids,
                                       stats=VersionStats(batch_size=10, k=3, p=2), content_hash="0" * 64,
                                       published_at=now)
-            await producer.send(settings.topic("batches"), manifest.to_json_bytes(), key=b"aged")
-            await producer.send(settings.topic("playbook"), version.to_json_bytes(), key=b"aged")
+            await producer.send(settings.topic(Topic.BATCHES), manifest.to_json_bytes(), key=b"aged")
+            await producer.send(settings.topic(Topic.PLAYBOOK), version.to_json_bytes(), key=b"aged")
         await producer.flush()
     finally:
         await producer.stop()

@@ -52,11 +52,12 @@ from bench.common import machine, start_broker, write_results
 from combee_core.models import BatchManifest, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
-from streams.child_process import stop_processes
-from streams.fleet import PlaybookFollower
-from streams.pipeline import InProcessPipeline
-from streams.produce import produce_traces
-from streams.runtime import end_offsets, read_topic, start_producer
+from combee_core.topology import Topic
+from streams.broker.child_process import stop_processes
+from streams.topology.follower import PlaybookFollower
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.produce import produce_traces
+from streams.topology.runtime import end_offsets, read_topic, start_producer
 
 SETTINGS = dict(sim_clock="virtual", sim_time_scale=0.0, batch_size=40, p=2, max_wait_s=1.0, partitions=4)
 SETTLE_S = 8.0
@@ -127,7 +128,7 @@ class Run:
         self.follower: PlaybookFollower | None = None
 
     async def __aenter__(self) -> Run:
-        from streams.worker import ensure_topics
+        from streams.topology.worker import ensure_topics
 
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
@@ -169,9 +170,9 @@ class Run:
         """Records on the run's ``llm-calls`` topic so far (one per LLM call attempt)."""
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        from streams.runtime import consumer_config
+        from streams.topology.runtime import consumer_config
 
-        topic = self.settings.topic("llm-calls")
+        topic = self.settings.topic(Topic.LLM_CALLS)
         consumer = AIOKafkaConsumer(**consumer_config(self.broker.bootstrap, self.broker.profile, None))
         await consumer.start()
         try:
@@ -196,12 +197,12 @@ class Run:
         bootstrap, profile = self.broker.bootstrap, self.broker.profile
         wanted = {t.trace_id for t in traces}
         sent_at = {}
-        for record in await read_topic(bootstrap, profile, self.settings.topic("traces")):
+        for record in await read_topic(bootstrap, profile, self.settings.topic(Topic.TRACES)):
             trace = Trace.from_json_bytes(record.value)
             if trace.trace_id in wanted:
                 sent_at[trace.trace_id] = record.timestamp / 1000
         closed_at = {}
-        for record in await read_topic(bootstrap, profile, self.settings.topic("batches")):
+        for record in await read_topic(bootstrap, profile, self.settings.topic(Topic.BATCHES)):
             manifest = BatchManifest.from_json_bytes(record.value)
             closed_at.setdefault((manifest.playbook_id, manifest.batch_id), manifest.closed_at.timestamp())
         return sent_at, closed_at
@@ -249,7 +250,7 @@ async def measure_steady(broker, rate: float, seconds: float, tick_s: float = 0.
     traces = many_traces(count, seed=1)
     async with Run(broker, 1) as run:
         producer = await start_producer(broker.bootstrap, broker.profile)
-        topic = run.settings.topic("traces")
+        topic = run.settings.topic(Topic.TRACES)
         worker_before, broker_before = run.worker_cpu_s(), run.broker_cpu_s()
         started = time.monotonic()
         try:

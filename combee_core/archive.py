@@ -30,44 +30,17 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from combee_core.errors import CombeeError
-from combee_core.llm.roles import CallRecord
-from combee_core.models import (
-    BatchManifest,
-    BatchMetrics,
-    ControlDecision,
-    DeadLetter,
-    EvalRequest,
-    EvalResult,
-    PartialUpdate,
-    PlaybookVersion,
-    PromotionDecision,
-    Reflection,
-    ShuffledReflection,
-    ViewCheckpoint,
-    first_error,
-)
+from combee_core.models import PlaybookVersion, first_error
+from combee_core.topology import Topic, archive_models
 
 ARCHIVE_FORMAT: Final = "combee-archive"
 FORMAT_VERSION = 1
 MAX_REPORTED_PROBLEMS = 20
 
-TOPIC_MODELS: dict[str, type[BaseModel]] = {
-    "reflections": Reflection,
-    "batches": BatchManifest,
-    "shuffle": ShuffledReflection,
-    "partials": PartialUpdate,
-    "playbook": PlaybookVersion,
-    "metrics": BatchMetrics,
-    "control": ControlDecision,
-    "dlq": DeadLetter,
-    "llm-calls": CallRecord,
-    "checkpoints": ViewCheckpoint,
-    "eval-requests": EvalRequest,
-    "eval-results": EvalResult,
-    "promoted": PromotionDecision,
-}
-"""Topics whose values the stages write, validated when an archive is read. ``traces`` is not: agents may have sent
-invalid traces (they are dead letters in the run, and a replay reproduces them)."""
+TOPIC_MODELS: dict[str, type[BaseModel]] = archive_models()
+"""Topic name -> model for the topics whose records are validated when an archive is read
+(``TopicSpec.validated_on_read`` in ``combee_core.topology``): all but ``traces``, where agents may have sent invalid
+traces (they are dead letters in the run, and a replay reproduces them)."""
 
 _TOPIC = r"^[A-Za-z0-9._-]+$"
 
@@ -222,7 +195,7 @@ class Archive:
         return [model.model_validate(r.value) for r in self.topic(name) if r.encoding == "json"]
 
     def versions(self) -> list[PlaybookVersion]:
-        return self.models("playbook", PlaybookVersion)
+        return self.models(Topic.PLAYBOOK, PlaybookVersion)
 
 
 def archive_lines(header: ArchiveHeader, records: Iterable[ArchiveRecord]) -> Iterator[bytes]:

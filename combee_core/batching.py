@@ -5,14 +5,13 @@ Pure and clock-injected: the stream stage passes ``now`` (monotonic seconds) and
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from combee_core.errors import CombeeError
 from combee_core.models import BatchManifest, Reflection, ShuffledReflection, Usage
 from combee_core.shuffle import derive_seed, plan_augmented_shuffle
+from combee_core.trace_dedupe import DEFAULT_DEDUPE_HORIZON, RecentTraceIds
 
 SubgroupRule = Literal["sqrt", "single"]
 
@@ -94,59 +93,6 @@ def deal_batch(
         reflection_usage=sum((r.usage for r in reflections), Usage()),
     )
     return ClosedBatch(manifest=manifest, copies=tuple(copies))
-
-
-DEFAULT_DEDUPE_HORIZON = 1_000_000
-"""Batched trace ids remembered per playbook to drop resends (about 200 bytes each with their trace digests, see
-docs/benchmarks.md)."""
-
-
-class RecentTraceIds:
-    """The trace ids of one playbook that a resend must not bring in again: a bounded horizon.
-
-    Ids of the open batch are always held. Ids of closed batches count against ``horizon``; past it the oldest are
-    forgotten, in batch order, so a trace resent after ``horizon`` newer traces were batched is batched again.
-    Live batching and a restore from the same manifests forget the same ids (restart-equivalent).
-    """
-
-    def __init__(self, horizon: int = DEFAULT_DEDUPE_HORIZON) -> None:
-        if horizon < 1:
-            raise ValueError(f"dedupe horizon must be at least 1 trace, got {horizon}")
-        self.horizon = horizon
-        self.forgotten = 0
-        self._open: dict[str, str | None] = {}
-        self._batched: dict[str, str | None] = {}
-        """trace id -> digest of the trace batched under it (None when the reflection did not carry one)"""
-        self._order: deque[str] = deque()
-
-    def __contains__(self, trace_id: object) -> bool:
-        return trace_id in self._open or trace_id in self._batched
-
-    def __len__(self) -> int:
-        return len(self._open) + len(self._batched)
-
-    def digest_of(self, trace_id: str) -> str | None:
-        """Digest of the trace held or batched under ``trace_id`` (None if unknown)."""
-        return self._open.get(trace_id) or self._batched.get(trace_id)
-
-    def hold(self, trace_id: str, digest: str | None = None) -> None:
-        """A trace joined the open batch."""
-        self._open[trace_id] = digest
-
-    def release_open(self) -> None:
-        """Forget the open batch's ids (its reflections will be delivered again)."""
-        self._open.clear()
-
-    def batched(self, trace_ids: list[str], digests: list[str | None] | None = None) -> None:
-        """These traces are in a closed (or restored) batch; forget the oldest beyond the horizon."""
-        for trace_id, digest in zip(trace_ids, digests or [None] * len(trace_ids)):
-            digest = self._open.pop(trace_id, None) or digest
-            if trace_id not in self._batched:
-                self._batched[trace_id] = digest
-                self._order.append(trace_id)
-        while len(self._order) > self.horizon:
-            self._batched.pop(self._order.popleft(), None)
-            self.forgotten += 1
 
 
 @dataclass
@@ -344,82 +290,3 @@ class UnconfirmedBatches:
             if batch_of.get(trace_id) == batch_id:
                 del batch_of[trace_id]
         self._returned.pop((playbook_id, batch_id), None)
-
-
-class BatchPlanError(CombeeError, ValueError):
-    """A batch plan that cannot be followed (gaps in batch ids, a trace in two batches)."""
-
-
-class PlannedBatches:
-    """Follow recorded batch manifests instead of closing batches by size and time (replay).
-
-    Batch b of a playbook is formed from exactly the trace ids its manifest lists, in that order, with its recorded
-    target size and closing reason, once all their reflections have arrived; batches are released in id order, so
-    reflections may arrive in any order. Plan batch ids must run 0, 1, 2, ... per playbook. Batches already published
-    (the ``batches`` topic, at a restart) are skipped via :meth:`restore`.
-    """
-
-    def __init__(self, config: ShuffleConfig, manifests: list[BatchManifest]) -> None:
-        self._config = config
-        self._plans: dict[str, list[BatchManifest]] = {}
-        self._batch_of: dict[tuple[str, str], int] = {}
-        for manifest in sorted(manifests, key=lambda m: (m.playbook_id, m.batch_id)):
-            plan = self._plans.setdefault(manifest.playbook_id, [])
-            if manifest.batch_id != len(plan):
-                raise BatchPlanError(
-                    f"plan for {manifest.playbook_id} has batch {manifest.batch_id} where batch {len(plan)} was "
-                    "expected (batch ids must run 0, 1, 2, ...)"
-                )
-            if len(set(manifest.trace_ids)) != len(manifest.trace_ids):
-                raise BatchPlanError(f"batch {manifest.batch_id} of {manifest.playbook_id} lists a trace twice")
-            plan.append(manifest)
-            for trace_id in manifest.trace_ids:
-                previous = self._batch_of.setdefault((manifest.playbook_id, trace_id), manifest.batch_id)
-                if previous != manifest.batch_id:
-                    raise BatchPlanError(f"trace {trace_id} is in batches {previous} and {manifest.batch_id} "
-                                         f"of {manifest.playbook_id}")
-        self._next: dict[str, int] = dict.fromkeys(self._plans, 0)
-        self._arrived: dict[tuple[str, int], dict[str, Reflection]] = {}
-
-    def restore(self, manifest: BatchManifest) -> None:
-        """A batch already published: the plan resumes after it."""
-        if manifest.playbook_id in self._next:
-            self._next[manifest.playbook_id] = max(self._next[manifest.playbook_id], manifest.batch_id + 1)
-
-    def batch_of(self, reflection: Reflection) -> int | None:
-        """Planned batch id of this reflection's trace, or None when the plan does not list it."""
-        return self._batch_of.get((reflection.playbook_id, reflection.trace_id))
-
-    def remaining(self, playbook_id: str) -> int:
-        """Planned batches of the playbook not released yet."""
-        return len(self._plans.get(playbook_id, ())) - self._next.get(playbook_id, 0)
-
-    def add(self, reflection: Reflection, wall_time: datetime) -> list[ClosedBatch]:
-        """Take a reflection of the plan; returns the batches that became complete, in id order."""
-        batch_id = self.batch_of(reflection)
-        if batch_id is None:
-            raise BatchPlanError(f"trace {reflection.trace_id} is not in the batch plan of {reflection.playbook_id}")
-        playbook_id = reflection.playbook_id
-        if batch_id >= self._next[playbook_id]:
-            self._arrived.setdefault((playbook_id, batch_id), {})[reflection.trace_id] = reflection
-        released: list[ClosedBatch] = []
-        plan = self._plans[playbook_id]
-        while self._next[playbook_id] < len(plan):
-            manifest = plan[self._next[playbook_id]]
-            arrived = self._arrived.get((playbook_id, manifest.batch_id), {})
-            if len(arrived) < len(manifest.trace_ids):
-                break
-            released.append(
-                deal_batch(
-                    playbook_id,
-                    manifest.batch_id,
-                    [arrived[trace_id] for trace_id in manifest.trace_ids],
-                    self._config,
-                    target_batch_size=manifest.target_batch_size,
-                    closed_by=manifest.closed_by,
-                    closed_at=wall_time,
-                )
-            )
-            self._arrived.pop((playbook_id, manifest.batch_id), None)
-            self._next[playbook_id] += 1
-        return released

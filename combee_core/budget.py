@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping
 
 from combee_core.models import AppliedOperation, DeleteOp, PlaybookEntry
-from combee_core.playbook import Playbook, _entry_sort_key, playbook_tokens
+from combee_core.playbook import Playbook, entry_sort_key, playbook_tokens
 
 DEFAULT_BUDGET_TOKENS = 8_000
 """Default playbook budget: ~32,000 characters, a few hundred entries; an order of magnitude below the 100K-token
@@ -35,7 +35,7 @@ def eviction_key(entry: PlaybookEntry, support: int = 0) -> tuple[int, int, int,
     this version: a new entry has no counters yet), then the version it last changed in (stale before fresh), then
     its creation version, then playbook order."""
     return (entry.helpful - entry.harmful, support, entry.updated_version, entry.created_version,
-            _entry_sort_key(entry))
+            entry_sort_key(entry))
 
 
 def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, int] | None = None

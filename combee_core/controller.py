@@ -1,53 +1,55 @@
-"""Dynamic batch-size controller (Combee paper §3.3; GEPA issue #395).
+"""Dynamic batch-size controller (Combee paper §3.3; GEPA issue #395): profile, fit, pick the plateau, bound it.
 
-Model: the per-trace delay ``T(bs) = batch_delay / bs`` (proportional to the delay of a fixed epoch) follows a
-power law ``T(bs) = A * bs**(-alpha)``, fitted by least squares in log-log space. Larger batches cut the delay
-with diminishing returns; the controller picks the *plateau* batch size where the marginal improvement
-``-dT/dbs = alpha * A * bs**(-(alpha+1))`` drops to a threshold ``tau``:
+Per measured batch the stage calls :meth:`BatchSizeController.observe` with the batch's size, the delay the user
+waits for (:func:`sample_delay`: in a sync fleet the round time, version v -> v+1, rollouts included; otherwise the
+pipeline delay, on the configured clock) and the rollout part of it (:func:`sample_rollout`), then
+:meth:`BatchSizeController.decide` for the next size:
 
-    bs* = (alpha * A / tau) ** (1 / (alpha + 1))                      (:func:`plateau_batch_size_raw`)
+1. **Profile from the top.** The ladder (:attr:`ControllerConfig.ladder`: the paper-style candidates 3, 10, 30, 100,
+   plus the fleet's size and its largest multiple within the bound, where rollouts come in full waves) is profiled
+   from the largest rung down: the largest is the most productive round when rollouts dominate, and once it is
+   measured a smaller rung whose rollouts *alone* cost more per trace than ``(1 + tau)`` x the best delay measured
+   cannot be the choice whatever its pipeline, so it is skipped rather than run (in a sync fleet of 100 agents
+   every rung below ~86 is). Every profiling round is a learning round: its traces make a version like any other.
+2. **Fit what is unknown.** The rollout part of a round is known in closed form (``ceil(bs / agents)`` task times,
+   the task time measured); the pipeline part gets the paper's power law, fitted on the per-trace pipeline delay
+   (:mod:`combee_core.delay_model`).
+3. **Read tau as the plateau's tolerance.** bs* is the smallest size whose modelled per-trace delay is within tau of
+   the lowest the bounds [bs_min, bs_max] allow (:func:`combee_core.delay_model.tolerance_plateau`; why not the
+   paper's ``alpha/tau`` reading: that module's docstring). ``bs_max`` is the paper's upper bound against quality
+   degradation (default 100). With one size measured and every other rung ruled out by its rollouts, that size is
+   the choice. A pipeline fit below ``min_r2`` is replaced by the pipeline's mean per round, whatever the size, when
+   the rollouts are known (they then decide), else keeps the current size. Hysteresis keeps the current size when
+   the choice moves by at most 20%.
 
-In that raw form ``tau`` carries the units of A (seconds per trace per unit of batch size), so a fixed default
-would mean different things for different models and clocks. We normalise the delay by its fitted value at a
-reference batch size ``ref``: ``T~(bs) = T(bs) / T(ref) = ref**alpha * bs**(-alpha)``, i.e. ``A~ = ref**alpha``.
-``tau`` is then a dimensionless fraction ("stop when one more trace per batch improves the delay by less than
-tau of the delay at ``ref``"):
-
-    bs* = (alpha * ref**alpha / tau) ** (1 / (alpha + 1))             (:func:`plateau_batch_size`)
-
-With ``ref = 1`` this is ``(alpha / tau) ** (1 / (alpha + 1))``: A cancels, as it must for a choice that should
-not depend on the unit of time. Both forms are evaluated in log space and never return NaN/inf.
-
-The default normalises at the chosen size itself (``reference_batch_size=None``): ``tau`` is then a fraction of
-the delay the user would pay at bs* ("stop where one more trace per batch cuts the per-trace delay by less than
-tau of itself"); the fixed point ``alpha * bs**alpha * bs**(-(alpha+1)) = tau`` is ``bs* = alpha / tau``
-(:func:`plateau_batch_size_relative`). Normalising at bs = 1 instead stops where the gain is tau of the delay at
-batch size 1, which is still a large fraction of the delay at bs*: with a rollout-dominated round time
-(alpha ~ 1) it stops near sqrt(1/tau) ~ 8 while the epoch time keeps falling about as 1/bs.
-
-The result is clamped to [bs_min, bs_max]; ``bs_max`` is the paper's upper bound against quality degradation
-(default 100). The delay fitted is what the user waits for (:func:`sample_delay`): in a sync fleet the round time
-(version v -> v+1, rollouts included), otherwise the pipeline delay, on the configured clock.
-
-The controller is plain state (no I/O, no clock): the stream stage calls :meth:`BatchSizeController.observe` per
-measured batch and :meth:`BatchSizeController.decide` for the next size; :class:`ControllerState` is enough to
-rebuild it after a restart.
+The controller is plain state (no I/O, no clock); :class:`ControllerState` is enough to rebuild it after a restart.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
-from scipy import stats
+from combee_core.delay_model import (
+    PowerLawFit,
+    RoundModel,
+    clock_description,
+    fit_power_law,
+    plateau_batch_size,
+    plateau_batch_size_raw,
+    plateau_batch_size_relative,
+    power_law_tolerance_plateau,
+    rollout_waves,
+    sample_delay,
+    sample_rollout,
+    tolerance_plateau,
+)
 
 if TYPE_CHECKING:
-    from combee_core.models import BatchMetrics, ControlDecision
-    from combee_core.settings import CombeeSettings
+    from combee_core.models import ControlDecision
 
 __all__ = [
     "BatchSizeController",
@@ -55,118 +57,44 @@ __all__ = [
     "ControllerState",
     "Decision",
     "PowerLawFit",
-    "epoch_delay",
-    "fit_power_law",
+    "RoundModel",
     "clock_description",
+    "epoch_delay",
     "explain_decision",
+    "fit_power_law",
     "plateau_batch_size",
     "plateau_batch_size_raw",
     "plateau_batch_size_relative",
+    "power_law_tolerance_plateau",
     "sample_delay",
+    "sample_rollout",
 ]
 
-Sample = tuple[int, float]
-DEFAULT_LADDER: tuple[int, ...] = (3, 10, 30, 100)
-"""From GEPA's default 3 (the k = 1 regime, bs <= 3: one aggregator call, no reduce) by factors of ~3 to the upper
-bound; four rungs, as each costs a sync fleet a round."""
-_MAX_LOG = 700.0  # exp() overflows a float a little above 709
-
-
-@dataclass(frozen=True)
-class PowerLawFit:
-    """``T(bs) = A * bs**(-alpha)`` with the coefficient of determination of the log-log fit."""
-
-    A: float
-    alpha: float
-    r2: float
-    n_samples: int
+Sample = tuple[int, float, float]
+"""(batch size, delay s, the rollout part of that delay s)."""
+DEFAULT_LADDER: tuple[int, ...] = (100, 30, 10, 3)
+"""From the upper bound down by factors of ~3 to GEPA's default 3 (the k = 1 regime: one aggregator call, no
+reduce); profiled from the top, a rung only when it could still be the choice."""
 
 
 def epoch_delay(batch_size: int, batch_delay_s: float) -> float:
-    """Per-trace delay of a batch, ``batch_delay_s / batch_size`` (what the power law models)."""
+    """Per-trace delay of a batch, ``batch_delay_s / batch_size`` (proportional to a fixed epoch's time)."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     return batch_delay_s / batch_size
-
-
-def fit_power_law(batch_sizes: Sequence[float], delays: Sequence[float]) -> PowerLawFit:
-    """Fit ``delay = A * bs**(-alpha)`` by linear regression of log(delay) on log(bs); r² is in log space.
-
-    Raises ValueError for mismatched lengths, non-positive or non-finite values, or fewer than 2 distinct sizes.
-    """
-    x = np.asarray(batch_sizes, dtype=float)
-    y = np.asarray(delays, dtype=float)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError(f"batch_sizes and delays must be 1-D and equally long, got {x.shape} and {y.shape}")
-    if not (np.all(np.isfinite(x)) and np.all(np.isfinite(y)) and np.all(x > 0) and np.all(y > 0)):
-        raise ValueError("a power-law fit needs finite, strictly positive batch sizes and delays")
-    if np.unique(x).size < 2:
-        raise ValueError(f"a power-law fit needs at least 2 distinct batch sizes, got {np.unique(x).tolist()}")
-    log_x, log_y = np.log(x), np.log(y)
-    result = stats.linregress(log_x, log_y)
-    slope, intercept = float(result.slope), float(result.intercept)
-    residual = log_y - (intercept + slope * log_x)
-    ss_res = float(np.sum(residual**2))
-    ss_tot = float(np.sum((log_y - log_y.mean()) ** 2))
-    r2 = 1.0 if ss_tot == 0.0 else max(0.0, 1.0 - ss_res / ss_tot)
-    return PowerLawFit(A=math.exp(max(-_MAX_LOG, min(intercept, _MAX_LOG))), alpha=-slope, r2=r2, n_samples=int(x.size))
-
-
-def _plateau_from_log(log_numerator: float, alpha: float) -> float:
-    """``exp(log_numerator / (alpha + 1))``, bounded so it stays finite."""
-    return math.exp(max(-_MAX_LOG, min(_MAX_LOG, log_numerator / (alpha + 1.0))))
-
-
-def plateau_batch_size_raw(A: float, alpha: float, tau: float) -> float:
-    """Un-normalised plateau ``(alpha*A/tau)**(1/(alpha+1))``: ``tau`` is in delay units per unit of batch size."""
-    _check_plateau_args(A, alpha, tau)
-    return _plateau_from_log(math.log(alpha) + math.log(A) - math.log(tau), alpha)
-
-
-def plateau_batch_size(A: float, alpha: float, tau: float, reference_batch_size: float = 1) -> float:
-    """Plateau batch size with the delay normalised at ``reference_batch_size`` (``tau`` a fraction).
-
-    ``T~(bs) = T(bs)/T(ref) = ref**alpha * bs**(-alpha)``; solving ``alpha * ref**alpha * bs**(-(alpha+1)) = tau``
-    gives ``bs* = (alpha * ref**alpha / tau)**(1/(alpha+1))``, independent of A (kept in the signature so
-    callers pass a whole fit and for symmetry with :func:`plateau_batch_size_raw`). Needs alpha > 0.
-    """
-    _check_plateau_args(A, alpha, tau)
-    if not reference_batch_size > 0:
-        raise ValueError(f"reference_batch_size must be > 0, got {reference_batch_size}")
-    log_numerator = math.log(alpha) + alpha * math.log(reference_batch_size) - math.log(tau)
-    return _plateau_from_log(log_numerator, alpha)
-
-
-def plateau_batch_size_relative(alpha: float, tau: float) -> float:
-    """Plateau with the delay normalised at the chosen size itself: ``bs* = alpha / tau``.
-
-    ``-dT/dbs / T(bs) = alpha / bs``: the relative gain of one more trace per batch; it falls to ``tau`` at
-    ``alpha / tau``. The paper's formula with ``ref = bs*`` (:func:`plateau_batch_size`) gives the same point.
-    """
-    _check_plateau_args(1.0, alpha, tau)
-    return _plateau_from_log((math.log(alpha) - math.log(tau)) * (alpha + 1.0), alpha)
-
-
-def _check_plateau_args(A: float, alpha: float, tau: float) -> None:
-    if not (math.isfinite(A) and A > 0):
-        raise ValueError(f"A must be finite and > 0, got {A}")
-    if not (math.isfinite(alpha) and alpha > 0):
-        raise ValueError(f"the plateau exists only for a falling delay (alpha > 0), got alpha={alpha}")
-    if not (math.isfinite(tau) and tau > 0):
-        raise ValueError(f"tau must be finite and > 0, got {tau}")
 
 
 @dataclass(frozen=True)
 class ControllerConfig:
     """Controller tuning.
 
-    ``candidates`` is the profiling ladder (clamped to [bs_min, bs_max], duplicates dropped: see
-    :attr:`ladder`); each rung needs ``samples_per_candidate`` samples. ``hysteresis``: a fitted choice replaces
-    the current size only if it differs by more than this fraction of it. ``min_r2``: a worse fit keeps the
-    current size. ``max_samples``: fits use the most recent samples only. ``reference_batch_size``: where the
-    delay is normalised for ``tau`` (None: at bs* itself, so bs* = alpha / tau). ``max_profiling_samples`` (default
-    4 x the ladder's budget) ends profiling even if some rung is never hit exactly (e.g. batches closed early by
-    ``max_wait_s``), provided 2 distinct sizes were seen.
+    ``candidates`` plus the fleet's wave sizes make the profiling ladder (:attr:`ladder`); each rung needs
+    ``samples_per_candidate`` samples unless its rollouts rule it out. ``fleet_agents``: parallel agents of a sync
+    fleet (None: one agent per task, a round is one wave). ``hysteresis``: a fitted choice replaces the current size
+    only if it differs by more than this fraction of it. ``min_r2``: below it the pipeline's fit is not used
+    (module docstring, step 3).
+    ``max_samples``: fits use the most recent samples only. ``max_profiling_samples`` (default 4 x the ladder's
+    budget) ends profiling even if some rung is never hit (e.g. batches closed early by ``max_wait_s``).
     """
 
     tau: float = 0.016
@@ -177,8 +105,8 @@ class ControllerConfig:
     hysteresis: float = 0.2
     min_r2: float = 0.5
     max_samples: int = 64
-    reference_batch_size: float | None = None
     max_profiling_samples: int | None = None
+    fleet_agents: int | None = None
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.tau) and self.tau > 0):
@@ -195,13 +123,17 @@ class ControllerConfig:
             raise ValueError(f"min_r2 must be in [0, 1], got {self.min_r2}")
         if self.max_samples < 2:
             raise ValueError(f"max_samples must be >= 2, got {self.max_samples}")
-        if self.reference_batch_size is not None and not self.reference_batch_size > 0:
-            raise ValueError(f"reference_batch_size must be > 0, got {self.reference_batch_size}")
+        if self.fleet_agents is not None and self.fleet_agents < 1:
+            raise ValueError(f"fleet_agents must be >= 1, got {self.fleet_agents}")
 
     @property
     def ladder(self) -> tuple[int, ...]:
-        """Profiling ladder clamped to [bs_min, bs_max], first occurrence kept."""
-        return tuple(dict.fromkeys(self.clamp(c) for c in self.candidates))
+        """Profiling ladder, largest first: the candidates and, with a known fleet, its size and its largest
+        multiple within the bound (the sizes whose rounds are full waves), clamped to [bs_min, bs_max]."""
+        rungs = {self.clamp(c) for c in self.candidates}
+        if self.fleet_agents is not None and self.fleet_agents <= self.bs_max:
+            rungs |= {self.clamp(self.fleet_agents), self.clamp(self.bs_max // self.fleet_agents * self.fleet_agents)}
+        return tuple(sorted(rungs, reverse=True))
 
     @property
     def profiling_budget(self) -> int:
@@ -216,7 +148,7 @@ class ControllerConfig:
 
 @dataclass(frozen=True)
 class Decision:
-    """The controller's choice and why; ``samples`` are the (batch size, batch delay s) pairs behind it."""
+    """The controller's choice and why; ``samples`` are the (size, delay s, rollout s) triples behind it."""
 
     batch_size: int
     phase: Literal["profiling", "fitted"]
@@ -224,7 +156,11 @@ class Decision:
     reason: str
     samples: tuple[Sample, ...]
     plateau: float | None = None
-    """bs* from the fit, before rounding and clamping (None while profiling or without a usable fit)."""
+    """bs*, the smallest size within tau of the best (None while profiling or without a usable fit)."""
+    best: int | None = None
+    """The size with the lowest modelled (or, without a fit, measured) per-trace delay within the bounds."""
+    task_s: float | None = None
+    """One wave of rollouts, seconds, as measured (None without rollouts)."""
 
 
 @dataclass(frozen=True)
@@ -237,22 +173,20 @@ class ControllerState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "samples": [[bs, delay] for bs, delay in self.samples],
+            "samples": [list(sample) for sample in self.samples],
             "current_batch_size": self.current_batch_size,
             "profiled": self.profiled,
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ControllerState:
-        return cls(
-            samples=tuple((int(bs), float(delay)) for bs, delay in data.get("samples", ())),
-            current_batch_size=data.get("current_batch_size"),
-            profiled=bool(data.get("profiled", False)),
-        )
+        samples = tuple((int(s[0]), float(s[1]), float(s[2]) if len(s) > 2 else 0.0) for s in data.get("samples", ()))
+        return cls(samples=samples, current_batch_size=data.get("current_batch_size"),
+                   profiled=bool(data.get("profiled", False)))
 
 
 class BatchSizeController:
-    """Profiles the ladder, then fits the power law and picks the plateau batch size (with hysteresis)."""
+    """Profiles the ladder from the top, fits the round model, picks the plateau within the bounds (hysteresis)."""
 
     def __init__(self, config: ControllerConfig | None = None, current_batch_size: int | None = None) -> None:
         self.config = config or ControllerConfig()
@@ -260,8 +194,6 @@ class BatchSizeController:
         self._samples: deque[Sample] = deque(maxlen=self.config.max_samples)
         self._profiled = False
         self._observed = 0
-
-    # ------------------------------------------------------------------------------------------ state
 
     @classmethod
     def from_state(cls, state: ControllerState, config: ControllerConfig | None = None) -> BatchSizeController:
@@ -280,10 +212,8 @@ class BatchSizeController:
     def samples(self) -> tuple[Sample, ...]:
         return tuple(self._samples)
 
-    # ------------------------------------------------------------------------------------------ input
-
-    def observe(self, batch_size: int, batch_delay_s: float) -> None:
-        """Record one measured batch: its size and its delay (batch closed -> version published), seconds.
+    def observe(self, batch_size: int, batch_delay_s: float, rollout_s: float = 0.0) -> None:
+        """Record one measured batch: its size, its delay in seconds and the part of it that was rollouts.
 
         Zero delays are kept (they count towards profiling) but are left out of fits, which need positive values.
         """
@@ -291,128 +221,135 @@ class BatchSizeController:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not (math.isfinite(batch_delay_s) and batch_delay_s >= 0):
             raise ValueError(f"batch_delay_s must be finite and >= 0, got {batch_delay_s}")
-        self._samples.append((int(batch_size), float(batch_delay_s)))
+        if not (math.isfinite(rollout_s) and 0 <= rollout_s <= batch_delay_s):
+            raise ValueError(f"rollout_s must be finite and within [0, batch_delay_s], got {rollout_s}")
+        self._samples.append((int(batch_size), float(batch_delay_s), float(rollout_s)))
         self._observed += 1
 
     # ------------------------------------------------------------------------------------------ decision
 
     def decide(self) -> Decision:
-        """Next batch size: the next unprofiled ladder rung, then the fitted plateau size."""
+        """Next batch size: the next rung that could still win, then the plateau of the fitted round model."""
         config = self.config
         if not self._profiled:
-            rung = self._next_rung()
+            rung, ruled_out = self._next_rung()
             if rung is not None and self._observed < config.profiling_budget:
                 counts = self._rung_counts()
-                done = sum(1 for c in config.ladder if counts[c] >= config.samples_per_candidate)
-                reason = (
-                    f"profiling rung {rung} ({counts[rung]}/{config.samples_per_candidate} samples; "
-                    f"{done}/{len(config.ladder)} rungs done)"
-                )
-                return self._decide(rung, "profiling", None, reason)
+                reason = f"profiling rung {rung} ({counts[rung]}/{config.samples_per_candidate} samples)"
+                return self._decide(rung, "profiling", None, reason + self._ruled_out_note(ruled_out))
             self._profiled = True
         return self._decide_fitted()
 
     def _decide(self, size: int, phase: Literal["profiling", "fitted"], fit: PowerLawFit | None, reason: str,
-                plateau: float | None = None) -> Decision:
+                plateau: float | None = None, best: int | None = None) -> Decision:
         self.current_batch_size = size
         return Decision(batch_size=size, phase=phase, fit=fit, reason=reason, samples=tuple(self._samples),
-                        plateau=plateau)
+                        plateau=plateau, best=best, task_s=self._task_s())
 
-    def _keep(self, fit: PowerLawFit | None, why: str, plateau: float | None = None) -> Decision:
-        current = self.current_batch_size if self.current_batch_size is not None else self.config.ladder[-1]
-        return self._decide(self.config.clamp(current), "fitted", fit, f"{why}; keeping {current}", plateau)
+    def _keep(self, fit: PowerLawFit | None, why: str, plateau: float | None = None,
+              best: int | None = None) -> Decision:
+        current = self.current_batch_size if self.current_batch_size is not None else self.config.ladder[0]
+        return self._decide(self.config.clamp(current), "fitted", fit, f"{why}; keeping {current}", plateau, best)
 
     def _decide_fitted(self) -> Decision:
         config = self.config
-        per_trace = [(bs, epoch_delay(bs, delay)) for bs, delay in self._samples]
-        positive = [(bs, delay) for bs, delay in per_trace if delay > 0]
-        dropped = len(per_trace) - len(positive)
-        note = f" ({dropped} zero-delay samples left out)" if dropped else ""
-        if len({bs for bs, _ in positive}) < 2:
-            return self._keep(None, f"cannot fit: fewer than 2 distinct batch sizes with positive delay{note}")
-        fit = fit_power_law([bs for bs, _ in positive], [delay for _, delay in positive])
-        described = f"fitted A={fit.A:.4g}, alpha={fit.alpha:.3f}, r2={fit.r2:.3f} on {fit.n_samples} samples{note}"
+        per_trace = [(bs, (delay - rollout) / bs) for bs, delay, rollout in self._samples]
+        pipeline = [(bs, delay) for bs, delay in per_trace if delay > 0]
+        dropped = len(self._samples) - len(pipeline)
+        note = f" ({dropped} samples without a positive pipeline delay left out)" if dropped else ""
+        if len({bs for bs, _ in pipeline}) < 2:
+            measured = self._measured()
+            _, ruled_out = self._next_rung()
+            if measured and set(ruled_out) | self._covered() >= set(config.ladder):
+                best = min(measured, key=lambda bs: (measured[bs], bs))
+                reason = (f"one size can win: {best} at {measured[best]:.4g} s/trace measured"
+                          f"{self._ruled_out_note(ruled_out)}")
+                if config.clamp(best) != best:
+                    reason += f" (clamped to [{config.bs_min}, {config.bs_max}])"
+                return self._hysteresis(config.clamp(best), None, reason, None, config.clamp(best))
+            return self._keep(None, f"cannot fit the pipeline: fewer than 2 distinct batch sizes{note}")
+        fit = fit_power_law([bs for bs, _ in pipeline], [delay for _, delay in pipeline])
+        model = RoundModel(task_s=self._task_s() or 0.0, agents=config.fleet_agents, pipeline=fit)
+        described = f"{model.describe()}{note}"
         if fit.r2 < config.min_r2:
-            return self._keep(fit, f"{described}; r2 below min_r2={config.min_r2}")
-        plateau: float | None = None
-        if fit.alpha <= 0:
-            # The per-trace delay does not fall with batch size: batching buys no throughput, while smaller
-            # batches publish playbook versions sooner (fresher, less stale). So the smallest size wins.
-            target = config.bs_min
-            choice = f"alpha <= 0 (bigger batches do not cut the per-trace delay) -> bs_min={config.bs_min}"
-        else:
-            if config.reference_batch_size is None:
-                plateau = plateau_batch_size_relative(fit.alpha, config.tau)
-                formula = f"bs* = alpha/tau = {fit.alpha:.3f}/{config.tau:g}"
-            else:
-                plateau = plateau_batch_size(fit.A, fit.alpha, config.tau, config.reference_batch_size)
-                formula = f"bs* = (alpha*{config.reference_batch_size:g}^alpha/tau)^(1/(alpha+1))"
-            rounded = int(math.floor(plateau + 0.5)) if plateau < config.bs_max + 1 else config.bs_max + 1
-            target = config.clamp(rounded)
-            choice = f"{formula} = {plateau:.1f} -> {target}"
-            if target != rounded:
-                choice += f" (clamped to [{config.bs_min}, {config.bs_max}]"
-                choice += ": the upper bound)" if target == config.bs_max else ")"
+            if not model.task_s:
+                return self._keep(fit, f"{described}; r2 below min_r2={config.min_r2}")
+            # The rollouts are known; the pipeline is not, so take it as its mean per round, whatever the size.
+            rounds = [delay - rollout for _, delay, rollout in self._samples]
+            mean = max(statistics.fmean(rounds), 1e-9)
+            model = RoundModel(task_s=model.task_s, agents=model.agents, pipeline=PowerLawFit(mean, 1.0, fit.r2, 0))
+            described += (f"; r2 below min_r2={config.min_r2}: pipeline taken as its mean per round, {mean:.4g} s, "
+                          f"whatever the size")
+        chosen, best = tolerance_plateau(model.per_trace, config.bs_min, config.bs_max, config.tau)
+        choice = (f"lowest within [{config.bs_min}, {config.bs_max}] at {best} ({model.per_trace(best):.4g} s/trace); "
+                  f"bs* = smallest within tau={config.tau:g} of it = {chosen} ({model.per_trace(chosen):.4g} s/trace)")
+        return self._hysteresis(chosen, fit, f"{described}; {choice}", float(chosen), best)
+
+    def _hysteresis(self, target: int, fit: PowerLawFit | None, why: str, plateau: float | None,
+                    best: int | None) -> Decision:
         current = self.current_batch_size
         if current is not None and current != target:
             change = abs(target - current) / current
-            if change <= config.hysteresis:
-                return self._keep(
-                    fit, f"{described}; {choice}, within hysteresis ({change:.0%} <= {config.hysteresis:.0%})",
-                    plateau,
-                )
-        return self._decide(target, "fitted", fit, f"{described}; {choice}", plateau)
+            if change <= self.config.hysteresis:
+                return self._keep(fit, f"{why}, within hysteresis ({change:.0%} <= {self.config.hysteresis:.0%})",
+                                  plateau, best)
+        return self._decide(target, "fitted", fit, why, plateau, best)
 
     # ------------------------------------------------------------------------------------------ profiling
+
+    def _task_s(self) -> float | None:
+        """Seconds of one wave of rollouts, the mean over the samples that had rollouts (None: none had)."""
+        agents = self.config.fleet_agents
+        waves = [rollout / rollout_waves(bs, agents) for bs, _, rollout in self._samples if rollout > 0]
+        return statistics.fmean(waves) if waves else None
+
+    def _measured(self) -> dict[int, float]:
+        """Mean per-trace delay of each batch size measured with a positive delay."""
+        by_size: dict[int, list[float]] = {}
+        for bs, delay, _ in self._samples:
+            if delay > 0:
+                by_size.setdefault(bs, []).append(delay / bs)
+        return {bs: statistics.fmean(values) for bs, values in by_size.items()}
 
     def _rung_counts(self) -> dict[int, int]:
         """Samples per ladder rung; a sample counts for the rung nearest its size in log space (ties: smaller)."""
         ladder = self.config.ladder
         counts = dict.fromkeys(ladder, 0)
-        for bs, _ in self._samples:
+        for bs, _, _ in self._samples:
             nearest = min(ladder, key=lambda rung: (abs(math.log(bs / rung)), rung))
             counts[nearest] += 1
         return counts
 
-    def _next_rung(self) -> int | None:
-        counts = self._rung_counts()
-        return next((c for c in self.config.ladder if counts[c] < self.config.samples_per_candidate), None)
+    def _covered(self) -> set[int]:
+        return {rung for rung, n in self._rung_counts().items() if n >= self.config.samples_per_candidate}
+
+    def _next_rung(self) -> tuple[int | None, dict[int, float]]:
+        """The largest rung still to profile that could win, and the rungs ruled out (-> their rollouts' s/trace):
+        a rung whose rollouts alone exceed ``(1 + tau)`` x the best per-trace delay measured so far."""
+        task_s, measured = self._task_s(), self._measured()
+        bar = (1 + self.config.tau) * min(measured.values()) if measured else None
+        covered, ruled_out = self._covered(), dict[int, float]()
+        for rung in self.config.ladder:
+            if rung in covered:
+                continue
+            floor = rollout_waves(rung, self.config.fleet_agents) * task_s / rung if task_s else 0.0
+            if bar is not None and floor > bar:
+                ruled_out[rung] = floor
+                continue
+            return rung, ruled_out
+        return None, ruled_out
+
+    def _ruled_out_note(self, ruled_out: dict[int, float]) -> str:
+        if not ruled_out:
+            return ""
+        measured = self._measured()
+        best = min(measured, key=lambda bs: (measured[bs], bs))
+        rungs = ", ".join(f"{rung} ({floor:.3g})" for rung, floor in ruled_out.items())
+        return (f"; not profiled, as their rollouts alone cost more s/trace than (1+tau) x the best measured "
+                f"({best}: {measured[best]:.4g}): {rungs}")
 
 
-
-# ---------------------------------------------------------------------------------------------- what is fitted
-
-
-def sample_delay(settings: CombeeSettings, metrics: BatchMetrics) -> float | None:
-    """The delay of one batch the controller fits, on the run's clock; None when there is none yet.
-
-    ``settings`` is a ``CombeeSettings``, ``metrics`` a ``BatchMetrics``. Sync fleet (``fleet_mode="sync"``): the
-    round time, version v -> v+1, which is what the fleet waits for: modelled, the rollout model's round
-    (``ceil(bs / fleet_agents)`` task times) plus the batch's LLM critical path; wall, the time between the two
-    versions' publication (``metrics.round_s``; None for the first version a reducer published). Otherwise the
-    pipeline delay: the LLM critical path (modelled) or batch closed -> version published (wall).
-    """
-    from combee_core.rollout import modelled_task_time_s, round_rollout_s
-
-    modelled = settings.controller_clock == "modelled"
-    if settings.fleet_mode == "sync":
-        if modelled:
-            rollout = round_rollout_s(metrics.batch_size, settings.fleet_agents, modelled_task_time_s(settings))
-            return rollout + metrics.llm_critical_path_s
-        return metrics.round_s
-    return metrics.llm_critical_path_s if modelled else metrics.delay_s
-
-
-def clock_description(settings: CombeeSettings) -> str:
-    """One line naming what :func:`sample_delay` measures under ``settings``."""
-    if settings.fleet_mode == "sync":
-        if settings.controller_clock == "modelled":
-            agents = settings.fleet_agents or "one per task"
-            return f"round time, modelled (rollouts on {agents} agents + LLM critical path)"
-        return "round time, wall (version v -> v+1 published)"
-    if settings.controller_clock == "modelled":
-        return "pipeline delay, modelled (LLM critical path)"
-    return "pipeline delay, wall (batch closed -> version published)"
+# ---------------------------------------------------------------------------------------------- explanation
 
 
 def explain_decision(decision: ControlDecision) -> str:
@@ -422,5 +359,10 @@ def explain_decision(decision: ControlDecision) -> str:
         parts.append(f"fitting {decision.clock}")
     if decision.bs_min is not None and decision.bs_max is not None:
         parts.append(f"bounds [{decision.bs_min}, {decision.bs_max}]")
-    parts.append(f"tau {decision.tau:g}")
+    parts.append(f"tau {decision.tau:g} (bs* = the smallest size within tau of the lowest delay in the bounds)")
+    if decision.best_batch_size is not None:
+        parts.append(f"lowest at {decision.best_batch_size}")
+    if decision.rollout_task_s is not None:
+        agents = f"{decision.fleet_agents} agents" if decision.fleet_agents else "one agent per task"
+        parts.append(f"rollouts {decision.rollout_task_s:.3g} s per wave on {agents}")
     return "; ".join(parts) + f": {decision.reason}"

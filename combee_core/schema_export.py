@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from combee_core.models import WIRE_MODELS
+from combee_core.topology import wire_models
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -14,7 +14,7 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 def render_schemas() -> dict[str, bytes]:
     """File name -> schema bytes (pretty, sorted keys, trailing newline) for every wire model."""
     rendered: dict[str, bytes] = {}
-    for name, model in WIRE_MODELS.items():
+    for name, model in wire_models().items():
         schema = model.model_json_schema(mode="validation")
         schema["$schema"] = SCHEMA_DIALECT
         schema["$id"] = f"https://combee.dev/schemas/{name}.v1.json"

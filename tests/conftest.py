@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.broker import ResolvedBroker, resolve_test_bootstrap
-from streams.broker_state import STATE_DIR_ENV
+from streams.broker.state import STATE_DIR_ENV
+from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 
 
 @pytest.fixture(scope="session")

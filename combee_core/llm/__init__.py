@@ -7,7 +7,6 @@ litellm; ``LLMRoles`` imports it when created (unless it is given a ``responder`
 
 from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
 from combee_core.llm.roles import (
-    CallRecord,
     LLMConfig,
     LLMReply,
     LLMRequest,
@@ -19,6 +18,7 @@ from combee_core.llm.roles import (
     register_offline_providers,
 )
 from combee_core.llm.simulator import SimulatorConfig, extract_lessons, format_lesson
+from combee_core.models import CallRecord
 
 __all__ = [
     "CallRecord",

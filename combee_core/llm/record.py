@@ -1,6 +1,6 @@
 """Recorded LLM calls: a JSONL file store, an index by call key, and a responder that replays answers from it.
 
-Every call attempt is a :class:`~combee_core.llm.roles.CallRecord` keyed by ``call_key(model, messages, params)``.
+Every call attempt is a :class:`~combee_core.models.CallRecord` keyed by ``call_key(model, messages, params)``.
 :class:`ReplayResponder` answers an :class:`~combee_core.llm.roles.LLMRequest` with the recorded response of the same
 key and attempt (recorded failures fail again). A call that is not in the record raises :class:`LLMRecordMiss`; it
 is deliberately not an ``LLMError``, so no stage turns it into a dead letter and nothing falls back to the model.
@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMCallError
-from combee_core.llm.roles import CallRecord, LLMReply, LLMRequest
-from combee_core.models import first_error
+from combee_core.llm.roles import LLMReply, LLMRequest
+from combee_core.models import CallRecord, first_error
 
 PROMPT_WORDS = 12
 """How many words of the prompt an :class:`LLMRecordMiss` quotes."""

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
@@ -27,14 +27,12 @@ from combee_core.llm import prompts
 from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
 from combee_core.llm.simulator import DEFAULT_MODEL, HIDDEN_PARAM, SIM_PARAM, SimulatorConfig, is_sim_model
-from combee_core.models import Operation, Reflection, Trace, Usage
+from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
 
 if TYPE_CHECKING:
     from combee_core.settings import CombeeSettings
 
 logger = logging.getLogger(__name__)
-
-Role = Literal["reflector", "aggregator", "reducer"]
 
 NO_PROVIDER_RETRIES: dict[str, int] = {"num_retries": 0, "max_retries": 0}
 """Sent with every ``litellm.acompletion``: litellm's retry wrapper (``num_retries``) and the provider SDK's client
@@ -110,27 +108,6 @@ class LLMConfig(BaseModel):
         """The config of ``role``."""
         config: RoleConfig = getattr(self, role)
         return config
-
-
-class CallRecord(BaseModel):
-    """One attempt of one LLM call: what was asked, what came back, what it cost. Replay keys on ``key``."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    role: Role
-    model: str
-    key: str = Field(description="sha256 of model + messages + params (sorted-key JSON); same for every attempt.")
-    messages: list[dict[str, Any]]
-    params: dict[str, Any] = Field(description="Parameters that shape the answer (not timeout, api_base or key).")
-    response_text: str | None = None
-    usage: Usage = Field(default_factory=Usage)
-    latency_s: float = Field(default=0.0, ge=0, description="Modelled latency in virtual mode, wall time otherwise.")
-    modelled_latency_s: float | None = Field(default=None, description="The simulator's scaled latency, if any.")
-    items_read: int = Field(ge=0)
-    attempt: int = Field(ge=1)
-    dropped_items: int = Field(default=0, ge=0, description="Invalid items dropped from the output.")
-    repaired: bool = False
-    error: str | None = None
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import EmbeddedBroker, find_free_port, wait_for_broker
-from streams.child_process import stop_processes
-from streams.runtime import read_topic
+from streams.broker.child_process import find_free_port, stop_processes
+from streams.broker.probe import wait_for_broker
+from streams.broker.tansu import EmbeddedBroker
+from streams.topology.runtime import read_topic
 from tests.integration.topology_support import env_without_combee, make_traces
 
 pytestmark = [pytest.mark.integration]
@@ -141,7 +142,7 @@ async def test_combee_broker_is_found_by_commands_without_a_bootstrap_and_forgot
         assert code == 0, err
         assert f"Using the broker at {bootstrap} (`combee broker`, pid {broker.pid}" in err
         assert "sent 3 trace(s) to found.traces" in err
-        from streams.broker import BrokerProfile
+        from streams.broker.profile import BrokerProfile
 
         assert len(await read_topic(bootstrap, BrokerProfile.for_tansu(), "found.traces")) == 3
     finally:
@@ -190,16 +191,17 @@ async def test_a_worker_and_tail_that_lose_their_broker_stop_after_the_grace_and
     broker = EmbeddedBroker(startup_timeout_s=30).start()  # our own: this test kills it
     env = _env(tmp_path / "state")
     common = ("--bootstrap", broker.bootstrap, "--prefix", "lost.")
-    port = find_free_port()
+    port, patient_port = find_free_port(), find_free_port()
     processes = []
     try:
         worker = _spawn("worker", *common, "--health-port", str(port), "--broker-loss-grace", "8", env=env)
-        patient = _spawn("worker", *common, "--broker-loss-grace", "600", env=env)
+        patient = _spawn("worker", *common, "--health-port", str(patient_port), "--broker-loss-grace", "600", env=env)
         processes += [worker, patient]
         await _ready(port, worker)
+        await _ready(patient_port, patient)
         tail = _spawn("tail", *common, "--broker-loss-grace", "8", env=env)
         processes.append(tail)
-        await asyncio.sleep(3)  # let tail and the second worker reach their consume loops
+        await _line_starting(tail, "tail: following lost.playbook", 60)  # tail reads its topic: it had a broker
         assert tail.poll() is None and patient.poll() is None
         os.kill(broker.pid, signal.SIGKILL)
         killed = time.monotonic()
@@ -264,8 +266,8 @@ async def test_an_s3_backed_combee_broker_keeps_topics_records_and_offsets_acros
     import boto3
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
-    from streams.broker import BrokerProfile
-    from streams.runtime import consumer_config
+    from streams.broker.profile import BrokerProfile
+    from streams.topology.runtime import consumer_config
 
     s3_port = find_free_port()
     s3 = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(s3_port)],

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from streams.broker import wait_for_broker
-from streams.pipeline import InProcessPipeline
-from streams.runtime import read_topic
+from streams.broker.probe import wait_for_broker
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.runtime import read_topic
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from combee_core.settings import CombeeSettings
-from streams.demo import DemoOptions, DemoResult, run_demo
+from streams.demo.results import DemoOptions, DemoResult
+from streams.demo.run import run_demo
 from tests.integration.topology_support import env_without_combee
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

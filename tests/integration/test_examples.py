@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from combee_core.models import PlaybookVersion
-from streams.pipeline import InProcessPipeline
-from streams.produce import produce_traces
-from streams.worker import ALL_STAGES
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.produce import produce_traces
+from streams.topology.worker import ALL_STAGES
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

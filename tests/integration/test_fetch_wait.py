@@ -11,8 +11,8 @@ import time
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from streams.broker import create_topics
-from streams.runtime import consumer_config, start_producer
+from streams.broker.admin import create_topics
+from streams.topology.kafka_clients import consumer_config, start_producer
 
 RECORDS = 12
 HOP_S = 0.1

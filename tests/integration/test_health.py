@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from streams.broker import find_free_port
-from streams.health import HealthServer, WorkerReadiness
+from streams.broker.child_process import find_free_port
+from streams.topology.health import HealthServer, WorkerReadiness
 from tests.integration.topology_support import env_without_combee
 
 pytestmark = [pytest.mark.integration]

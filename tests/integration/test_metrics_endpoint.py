@@ -11,10 +11,10 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from streams.broker import find_free_port
-from streams.pipeline import PipelineTimeout
-from streams.produce import produce_traces
-from streams.runtime import start_producer
+from streams.broker.child_process import find_free_port
+from streams.topology.pipeline import PipelineTimeout
+from streams.topology.produce import produce_traces
+from streams.topology.runtime import start_producer
 from tests.integration.test_health import _get, _poll
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 

@@ -11,11 +11,11 @@ import pytest
 from combee_core.models import PromotionDecision
 from combee_core.promotion import in_canary
 from combee_core.tasks import build_suite, misleading_trace
-from streams.fleet import PlaybookFollower
-from streams.pipeline import InProcessPipeline
-from streams.produce import produce_traces
-from streams.promote_cli import operator_act
-from streams.replay import ReplayOptions, replay_from_topics
+from streams.cli.promote import operator_act
+from streams.runs.replay import ReplayOptions, replay_from_topics
+from streams.topology.follower import PlaybookFollower
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.produce import produce_traces
 from tests.integration.test_cli import _combee
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 
@@ -160,7 +160,7 @@ async def test_two_promoters_decide_each_candidate_once_and_the_survivor_takes_o
     """Two workers run the promoter (one owns the single eval-results partition); every candidate gets exactly one
     decision record, and when the second worker stops, decisions go on (from whichever promoter owns it then)."""
     from combee_core.models import PromotionDecision as Decision
-    from streams.runtime import read_topic
+    from streams.topology.runtime import read_topic
 
     settings = run_settings(unique_prefix, promotion=True, batch_size=20)
     traces = make_traces(120, PB)

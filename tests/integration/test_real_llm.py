@@ -22,9 +22,9 @@ import pytest
 
 from combee_core.llm import LLMConfig, LLMError, LLMRoles
 from combee_core.settings import CombeeSettings
-from streams.local_model import LocalModelServer
-from streams.pipeline import InProcessPipeline
-from streams.produce import produce_traces
+from streams.local_model.server import LocalModelServer
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.produce import produce_traces
 from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_llm]

@@ -9,11 +9,11 @@ from combee_core.diff import diff_versions
 from combee_core.llm.record import LLMRecordMiss
 from combee_core.models import BatchManifest
 from combee_core.replay import ReplayError, TraceSelection
-from streams.broker import list_topics
+from streams.broker.admin import list_topics
 from streams.cli import build_parser
-from streams.pipeline import InProcessPipeline, read_models
-from streams.produce import produce_traces
-from streams.replay import ReplayOptions, export_run, replay_archive, replay_from_topics
+from streams.runs.replay import ReplayOptions, export_run, replay_archive, replay_from_topics
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.produce import produce_traces
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

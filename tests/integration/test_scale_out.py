@@ -8,10 +8,10 @@ import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
 from combee_core.models import BatchMetrics
-from streams.fleet import PlaybookFollower
-from streams.pipeline import InProcessPipeline, read_models
-from streams.produce import produce_traces, send_traces
-from streams.runtime import start_producer
+from streams.topology.follower import PlaybookFollower
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.produce import produce_traces, send_traces
+from streams.topology.runtime import start_producer
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -32,7 +32,7 @@ def _playbooks_on_distinct_partitions(partitions: int = 2) -> tuple[str, str]:
 async def test_every_batcher_replica_applies_the_controllers_decisions(kafka, unique_prefix):
     settings = run_settings(unique_prefix, auto_batch_size=True, controller_clock="modelled", max_wait_s=2.0)
     playbooks = _playbooks_on_distinct_partitions(settings.partitions)
-    traces = {pb: make_traces(100, pb) for pb in playbooks}
+    traces = {pb: make_traces(160, pb) for pb in playbooks}  # 40, then rungs 100 and 10 (profiled from the top)
     sent = {pb: 0 for pb in playbooks}
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
             InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("batch",)):
@@ -77,7 +77,7 @@ async def test_a_batch_that_never_becomes_a_version_is_reported_as_stalled(kafka
     from datetime import datetime, timezone
 
     from combee_core.models import BatchManifest
-    from streams.observe import collect_status, format_status
+    from streams.topology.observe import collect_status, format_status
 
     settings = run_settings(unique_prefix, stall_warning_s=1.0)
     stuck = BatchManifest(playbook_id="pb", batch_id=0, base_version=0, trace_ids=["t-1", "t-2"],
@@ -98,7 +98,7 @@ async def test_a_batch_that_never_becomes_a_version_is_reported_as_stalled(kafka
 async def test_a_partial_resend_after_a_restart_is_dropped_and_never_pins_the_committed_offset(kafka, unique_prefix):
     """A client resends some traces of a batch already learned while the batcher restarts: they are duplicates (not
     a batch to re-send), the batcher commits past them, and nothing is learned twice."""
-    from streams.observe import collect_status
+    from streams.topology.observe import collect_status
 
     settings = run_settings(unique_prefix, batch_size=20, max_wait_s=30.0)
     traces = make_traces(20, "pb")

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from streams.worker_processes import WorkerFleet, feed, fleet_settings, wait_accounted
+from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, wait_accounted
 from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

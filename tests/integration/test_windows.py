@@ -9,9 +9,9 @@ from aiokafka import AIOKafkaProducer
 
 from combee_core.batching import ShuffleConfig, deal_batch
 from combee_core.models import Insight, PartialUpdate, Reflection
-from streams.pipeline import InProcessPipeline, read_models
-from streams.runtime import producer_config
-from streams.worker import ensure_topics
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.runtime import producer_config
+from streams.topology.worker import ensure_topics
 from tests.integration.topology_support import assert_contiguous, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,19 +11,10 @@ import time
 
 import pytest
 
-from streams.broker import (
-    BrokerLost,
-    BrokerStartError,
-    BrokerUnreachable,
-    EmbeddedBroker,
-    NoBrokerFound,
-    StorageURLError,
-    bootstrap_addresses,
-    check_storage_url,
-    find_free_port,
-    kafka_answers,
-)
-from streams.broker_state import (
+from streams.broker.child_process import find_free_port
+from streams.broker.errors import BrokerLost, BrokerStartError, BrokerUnreachable, NoBrokerFound, StorageURLError
+from streams.broker.probe import bootstrap_addresses, kafka_answers
+from streams.broker.state import (
     BrokerRecord,
     clear_record,
     process_alive,
@@ -32,9 +23,12 @@ from streams.broker_state import (
     state_dir,
     write_record,
 )
-from streams.broker_watch import BrokerWatchdog
-from streams.cli import NO_BROKER_HELP, build_parser, expected_failure_code, main, settings_from_args
-from streams.log_flood import RepeatedLogLimit
+from streams.broker.tansu import EmbeddedBroker, check_storage_url
+from streams.broker.watchdog import BrokerWatchdog
+from streams.cli import build_parser, expected_failure_code, main
+from streams.cli.flags import settings_from_args
+from streams.cli.log_flood import RepeatedLogLimit
+from streams.cli.running import NO_BROKER_HELP
 
 
 @pytest.fixture
@@ -185,7 +179,7 @@ async def test_the_watchdog_stops_after_the_grace_with_the_cause():
 
 
 async def test_a_worker_whose_broker_does_not_answer_is_not_ready():
-    from streams.health import WorkerReadiness
+    from streams.topology.health import WorkerReadiness
 
     stop = asyncio.Event()
     watchdog = BrokerWatchdog(f"127.0.0.1:{find_free_port()}", grace_s=60, stop=stop, interval_s=0.05)
@@ -245,7 +239,7 @@ def test_grace_and_connect_timeout_flags_are_settings():
 
 
 async def test_stages_that_do_not_stop_in_time_are_cancelled_and_count_as_stopped():
-    from streams.worker import _finish_stages
+    from streams.topology.worker import _finish_stages
 
     async def stuck() -> None:
         await asyncio.sleep(3600)
@@ -263,7 +257,7 @@ async def test_stages_that_do_not_stop_in_time_are_cancelled_and_count_as_stoppe
 
 
 async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
-    from streams.cli import until_stopped
+    from streams.cli.running import until_stopped
 
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.1, stop.set)
@@ -275,8 +269,8 @@ async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
 
 async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monkeypatch):
     from combee_core.settings import CombeeSettings
-    from streams import worker
-    from streams.runtime import StageContext
+    from streams.topology import worker
+    from streams.topology.runtime import StageContext
 
     class Quitter:
         name = "quitter"

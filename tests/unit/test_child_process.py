@@ -7,8 +7,9 @@ import time
 
 import pytest
 
-from streams.broker import BrokerStartError, EmbeddedBroker
-from streams.child_process import LoggedChild
+from streams.broker.child_process import LoggedChild
+from streams.broker.errors import BrokerStartError
+from streams.broker.tansu import EmbeddedBroker
 
 
 def test_a_child_that_exits_leaves_its_code_and_output_in_the_log():

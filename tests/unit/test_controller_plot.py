@@ -6,8 +6,8 @@ from datetime import datetime, timezone
 
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.settings import CombeeSettings
-from streams.demo import ControllerSummary, controller_summary
-from streams.plots import controller_plot_skipped, delay_ticks, plain_number, plot_controller
+from streams.demo.plots import controller_plot_skipped, delay_ticks, plain_number, plot_controller
+from streams.demo.results import ControllerSummary, controller_summary
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -61,21 +61,26 @@ def test_ticks_are_plain_numbers_several_per_decade():
 
 
 def test_a_sync_fleets_controller_shows_round_times_with_rollouts(tmp_path):
-    settings = CombeeSettings.load(env={}, controller_clock="modelled", auto_batch_size=True, fleet_mode="sync")
-    decisions = [_decision(0, 57, "fitted", "fitted; bs* = alpha/tau = 0.910/0.016 = 56.9 -> 57", fit_A=40.0,
-                           fit_alpha=0.91, r2=0.99).model_copy(update={
-                               "clock": "round time, modelled", "plateau_batch_size": 56.9, "bs_min": 1,
-                               "bs_max": 100})]
-    summary = controller_summary(settings, [_metrics(0, 3, 3.0), _metrics(1, 100, 20.0)], decisions, "pb")
-    # every sample is a whole round: the rollout model's 38 s task time plus the LLM critical path
-    assert [s.batch_delay_s for s in summary.samples] == [41.0, 58.0]
+    settings = CombeeSettings.load(env={}, controller_clock="modelled", auto_batch_size=True, fleet_mode="sync",
+                                   fleet_agents=40)
+    reason = "T(bs) = ceil(bs/agents)·38 s/bs + pipeline ...; lowest within [1, 100] at 80; bs* = ... = 79"
+    decisions = [_decision(0, 79, "fitted", reason, fit_A=0.4, fit_alpha=0.5, r2=0.99).model_copy(update={
+        "clock": "round time, modelled", "plateau_batch_size": 79.0, "bs_min": 1, "bs_max": 100,
+        "best_batch_size": 80, "rollout_task_s": 38.0, "fleet_agents": 40})]
+    summary = controller_summary(settings, [_metrics(0, 40, 3.0), _metrics(1, 100, 20.0)], decisions, "pb")
+    # every sample is a whole round: the rollout model's waves of 38 s on 40 agents plus the LLM critical path
+    assert [s.batch_delay_s for s in summary.samples] == [41.0, 3 * 38.0 + 20.0]
     assert summary.clock_description == "round time, modelled" and summary.bs_max == 100
-    assert summary.plateau_batch_size == 56.9
+    assert (summary.plateau_batch_size, summary.best_batch_size) == (79.0, 80)
+    assert (summary.rollout_task_s, summary.fleet_agents) == (38.0, 40)
     assert plot_controller(summary, tmp_path / "c.png") is not None
+    # a choice made without a fit (every smaller rung ruled out by its rollouts) is still drawn
+    alone = summary.model_copy(update={"fit_A": None, "fit_alpha": None, "chosen_batch_sizes": [100]})
+    assert plot_controller(alone, tmp_path / "alone.png") is not None
 
 
 def test_size_ticks_that_would_overlap_are_thinned_keeping_the_choice():
-    from streams.plots import spaced_ticks
+    from streams.demo.plots import spaced_ticks
 
     assert spaced_ticks([3, 10, 19, 40, 44, 100], keep=44) == [3, 10, 19, 44, 100]
     assert spaced_ticks([3, 10, 30, 100]) == [3, 10, 30, 100]

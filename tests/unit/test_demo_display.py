@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 
-from streams.demo import DemoOptions, DemoProgress, VersionRow
-from streams.demo_cli import LiveView, VersionLog, batch_size_cell, fleet_cell
-from streams.fleet import FleetReport
+from streams.cli.demo import LiveView, VersionLog, batch_size_cell, fleet_cell
+from streams.demo.fleet import FleetReport
+from streams.demo.results import DemoOptions, VersionRow
+from streams.demo.run import DemoProgress
 
 
 def _row(version: int, batch_size: int) -> VersionRow:

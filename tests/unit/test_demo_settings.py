@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from streams.cli import build_parser
-from streams.demo_cli import DEMO_DEFAULTS, demo_settings_from_args
+from streams.cli.demo import DEMO_DEFAULTS, demo_settings_from_args
 
 
 def _settings(argv: list[str], env: dict[str, str] | None = None):

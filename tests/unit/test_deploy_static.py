@@ -12,8 +12,9 @@ import pytest
 import yaml
 
 from combee_core.settings import ENV_PREFIX, CombeeSettings
+from combee_core.topology import TOPICS, stage_spec
 from streams.cli import build_parser
-from streams.worker import parse_stages
+from streams.topology.worker import parse_stages
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -127,3 +128,52 @@ def test_dockerfile_entrypoint_is_combee_and_installs_the_package():
         assert needed in copied, f"the image needs {needed}"
         assert (ROOT / needed).exists()
     assert any(line.startswith("USER") and "root" not in line for line in instructions)
+
+
+README = ROOT / "deploy" / "README.md"
+
+
+def _stages_in(args: list[str]) -> tuple[str, ...]:
+    return parse_stages(args[args.index("--stages") + 1])
+
+
+def _stage_groups() -> dict[str, tuple[str, str]]:
+    """deploy/README.md's table of stage groups: group -> (its --stages, what bounds it)."""
+    text = README.read_text()
+    rows = {}
+    for line in text[text.index("## Stage groups"):].splitlines()[4:]:
+        if not line.startswith("|"):
+            break
+        group, stages, _replicas, bounded_by = (cell.strip() for cell in line.strip().strip("|").split("|"))
+        rows[group] = (stages.strip("`"), bounded_by)
+    return rows
+
+
+def test_stage_groups_run_the_same_stages_everywhere_and_are_described_by_the_topology(compose):
+    """Each group's stages are the same in deploy/README.md, compose and its manifest; what the README and the
+    manifest say bounds it (its input topic's partitions, LLM calls) follows combee_core/topology.py."""
+    groups = _stage_groups()
+    assert set(groups) == set(WORKER_SERVICES)
+    for group, (stages_cell, bounded_by) in groups.items():
+        stages = parse_stages(stages_cell)
+        assert _stages_in(compose["services"][group]["command"]) == stages, group
+        manifest = (K8S / f"{group}.yaml").read_text()
+        (deployment,) = _deployments([doc for doc in yaml.safe_load_all(manifest) if doc])
+        (container,) = deployment["spec"]["template"]["spec"]["containers"]
+        assert _stages_in(container["args"]) == stages, group
+        header = manifest.splitlines()[0]
+        assert f'running the stage(s) "{",".join(stages)}"' in header, header
+        specs = [stage_spec(name) for name in stages]
+        first_input = specs[0].consumes[0]
+        assert f"`{first_input}`" in bounded_by and f"{first_input} topic" in header, group
+        llm = any(spec.llm for spec in specs)
+        assert ("LLM calls" in bounded_by) == llm and ("LLM-bound" in header) == llm, group
+
+
+def test_retention_advice_names_every_topic_as_the_topology_declares_it():
+    text = README.read_text()
+    bullet = text[text.index("- **Retention:**"):].split("\n- ")[0]
+    state_part = bullet.split("are state")[0]
+    finite_part = bullet.split("may have a finite retention")[0].rsplit(". ", 1)[-1]
+    assert set(re.findall(r"`([a-z-]+)`", state_part)) == {spec.name for spec in TOPICS if spec.state}
+    assert set(re.findall(r"`([a-z-]+)`", finite_part)) == {spec.name for spec in TOPICS if not spec.state}

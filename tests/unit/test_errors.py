@@ -16,12 +16,13 @@ import streams
 from combee_core.errors import CombeeError
 from combee_core.llm.errors import LLMCallError
 from streams import cli
-from streams.broker import BrokerLost, BrokerUnreachable
+from streams.broker.errors import BrokerLost, BrokerUnreachable
+from streams.cli import status as status_command
 
 NOT_EXPECTED = {
     "combee_core.llm.roles._Attempted",  # private control flow inside the role retry loop, never escapes it
-    "streams.runtime.StageFailed",  # a stage raised something unexpected: a bug, which keeps its traceback
-    "streams.worker.StageStopped",  # a stage's task ended by itself: a bug, which keeps its traceback
+    "streams.topology.runtime.StageFailed",  # a stage raised something unexpected: a bug, which keeps its traceback
+    "streams.topology.worker.StageStopped",  # a stage's task ended by itself: a bug, which keeps its traceback
 }
 
 
@@ -47,7 +48,7 @@ def test_every_exception_class_of_the_project_is_a_combee_error_but_the_named_bu
 
 def test_re_parented_errors_keep_their_builtin_bases():
     from combee_core.settings import SettingsError
-    from streams.pipeline import PipelineTimeout
+    from streams.topology.pipeline import PipelineTimeout
 
     assert issubclass(SettingsError, ValueError) and issubclass(BrokerLost, ConnectionError)
     assert issubclass(PipelineTimeout, TimeoutError)
@@ -64,7 +65,7 @@ def test_main_prints_a_combee_error_as_one_line_with_its_exit_status(monkeypatch
     def fails(args):
         raise error
 
-    monkeypatch.setitem(cli.COMMANDS, "status", fails)
+    monkeypatch.setattr(status_command, "cmd_status", fails)
     assert cli.main(["status"]) == code
     assert capsys.readouterr().err == f"combee status: {line}\n"
 
@@ -73,7 +74,7 @@ def test_main_lets_a_bug_keep_its_traceback(monkeypatch):
     def fails(args):
         raise KeyError("bug")
 
-    monkeypatch.setitem(cli.COMMANDS, "status", fails)
+    monkeypatch.setattr(status_command, "cmd_status", fails)
     with pytest.raises(KeyError):
         cli.main(["status"])
 

@@ -109,7 +109,7 @@ async def test_call_store_round_trip_and_bad_line_numbers(tmp_path):
 
 async def test_record_mode_appends_every_call_to_the_file_and_replay_reads_it(tmp_path):
     from combee_core.settings import CombeeSettings
-    from streams.llm_setup import build_llm_roles, replay_responder
+    from streams.topology.llm_setup import build_llm_roles, replay_responder
 
     path = tmp_path / "calls.jsonl"
     settings = CombeeSettings.load(env={}, llm_record="record", llm_record_file=str(path), sim_clock="virtual")

@@ -9,9 +9,9 @@ import pytest
 
 from combee_core.llm import LLMConfig
 from combee_core.settings import CombeeSettings
-from streams import local_model
 from streams.cli import build_parser, main
-from streams.local_model import LocalModelServer, LocalModelUnavailable, smollm2_gguf_path
+from streams.local_model import server as local_model
+from streams.local_model.server import LocalModelServer, LocalModelUnavailable, smollm2_gguf_path
 
 
 def test_the_smollm2_gguf_file_ships_inside_the_installed_package():

@@ -172,7 +172,7 @@ def test_a_view_with_nothing_pending_resumes_at_its_position_and_rejects_old_rec
 def test_status_shows_traces_batched_but_not_in_a_version_and_flags_a_stall():
     from datetime import timedelta
 
-    from streams.observe import RunStatus, format_status, waiting_batches
+    from streams.topology.observe import RunStatus, format_status, waiting_batches
 
     old = manifest(1, range(4, 9)).model_copy(update={"closed_at": NOW - timedelta(seconds=400)})
     new = manifest(2, range(9, 12)).model_copy(update={"closed_at": NOW - timedelta(seconds=5)})

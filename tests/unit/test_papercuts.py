@@ -13,7 +13,7 @@ import pytest
 from combee_core.models import AddOp, PlaybookVersion
 from combee_core.playbook import Playbook, apply_operations
 from streams.cli import build_parser
-from streams.observe import describe_version
+from streams.topology.observe import describe_version
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

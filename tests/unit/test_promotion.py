@@ -4,6 +4,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from combee_core.improvement_cost import CandidateCost
 from combee_core.models import (
     EvalResult,
     PlaybookEntry,
@@ -14,7 +15,6 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.promotion import (
-    CandidateCost,
     PromotionError,
     PromotionLedger,
     PromotionRule,

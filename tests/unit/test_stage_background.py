@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from streams.runtime import Stage, StageFailed
+from streams.topology.runtime import Stage, StageFailed
 
 
 def _stage() -> Stage:

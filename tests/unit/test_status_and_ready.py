@@ -6,8 +6,8 @@ import asyncio
 from datetime import datetime, timezone
 
 from combee_core.models import DeadLetter
-from streams.health import WorkerReadiness, announce_ready, ready_line
-from streams.observe import DeadLetterKind, RunStatus, dead_letter_breakdown, format_status, read_dead_letter
+from streams.topology.health import WorkerReadiness, announce_ready, ready_line
+from streams.topology.observe import DeadLetterKind, RunStatus, dead_letter_breakdown, format_status, read_dead_letter
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -79,11 +79,13 @@ def test_status_explains_the_controllers_latest_decision():
     from combee_core.models import ControlDecision, utc_now
 
     decision = ControlDecision(
-        playbook_id="pb", decision_id=4, batch_size=57, phase="fitted", fit_A=40.0, fit_alpha=0.91, r2=0.99,
-        tau=0.016, reason="fitted A=40, alpha=0.910, r2=0.990 on 4 samples; bs* = alpha/tau = 0.910/0.016 = 56.9 -> 57",
-        decided_at=utc_now(), clock="round time, modelled (rollouts on 100 agents + LLM critical path)",
-        plateau_batch_size=56.9, bs_min=1, bs_max=100)
+        playbook_id="pb", decision_id=4, batch_size=79, phase="fitted", fit_A=0.4, fit_alpha=0.5, r2=0.99,
+        tau=0.016, reason="T(bs) = ceil(bs/agents)·38 s/bs (rollouts, 40 agents) + pipeline 0.4·bs^-0.500 s/trace; "
+        "lowest within [1, 100] at 80 (1.0 s/trace); bs* = smallest within tau=0.016 of it = 79 (1.01 s/trace)",
+        decided_at=utc_now(), clock="round time, modelled (rollouts on 40 agents + LLM critical path)",
+        plateau_batch_size=79.0, bs_min=1, bs_max=100, best_batch_size=80, rollout_task_s=38.0, fleet_agents=40)
     line = explain_decision(decision)
-    assert line.startswith("57 (fitted)") and "round time" in line and "[1, 100]" in line and "56.9" in line
-    report = format_status(RunStatus(versions={"pb": 9}, batch_sizes={"pb": "57 (fitted)"}, controller={"pb": line}))
+    assert line.startswith("79 (fitted)") and "round time" in line and "[1, 100]" in line and "tau 0.016" in line
+    assert "lowest at 80" in line and "rollouts 38 s per wave on 40 agents" in line and "= 79" in line
+    report = format_status(RunStatus(versions={"pb": 9}, batch_sizes={"pb": "79 (fitted)"}, controller={"pb": line}))
     assert f"    controller: {line}" in report.splitlines()

@@ -15,14 +15,15 @@ from hypothesis import strategies as st
 from combee_core import limits
 from combee_core.models import DeadLetter, Reflection, utc_now
 from combee_core.settings import SettingsError
-from streams.broker import BrokerProfile
-from streams.cli import build_parser, settings_from_args
-from streams.dead_letters import make_dead_letter, readable_ids
-from streams.offsets import OffsetTracker
-from streams.runtime import StageContext
-from streams.stages.batcher import BatcherStage
-from streams.stages.reflector import TraceRejected, decode_trace
-from streams.worker import ALL_STAGES, UnknownStageError, parse_stages
+from streams.broker.profile import BrokerProfile
+from streams.cli import build_parser
+from streams.cli.flags import settings_from_args
+from streams.topology.dead_letters import make_dead_letter, readable_ids
+from streams.topology.offsets import OffsetTracker
+from streams.topology.runtime import StageContext
+from streams.topology.stages.batcher import BatcherStage
+from streams.topology.stages.reflector import TraceRejected, decode_trace
+from streams.topology.worker import ALL_STAGES, UnknownStageError, parse_stages
 from tests.integration.topology_support import make_traces
 
 TP = TopicPartition("t", 0)

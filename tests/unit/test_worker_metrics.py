@@ -8,8 +8,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from combee_core.llm.roles import CallRecord
 from combee_core.models import Usage
-from streams.health import HealthServer, WorkerReadiness
-from streams.metrics import WorkerMetrics, split_counter
+from streams.topology.health import HealthServer, WorkerReadiness
+from streams.topology.metrics import WorkerMetrics, split_counter
 
 
 def _call(role: str, *, error: str | None = None) -> CallRecord:

@@ -1,0 +1,124 @@
+"""Typed messages exchanged between the stages (one model per topic; ``combee_core.topology`` says which).
+
+Every model carries ``schema_version`` so consumers can refuse what they do not understand. Free-text
+fields have size limits; a value over a limit is rejected by pydantic with a message naming the field
+and the limit (the stream turns that into a dead letter). Validation is strict, as the published JSON Schemas are:
+no ``"3"`` or ``true`` for an integer, no ``"yes"`` or ``1`` for a boolean, no number for a string; a date-time is an
+ISO 8601 string (or a ``datetime`` in Python), never a number. (``CallRecord``, the record of one LLM call, is the
+exception: it has no ``schema_version`` and is not strict.)
+
+One module per job: ``base`` (the base class, field types, JSON helpers), ``traces``, ``reflections``,
+``operations`` (and partial updates), ``batches``, ``versions``, ``control``, ``dead_letters``, ``checkpoints``,
+``llm_calls``, ``promotion``. Import from ``combee_core.models``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from combee_core.models.base import (
+    SCHEMA_VERSION,
+    CombeeModel,
+    EntryId,
+    Identifier,
+    InsightText,
+    PlaybookId,
+    SectionName,
+    TagValue,
+    Timestamp,
+    Usage,
+    dump_json,
+    first_error,
+    utc_now,
+)
+from combee_core.models.batches import BatchManifest
+from combee_core.models.checkpoints import ViewCheckpoint
+from combee_core.models.control import BatchMetrics, ControlDecision, DelaySample
+from combee_core.models.dead_letters import DeadLetter
+from combee_core.models.llm_calls import CallRecord, Role
+from combee_core.models.operations import (
+    AddOp,
+    AppliedOperation,
+    DeleteOp,
+    MergeOp,
+    Operation,
+    PartialUpdate,
+    TagOp,
+    UpdateOp,
+)
+from combee_core.models.promotion import (
+    EvalRequest,
+    EvalResult,
+    ImprovementCost,
+    PromotionDecision,
+    ProposerModels,
+    entries_digest,
+)
+from combee_core.models.reflections import EntryTag, Insight, Reflection, ShuffledReflection
+from combee_core.models.traces import MetadataValue, Trace, TraceStep
+from combee_core.models.versions import PlaybookEntry, PlaybookVersion, VersionStats
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    WIRE_MODELS: dict[str, type[BaseModel]]
+
+
+def __getattr__(name: str) -> object:
+    """``WIRE_MODELS`` (schema file stem -> model, every topic's model) is derived from ``combee_core.topology``,
+    which imports this package: it is computed on first use."""
+    if name == "WIRE_MODELS":
+        from combee_core.topology import wire_models
+
+        return wire_models()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "WIRE_MODELS",
+    "AddOp",
+    "AppliedOperation",
+    "BatchManifest",
+    "BatchMetrics",
+    "CallRecord",
+    "CombeeModel",
+    "ControlDecision",
+    "DeadLetter",
+    "DelaySample",
+    "DeleteOp",
+    "EntryId",
+    "EntryTag",
+    "EvalRequest",
+    "EvalResult",
+    "Identifier",
+    "ImprovementCost",
+    "Insight",
+    "InsightText",
+    "MergeOp",
+    "MetadataValue",
+    "Operation",
+    "PartialUpdate",
+    "PlaybookEntry",
+    "PlaybookId",
+    "PlaybookVersion",
+    "PromotionDecision",
+    "ProposerModels",
+    "Reflection",
+    "Role",
+    "SectionName",
+    "ShuffledReflection",
+    "TagOp",
+    "TagValue",
+    "Timestamp",
+    "Trace",
+    "TraceStep",
+    "Usage",
+    "UpdateOp",
+    "VersionStats",
+    "ViewCheckpoint",
+    "dump_json",
+    "entries_digest",
+    "first_error",
+    "utc_now",
+]

@@ -1,0 +1,96 @@
+"""What every wire model shares: the strict base class, the field types (ids, section names, time stamps), usage, and
+the JSON helpers."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Annotated, Any, Final, Literal, Self
+
+import orjson
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+
+from combee_core import limits
+
+SCHEMA_VERSION: Final = 1
+
+Identifier = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.MAX_ID_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$"),
+]
+PlaybookId = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_PLAYBOOK_ID_CHARS, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+]
+SectionName = Annotated[
+    str, Field(min_length=1, max_length=limits.MAX_SECTION_CHARS, pattern=r"^[a-z0-9][a-z0-9_-]*$")
+]
+EntryId = Annotated[str, Field(min_length=1, max_length=limits.MAX_ID_CHARS)]
+InsightText = Annotated[str, Field(min_length=1, max_length=limits.MAX_INSIGHT_CHARS)]
+TagValue = Literal["helpful", "harmful", "neutral"]
+
+
+def _iso_datetime_only(value: Any) -> Any:
+    """Let only ISO 8601 strings (and ``datetime`` objects) through to datetime parsing: not Unix times."""
+    if isinstance(value, (str, datetime)):
+        return value
+    raise ValueError(f"a date-time must be an ISO 8601 string, got {type(value).__name__}")
+
+
+Timestamp = Annotated[datetime, Field(strict=False), BeforeValidator(_iso_datetime_only)]
+"""A date-time field: strict models refuse strings for ``datetime``, but on the wire it is an ISO 8601 string."""
+
+
+def first_error(error: ValidationError) -> str:
+    """The first problem of a validation error, as ``field.path: message`` (``<root>`` for the value itself)."""
+    first = error.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "<root>"
+    return f"{where}: {first['msg']}"
+
+
+def _base64_length(size: int) -> int:
+    """Characters of the base64 encoding of ``size`` bytes."""
+    return 4 * ((size + 2) // 3)
+
+
+def utc_now() -> datetime:
+    """Current time, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+class CombeeModel(BaseModel):
+    """Base for every wire model: strict about types and unknown fields, frozen, JSON via orjson."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    def to_json_bytes(self) -> bytes:
+        """Serialise to compact JSON bytes (the wire format)."""
+        return orjson.dumps(self.model_dump(mode="json"))
+
+    @classmethod
+    def from_json_bytes(cls, data: bytes | str | None) -> Self:
+        """Parse and validate wire bytes. Every bad input raises a ``ValueError``: ``pydantic.ValidationError``,
+        ``orjson.JSONDecodeError``, or a plain ``ValueError`` for a record without a value (a tombstone)."""
+        if not isinstance(data, (bytes, bytearray, memoryview, str)):
+            raise ValueError(f"no JSON to read: the record's value is {type(data).__name__}")
+        return cls.model_validate(orjson.loads(data))
+
+
+class Usage(CombeeModel):
+    """Token usage and cost of one or more LLM calls."""
+
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    calls: int = Field(default=0, ge=0)
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=round(self.cost_usd + other.cost_usd, 12),
+            calls=self.calls + other.calls,
+        )
+
+
+def dump_json(value: Any) -> bytes:
+    """orjson dump used by the whole project (sorted keys for stable bytes)."""
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)

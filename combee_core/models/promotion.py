@@ -1,0 +1,122 @@
+"""Promotion: evaluation requests and results, and the decisions on the ``promoted`` topic."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Annotated, Literal
+
+import orjson
+from pydantic import Field
+
+from combee_core import limits
+from combee_core.models.base import SCHEMA_VERSION, CombeeModel, Identifier, PlaybookId, Timestamp
+from combee_core.models.versions import PlaybookEntry, PlaybookVersion
+
+
+def entries_digest(entries: list[PlaybookEntry]) -> str:
+    """sha256 of what an agent reads of a playbook: each entry's section and content, in order (not ids, counters or
+    the version number). Two versions with the same text share it, so evaluation results are cached by it."""
+    payload = [[entry.section, entry.content] for entry in entries]
+    return hashlib.sha256(orjson.dumps(payload)).hexdigest()
+
+
+class EvalRequest(CombeeModel):
+    """Score one playbook (as an agent reads it) on one held-out task. Answered by an :class:`EvalResult`."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: Identifier = Field(description="<playbook_id>/<digest[:16]>/<task_id>: the same pair is one request.")
+    playbook_id: PlaybookId
+    version: int = Field(ge=0, description="A version with this content (0 = the empty playbook).")
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(
+        description="entries_digest(entries): the cache key with task_id.")
+    task_set: Identifier = Field(description="The pinned held-out set the task belongs to, e.g. suite-7/held-out.")
+    task_id: Identifier
+    task_input: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)] = ""
+    entries: list[PlaybookEntry]
+    requested_at: Timestamp
+
+
+class EvalResult(CombeeModel):
+    """An evaluator's score for one (playbook content, task)."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    request_id: Identifier
+    playbook_id: PlaybookId
+    digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    task_id: Identifier
+    score: float | None = Field(default=None, ge=0.0, le=1.0, description="None when the evaluation failed.")
+    error: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_REASON_CHARS)] = ""
+    evaluator: Identifier = Field(description="Which evaluator answered (e.g. combee-builtin, node-example).")
+    evaluator_model: str = Field(description="The model that judged, or the simulator that stood in for one.")
+    evaluated_at: Timestamp
+
+
+class ProposerModels(CombeeModel):
+    """The models that proposed a candidate (named apart from the evaluator's)."""
+
+    reflector: str
+    aggregator: str
+    reducer: str
+
+
+class ImprovementCost(CombeeModel):
+    """What the candidates since the incumbent cost (rejected ones included), per held-out point gained.
+
+    From each candidate's ``VersionStats`` (its traces, the aggregator and reducer calls that built it) and its
+    batch's ``BatchManifest.reflection_usage`` (the reflector's calls), when the manifest carries it."""
+
+    candidates: int = Field(ge=0)
+    traces: int = Field(ge=0)
+    llm_calls: int = Field(ge=0)
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+    cost_usd: float = Field(ge=0.0)
+    gain_points: float = Field(description="(held-out score - incumbent score) x 100.")
+    cost_usd_per_point: float | None = Field(default=None, description="None unless the gain is positive.")
+    traces_per_point: float | None = None
+    tokens_per_point: float | None = None
+
+
+class PromotionDecision(CombeeModel):
+    """One record of the ``promoted`` topic: a decision on a candidate, or an operator's promote / rollback. Its
+    ``served`` field is the pointer: the version every follower of promoted versions runs from now on."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    decision_id: int = Field(ge=0, description="0, 1, 2, ... per playbook; the first record of each id counts.")
+    action: Literal["promote", "reject", "hold", "canary", "operator-promote", "rollback"]
+    candidate_version: int | None = Field(default=None, ge=1, description="The candidate decided on (None for an "
+                                          "operator's rollback).")
+    candidate_hash: str | None = None
+    served_version: int = Field(ge=0, description="The pointer after this decision (0 = the empty playbook).")
+    served: PlaybookVersion | None = Field(description="The served version in full (None for version 0).")
+    previous_version: int = Field(ge=0, description="The served version before this decision.")
+    held_out_score: float | None = None
+    incumbent_score: float | None = None
+    task_set: str = ""
+    tasks: int = Field(default=0, ge=0, description="Held-out tasks behind each score.")
+    rule: str = Field(description="The promotion rule as configured, e.g. held_out >= incumbent - 0.01.")
+    reason: str
+    paused: bool = Field(default=False, description="Automatic promotion paused (after a rollback) until an operator "
+                         "promotes a version.")
+    canary: PlaybookVersion | None = Field(default=None, description="With action canary: the candidate that the "
+                                           "canary share of agents runs meanwhile (the others run served).")
+    canary_share: float | None = Field(default=None, ge=0.0, le=1.0, description="Share of agents in the canary "
+                                       "(an agent is in it when unit_hash(agent_id) < share).")
+    canary_score: float | None = Field(default=None, description="Mean live score of the canary's traces.")
+    canary_incumbent_score: float | None = Field(default=None, description="Mean live score of the incumbent's "
+                                                 "traces during the canary.")
+    canary_traces: int = Field(default=0, ge=0, description="Live traces behind each canary score.")
+    proposer: ProposerModels | None = None
+    evaluator_model: str | None = None
+    cost: ImprovementCost | None = None
+    by: str = Field(description="promoter, or the operator (user@host) for promote / rollback.")
+    decided_at: Timestamp
+
+    def decision_hash(self) -> str:
+        """sha256 of every field but the time: what a replay must reproduce byte for byte."""
+        payload = self.model_dump(mode="json", exclude={"decided_at"})
+        if payload.get("served"):
+            payload["served"].pop("published_at", None)
+            payload["served"].pop("stats", None)
+        return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()

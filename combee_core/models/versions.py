@@ -1,0 +1,94 @@
+"""Playbook versions: the whole playbook, what changed, where it came from."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+import orjson
+from pydantic import Field
+
+from combee_core.models.base import (
+    SCHEMA_VERSION,
+    CombeeModel,
+    EntryId,
+    InsightText,
+    PlaybookId,
+    SectionName,
+    Timestamp,
+)
+from combee_core.models.operations import AppliedOperation
+
+
+class PlaybookEntry(CombeeModel):
+    """One line of the playbook."""
+
+    entry_id: EntryId
+    section: SectionName
+    content: InsightText
+    helpful: int = Field(default=0, ge=0)
+    harmful: int = Field(default=0, ge=0)
+    created_version: int = Field(ge=0)
+    updated_version: int = Field(ge=0)
+
+
+class VersionStats(CombeeModel):
+    """Measurements of how a version was made. Timing fields are excluded from the content hash."""
+
+    batch_size: int = Field(ge=0)
+    k: int = Field(ge=0)
+    p: int = Field(ge=0)
+    levels: int = Field(default=1, ge=0)
+    llm_calls: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    missing_copies: int = Field(default=0, ge=0)
+    max_staleness: int = Field(default=0, ge=0, description="Largest (base_version - trace.playbook_version).")
+    delay_s: float = Field(default=0.0, ge=0.0, description="Batch closed -> version published, wall seconds.")
+    llm_critical_path_s: float = Field(
+        default=0.0, ge=0.0,
+        description="Sum over scan levels of the slowest LLM call (modelled latency in virtual time).",
+    )
+    playbook_tokens: int = Field(default=0, ge=0)
+    merged_without_call: int = Field(default=0, ge=0, description="Scan groups whose partials did not conflict and "
+                                     "were merged deterministically instead of by a reducer call.")
+
+
+class PlaybookVersion(CombeeModel):
+    """A published playbook version: the whole playbook, what changed, and where it came from."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    playbook_id: PlaybookId
+    version: int = Field(ge=1)
+    parent_version: int = Field(ge=0)
+    batch_id: int = Field(ge=0)
+    entries: list[PlaybookEntry]
+    next_entry_number: int = Field(ge=1, description="Entry-id counter after this version (ids are never reused).")
+    operations: list[AppliedOperation]
+    lineage: list[str] = Field(description="Sorted trace_ids whose reflections made this version.")
+    stats: VersionStats
+    content_hash: str = Field(description="sha256 of the deterministic fields (all but stats timing).")
+    published_at: Timestamp
+
+    @staticmethod
+    def compute_hash(
+        playbook_id: str,
+        version: int,
+        parent_version: int,
+        batch_id: int,
+        entries: list[PlaybookEntry],
+        operations: list[AppliedOperation],
+        lineage: list[str],
+    ) -> str:
+        """Hash of everything a reproducible rerun must reproduce byte for byte."""
+        payload = {
+            "playbook_id": playbook_id,
+            "version": version,
+            "parent_version": parent_version,
+            "batch_id": batch_id,
+            "entries": [e.model_dump(mode="json") for e in entries],
+            "operations": [o.model_dump(mode="json") for o in operations],
+            "lineage": lineage,
+        }
+        return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()

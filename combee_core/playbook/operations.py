@@ -1,0 +1,279 @@
+"""The operation algebra: ADD, UPDATE, TAG, MERGE and DELETE applied to a playbook (near-duplicate ADDs folded into
+the entry they repeat, every operation's outcome recorded), and deduplication as MERGE operations."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
+from combee_core.playbook.similarity import (
+    NEAR_DUPLICATE_THRESHOLD,
+    ComparableText,
+    near_duplicate_score,
+    paraphrase_score,
+)
+from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, entry_value, make_entry_id
+
+MAX_MERGE_IDS = 32
+"""Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
+
+
+class _WorkingPlaybook:
+    """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
+
+    def __init__(self, playbook: Playbook, new_version: int, threshold: float, max_removals: int | None = None,
+                 paraphrases: bool = True) -> None:
+        self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
+        self.original: frozenset[str] = frozenset(self.entries)
+        self.max_removals = max_removals
+        self.paraphrases = paraphrases
+        self.removals = 0
+        """Entries of the original playbook removed so far (DELETE, and MERGE's removed ids)."""
+        self.removed: dict[str, str] = {}
+        self.next_number = playbook.next_entry_number
+        self.new_version = new_version
+        self.threshold = threshold
+        self._texts: dict[str, ComparableText] = {}
+
+    def text(self, content: str) -> ComparableText:
+        cached = self._texts.get(content)
+        if cached is None:
+            cached = self._texts[content] = ComparableText.of(content)
+        return cached
+
+    def missing(self, entry_id: str) -> str | None:
+        """Why ``entry_id`` cannot be used, or ``None`` when it exists."""
+        if entry_id in self.entries:
+            return None
+        if entry_id in self.removed:
+            return f"entry {entry_id} was removed earlier in this batch ({self.removed[entry_id]})"
+        return f"unknown entry id {entry_id}"
+
+    def apply(self, op: Operation) -> AppliedOperation:
+        if isinstance(op, AddOp):
+            return self._add(op)
+        if isinstance(op, UpdateOp):
+            return self._update(op)
+        if isinstance(op, MergeOp):
+            return self._merge(op)
+        if isinstance(op, DeleteOp):
+            return self._delete(op)
+        if isinstance(op, TagOp):
+            return self._tag(op)
+        raise TypeError(f"not an operation: {type(op).__name__}")  # unreachable for valid Operation values
+
+    def over_cap(self, removing: Iterable[str]) -> str | None:
+        """Why removing these entries would break the per-version removal cap, or ``None``."""
+        if self.max_removals is None:
+            return None
+        count = sum(1 for entry_id in removing if entry_id in self.original)
+        if self.removals + count <= self.max_removals:
+            return None
+        return (f"delete cap: one version may remove at most {self.max_removals} of the previous version's entries "
+                f"({self.removals} already removed)")
+
+    def _add(self, op: AddOp) -> AppliedOperation:
+        text = self.text(op.content)
+        best: tuple[float, PlaybookEntry] | None = None
+        kind = "near-duplicate"
+        for entry in self.entries.values():
+            if entry.section != op.section:
+                continue
+            score = near_duplicate_score(text, self.text(entry.content), self.threshold)
+            if score is None:
+                continue
+            if best is None or score > best[0] or (
+                score == best[0] and entry_sort_key(entry) < entry_sort_key(best[1])
+            ):
+                best = (score, entry)
+        if best is None and self.paraphrases:
+            kind = "paraphrase"
+            for entry in self.entries.values():
+                if entry.section != op.section:
+                    continue
+                score = paraphrase_score(text, self.text(entry.content))
+                if score is not None and (best is None or score > best[0] or (
+                    score == best[0] and entry_sort_key(entry) < entry_sort_key(best[1])
+                )):
+                    best = (score, entry)
+        if best is not None:
+            target = best[1]
+            self.entries[target.entry_id] = target.model_copy(
+                update={"helpful": target.helpful + op.support, "updated_version": self.new_version}
+            )
+            return AppliedOperation(
+                operation=op,
+                outcome="applied",
+                reason=f"{kind} of {target.entry_id}",
+                entry_id=target.entry_id,
+            )
+        entry_id = make_entry_id(op.section, self.next_number)
+        self.next_number += 1
+        self.entries[entry_id] = PlaybookEntry(
+            entry_id=entry_id,
+            section=op.section,
+            content=op.content,
+            created_version=self.new_version,
+            updated_version=self.new_version,
+        )
+        return AppliedOperation(operation=op, outcome="applied", reason="added", entry_id=entry_id)
+
+    def _update(self, op: UpdateOp) -> AppliedOperation:
+        if (why := self.missing(op.entry_id)) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        entry = self.entries[op.entry_id]
+        if entry.content == op.content:
+            return AppliedOperation(
+                operation=op, outcome="applied", reason="content unchanged", entry_id=op.entry_id
+            )
+        self.entries[op.entry_id] = entry.model_copy(
+            update={"content": op.content, "updated_version": self.new_version}
+        )
+        return AppliedOperation(operation=op, outcome="applied", reason="updated", entry_id=op.entry_id)
+
+    def _merge(self, op: MergeOp) -> AppliedOperation:
+        listed: dict[str, None] = {}
+        for entry_id in op.entry_ids:
+            if entry_id in listed:
+                return AppliedOperation(
+                    operation=op, outcome="rejected", reason=f"entry {entry_id} is listed more than once"
+                )
+            listed[entry_id] = None
+            if (why := self.missing(entry_id)) is not None:
+                return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        if (why := self.over_cap(op.entry_ids[1:])) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        merged = [self.entries[entry_id] for entry_id in op.entry_ids]
+        keep, others = merged[0], merged[1:]
+        self.removals += sum(1 for e in others if e.entry_id in self.original)
+        self.entries[keep.entry_id] = keep.model_copy(
+            update={
+                "content": op.content,
+                "helpful": sum(e.helpful for e in merged),
+                "harmful": sum(e.harmful for e in merged),
+                "updated_version": self.new_version,
+            }
+        )
+        for other in others:
+            del self.entries[other.entry_id]
+            self.removed[other.entry_id] = f"merged into {keep.entry_id}"
+        return AppliedOperation(
+            operation=op,
+            outcome="applied",
+            reason=f"merged {', '.join(e.entry_id for e in others)} into {keep.entry_id}",
+            entry_id=keep.entry_id,
+        )
+
+    def _delete(self, op: DeleteOp) -> AppliedOperation:
+        if (why := self.missing(op.entry_id)) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        if (why := self.over_cap([op.entry_id])) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        self.removals += 1 if op.entry_id in self.original else 0
+        del self.entries[op.entry_id]
+        self.removed[op.entry_id] = "deleted"
+        return AppliedOperation(operation=op, outcome="applied", reason="deleted", entry_id=op.entry_id)
+
+    def _tag(self, op: TagOp) -> AppliedOperation:
+        if (why := self.missing(op.entry_id)) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        if op.tag == "neutral":
+            return AppliedOperation(
+                operation=op, outcome="applied", reason="neutral tag: no change", entry_id=op.entry_id
+            )
+        entry = self.entries[op.entry_id]
+        self.entries[op.entry_id] = entry.model_copy(
+            update={op.tag: getattr(entry, op.tag) + op.count, "updated_version": self.new_version}
+        )
+        return AppliedOperation(
+            operation=op, outcome="applied", reason=f"{op.tag} +{op.count}", entry_id=op.entry_id
+        )
+
+    def result(self, playbook_id: str) -> Playbook:
+        return Playbook(
+            playbook_id=playbook_id,
+            version=self.new_version,
+            entries=tuple(sorted(self.entries.values(), key=entry_sort_key)),
+            next_entry_number=self.next_number,
+        )
+
+
+def apply_operations(
+    playbook: Playbook,
+    operations: Sequence[Operation],
+    new_version: int,
+    *,
+    near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
+    max_removals: int | None = None,
+    paraphrases: bool = True,
+) -> ApplyResult:
+    """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
+
+    - ADD creates ``<prefix>-<counter>`` with ``helpful=harmful=0``, unless an entry of the same section is a
+      near-duplicate (:func:`is_near_duplicate`) or, with ``paraphrases``, a paraphrase (:func:`is_paraphrase`)
+      of it (the most similar one, ties to the lowest id): then that entry is reinforced, ``helpful +=
+      op.support``, and the op is applied with reason ``near-duplicate of <id>`` (``paraphrase of <id>``).
+    - ``max_removals``: at most this many entries of ``playbook`` may be removed by the operations (DELETE, and
+      the ids a MERGE removes); an op that would remove more is rejected with the reason ``delete cap: ...``.
+    - UPDATE replaces the content (identical content is applied and changes nothing).
+    - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
+      counters of all listed entries, and removes the others.
+    - DELETE removes the entry. TAG adds ``count`` to ``helpful`` or ``harmful``; ``neutral`` changes nothing.
+    - An op naming an unknown id (including one removed earlier in the list) or a MERGE listing an id twice is
+      rejected with the reason and changes nothing. Rejected ops have ``entry_id=None``.
+
+    Each op sees the result of the ones before it. Every changed entry gets ``updated_version=new_version``.
+    Raises :class:`PlaybookError` only when ``new_version`` is below the playbook's version.
+    """
+    if new_version < playbook.version:
+        raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
+    work = _WorkingPlaybook(playbook, new_version, near_duplicate_threshold, max_removals, paraphrases)
+    applied = [work.apply(op) for op in operations]
+    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied)
+
+
+def deduplication_operations(
+    playbook: Playbook, threshold: float = NEAR_DUPLICATE_THRESHOLD
+) -> list[MergeOp]:
+    """MERGE operations that fold near-identical entries of each section together.
+
+    Entries are visited in playbook order; each joins the first earlier cluster whose *first* entry it
+    near-duplicates (no chaining, so clusters cannot drift). A cluster keeps its first (oldest) id and takes the
+    content of its best entry (``helpful - harmful`` desc, then id). Clusters larger than the 32 ids a MERGE may
+    list become several MERGEs into the same first id.
+    """
+    clusters: list[list[PlaybookEntry]] = []
+    texts = {e.entry_id: ComparableText.of(e.content) for e in playbook.entries}
+    for entry in playbook.entries:
+        for cluster in clusters:
+            head = cluster[0]
+            if head.section == entry.section and near_duplicate_score(
+                texts[entry.entry_id], texts[head.entry_id], threshold
+            ) is not None:
+                cluster.append(entry)
+                break
+        else:
+            clusters.append([entry])
+    operations: list[MergeOp] = []
+    for cluster in clusters:
+        if len(cluster) < 2:
+            continue
+        head, rest = cluster[0], cluster[1:]
+        content = min(cluster, key=entry_value).content
+        step = MAX_MERGE_IDS - 1
+        for start in range(0, len(rest), step):
+            ids = [head.entry_id, *(e.entry_id for e in rest[start : start + step])]
+            operations.append(MergeOp(entry_ids=ids, content=content))
+    return operations
+
+
+def deduplicate(
+    playbook: Playbook, new_version: int, threshold: float = NEAR_DUPLICATE_THRESHOLD
+) -> ApplyResult:
+    """Merge near-identical entries within each section, recorded as MERGE operations in the result."""
+    return apply_operations(
+        playbook,
+        deduplication_operations(playbook, threshold),
+        new_version,
+        near_duplicate_threshold=threshold,
+    )

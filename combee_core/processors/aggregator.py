@@ -1,0 +1,122 @@
+"""The aggregators' decisions: which copies a window takes (redelivered and late ones are acknowledged and
+ignored), when a window is ready (complete, or closed by its timeout), and the partial it publishes.
+
+The aggregator LLM role and the context (the playbook version the batch will be applied to, rendered) are injected.
+A call that fails after retries gives a dead letter naming the window's traces and an empty partial with ``error``,
+so the batch still completes at the reducer. The stage launches one task per ready window and performs its effects.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from combee_core.llm.errors import LLMError
+from combee_core.models import Operation, PartialUpdate, Reflection, ShuffledReflection, Usage
+from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.topology import Topic
+from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
+
+log = logging.getLogger(__name__)
+
+class Proposal(Protocol):
+    """What a role call answers (``combee_core.llm.roles.RoleResult``)."""
+
+    @property
+    def operations(self) -> list[Operation]: ...
+
+    @property
+    def usage(self) -> Usage: ...
+
+    @property
+    def latency_s(self) -> float: ...
+
+
+AggregateRole = Callable[[Sequence[Reflection], str], Awaitable[Proposal]]
+"""The aggregator LLM role: the operations of one window's reflections, given the playbook as context (may raise
+``LLMError``)."""
+
+PlaybookContext = Callable[[str, int], Awaitable[str]]
+"""(playbook_id, base_version) -> that version rendered for the prompt ("" without context)."""
+
+
+@dataclass(frozen=True)
+class AggregatorConfig:
+    model: str
+    window_timeout_s: float = 30.0
+
+
+class Aggregator:
+    """Shuffled copies in, one partial per (playbook, batch, subgroup) window out."""
+
+    def __init__(self, config: AggregatorConfig) -> None:
+        self.config = config
+        self.windows = SubgroupWindows()
+        self._tokens: dict[WindowKey, list[object]] = {}
+
+    def take(self, copy: ShuffledReflection, token: object, now: float) -> tuple[list[Effect], ReadyWindow | None]:
+        """A copy of a partition this stage owns: the effects now, and its window when this copy completed it."""
+        outcome, ready = self.windows.add(copy, now)
+        if outcome != "added":
+            return [Count(f"{outcome}_copies"), *acknowledge([token])], None
+        self._tokens.setdefault(SubgroupWindows.key_of(copy), []).append(token)
+        return [], ready
+
+    def expired(self, now: float) -> list[ReadyWindow]:
+        """Windows open longer than ``window_timeout_s``: they close with what they have."""
+        due = self.windows.expired(now, self.config.window_timeout_s)
+        for ready in due:
+            log.warning("window %s closed by timeout with %d of %d copies", ready.key, len(ready.copies),
+                        ready.expected_count)
+        return due
+
+    def drop(self, keys: list[WindowKey]) -> None:
+        """Windows of revoked partitions: forgotten, so their copies, delivered again, form them again."""
+        self.windows.drop(keys)
+        for key in keys:
+            self._tokens.pop(key, None)
+
+    async def aggregate(self, ready: ReadyWindow, role: AggregateRole, context: PlaybookContext) -> list[Effect]:
+        """One call for a ready window: its partial (or, when the call fails, a dead letter and an empty partial
+        with ``error``), then the acknowledgement of its copies."""
+        first = ready.copies[0]
+        reflections = [copy.reflection for copy in ready.copies]
+        distinct = {r.reflection_id: r for r in reflections}
+        fields: dict[str, Any] = dict(
+            playbook_id=first.playbook_id,
+            batch_id=first.batch_id,
+            level=0,
+            node=first.subgroup,
+            k=first.k,
+            base_version=first.base_version,
+            items_read=len(ready.copies),
+            expected_items=ready.expected_count,
+            missing_items=ready.missing,
+            closed_by=ready.closed_by,
+            batch_closed_at=first.batch_closed_at,
+            max_staleness=max(max(0, first.base_version - r.seen_version) for r in reflections),
+        )
+        effects: list[Effect] = []
+        try:
+            result = await role(reflections, await context(first.playbook_id, first.base_version))
+            partial = PartialUpdate(
+                operations=result.operations,
+                reflection_ids=sorted(distinct),
+                trace_ids=sorted({r.trace_id for r in reflections}),
+                model=self.config.model,
+                usage=result.usage,
+                latency_s=result.latency_s,
+                **fields,
+            )
+        except LLMError as error:
+            traces = sorted({r.trace_id for r in reflections})
+            effects.append(Reject(
+                None, f"aggregation failed for window {ready.key} ({len(traces)} traces: {', '.join(traces[:20])}): "
+                f"{error}; a trace whose other copies reach the version is learned anyway, the reducer dead-letters "
+                "each one that is not", type(error).__name__, playbook_id=first.playbook_id))
+            partial = PartialUpdate(operations=[], error=str(error)[:2000], model=self.config.model,
+                                    **{**fields, "missing_items": ready.expected_count, "items_read": 0})
+        return [*effects, Publish(Topic.PARTIALS, partial.playbook_id, partial), Count("partials"),
+                *acknowledge(self._tokens.pop(ready.key, []))]

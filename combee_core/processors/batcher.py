@@ -1,0 +1,202 @@
+"""The batcher's decisions: which reflections are dead letters (a conflicting resend, too stale, not in the batch
+plan), which are duplicates, which wait for their batch, when a batch closes and what is published for it.
+
+Pure: the stage gives it each reflection with a token (its record), the monotonic time and the wall time, and
+performs the effects it answers. A closed batch is ``[Publish(batches, manifest, number=(playbook, batch_id)),
+Publish(shuffle, copy)..., Count..., Acknowledge(its reflections)]``: the copies go out, and the reflections are
+committed, only if the manifest is the first of its batch id (``combee_core.processors.effects``). The state
+it keeps besides the batch state machines (``combee_core.batching``) is which tokens wait for what: the open batch,
+a batch being re-sent after a restart, a planned batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime
+
+from combee_core.batch_plan import PlannedBatches
+from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
+from combee_core.log_order import valid_manifests
+from combee_core.models import BatchManifest, ControlDecision, Reflection
+from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.topology import Topic
+
+log = logging.getLogger(__name__)
+
+UNCONFIRMED_KEEP = 8
+"""Per playbook, the latest batches whose copies a new owner re-sends when all their reflections come back."""
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    shuffle: ShuffleConfig
+    batch_size: int
+    dedupe_horizon: int
+    max_staleness: int | None = None
+    max_wait_s: float = 5.0
+    plan_name: str | None = None
+    """The topic the batch plan was read from (replay), named in the dead letter of a trace it does not list."""
+
+
+class Batcher:
+    """Reflections in, batches out: one per playbook at a time, closed by size, by ``max_wait_s`` or by a plan."""
+
+    def __init__(self, config: BatcherConfig, plan: list[BatchManifest] | None = None) -> None:
+        self.config = config
+        self.accumulator = BatchAccumulator(config.shuffle, default_batch_size=config.batch_size,
+                                            dedupe_horizon=config.dedupe_horizon)
+        self.unconfirmed = UnconfirmedBatches(config.shuffle, keep_per_playbook=UNCONFIRMED_KEEP)
+        self.plan = PlannedBatches(config.shuffle, plan) if plan is not None else None
+        self._recent: dict[str, deque[BatchManifest]] = {}
+        self._last_decision: dict[str, int] = {}
+        self._horizon_reported: set[str] = set()
+        self._open: dict[str, list[object]] = {}
+        self._resend: dict[tuple[str, int], list[object]] = {}
+        self._planned: dict[str, list[object]] = {}
+
+    # ------------------------------------------------------------------------------------------ inputs
+
+    def take(self, reflection: Reflection, token: object, now: float, wall: datetime) -> list[Effect]:
+        """One reflection of a playbook this stage owns."""
+        if self.accumulator.is_duplicate(reflection):
+            return self._duplicate(reflection, token)
+        staleness = self.accumulator.next_base_version(reflection.playbook_id) - reflection.seen_version
+        limit = self.config.max_staleness
+        if limit is not None and staleness > limit:
+            return [Reject(token, f"stale: trace ran with version {reflection.seen_version}, {staleness} versions "
+                           f"behind (max_staleness={limit})", "StaleTrace", trace_id=reflection.trace_id,
+                           playbook_id=reflection.playbook_id)]
+        if self.plan is not None:
+            return self._follow_plan(reflection, token, wall)
+        self._open.setdefault(reflection.playbook_id, []).append(token)
+        closed = self.accumulator.add(reflection, now, wall)
+        return self._close(closed) if closed is not None else []
+
+    def tick(self, now: float, wall: datetime) -> list[Effect]:
+        """Batches open longer than ``max_wait_s`` (with at least one reflection) close."""
+        effects: list[Effect] = []
+        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall):
+            effects += self._close(closed)
+        return effects
+
+    def _follow_plan(self, reflection: Reflection, token: object, wall: datetime) -> list[Effect]:
+        assert self.plan is not None
+        if self.plan.batch_of(reflection) is None:
+            return [Reject(token, f"trace {reflection.trace_id} is not in the batch plan ({self.config.plan_name})",
+                           "UnplannedTrace", trace_id=reflection.trace_id, playbook_id=reflection.playbook_id)]
+        self._planned.setdefault(reflection.trace_id, []).append(token)
+        effects: list[Effect] = []
+        for batch in self.plan.add(reflection, wall):
+            self.accumulator.restore(batch.manifest)  # dedupe and base versions, as if it had been formed here
+            effects += self._close(batch)
+        return effects
+
+    def _duplicate(self, reflection: Reflection, token: object) -> list[Effect]:
+        """A trace already batched: a client's resend, or a redelivery after a crash (see UnconfirmedBatches); or
+        another trace under a taken trace_id (a dead letter: the first one is the one learned)."""
+        learned = self.accumulator.conflicting_digest(reflection)
+        if learned is not None:
+            return [Reject(token, f"trace_id {reflection.trace_id} was sent again with different content (digest "
+                           f"{reflection.trace_digest}); the trace batched first under this id (digest {learned}) "
+                           "is the one learned, this one is not", "ConflictingTrace", trace_id=reflection.trace_id,
+                           playbook_id=reflection.playbook_id)]
+        batch_id = self.unconfirmed.batch_of(reflection)
+        if batch_id is None:
+            return [Count("duplicate_traces"), *acknowledge([token])]
+        key = (reflection.playbook_id, batch_id)
+        self._resend.setdefault(key, []).append(token)
+        batch = self.unconfirmed.collect(reflection)
+        if batch is None:
+            return []
+        log.info("re-sending the copies of batch %s/%d after a restart", *key)
+        return [*self._copies(batch), Count("batches_resent"), *acknowledge(self._resend.pop(key, []))]
+
+    def _close(self, batch: ClosedBatch) -> list[Effect]:
+        """Manifest first (it fixes the batch's membership for good, if it is the first of its id), then the
+        copies, then acknowledge its reflections."""
+        manifest = batch.manifest
+        playbook_id = manifest.playbook_id
+        tokens = list(self._open.pop(playbook_id, []))
+        for trace_id in manifest.trace_ids if self.plan is not None else ():
+            tokens += self._planned.pop(trace_id, [])
+        return [
+            Publish(Topic.BATCHES, playbook_id, manifest, number=(playbook_id, manifest.batch_id)),
+            *self._copies(batch),
+            Count("batches"),
+            Count("shuffled_copies", len(batch.copies)),
+            *self._horizon(playbook_id),
+            *acknowledge(tokens),
+        ]
+
+    @staticmethod
+    def _copies(batch: ClosedBatch) -> list[Effect]:
+        return [Publish(Topic.SHUFFLE, f"{copy.playbook_id}/{copy.batch_id}/{copy.subgroup}", copy)
+                for copy in batch.copies]
+
+    def _horizon(self, playbook_id: str) -> list[Effect]:
+        """Say once per playbook when batched trace ids start leaving the dedupe horizon (no silent cap)."""
+        if not self.accumulator.forgotten(playbook_id) or playbook_id in self._horizon_reported:
+            return []
+        self._horizon_reported.add(playbook_id)
+        horizon = self.config.dedupe_horizon
+        log.warning("%s: more than %d traces batched; the oldest trace ids are forgotten from now on, so a trace "
+                    "resent after %d newer ones would be batched again (dedupe_horizon)", playbook_id, horizon, horizon)
+        return [Count("playbooks_past_dedupe_horizon")]
+
+    # ------------------------------------------------------------------------------------------ state
+
+    def restore(self, manifest: BatchManifest) -> None:
+        """A manifest that counts, read from the ``batches`` log in order."""
+        self.accumulator.restore(manifest)
+        if self.plan is not None:
+            self.plan.restore(manifest)
+        self._recent.setdefault(manifest.playbook_id, deque(maxlen=UNCONFIRMED_KEEP)).append(manifest)
+
+    def take_decision(self, decision: ControlDecision) -> bool:
+        """A controller decision (each id once, in order): the playbook's batch size from now on."""
+        if decision.decision_id <= self._last_decision.get(decision.playbook_id, -1):
+            return False
+        self._last_decision[decision.playbook_id] = decision.decision_id
+        self.accumulator.set_target(decision.playbook_id, decision.batch_size)
+        return True
+
+    def drop_open(self, playbook_id: str) -> None:
+        """Forget the playbook's open batch and its reflections (they come back, redelivered, after a reset)."""
+        self.accumulator.drop_open(playbook_id)
+        self._open.pop(playbook_id, None)
+
+    def release(self, playbook_id: str) -> None:
+        """The playbook's partition was revoked: drop its open batch and the re-sends it was collecting."""
+        self.drop_open(playbook_id)
+        self.unconfirmed.forget_playbook(playbook_id)
+        for key in [key for key in self._resend if key[0] == playbook_id]:
+            del self._resend[key]
+
+    def rebuild(self, playbook_id: str, manifests: list[BatchManifest]) -> None:
+        """After losing a batch id to another writer: the playbook's batch state again, from the ``batches`` log
+        alone (every readable manifest, in order; the first of each batch id counts)."""
+        self.accumulator.forget_playbook(playbook_id)
+        for manifest in valid_manifests(m for m in manifests if m.playbook_id == playbook_id):
+            self.accumulator.restore(manifest)
+
+    def rearm(self, playbook_id: str) -> None:
+        """Newly owned: the playbook's latest batches may have lost copies; re-send them when they come back."""
+        self.unconfirmed.forget_playbook(playbook_id)
+        for manifest in self._recent.get(playbook_id, ()):
+            self.unconfirmed.restore(manifest)
+
+    def confirm(self, playbook_id: str) -> list[Effect]:
+        """The playbook's partition was read past its end at assignment: every batch not fully redelivered was
+        confirmed before, so the reflections held for re-sending it are duplicates (a client's partial resend must
+        not pin the committed offset)."""
+        self.unconfirmed.forget_playbook(playbook_id)
+        effects: list[Effect] = []
+        for key in [key for key in self._resend if key[0] == playbook_id]:
+            tokens = self._resend.pop(key)
+            effects += [Count("duplicate_traces", len(tokens)), *acknowledge(tokens)]
+        return effects
+
+    def playbook_ids(self) -> list[str]:
+        return self.accumulator.playbook_ids()

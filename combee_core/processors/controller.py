@@ -1,0 +1,105 @@
+"""The controller's decisions: one delay sample per batch (a redelivered metric is not a second sample), a fresh
+decision only when the batch size (or the controller's phase) changes, decision ids that continue those on the
+``control`` log.
+
+Pure: the stage restores it from the logs at assignment (``restore_decision`` for each record of ``control``,
+``observe`` for each metric up to the group's committed offset) and gives it each new metric with a token.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from combee_core.controller import (
+    BatchSizeController,
+    ControllerConfig,
+    Decision,
+    clock_description,
+    sample_delay,
+    sample_rollout,
+)
+from combee_core.models import BatchMetrics, ControlDecision, DelaySample
+from combee_core.processors.effects import Count, Effect, Publish, acknowledge
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    """Batch metrics in, batch-size decisions out, per playbook."""
+
+    def __init__(self, settings: CombeeSettings) -> None:
+        self.settings = settings
+        self.config = ControllerConfig(
+            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max,
+            fleet_agents=settings.fleet_agents if settings.fleet_mode == "sync" else None,
+        )
+        self.controllers: dict[str, BatchSizeController] = {}
+        self.next_decision_id: dict[str, int] = {}
+        self.current: dict[str, tuple[int, str]] = {}  # playbook -> (batch size, phase) last published
+        self.seen_batches: dict[str, set[int]] = {}
+
+    def controller(self, playbook_id: str) -> BatchSizeController:
+        if playbook_id not in self.controllers:
+            self.controllers[playbook_id] = BatchSizeController(self.config)
+        return self.controllers[playbook_id]
+
+    def restore_decision(self, decision: ControlDecision) -> None:
+        """A record of the ``control`` log, in order: the first decision of each id counts."""
+        if decision.decision_id < self.next_decision_id.get(decision.playbook_id, 0):
+            return
+        self.next_decision_id[decision.playbook_id] = decision.decision_id + 1
+        self.current[decision.playbook_id] = (decision.batch_size, decision.phase)
+
+    def observe(self, metrics: BatchMetrics) -> bool:
+        """Record a sample once per batch; False for a redelivered one (or one with no delay on this clock yet)."""
+        seen = self.seen_batches.setdefault(metrics.playbook_id, set())
+        if metrics.batch_id in seen:
+            return False
+        seen.add(metrics.batch_id)
+        delay = sample_delay(self.settings, metrics)
+        if delay is None:  # a sync round on the wall clock needs the previous version's time
+            return False
+        rollout = sample_rollout(self.settings, metrics, delay)
+        self.controller(metrics.playbook_id).observe(metrics.batch_size, delay, rollout)
+        return True
+
+    def take(self, metrics: BatchMetrics, token: object, now: datetime) -> list[Effect]:
+        """A new metric: its sample, and with ``auto_batch_size`` a decision when the size or the phase changes."""
+        effects: list[Effect] = []
+        if self.observe(metrics) and self.settings.auto_batch_size:
+            decision = self.controller(metrics.playbook_id).decide()
+            # a new size, or the first fitted decision (so the published reason says why profiling ended there)
+            if (decision.batch_size, decision.phase) != self.current.get(metrics.playbook_id):
+                effects += self._decision(metrics.playbook_id, decision, now)
+        return [*effects, *acknowledge([token])]
+
+    def _decision(self, playbook_id: str, decision: Decision, now: datetime) -> list[Effect]:
+        decision_id = self.next_decision_id.get(playbook_id, 0)
+        fit = decision.fit
+        record = ControlDecision(
+            playbook_id=playbook_id,
+            decision_id=decision_id,
+            batch_size=decision.batch_size,
+            phase=decision.phase,
+            fit_A=fit.A if fit else None,
+            fit_alpha=fit.alpha if fit else None,
+            r2=fit.r2 if fit else None,
+            tau=self.config.tau,
+            samples=[DelaySample(batch_size=bs, delay_s=d, rollout_s=r) for bs, d, r in decision.samples],
+            reason=decision.reason,
+            decided_at=now,
+            clock=clock_description(self.settings),
+            plateau_batch_size=decision.plateau,
+            bs_min=self.config.bs_min,
+            bs_max=self.config.bs_max,
+            best_batch_size=decision.best,
+            rollout_task_s=decision.task_s,
+            fleet_agents=self.config.fleet_agents,
+        )
+        self.next_decision_id[playbook_id] = decision_id + 1
+        self.current[playbook_id] = (decision.batch_size, decision.phase)
+        log.info("controller: %s batch size -> %d (%s)", playbook_id, decision.batch_size, decision.reason)
+        return [Publish(Topic.CONTROL, playbook_id, record), Count("decisions")]

@@ -1,0 +1,172 @@
+"""The promoter's decisions: per playbook, in version order, which evaluation requests to send for the next
+undecided candidate and the served version (those not on ``eval-results`` yet, once per process), and, once every
+score is in, the decision by the promotion rule (``combee_core.promotion``); with a canary, the verdict from the live
+traces. A decision is a numbered record on ``promoted`` (the first record of each decision id counts).
+
+Its state is what the stage's views read from the logs (``apply_*``, in log order): the candidates (``playbook``),
+the ledger (``promoted``), the score cache (``eval-results``) and what each batch's reflections cost (``batches``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from combee_core.improvement_cost import CandidateCost
+from combee_core.log_order import ContiguousNumbers
+from combee_core.models import (
+    BatchManifest,
+    EvalResult,
+    PlaybookEntry,
+    PlaybookVersion,
+    PromotionDecision,
+    ProposerModels,
+    Usage,
+    entries_digest,
+)
+from combee_core.processors.effects import Count, Effect, Publish
+from combee_core.promotion import (
+    LiveScore,
+    PromotionLedger,
+    PromotionRule,
+    ScoreCache,
+    built_on_rejected,
+    canary_verdict,
+    decide,
+    eval_requests,
+)
+from combee_core.tasks import Task
+from combee_core.topology import Topic
+
+CatchUp = Callable[[], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class HeldOutSet:
+    """The pinned held-out set every candidate is scored on."""
+
+    name: str
+    tasks: tuple[Task, ...]
+
+
+class Promoter:
+    """Candidates, evaluation results and decisions in; evaluation requests and decisions out."""
+
+    def __init__(self, rule: PromotionRule, held_out: HeldOutSet, proposer: ProposerModels) -> None:
+        self.rule = rule
+        self.held_out = held_out
+        self.proposer = proposer
+        self.ledger = PromotionLedger()
+        self.cache = ScoreCache()
+        self.candidates: dict[str, dict[int, PlaybookVersion]] = {}
+        self.costs: dict[str, dict[int, tuple[CandidateCost, int]]] = {}
+        """Per playbook and version: its own cost (aggregate and reduce calls) and its batch id."""
+        self.reflection_usage: dict[str, dict[int, Usage | None]] = {}
+        """Per playbook and batch id: what the batch's reflections cost (from its manifest)."""
+        self._batches = ContiguousNumbers[str]()
+        self._versions = ContiguousNumbers[str](start=1)
+        self._requested: set[tuple[str, str]] = set()
+
+    # ------------------------------------------------------------------------------------------ the logs
+
+    def apply_version(self, version: PlaybookVersion) -> None:
+        if not self._versions.accept(version.playbook_id, version.version):
+            return
+        self.costs.setdefault(version.playbook_id, {})[version.version] = (CandidateCost.of(version), version.batch_id)
+        if version.version > self.ledger.last_decided(version.playbook_id):
+            self.candidates.setdefault(version.playbook_id, {})[version.version] = version
+
+    def apply_manifest(self, manifest: BatchManifest) -> None:
+        if self._batches.accept(manifest.playbook_id, manifest.batch_id):
+            self.reflection_usage.setdefault(manifest.playbook_id, {})[manifest.batch_id] = manifest.reflection_usage
+
+    def apply_result(self, result: EvalResult) -> None:
+        self.cache.add(result)
+
+    def apply_decision(self, decision: PromotionDecision) -> bool:
+        """A record of ``promoted``; True when it counts (the first of its decision id)."""
+        counts = self.ledger.apply(decision)
+        if counts and decision.candidate_version is not None:
+            waiting = self.candidates.get(decision.playbook_id, {})
+            for version in [v for v in waiting if v <= self.ledger.last_decided(decision.playbook_id)]:
+                del waiting[version]
+        return counts
+
+    def forget_requests(self) -> None:
+        """Newly assigned: requests sent before may have been lost with the previous owner; send them again."""
+        self._requested.clear()
+
+    # ------------------------------------------------------------------------------------------ deciding
+
+    def playbooks(self) -> list[str]:
+        """Playbooks with something to decide: an undecided candidate, or a candidate in canary."""
+        return sorted(set(self.candidates) | {pb for pb in self.ledger.playbooks()
+                                              if self.ledger.canary(pb) is not None})
+
+    def _wanted(self, playbook_id: str, candidate_version: int) -> list[tuple[CandidateCost, int]]:
+        served = self.ledger.served_version(playbook_id)
+        costs = self.costs.get(playbook_id, {})
+        return [costs[v] for v in sorted(costs) if served < v <= candidate_version]
+
+    async def _costs(self, playbook_id: str, candidate_version: int, catch_up: CatchUp) -> list[CandidateCost]:
+        """The candidates after the served version up to this one (rejected ones included), each with its batch's
+        reflections (a batch's manifest is on the log before its version: the view of ``batches`` is caught up when
+        one is missing, so the cost does not depend on timing)."""
+        usage = self.reflection_usage.setdefault(playbook_id, {})
+        if any(batch_id not in usage for _, batch_id in self._wanted(playbook_id, candidate_version)):
+            await catch_up()
+        return [cost.plus(usage.get(batch_id)) for cost, batch_id in self._wanted(playbook_id, candidate_version)]
+
+    def _scores(self, playbook_id: str, version: int, entries: list[PlaybookEntry], now: datetime,
+                effects: list[Effect]) -> tuple[float | None, str, str]:
+        """The held-out score of this content, after requesting the tasks not yet evaluated (once per process)."""
+        digest = entries_digest(entries)
+        tasks = self.held_out.tasks
+        missing = self.cache.missing(digest, tasks)
+        if missing and (playbook_id, digest) not in self._requested:
+            self._requested.add((playbook_id, digest))
+            for request in eval_requests(playbook_id, version, entries, self.held_out.name, missing, now):
+                effects.append(Publish(Topic.EVAL_REQUESTS, f"{playbook_id}/{request.task_id}", request))
+            effects += [Count("eval_requests", len(missing)), Count("eval_cache_hits", len(tasks) - len(missing))]
+        return self.cache.score(digest, tasks)
+
+    async def advance(self, playbook_id: str, live: Sequence[LiveScore] | None, now: datetime,
+                      catch_up: CatchUp) -> list[Effect]:
+        """Decide the candidate in canary once the live traces are in (``live``: None without a canary), else the
+        next undecided candidate once its held-out scores are in (requesting them first). ``catch_up`` waits until
+        the stage's view of ``batches`` has read the log's current end."""
+        in_canary = self.ledger.canary(playbook_id)
+        if in_canary is not None:
+            if live is None:
+                return []
+            verdict = canary_verdict(self.rule, self.ledger, playbook_id, live,
+                                     costs=await self._costs(playbook_id, in_canary.version, catch_up), now=now)
+            return self._decision(verdict) if verdict is not None else []
+        candidate = self.candidates.get(playbook_id, {}).get(self.ledger.last_decided(playbook_id) + 1)
+        if candidate is None:
+            return []
+        orphan = built_on_rejected(self.ledger, candidate, now=now, rule=self.rule)
+        if orphan is not None:
+            return self._decision(orphan)
+        effects: list[Effect] = []
+        incumbent = self.ledger.served(playbook_id)
+        inc_score, inc_error, _ = self._scores(playbook_id, self.ledger.served_version(playbook_id),
+                                               list(incumbent.entries) if incumbent else [], now, effects)
+        score, error, evaluator_model = self._scores(playbook_id, candidate.version, list(candidate.entries), now,
+                                                     effects)
+        error = error or inc_error
+        if not error and (score is None or inc_score is None):
+            return effects  # results still coming
+        decision = decide(self.rule, self.ledger, candidate, candidate_score=score, incumbent_score=inc_score,
+                          error=error, costs=await self._costs(playbook_id, candidate.version, catch_up),
+                          task_set=self.held_out.name,
+                          tasks=len(self.held_out.tasks), proposer=self.proposer, evaluator_model=evaluator_model,
+                          now=now)
+        return [*effects, *self._decision(decision)]
+
+    @staticmethod
+    def _decision(decision: PromotionDecision) -> list[Effect]:
+        number = (decision.playbook_id, decision.decision_id)
+        return [Publish(Topic.PROMOTED, decision.playbook_id, decision, number=number),
+                Count(f"decisions.{decision.action}")]

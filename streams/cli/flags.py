@@ -1,0 +1,79 @@
+"""Flags shared by the sub-commands, and the settings they override (environment first, then flags)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from combee_core.settings import CombeeSettings
+
+
+def add_common(parser: argparse.ArgumentParser, *, run: bool = True, run_id: bool | None = None) -> None:
+    """Broker and topic flags; ``run``: also ``--run-id`` and ``--seed`` (``run_id`` alone overrides for
+    ``--run-id``: commands that read consumer groups but make no random choice)."""
+    parser.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); none -> the "
+                        "broker `combee broker` runs on this machine")
+    parser.add_argument("--embedded", action="store_true",
+                        help="without --bootstrap: start a throwaway in-memory broker for this command only")
+    parser.add_argument("--connect-timeout", dest="broker_connect_timeout_s", type=float,
+                        help="seconds to wait for the broker to answer at start (default 5); then exit 2")
+    parser.add_argument("--prefix", dest="topic_prefix", help="topic prefix (default combee.)")
+    if run if run_id is None else run_id:
+        parser.add_argument("--run-id", help="run id, names the consumer groups")
+    if run:
+        parser.add_argument("--seed", dest="run_seed", type=int, help="run seed")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def add_pipeline(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, llm_record: bool = True) -> None:
+    parser.add_argument("--batch-size", help="batch size: a number, or 'auto' for the controller")
+    parser.add_argument("-p", "--copies", dest="p", type=int, help="copies per reflection in the shuffle (p)")
+    parser.add_argument("--subgroups", choices=["sqrt", "single"], help="sqrt (Combee) or single (naive)")
+    parser.add_argument("--max-fan-in", type=int, help="most items one LLM call may read")
+    parser.add_argument("--max-wait", dest="max_wait_s", type=float, help="close a batch after this many seconds")
+    parser.add_argument("--partitions", type=int, help="partitions of scaled topics")
+    parser.add_argument("--dedupe-horizon", type=int,
+                        help="batched trace ids remembered per playbook to drop resends (default 1000000)")
+    parser.add_argument("--model", help="LLM model name for all roles (litellm name, e.g. combee-sim/default)")
+    parser.add_argument("--promotion", action="store_const", const=True,
+                        help="gate versions: score each candidate on the held-out set, serve only promoted ones "
+                        "(env COMBEE_PROMOTION)")
+    parser.add_argument("--epsilon", dest="promotion_epsilon", type=float,
+                        help="promotion rule: promote when held_out >= incumbent - epsilon (default 0)")
+    if llm_record:
+        parser.add_argument("--llm-record", choices=["off", "record", "replay"],
+                            help="record LLM calls to --llm-record-file, or answer them from the record "
+                            "(docs/replay.md)")
+        parser.add_argument("--llm-record-file", help="JSONL call store for --llm-record")
+
+
+def add_loss_grace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--broker-loss-grace", dest="broker_loss_grace_s", type=float,
+                        help="seconds without an answer from the broker before stopping with exit 3 (default 60)")
+
+
+PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
+                  "dedupe_horizon", "promotion", "promotion_epsilon", "llm_record", "llm_record_file",
+                  "broker_connect_timeout_s", "broker_loss_grace_s")
+"""Flags named after the setting they override (see ``add_common`` and ``add_pipeline``)."""
+
+
+def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
+    """The settings the given flags override: ``names`` as they are, plus ``--bootstrap``, ``--batch-size``
+    (a number, or ``auto`` for the controller) and ``--model`` (every role). Flags not given are left out."""
+    overrides = {name: getattr(args, name, None) for name in names}
+    overrides["kafka_bootstrap"] = getattr(args, "bootstrap", None)
+    batch_size = getattr(args, "batch_size", None)
+    if batch_size == "auto":
+        overrides["auto_batch_size"] = True
+    elif batch_size is not None:
+        overrides["batch_size"] = batch_size
+    model = getattr(args, "model", None)
+    if model:
+        overrides.update(reflector_model=model, aggregator_model=model, reducer_model=model)
+    return {name: value for name, value in overrides.items() if value is not None}
+
+
+def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
+    """Settings from the environment, overridden by the flags given."""
+    return CombeeSettings.load(**flag_overrides(args, PIPELINE_FLAGS))

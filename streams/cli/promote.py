@@ -1,0 +1,123 @@
+"""``combee promote PLAYBOOK VERSION`` and ``combee rollback PLAYBOOK [--to VERSION]``: an operator's decision on
+the ``promoted`` topic, recorded with who and why (``combee_core.promotion.operator_decision``)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import socket
+import sys
+
+from combee_core.log_order import valid_versions
+from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
+from combee_core.promotion import (
+    PromotionError,
+    PromotionLedger,
+    PromotionRule,
+    load_ledger,
+    operator_decision,
+    rollback_target,
+)
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.broker.profile import BrokerProfile
+from streams.cli.flags import add_common, settings_from_args
+from streams.cli.running import broker_for
+from streams.topology.runtime import read_topic, start_producer
+
+WRITE_ATTEMPTS = 5
+
+
+def operator_name() -> str:
+    """user@host of whoever runs the command."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> PromotionLedger:
+    records = await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED))
+    return load_ledger(PromotionDecision.from_json_bytes(record.value) for record in records)
+
+
+async def operator_act(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, playbook_id: str,
+                       action: str, version: int | None, *, why: str = "", by: str | None = None) -> PromotionDecision:
+    """Write an operator's ``operator-promote`` (of ``version``) or ``rollback`` (to ``version``, default the
+    version served before) and return it once the log shows it counts (retried when the promoter took its id)."""
+    by = by or operator_name()
+    rule = PromotionRule(epsilon=settings.promotion_epsilon)
+    versions = {v.version: v for v in valid_versions(
+        PlaybookVersion.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile,
+                                                                           settings.topic(Topic.PLAYBOOK)))
+        if v.playbook_id == playbook_id}
+    producer = await start_producer(bootstrap, profile)
+    try:
+        for _ in range(WRITE_ATTEMPTS):
+            ledger = await read_ledger(settings, bootstrap, profile)
+            target = version if version is not None else rollback_target(ledger, playbook_id)
+            if target != 0 and target not in versions:
+                newest = max(versions, default=0)
+                raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{newest})")
+            decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
+                                         why=why, rule=rule, now=utc_now())
+            await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
+                                         key=playbook_id.encode())
+            if await _counts(settings, bootstrap, profile, decision):
+                return decision
+            # another writer (the promoter) took the id first: read again and retry with the next id
+    finally:
+        await producer.stop()
+    raise PromotionError(f"{playbook_id}: another writer took every decision id tried ({WRITE_ATTEMPTS} attempts)")
+
+
+async def _counts(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
+                  decision: PromotionDecision) -> bool:
+    """Whether the record that counts under ``decision``'s id is this one (compared without the time)."""
+    ledger = PromotionLedger()
+    for record in await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED)):
+        other = PromotionDecision.from_json_bytes(record.value)
+        if ledger.apply(other) and (other.playbook_id, other.decision_id) == (decision.playbook_id,
+                                                                              decision.decision_id):
+            return other.decision_hash() == decision.decision_hash()
+    return False
+
+
+def add_parser(subparsers) -> None:
+    promote = subparsers.add_parser("promote", help="serve a version to agents now, and resume automatic promotion")
+    add_common(promote, run=False)
+    promote.add_argument("playbook", help="playbook id")
+    promote.add_argument("version", type=int, help="version to serve (0 = the empty playbook)")
+    promote.add_argument("--reason", default="", help="why (recorded with the decision)")
+    promote.set_defaults(handler=cmd_promote)
+
+    rollback = subparsers.add_parser("rollback", help="serve an earlier version now, and pause automatic promotion")
+    add_common(rollback, run=False)
+    rollback.add_argument("playbook", help="playbook id")
+    rollback.add_argument("--to", dest="version", type=int, help="version to serve (default: the one served before)")
+    rollback.add_argument("--reason", default="", help="why (recorded with the decision)")
+    rollback.set_defaults(handler=cmd_rollback)
+
+
+async def _act(args: argparse.Namespace, action: str) -> int:
+    settings = settings_from_args(args)
+    async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
+        try:
+            decision = await operator_act(settings, bootstrap, profile, args.playbook, action, args.version,
+                                          why=args.reason)
+        except PromotionError as error:
+            print(f"combee {args.command}: {error}", file=sys.stderr)
+            return 1
+    paused = "; automatic promotion paused until `combee promote`" if decision.paused else ""
+    print(f"{decision.playbook_id}: serving v{decision.served_version} (was v{decision.previous_version}), decision "
+          f"{decision.decision_id} by {decision.by}{paused}")
+    return 0
+
+
+async def cmd_promote(args: argparse.Namespace) -> int:
+    return await _act(args, "operator-promote")
+
+
+async def cmd_rollback(args: argparse.Namespace) -> int:
+    return await _act(args, "rollback")

@@ -1,0 +1,81 @@
+"""What a running command needs: the broker it uses, a stop on SIGINT/SIGTERM, and a bounded wait for its work to
+stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator, Awaitable
+from typing import TypeVar
+
+from combee_core.settings import CombeeSettings
+from streams.broker.profile import BrokerProfile
+
+log = logging.getLogger("combee")
+T = TypeVar("T")
+
+
+NO_BROKER_HELP = ("no broker: pass --bootstrap HOST:PORT (or set COMBEE_KAFKA_BOOTSTRAP), or start one with "
+                  "`combee broker` in another terminal (commands on this machine then find it), or pass --embedded "
+                  "for a throwaway in-memory broker that stops with this command")
+
+
+@contextlib.asynccontextmanager
+async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, BrokerProfile]]:
+    """Yield (bootstrap, profile): the configured broker; else, with ``embedded``, a throwaway Tansu started for
+    this command; else the broker a running ``combee broker`` recorded. None of these: :class:`NoBrokerFound`.
+    A broker that does not answer within ``broker_connect_timeout_s``: :class:`BrokerUnreachable`."""
+    from streams.broker.errors import NoBrokerFound
+    from streams.broker.probe import check_broker
+    from streams.broker.profile import profile_for
+    from streams.broker.state import read_record
+    from streams.broker.tansu import EmbeddedBroker
+
+    bootstrap = settings.kafka_bootstrap
+    if not bootstrap and not embedded:
+        record = read_record()
+        if record is None:
+            raise NoBrokerFound(NO_BROKER_HELP)
+        bootstrap = record.bootstrap
+        print(f"Using the broker at {bootstrap} (`combee broker`, pid {record.pid}, storage {record.storage}).",
+              file=sys.stderr)
+    if bootstrap:
+        await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s)
+        yield bootstrap, await profile_for(bootstrap, settings.broker_kind)
+        return
+    broker = EmbeddedBroker()
+    await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
+    print(f"Started a throwaway embedded broker (Tansu) at {broker.bootstrap}. Its data lives in memory only, for as "
+          f"long as this command runs.", file=sys.stderr)
+    try:
+        yield broker.bootstrap, BrokerProfile.for_tansu()
+    finally:
+        await asyncio.to_thread(broker.stop)
+
+
+def stop_on_signals(stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+
+async def until_stopped(work: Awaitable[T], stop: asyncio.Event, budget_s: float) -> T | None:
+    """Await ``work``; once ``stop`` is set, give it ``budget_s`` more, then cancel it and return None."""
+    task = asyncio.ensure_future(work)
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([task, stopper], return_when=asyncio.FIRST_COMPLETED)
+        if not task.done():
+            await asyncio.wait([task], timeout=budget_s)
+    finally:
+        stopper.cancel()
+    if not task.done():
+        log.warning("did not stop within %.1f s of the stop request; cancelled", budget_s)
+        task.cancel()
+        await asyncio.wait([task], timeout=1.0)
+        return None
+    return task.result()

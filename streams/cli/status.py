@@ -1,0 +1,24 @@
+"""``combee status``: topics, lag per stage, version and batch size per playbook, the controller's last decision."""
+
+from __future__ import annotations
+
+import argparse
+
+from streams.cli.flags import add_common, settings_from_args
+from streams.cli.running import broker_for
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    status = subparsers.add_parser("status", help="topics, lag per stage, version and batch size per playbook")
+    add_common(status, run=False, run_id=True)  # the run id names the groups whose lag it shows
+    status.set_defaults(handler=cmd_status)
+
+
+async def cmd_status(args: argparse.Namespace) -> int:
+    from streams.topology.observe import collect_status, format_status
+
+    settings = settings_from_args(args)
+    async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
+        status = await collect_status(settings, bootstrap, profile)
+    print(format_status(status))
+    return 0

@@ -1,0 +1,1 @@
+"""The demo (``combee demo``): a simulated agent fleet learning a playbook live, its follower and its plots."""

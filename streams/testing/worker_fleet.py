@@ -1,0 +1,163 @@
+"""Worker processes for fault tests and benchmarks: start, kill -9, SIGTERM, pause and restart ``combee worker``
+children, each with its own log file, while a feeder produces traces at a steady rate; then audit the run from its
+topics (``combee_core.audit``)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from combee_core.audit import RunAudit, audit_run
+from combee_core.log_order import valid_versions
+from combee_core.models import BatchManifest, CombeeModel, DeadLetter, PlaybookVersion, Trace
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.broker.child_process import stop_processes
+from streams.testing.broker import ResolvedBroker
+from streams.topology.runtime import read_topic, start_producer
+
+WORKER_SETTINGS = {
+    "COMBEE_BATCH_SIZE": "20",
+    "COMBEE_MAX_WAIT_S": "2",
+    "COMBEE_PARTITIONS": "4",
+    "COMBEE_SIM_CLOCK": "real",
+    "COMBEE_SIM_TIME_SCALE": "0.25",
+    "COMBEE_LOG_LEVEL": "INFO",
+}
+"""Real-time simulated latency (a call sleeps a quarter of its modelled time: ~0.1-1 s), so calls are in flight
+whenever a worker joins, dies or stops."""
+
+
+def fleet_settings(prefix: str) -> CombeeSettings:
+    env = {**WORKER_SETTINGS, "COMBEE_TOPIC_PREFIX": prefix}
+    return CombeeSettings.load(env=env)
+
+
+@dataclass
+class WorkerFleet:
+    """``combee worker`` processes (all stages) of one run; logs under ``log_dir``."""
+
+    broker: ResolvedBroker
+    prefix: str
+    log_dir: Path
+    processes: dict[int, subprocess.Popen] = field(default_factory=dict)
+    exits: list[tuple[int, int, float]] = field(default_factory=list)
+    """(worker number, exit code, seconds from SIGTERM to exit, or 0.0)"""
+    logs: dict[int, Path] = field(default_factory=dict)
+    _starts: int = 0
+
+    def start(self, number: int) -> None:
+        self._starts += 1
+        env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
+        env.update(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap, COMBEE_BROKER_KIND=self.broker.profile.kind,
+                   COMBEE_TOPIC_PREFIX=self.prefix, **WORKER_SETTINGS)
+        log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # noqa: SIM115 - closed by the child
+        self.processes[number] = subprocess.Popen(
+            [sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"], env=env, stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        self.logs[number] = Path(log.name)
+        log.close()
+
+    async def wait_ready(self, number: int, timeout_s: float = 120.0) -> None:
+        """Wait until the worker's ``/readyz`` answers 200 (as a rolling restart waits before the next one)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            self.check_alive()
+            port = re.search(rb"health on :(\d+)", self.logs[number].read_bytes())
+            if port is not None and await _ready(int(port.group(1))):
+                return
+            await asyncio.sleep(0.5)
+        raise AssertionError(f"worker {number} not ready after {timeout_s:.0f} s:\n{self.tail()}")
+
+    def kill(self, number: int) -> None:
+        process = self.processes.pop(number)
+        process.send_signal(signal.SIGKILL)
+        self.exits.append((number, process.wait(timeout=10), 0.0))
+
+    def terminate(self, number: int, timeout_s: float = 30.0) -> None:
+        process = self.processes.pop(number)
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=timeout_s)
+        self.exits.append((number, code, time.monotonic() - started))
+
+    def pause(self, number: int) -> None:
+        """SIGSTOP: the worker freezes mid-work; after the session timeout its partitions move to the others."""
+        self.processes[number].send_signal(signal.SIGSTOP)
+
+    def resume(self, number: int) -> None:
+        """SIGCONT: the worker wakes up as a zombie, finishing work for partitions it no longer owns."""
+        self.processes[number].send_signal(signal.SIGCONT)
+
+    def check_alive(self) -> None:
+        for number, process in self.processes.items():
+            if process.poll() is not None:
+                raise AssertionError(f"worker {number} exited with {process.returncode}:\n{self.tail()}")
+
+    def tail(self, lines: int = 40) -> str:
+        newest = sorted(self.log_dir.glob("worker-*.log"), key=os.path.getmtime)[-2:]
+        return "\n".join(f"== {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
+                         for p in newest)
+
+    def stop_all(self) -> None:
+        stop_processes(self.processes.values(), timeout_s=20)
+        self.processes.clear()
+
+
+async def _ready(port: int) -> bool:
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        return False
+    try:
+        writer.write(b"GET /readyz HTTP/1.0\r\n\r\n")
+        await writer.drain()
+        return (await reader.readline()).split(b" ")[1:2] == [b"200"]
+    finally:
+        writer.close()
+
+
+async def feed(settings: CombeeSettings, broker: ResolvedBroker, traces: Sequence[Trace], rate_per_s: float) -> None:
+    """Produce ``traces`` in order at a steady rate (in small bursts), waiting for the broker's acks."""
+    producer = await start_producer(broker.bootstrap, broker.profile)
+    topic = settings.topic(Topic.TRACES)
+    started = time.monotonic()
+    try:
+        for number, trace in enumerate(traces):
+            await asyncio.sleep(max(0.0, started + number / rate_per_s - time.monotonic()))
+            await producer.send(topic, trace.to_json_bytes(), key=trace.playbook_id.encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+async def read_run(settings: CombeeSettings, broker: ResolvedBroker) -> tuple[list, list, list]:
+    async def models(topic: str, model: type[CombeeModel]) -> list:
+        records = await read_topic(broker.bootstrap, broker.profile, settings.topic(topic))
+        return [model.from_json_bytes(record.value) for record in records]
+
+    return (await models(Topic.PLAYBOOK, PlaybookVersion), await models(Topic.BATCHES, BatchManifest),
+            await models(Topic.DLQ, DeadLetter))
+
+
+async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet: WorkerFleet, sent: set[str],
+                         timeout_s: float) -> RunAudit:
+    """Wait until every sent trace is in a version that counts or a dead letter; then audit the topics."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        fleet.check_alive()
+        versions, manifests, dead = await read_run(settings, broker)
+        covered = {t for v in valid_versions(versions) for t in v.lineage} | {d.trace_id for d in dead}
+        if sent <= covered or time.monotonic() > deadline:
+            await asyncio.sleep(3)  # a late duplicate version or batch would show up here
+            return audit_run(sent, *await read_run(settings, broker))
+        await asyncio.sleep(1)

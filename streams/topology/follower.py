@@ -1,0 +1,159 @@
+"""A subscriber of the topology's outputs, as an agent fleet or a test would be one: follows the playbook, control
+and dead-letter topics (and ``promoted`` with promotion on) from their beginning, and says which playbook version an
+agent should run and which traces have reached a version."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
+from combee_core.promotion import PromotionLedger, in_canary
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.broker.profile import BrokerProfile
+from streams.topology.runtime import consumer_config
+
+
+@dataclass
+class PlaybookFollower:
+    """Follows the playbook, control and dead-letter topics (and ``promoted`` with promotion on) from their
+    beginning, in the background.
+
+    ``latest`` holds the newest version per playbook, ``covered`` every trace id that is in some version's lineage
+    or in a dead letter; ``on_version`` is called for each new version. With ``settings.promotion`` (and not
+    ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate.
+    """
+
+    settings: CombeeSettings
+    bootstrap: str
+    profile: BrokerProfile
+    on_version: Callable[[PlaybookVersion], None] | None = None
+    on_decision: Callable[[ControlDecision], None] | None = None
+    """Called for each batch-size decision on the control topic (the demo shows it)."""
+    check_alive: Callable[[], None] | None = None
+    """Called while waiting; raises if what should produce the awaited records has died (e.g. the worker)."""
+    on_promotion: Callable[[PromotionDecision], None] | None = None
+    """Called for each decision on the promoted topic that counts."""
+    candidates: bool = False
+    """Run the newest candidate even with promotion on (``--candidates``)."""
+    latest: dict[str, PlaybookVersion] = field(default_factory=dict)
+    ledger: PromotionLedger = field(default_factory=PromotionLedger)
+    batch_sizes: dict[str, int] = field(default_factory=dict)
+    decisions: list[ControlDecision] = field(default_factory=list)
+    covered: set[str] = field(default_factory=set)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task | None = None
+    _consumer: AIOKafkaConsumer | None = None
+
+    async def __aenter__(self) -> PlaybookFollower:
+        consumer = AIOKafkaConsumer(**consumer_config(self.bootstrap, self.profile, None))
+        await consumer.start()
+        self._consumer = consumer
+        tps = [TopicPartition(self.settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED)]
+        dlq = self.settings.topic(Topic.DLQ)
+        await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+        tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        self._task = asyncio.create_task(self._follow(consumer))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+
+    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+        followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ)
+        topics = {self.settings.topic(name): name for name in followed}
+        while True:
+            batch = await consumer.getmany(timeout_ms=200)
+            for tp, records in batch.items():
+                for record in records:
+                    self._take(topics[tp.topic], record.value)
+            if batch:
+                self._changed.set()
+
+    def _take(self, topic: str, value: bytes) -> None:
+        if topic == Topic.PLAYBOOK:
+            version = PlaybookVersion.from_json_bytes(value)
+            current = self.latest.get(version.playbook_id)
+            if version.version != (current.version if current else 0) + 1:
+                return  # not the next version: a fenced writer's duplicate (docs/protocol.md, "Reading versions")
+            self.latest[version.playbook_id] = version
+            self.covered.update(version.lineage)
+            if self.on_version is not None:
+                self.on_version(version)
+        elif topic == Topic.PROMOTED:
+            promotion = PromotionDecision.from_json_bytes(value)
+            if self.ledger.apply(promotion) and self.on_promotion is not None:
+                self.on_promotion(promotion)
+        elif topic == Topic.CONTROL:
+            decision = ControlDecision.from_json_bytes(value)
+            self.decisions.append(decision)
+            self.batch_sizes[decision.playbook_id] = decision.batch_size
+            if self.on_decision is not None:
+                self.on_decision(decision)
+        else:
+            letter = DeadLetter.from_json_bytes(value)
+            self.dead_letters.append(letter)
+            if letter.trace_id:
+                self.covered.add(letter.trace_id)
+
+    def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
+        """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
+        agent in the canary share; else the newest version seen; (0, []) before the first."""
+        if self.settings.promotion and not self.candidates:
+            canary = self.ledger.canary(playbook_id)
+            share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
+            if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
+                return canary.version, list(canary.entries)
+            served = self.ledger.served(playbook_id)
+            return (served.version, list(served.entries)) if served else (0, [])
+        version = self.latest.get(playbook_id)
+        return (version.version, version.entries) if version else (0, [])
+
+    def batch_size(self, playbook_id: str) -> int:
+        """The playbook's current batch size: the controller's latest decision, else the configured size."""
+        return self.batch_sizes.get(playbook_id, self.settings.batch_size)
+
+    def decision_count(self, playbook_id: str) -> int:
+        return sum(1 for d in self.decisions if d.playbook_id == playbook_id)
+
+    async def wait_for_decision(self, playbook_id: str, seen: int, grace_s: float) -> bool:
+        """Wait up to ``grace_s`` until the playbook has more than ``seen`` decisions; False when none came."""
+        try:
+            await self.wait_until(lambda: self.decision_count(playbook_id) > seen, grace_s, "a decision")
+        except TimeoutError:
+            return False
+        return True
+
+    async def wait_incorporated(self, trace_ids: set[str], timeout_s: float, what: str) -> None:
+        """Wait until every trace id is in a version's lineage or in a dead letter."""
+        await self.wait_until(lambda: trace_ids <= self.covered, timeout_s, what)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Wait until ``condition()`` holds after some record arrived; TimeoutError naming ``what`` otherwise."""
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if self._task is not None and self._task.done():
+                self._task.result()
+                raise RuntimeError("the playbook follower stopped")
+            if self.check_alive is not None:
+                self.check_alive()
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"waited {timeout_s:.0f}s for {what}")
+            self._changed.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout=min(remaining, 1.0))

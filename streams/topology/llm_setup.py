@@ -1,0 +1,81 @@
+"""LLM roles for a worker: the run's LLM configuration, with every call recorded on the ``llm-calls`` topic.
+
+``llm_record=record`` also appends every call to ``llm_record_file``; ``llm_record=replay`` answers every call from
+the record (``llm_record_file``, else ``llm_record_topic``, else the run's own ``llm-calls`` topic) and raises
+``LLMRecordMiss`` for a call it does not hold (see docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+from combee_core.llm.record import CallIndex, CallStore, LLMRecordMiss, ReplayResponder, parse_call_lines
+from combee_core.llm.roles import LLMConfig, LLMRoles
+from combee_core.models import CallRecord
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+
+if TYPE_CHECKING:
+    from streams.broker.profile import BrokerProfile
+    from streams.topology.runtime import StageContext
+
+log = logging.getLogger(__name__)
+
+OnCall = Callable[[CallRecord], Awaitable[None] | None]
+
+
+def build_llm_roles(
+    settings: CombeeSettings,
+    *,
+    producer_ctx: StageContext | None = None,
+    on_call: OnCall | None = None,
+    responder: object | None = None,
+) -> LLMRoles:
+    """LLM roles configured from ``settings``.
+
+    Each call attempt is published to the ``llm-calls`` topic (keyed by its call key) when ``producer_ctx`` is given,
+    and handed to ``on_call`` (tests, the demo's counters). A failed publish is logged, never fatal: the record is
+    an audit trail, the stage's output does not depend on it.
+    """
+
+    store = (CallStore(settings.llm_record_file) if settings.llm_record == "record" and settings.llm_record_file
+             else None)
+
+    async def record(call: CallRecord) -> None:
+        if store is not None:
+            store.append(call)
+        if producer_ctx is not None:
+            producer_ctx.count(f"llm_calls.{call.role}")
+            try:
+                await producer_ctx.send(Topic.LLM_CALLS, call.key, call.model_dump_json().encode())
+            except Exception as error:  # noqa: BLE001 - auditing must not stop the stage
+                log.warning("could not record LLM call %s: %s", call.key[:12], error)
+        if on_call is not None:
+            result = on_call(call)
+            if inspect.isawaitable(result):
+                await result
+
+    return LLMRoles(LLMConfig.from_settings(settings), on_call=record, responder=responder)  # type: ignore[arg-type]
+
+
+async def replay_responder(
+    settings: CombeeSettings,
+    bootstrap: str,
+    profile: BrokerProfile,
+    on_miss: Callable[[LLMRecordMiss], None] | None = None,
+) -> ReplayResponder:
+    """A responder answering from the run's call record: ``llm_record_file``, else a topic of call records."""
+    if settings.llm_record_file:
+        records = CallStore(settings.llm_record_file).load()
+        source = settings.llm_record_file
+    else:
+        from streams.topology.runtime import read_topic
+
+        source = settings.llm_record_topic or settings.topic(Topic.LLM_CALLS)
+        raw = await read_topic(bootstrap, profile, source)
+        records = parse_call_lines((r.value for r in raw if r.value), source)
+    log.info("replaying LLM calls from %s (%d recorded attempts)", source, len(records))
+    return ReplayResponder(CallIndex(records), on_miss=on_miss)

@@ -1,0 +1,216 @@
+"""A live view of a single-partition state topic: every record, in log order, from the beginning, outside any group.
+
+Stages keep their state as a view of the logs they (and their predecessors as owners) write: the batcher of
+``batches``, the reducer of ``playbook``. The view lets its owner wait until a given offset has been applied (to
+confirm that a record it wrote is the first of its number) or until the topic's current end has (on assignment).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from combee_core.errors import CombeeError
+from combee_core.log_order import ContiguousNumbers, ResumePoints
+from combee_core.models import ViewCheckpoint, utc_now
+from combee_core.topology import Topic
+from streams.topology.runtime import Stage, consumer_config, end_offsets, read_topic
+
+log = logging.getLogger(__name__)
+
+VIEW_FETCH_WAIT_MS = 50
+"""Long-poll wait of the view's fetches: bounds how long a confirmation waits for a record that is already written."""
+
+
+class LogViewTimeout(CombeeError, TimeoutError):
+    """The view did not reach an offset in time (broker slow or gone)."""
+
+
+class CheckpointedState(Protocol):
+    """A view's state that can be written as a :class:`ViewCheckpoint` and resumed from one."""
+
+    def checkpoint(self, position: int) -> tuple[int, dict[str, int], dict[str, int]]:
+        """(offset to resume from, number gates there, offsets of records to load first) for the state at
+        ``position``."""
+        ...
+
+    async def resume(self, checkpoint: ViewCheckpoint, fetch: Callable[[int], Awaitable[ConsumerRecord]]) -> None:
+        """Take the checkpoint's gates; ``fetch(offset)`` reads one record of the topic (e.g. ``latest``)."""
+        ...
+
+
+@dataclass
+class GatedState:
+    """The checkpointable part of a view whose records are numbered per playbook (``ContiguousNumbers``): where to
+    resume (``points``: the records its state still needs) and, optionally, single records to load first
+    (``latest``: playbook -> offset, given to ``load``)."""
+
+    gate: ContiguousNumbers[str]
+    points: ResumePoints = field(default_factory=ResumePoints)
+    latest: dict[str, int] = field(default_factory=dict)
+    load: Callable[[ConsumerRecord], None] | None = None
+
+    def checkpoint(self, position: int) -> tuple[int, dict[str, int], dict[str, int]]:
+        resume, nexts = self.points.resume(position, self.gate.state())
+        return resume, nexts, dict(self.latest)
+
+    async def resume(self, checkpoint: ViewCheckpoint, fetch: Callable[[int], Awaitable[ConsumerRecord]]) -> None:
+        self.gate.load(checkpoint.nexts)
+        for offset in checkpoint.latest.values():
+            assert self.load is not None
+            self.load(await fetch(offset))
+
+
+class LogView:
+    """Applies every record of a state topic (partition 0) to ``apply``, in order, until closed.
+
+    With ``state``, the view resumes from the latest checkpoint of ``<stage>/<topic>`` on the ``checkpoints`` topic
+    (so a start reads what the checkpoint needs, not the whole topic) and writes one every
+    ``view_checkpoint_every`` records.
+    """
+
+    def __init__(self, stage: Stage, topic: str, apply: Callable[[ConsumerRecord], None],
+                 state: CheckpointedState | None = None) -> None:
+        self._stage = stage
+        self.name = f"{stage.name}/{topic}"
+        self._logical = topic
+        self.topic = stage.settings.topic(topic)
+        self._sending: dict[tuple[str, int], bytes] = {}
+        self._outcome: dict[tuple[str, int], bool] = {}
+        self._apply = apply
+        self._state = state
+        self._tp = TopicPartition(self.topic, 0)
+        self._checkpointed = 0
+        self.applied = 0
+        """Records applied since start (a restart from a checkpoint reads fewer than the topic holds)."""
+        self.position = 0
+        """Offset of the next record to apply."""
+        self._advanced = asyncio.Condition()
+        self._closed = asyncio.Event()
+        self._consumer: AIOKafkaConsumer | None = None
+
+    async def start(self) -> None:
+        ctx = self._stage.ctx
+        self._consumer = AIOKafkaConsumer(
+            **{**consumer_config(ctx.bootstrap, ctx.profile, None), "fetch_max_wait_ms": VIEW_FETCH_WAIT_MS}
+        )
+        await self._consumer.start()
+        self._consumer.assign([self._tp])
+        checkpoint = await self._latest_checkpoint() if self._state is not None else None
+        if checkpoint is None:
+            await self._consumer.seek_to_beginning(self._tp)
+        else:
+            assert self._state is not None
+            await self._state.resume(checkpoint, self._fetch_at)
+            self.position = self._checkpointed = checkpoint.position
+            self._consumer.seek(self._tp, checkpoint.position)
+            log.info("%s: resumed from its checkpoint at offset %d", self.name, checkpoint.position)
+        self._stage.spawn(self._follow(), name=f"{self._stage.name}-view-{self.topic}", service=True)
+        self._stage.views.append(self)
+
+    async def _follow(self) -> None:
+        assert self._consumer is not None
+        try:
+            while not self._closed.is_set():
+                batch = await self._consumer.getmany(self._tp, timeout_ms=100)
+                records = batch.get(self._tp, [])
+                for record in records:
+                    self._apply(record)
+                    self.position = record.offset + 1
+                self.applied += len(records)
+                if records:
+                    async with self._advanced:
+                        self._advanced.notify_all()
+                if self._state is not None and self.position - self._checkpointed >= self._every:
+                    await self._write_checkpoint()
+        finally:
+            await self._consumer.stop()
+
+    def origin(self, record: ConsumerRecord, number: tuple[str, int], counts: bool) -> Literal["void", "mine", "other"]:
+        """Who wrote a numbered record (``number`` = (playbook, number)) that ``counts`` or not under the reading
+        rule: void, this stage (a :meth:`write` waiting for it), or another writer."""
+        mine = self._sending.get(number) == record.value
+        if mine:
+            self._outcome[number] = counts
+        elif counts and number in self._sending:
+            self._outcome[number] = False  # another writer's record took the number first
+        return "void" if not counts else "mine" if mine else "other"
+
+    async def write(self, number: tuple[str, int], payload: bytes) -> bool:
+        """Write a numbered record keyed by its playbook, and wait for the view to say whether it counts."""
+        self._sending[number] = payload
+        try:
+            written = await self._stage.ctx.send(self._logical, number[0], payload, wait=True)
+            assert written is not None
+            await self.reached(written.offset)
+            return self._outcome.pop(number, False)
+        finally:
+            self._sending.pop(number, None)
+
+    @property
+    def _every(self) -> int:
+        return self._stage.settings.view_checkpoint_every
+
+    async def _write_checkpoint(self) -> None:
+        assert self._state is not None
+        resume, nexts, latest = self._state.checkpoint(self.position)
+        checkpoint = ViewCheckpoint(view=self.name, position=resume, nexts=nexts, latest=latest, written_at=utc_now())
+        await self._stage.ctx.send(Topic.CHECKPOINTS, self.name, checkpoint)
+        self._checkpointed = self.position
+
+    async def _latest_checkpoint(self) -> ViewCheckpoint | None:
+        ctx = self._stage.ctx
+        latest = None
+        for record in await read_topic(ctx.bootstrap, ctx.profile, self._stage.settings.topic(Topic.CHECKPOINTS)):
+            checkpoint = self._stage.read_state(record, ViewCheckpoint)
+            if checkpoint is not None and checkpoint.view == self.name and (
+                    latest is None or checkpoint.position >= latest.position):
+                latest = checkpoint
+        return latest
+
+    async def _fetch_at(self, offset: int) -> ConsumerRecord:
+        """One record of the topic, before following starts."""
+        assert self._consumer is not None
+        self._consumer.seek(self._tp, offset)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            batch = await self._consumer.getmany(self._tp, timeout_ms=1000, max_records=1)
+            for record in batch.get(self._tp, []):
+                if record.offset == offset:
+                    return record
+                if record.offset > offset:
+                    raise LookupError(f"{self.topic}: no record at offset {offset}")
+        raise LogViewTimeout(f"{self.topic}: could not read offset {offset} within 30 s")
+
+    def close(self) -> None:
+        self._closed.set()
+
+    async def reached(self, offset: int, timeout_s: float = 30.0) -> None:
+        """Wait until the record at ``offset`` (and every one before it) has been applied."""
+        async with self._advanced:
+            try:
+                await asyncio.wait_for(self._advanced.wait_for(lambda: self.position > offset), timeout_s)
+            except TimeoutError as error:
+                raise LogViewTimeout(f"{self.topic}: view at offset {self.position}, did not reach {offset} within "
+                                     f"{timeout_s:.0f} s") from error
+
+    async def catch_up(self, timeout_s: float = 30.0) -> None:
+        """Wait until every record written before this call has been applied."""
+        if self._closed.is_set():
+            raise LogViewTimeout(f"{self.topic}: the view is closed")
+        ctx = self._stage.ctx
+        probe = AIOKafkaConsumer(**consumer_config(ctx.bootstrap, ctx.profile, None))
+        await probe.start()
+        try:
+            end = (await asyncio.wait_for(end_offsets(probe, ctx.profile, [self._tp]), timeout_s))[self._tp]
+        finally:
+            await probe.stop()
+        if end > 0:
+            await self.reached(end - 1, timeout_s)

@@ -1,0 +1,150 @@
+"""The latest version of every playbook, as a stage's live view of the ``playbook`` topic (for role context).
+
+The reflector and the aggregators give their LLM calls the playbook (the reflector the entries an agent used, the
+aggregator the whole playbook within the context budget). A :class:`~.log_view.LogView` applies the reading
+rule (the first record of each version number counts) and keeps the raw bytes of each playbook's recent versions;
+a record is validated once, when a call first needs it. The view checkpoints like the reducer's, so a restart reads
+the latest version of each playbook, not the whole topic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import orjson
+from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
+
+from combee_core.log_order import ContiguousNumbers
+from combee_core.models import PlaybookVersion
+from combee_core.playbook import Playbook, render_entry
+from combee_core.topology import Topic
+from streams.topology.log_view import GatedState, LogView
+from streams.topology.runtime import Stage
+
+log = logging.getLogger(__name__)
+
+
+KEEP_VERSIONS = 64
+"""Versions of each playbook kept (raw bytes, validated on first use): a trace may name any of the last 64."""
+
+
+class PlaybookVersions:
+    """Per playbook, its last :data:`KEEP_VERSIONS` versions seen on the ``playbook`` topic.
+
+    Role context is taken from a *given* version (the one a batch will be applied to, the one an agent ran with),
+    not from whatever is newest when the call happens, so the same traces give the same prompts in every run and
+    replay finds every call in its record. :meth:`at` waits for that version when the view has not applied it yet.
+    """
+
+    def __init__(self, stage: Stage) -> None:
+        self._stage = stage
+        self._state = GatedState(ContiguousNumbers[str](start=1), load=self._load)
+        self._raw: dict[str, dict[int, bytes]] = {}
+        self._cache: dict[tuple[str, int], Playbook] = {}
+        self._waiters: list[tuple[str, int, asyncio.Future[None]]] = []
+        self.view: LogView | None = None
+
+    async def start(self) -> None:
+        self.view = LogView(self._stage, Topic.PLAYBOOK, self._apply, self._state)
+        await self.view.start()
+
+    @staticmethod
+    def _number(record: ConsumerRecord) -> tuple[str, int] | None:
+        try:
+            data = orjson.loads(record.value) if record.value is not None else None
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(data, dict):
+            return None
+        playbook_id, version = data.get("playbook_id"), data.get("version")
+        if not isinstance(playbook_id, str) or not isinstance(version, int) or isinstance(version, bool):
+            return None
+        return playbook_id, version
+
+    def _apply(self, record: ConsumerRecord) -> None:
+        number = self._number(record)
+        if number is None:
+            self._stage.ctx.count("unreadable_playbook_records")  # the reducer dead-letters it; context skips it
+            return
+        if self._state.gate.accept(*number):
+            self._take(*number, record)
+
+    def _load(self, record: ConsumerRecord) -> None:
+        number = self._number(record)
+        if number is not None:
+            self._take(*number, record)
+
+    def _take(self, playbook_id: str, version: int, record: ConsumerRecord) -> None:
+        assert record.value is not None
+        kept = self._raw.setdefault(playbook_id, {})
+        kept[version] = record.value
+        for old in [v for v in kept if v <= version - KEEP_VERSIONS]:
+            del kept[old]
+            self._cache.pop((playbook_id, old), None)
+        self._state.latest[playbook_id] = record.offset
+        waiting = []
+        for waiter in self._waiters:
+            if waiter[0] == playbook_id and waiter[1] <= version:
+                if not waiter[2].done():
+                    waiter[2].set_result(None)
+            else:
+                waiting.append(waiter)
+        self._waiters = waiting
+
+    def latest_version(self, playbook_id: str) -> int:
+        """The newest version of ``playbook_id`` applied so far (0 when none)."""
+        return max(self._raw.get(playbook_id, {}), default=0)
+
+    async def at(self, playbook_id: str, version: int, timeout_s: float) -> Playbook:
+        """Version ``version`` of the playbook (version 0 is empty), waiting up to ``timeout_s`` for it to arrive.
+        When it does not arrive in time, or is older than the versions kept, the newest one kept is used instead
+        (logged: that call's prompt then depends on timing)."""
+        if version > self.latest_version(playbook_id):
+            arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._waiters.append((playbook_id, version, arrived))
+            try:
+                await asyncio.wait_for(arrived, timeout_s)
+            except TimeoutError:
+                log.warning("%s v%d did not arrive within %.0f s; using v%d as the roles' context", playbook_id,
+                            version, timeout_s, self.latest_version(playbook_id))
+            finally:
+                self._waiters = [w for w in self._waiters if w[2] is not arrived]
+        kept = self._raw.get(playbook_id, {})
+        if version not in kept and version != 0:
+            fallback = self.latest_version(playbook_id)
+            log.warning("%s v%d is not kept by this view; using v%d as the roles' context", playbook_id, version,
+                        fallback)
+            version = fallback
+        return self.playbook(playbook_id, version)
+
+    def playbook(self, playbook_id: str, version: int) -> Playbook:
+        """A kept version (validated on first use; version 0, or one not kept or unreadable, is empty)."""
+        cached = self._cache.get((playbook_id, version))
+        if cached is not None:
+            return cached
+        raw = self._raw.get(playbook_id, {}).get(version)
+        playbook = Playbook.empty(playbook_id)
+        if raw is not None:
+            try:
+                record = PlaybookVersion.from_json_bytes(raw)
+                playbook = Playbook.from_entries(playbook_id, record.version, record.entries,
+                                                 record.next_entry_number)
+            except (ValueError, ValidationError) as error:
+                log.warning("%s v%d is unreadable (%s); the roles get no playbook context", playbook_id, version,
+                            error)
+        self._cache[(playbook_id, version)] = playbook
+        return playbook
+
+
+def used_entries_text(playbook: Playbook, used: object) -> str:
+    """The entries an agent used (``metadata.used_entries``: comma-separated ids), rendered one per line as
+    ``[id] helpful=X harmful=Y :: content``; an id the playbook no longer holds says so."""
+    ids = list(dict.fromkeys(part.strip() for part in str(used or "").split(",") if part.strip()))
+    lines = []
+    for entry_id in ids:
+        entry = playbook.get(entry_id)
+        lines.append(render_entry(entry) if entry is not None else
+                     f"[{entry_id}] (not in the latest version v{playbook.version})")
+    return "\n".join(lines)

@@ -1,0 +1,403 @@
+"""The stage runtime: a consumer-group member that owns partitions, rebuilds their state, handles their records,
+ticks and commits what is safe (``Stage``).
+
+The Kafka clients it uses are configured in ``streams.topology.kafka_clients`` and what a stage gets from its worker
+is ``streams.topology.stage_context.StageContext``; both are re-exported here for the modules that import them from
+the runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.structs import ConsumerRecord
+from pydantic import ValidationError
+
+from combee_core.models import CombeeModel
+from combee_core.settings import CombeeSettings
+from streams.topology.dead_letters import make_dead_letter, readable_ids
+from streams.topology.kafka_clients import (
+    FETCH_MAX_BYTES,
+    consumer_config,
+    end_offsets,
+    partition_for,
+    producer_config,
+    read_topic,
+    start_producer,
+)
+from streams.topology.offsets import OffsetTracker
+from streams.topology.stage_context import StageContext
+
+__all__ = [
+    "FETCH_MAX_BYTES",
+    "Delivery",
+    "Stage",
+    "StageContext",
+    "StageFailed",
+    "cancel_tasks",
+    "consumer_config",
+    "end_offsets",
+    "partition_for",
+    "producer_config",
+    "read_topic",
+    "start_producer",
+]
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=CombeeModel)
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, stage: Stage) -> None:
+        self._stage = stage
+
+    async def on_partitions_revoked(self, revoked: Iterable[TopicPartition]) -> None:
+        await self._stage.release(set(revoked))
+
+    async def on_partitions_assigned(self, assigned: Iterable[TopicPartition]) -> None:
+        await self._stage.acquire(set(assigned))
+
+
+async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
+    """Cancel work in flight (its records stay uncommitted) and wait until it has stopped."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A consumed record and its value, decoded into the stage's :attr:`Stage.input_model`."""
+
+    record: ConsumerRecord
+    value: Any
+
+    @property
+    def partition(self) -> TopicPartition:
+        return TopicPartition(self.record.topic, self.record.partition)
+
+
+def _partitions(tps: set[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
+
+
+class StageFailed(RuntimeError):
+    """A stage's background work raised an unexpected error; the worker stops with it."""
+
+
+class Stage:
+    """A consumer-group member running one stage: consume, handle, tick, commit what is safe."""
+
+    name = "stage"
+    consumes: tuple[str, ...] = ()
+    input_model: type[CombeeModel] | None = None
+    """What every record of ``consumes`` is decoded into before :meth:`handle` sees it (None: the raw bytes)."""
+    input_label = "record"
+    """What the dead letter of a record that cannot be decoded calls it ("unreadable <label>: <why>")."""
+    tick_interval_s = 0.25
+
+    def __init__(self, ctx: StageContext) -> None:
+        self.ctx = ctx
+        self.tracker = OffsetTracker()
+        self.assigned: set[TopicPartition] = set()
+        """Partitions this member owns now: it handles, produces for and commits only these."""
+        self.views: list = []
+        """Live state-topic views (``streams.topology.log_view.LogView``), closed when the stage stops."""
+        self._to_rebuild: set[TopicPartition] = set()
+        """Assigned by the group, state not rebuilt yet: paused until the main loop has rebuilt it."""
+        self._releases = 0
+        """Counts releases: a rebuild that saw one happen meanwhile does not take ownership."""
+        self._stale: set[TopicPartition] = set()
+        self._consumer: AIOKafkaConsumer | None = None
+        self.started = asyncio.Event()
+        """Set once the consumer has started (joined its group); cleared when it stops."""
+        self._background: set[asyncio.Task] = set()
+        self._services: set[asyncio.Task] = set()
+        self._failure: BaseException | None = None
+
+    def spawn(self, coro, name: str | None = None, *, service: bool = False) -> asyncio.Task:
+        """Run ``coro`` in the background; an unexpected error in it stops this stage (and so the worker) with
+        that error, instead of vanishing (its records stay uncommitted, so a restart redelivers them).
+
+        A ``service`` (a state view) runs until the stage closes it; :meth:`wait_background` does not wait for it.
+        """
+        task = asyncio.create_task(coro, name=name)
+        (self._services if service else self._background).add(task)
+        task.add_done_callback(self._background_done)
+        return task
+
+    def _background_done(self, task: asyncio.Task) -> None:
+        self._background.discard(task)
+        self._services.discard(task)
+        error = None if task.cancelled() else task.exception()
+        if error is None:
+            return
+        log.error("%s: background task %s failed", self.name, task.get_name())
+        self._fail(error)
+
+    async def wait_background(self) -> None:
+        """Wait for every background task; raise the first unexpected error any of them died of."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+        if self._failure is not None:
+            raise StageFailed(f"stage {self.name} failed in a background task: {type(self._failure).__name__}: "
+                              f"{self._failure}") from self._failure
+
+    @property
+    def consumer(self) -> AIOKafkaConsumer | None:
+        """The group consumer while the stage runs (metrics read high watermarks and committed offsets)."""
+        return self._consumer
+
+    @property
+    def settings(self) -> CombeeSettings:
+        return self.ctx.settings
+
+    async def prepare(self) -> None:
+        """Rebuild state from output topics before consuming (override)."""
+
+    def fetch_limit(self) -> int:
+        """Most records handled per fetch (override: a stage whose fetch waits on LLM calls keeps it small, so a
+        rebalance never throws away much work in flight)."""
+        return 500
+
+    def decode(self, raw: bytes | None) -> Any:
+        """A record's value as :attr:`input_model`; raises ``ValueError`` saying what is wrong (override for a
+        stricter reading, as the reflector's of traces)."""
+        if self.input_model is None:
+            return raw
+        return self.input_model.from_json_bytes(raw)
+
+    def unreadable_reason(self, error: ValueError) -> str:
+        """The dead letter's reason for a record :meth:`decode` refused."""
+        return f"unreadable {self.input_label}: {error}"
+
+    async def decode_fetch(self, records: list[ConsumerRecord]) -> list[Delivery]:
+        """Decode the records of one fetch: the one place where an input record that cannot be read becomes a dead
+        letter (the stage, the reason, the original bytes and whatever ids can be read from them) and counts as done;
+        the others are returned with their values, in order."""
+        deliveries = []
+        for record in records:
+            try:
+                deliveries.append(Delivery(record, self.decode(record.value)))
+            except ValueError as error:  # pydantic's ValidationError and orjson's JSONDecodeError are ValueErrors
+                await self.reject(record, self.unreadable_reason(error), error, **readable_ids(record.value))
+        return deliveries
+
+    async def handle(self, record: ConsumerRecord, value: Any) -> None:
+        """One record of a partition this stage owns, with its decoded value (override)."""
+        raise NotImplementedError
+
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
+        """Handle the decoded records of one fetch, in order, skipping those of partitions revoked meanwhile
+        (override to process them concurrently)."""
+        for delivery in deliveries:
+            if self.owns(delivery.partition):
+                await self.handle(delivery.record, delivery.value)
+
+    async def tick(self, now: float) -> None:
+        """Periodic work: timeouts, max_wait closes (override)."""
+
+    async def drain(self) -> None:
+        """Finish in-flight work before stopping (override)."""
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        """Partitions assigned (by a rebalance, or again after a reset): rebuild exactly their state (override).
+        Records of these partitions are handled only once this returns."""
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        """Partitions taken away: stop their work in flight and drop their state (override). Their uncommitted
+        records are delivered again, to whichever member owns them next."""
+
+    def owns(self, tp: TopicPartition) -> bool:
+        return tp in self.assigned
+
+    def owner_partition(self, key: str) -> TopicPartition:
+        """The input partition records keyed ``key`` arrive on (stages consuming one keyed topic)."""
+        topic = self.settings.topic(self.consumes[0])
+        count = len(self._consumer.partitions_for_topic(topic) or ()) if self._consumer is not None else 0
+        return TopicPartition(topic, partition_for(key, count or self.settings.partitions))
+
+    def owns_key(self, key: str) -> bool:
+        return self.owner_partition(key) in self.assigned
+
+    def mark_stale(self, tp: TopicPartition) -> None:
+        """This partition's state was found stale (another writer took a number first): the main loop resets it."""
+        if tp in self.assigned:
+            self._stale.add(tp)
+
+    async def release(self, revoked: set[TopicPartition]) -> None:
+        """Fence revoked partitions: no handling, producing or committing for them from now on."""
+        self._to_rebuild -= revoked
+        revoked &= self.assigned
+        if not revoked:
+            return
+        self._releases += 1
+        self.assigned -= revoked
+        self._stale -= revoked
+        try:
+            await self.on_revoked(revoked)
+            await self.ctx.producer.flush()  # what was written before the fence lands before the next owner reads
+            await self._commit(self.tracker.committable(revoked))
+        finally:
+            self.tracker.forget(revoked)
+        self.ctx.count(f"partitions_released.{self.name}", len(revoked))
+        log.info("%s: released %s", self.name, _partitions(revoked))
+
+    async def acquire(self, assigned: set[TopicPartition]) -> None:
+        """Newly assigned partitions: paused until the main loop has rebuilt their state (:meth:`rebuild`). The
+        rebalance callback itself stays short, so a slow rebuild never makes this member miss a rebalance."""
+        assigned -= self.assigned
+        if not assigned:
+            return
+        self._to_rebuild |= assigned
+        if self._consumer is not None:
+            self._consumer.pause(*assigned)
+
+    async def rebuild(self) -> None:
+        """Rebuild the state of the partitions waiting for it, then own them and let their records in. A release
+        during the rebuild voids it (partitions assigned again are queued again); a failure stops the worker."""
+        pending, self._to_rebuild = self._to_rebuild, set()
+        if not pending or self._consumer is None or self.ctx.stop.is_set():
+            return
+        releases = self._releases
+        try:
+            await self.on_assigned(pending)
+        except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
+            self._fail(error)
+            return
+        owned = pending & self._consumer.assignment()
+        if releases != self._releases:
+            self._to_rebuild |= owned  # rebuild again: what was read may predate the release's writes
+            return
+        self.assigned |= owned
+        self._consumer.resume(*owned)
+        self.ctx.count(f"partitions_acquired.{self.name}", len(owned))
+        log.info("%s: owns %s", self.name, _partitions(owned))
+
+    async def reset_stale(self) -> None:
+        """Partitions whose state went stale: release, seek back to the committed offset, rebuild, own again."""
+        stale, self._stale = self._stale & self.assigned, set()
+        if not stale or self._consumer is None:
+            return
+        log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
+                    _partitions(stale))
+        self.ctx.count("state_resets")
+        await self.release(stale)
+        for tp in stale & self._consumer.assignment():
+            await self._seek_committed(tp)
+            await self.acquire({tp})
+
+    async def _seek_committed(self, tp: TopicPartition) -> None:
+        assert self._consumer is not None
+        committed = await self._consumer.committed(tp)
+        if committed is None:
+            await self._consumer.seek_to_beginning(tp)
+        else:
+            self._consumer.seek(tp, committed)
+
+    def _fail(self, error: BaseException) -> None:
+        log.error("%s: %s: %s", self.name, type(error).__name__, error)
+        if self._failure is None:
+            self._failure = error
+            self.ctx.stop.set()
+
+    async def reject(
+        self,
+        record: ConsumerRecord,
+        reason: str,
+        error: BaseException | str,
+        *,
+        trace_id: str | None = None,
+        playbook_id: str | None = None,
+    ) -> None:
+        """Send a consumed record to the dead-letter topic with the reason, and count it as done."""
+        await self.ctx.dead_letter(
+            make_dead_letter(self.name, reason, error, record.value, topic=record.topic, partition=record.partition,
+                             offset=record.offset, key=record.key, trace_id=trace_id, playbook_id=playbook_id)
+        )
+        self.done(record)
+
+    def read_state(self, record: ConsumerRecord, model: type[M]) -> M | None:
+        """Parse a state-topic record (a live view's, a checkpoint, a re-read at assignment): the one place where a
+        state record that cannot be read becomes a dead letter with its reason, and the rebuild goes on without it."""
+        try:
+            return model.from_json_bytes(record.value)
+        except (ValueError, ValidationError) as error:
+            self.ctx.count("unreadable_state_records")
+            self.spawn(self.ctx.dead_letter(make_dead_letter(
+                self.name, f"unreadable {model.__name__} in {record.topic}: {error}", error, record.value,
+                topic=record.topic, partition=record.partition, offset=record.offset, key=record.key,
+                **readable_ids(record.value))))
+            return None
+
+    def done(self, record: ConsumerRecord) -> None:
+        tp = TopicPartition(record.topic, record.partition)
+        if tp in self.assigned:
+            self.tracker.done(tp, record.offset)
+
+    async def commit(self) -> None:
+        await self._commit(self.tracker.committable(self.assigned))
+
+    async def _commit(self, offsets: dict) -> None:
+        if offsets and self._consumer is not None:
+            try:
+                await self._consumer.commit(offsets)
+            except Exception as error:  # commit failures are retried at the next tick; redelivery is harmless
+                log.warning("%s: commit failed (%s: %s); will retry", self.name, type(error).__name__, error)
+                self.tracker.commit_failed(set(offsets))
+
+    async def run(self) -> None:
+        """Consume until the worker's stop event is set."""
+        consumer: AIOKafkaConsumer | None = None
+        try:
+            await self.prepare()
+            consumer = AIOKafkaConsumer(
+                **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
+            )
+            self._consumer = consumer
+            consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
+            await consumer.start()
+            self.started.set()
+            log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
+            await self._consume(consumer)
+            await self.drain()
+            await self.wait_background()
+            await self.commit()
+        finally:
+            self.started.clear()
+            for view in self.views:
+                view.close()
+            await asyncio.gather(*self._services, return_exceptions=True)
+            if consumer is not None:
+                await consumer.stop()
+            self._consumer = None
+
+    async def _consume(self, consumer: AIOKafkaConsumer) -> None:
+        last_tick = 0.0
+        while not self.ctx.stop.is_set():
+            batch = await consumer.getmany(timeout_ms=100, max_records=self.fetch_limit())
+            await self.rebuild()
+            for tp, records in batch.items():
+                if tp in self._to_rebuild:  # fetched before the pause took effect: rebuild first
+                    await self.rebuild()
+                if tp not in self.assigned:
+                    if tp in consumer.assignment():  # still ours, state not rebuilt: start again from the commit
+                        await self._seek_committed(tp)
+                    continue  # else revoked: the next owner reads them
+                for record in records:
+                    self.tracker.consumed(tp, record.offset)
+                self.ctx.count(f"records_in.{self.name}", len(records))
+                await self.handle_many(await self.decode_fetch(records))
+            await self.reset_stale()
+            now = time.monotonic()
+            if now - last_tick >= self.tick_interval_s:
+                last_tick = now
+                await self.tick(now)
+                await self.commit()

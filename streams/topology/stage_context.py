@@ -1,0 +1,64 @@
+"""What every stage gets from its worker: settings, the broker, one shared producer, the LLM roles, counters."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from aiokafka import AIOKafkaProducer
+from aiokafka.structs import RecordMetadata
+
+from combee_core.models import CombeeModel, DeadLetter
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.broker.profile import BrokerProfile
+
+if TYPE_CHECKING:
+    from combee_core.llm.roles import LLMRoles
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StageContext:
+    """Everything a stage needs from its worker: settings, broker, one shared producer, the LLM roles."""
+
+    settings: CombeeSettings
+    bootstrap: str
+    profile: BrokerProfile
+    producer: AIOKafkaProducer
+    stop: asyncio.Event
+    llm: LLMRoles | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def roles(self) -> LLMRoles:
+        """The LLM roles, which the worker builds for the stages that call the LLM (reflect, aggregate, reduce)."""
+        if self.llm is None:
+            raise RuntimeError("this worker has no LLM roles: only the reflect, aggregate and reduce stages get them")
+        return self.llm
+
+    def count(self, name: str, amount: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    async def send(
+        self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False
+    ) -> RecordMetadata | None:
+        """Send a model to a logical topic (name without prefix). ``wait`` blocks until the broker acks and returns
+        where the record landed."""
+        payload = value if isinstance(value, bytes) else value.to_json_bytes()
+        full_topic = self.settings.topic(topic)
+        self.count(f"records_out.{topic}")
+        if wait:
+            return await self.producer.send_and_wait(full_topic, payload, key=key.encode())
+        await self.producer.send(full_topic, payload, key=key.encode())
+        return None
+
+    async def dead_letter(self, letter: DeadLetter) -> None:
+        """Publish a dead letter (always waits: a dead letter must never be lost)."""
+        self.count("dead_letters")
+        self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
+        log.warning("dead letter from %s: %s", letter.stage, letter.reason)
+        await self.send(Topic.DLQ, letter.stage, letter, wait=True)

@@ -1,0 +1,199 @@
+"""Batcher / shuffler: reflections -> batches (windows) -> p shuffled copies per reflection on the shuffle topic.
+
+A batch closes at the playbook's current batch size (from the control topic, or the configured size) or after
+``max_wait_s`` with at least one reflection. Batch ids are 0, 1, 2, ... per playbook and survive restarts: the
+batcher rebuilds them, and the set of trace_ids already batched, from the ``batches`` topic before consuming.
+
+A batch's manifest is published before its copies, so its membership is fixed even if the process dies before every
+copy is out; reflections are committed only after the copies, so after a restart they come back, and the batch's
+copies are re-dealt from the manifest and sent again (``UnconfirmedBatches``; aggregators drop copies they have).
+
+Ownership (docs/architecture.md, "Scaling out"): the batcher keeps a live view of ``batches`` for every playbook,
+where the first manifest of each (playbook, batch_id) in the log is that batch (``ContiguousNumbers``). It forms
+batches only for playbooks on the reflection partitions it owns; after writing a manifest it waits to see it in the
+view, and sends the copies only when its manifest is the one that counts. On revocation it drops the open batches of
+those partitions (their reflections come back to the next owner); on assignment it catches the view up to the end
+and re-arms the unconfirmed batches of the newly owned playbooks.
+
+With ``batch_plan_topic`` set (replay), batches are not closed by size or time: they follow the recorded manifests of
+that topic (``PlannedBatches``), and a reflection the plan does not list is a dead letter.
+
+The decisions (dedupe, staleness, plan, closing, what a batch publishes) are ``combee_core.processors.batcher``'s;
+this stage binds it to the logs: the live views, ownership, and performing its effects (``streams.topology.effects``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from combee_core.batching import BatchAccumulator, ShuffleConfig
+from combee_core.log_order import ContiguousNumbers
+from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
+from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
+from combee_core.processors.effects import Effect, Publish
+from combee_core.topology import BATCH, Topic
+from streams.topology.effects import perform
+from streams.topology.log_view import GatedState, LogView
+from streams.topology.runtime import Stage, read_topic
+
+log = logging.getLogger(__name__)
+
+STAGE = BATCH.name
+
+
+class BatcherStage(Stage):
+    name = STAGE
+    consumes = BATCH.consumes
+    input_model = Reflection
+    input_label = "reflection"
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        settings = ctx.settings
+        self.config = BatcherConfig(
+            shuffle=ShuffleConfig(run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in,
+                                  subgroups=settings.subgroups),
+            batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
+            max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s,
+            plan_name=settings.batch_plan_topic,
+        )
+        self.batcher = Batcher(self.config)
+        self._valid = ContiguousNumbers[str]()
+        self._view_state = GatedState(self._valid)
+        self._dirty: set[str] = set()
+        self._redelivery_end: dict[TopicPartition, int | None] = {}
+        self._batches_view: LogView | None = None
+
+    @property
+    def accumulator(self) -> BatchAccumulator:
+        return self.batcher.accumulator
+
+    async def prepare(self) -> None:
+        if self.settings.batch_plan_topic:
+            planned = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.batch_plan_topic)
+            self.batcher = Batcher(self.config, [BatchManifest.from_json_bytes(r.value) for r in planned])
+            log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
+        self._batches_view = LogView(self, Topic.BATCHES, self._apply_manifest, self._view_state)
+        await self._batches_view.start()
+        if self.settings.auto_batch_size:
+            # Every batcher replica needs every decision, so the control topic is followed outside the consumer
+            # group (a group would hand its one partition to one replica only).
+            control = LogView(self, Topic.CONTROL, self._apply_control)
+            await control.start()
+            await control.catch_up()
+
+    # ------------------------------------------------------------------------------------------ state views
+
+    def _apply_manifest(self, record: ConsumerRecord) -> None:
+        """Take one record of ``batches`` in log order: the first manifest of each batch id counts."""
+        manifest = self.read_state(record, BatchManifest)
+        if manifest is None:
+            return
+        assert self._batches_view is not None
+        playbook_id = manifest.playbook_id
+        origin = self._batches_view.origin(record, (playbook_id, manifest.batch_id),
+                                           self._valid.accept(playbook_id, manifest.batch_id))
+        if origin == "void":
+            self.ctx.count("void_manifests")
+            return
+        if origin == "other" and self.owns_key(playbook_id):
+            log.warning("batch %s/%d was written by another batcher while this one owns the playbook",
+                        playbook_id, manifest.batch_id)
+            # Its traces may be in the open batch: drop that batch now (its records come back after the reset),
+            # so that no later close re-batches them.
+            self.batcher.drop_open(playbook_id)
+            self._dirty.add(playbook_id)
+            self.mark_stale(self.owner_partition(playbook_id))
+        points = self._view_state.points  # a restart needs the manifests within the dedupe horizon
+        points.add(playbook_id, record.offset, manifest.batch_id, manifest.n)
+        points.keep_newest(playbook_id, self.settings.dedupe_horizon, at_least=UNCONFIRMED_KEEP)
+        self.batcher.restore(manifest)
+
+    def _apply_control(self, record: ConsumerRecord) -> None:
+        decision = self.read_state(record, ControlDecision)
+        if decision is not None and self.batcher.take_decision(decision):
+            log.info("batch size for %s is now %d (%s)", decision.playbook_id, decision.batch_size, decision.phase)
+
+    # ------------------------------------------------------------------------------------------ ownership
+
+    def _playbooks_of(self, partitions: set[TopicPartition]) -> list[str]:
+        return [pb for pb in self.batcher.playbook_ids() if self.owner_partition(pb) in partitions]
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        for playbook_id in self._playbooks_of(revoked):
+            self.batcher.release(playbook_id)
+        for tp in revoked:
+            self._redelivery_end.pop(tp, None)
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        assert self._batches_view is not None
+        await self._batches_view.catch_up()
+        for playbook_id in sorted(self._dirty):
+            await self._rebuild_playbook(playbook_id)
+        self._dirty.clear()
+        for playbook_id in self._playbooks_of(assigned):
+            self.batcher.rearm(playbook_id)
+        for tp in assigned:
+            self._redelivery_end[tp] = None
+
+    async def _rebuild_playbook(self, playbook_id: str) -> None:
+        """After losing a batch id to another writer: this playbook's state again from the ``batches`` log alone."""
+        records = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.BATCHES))
+        manifests = [self.read_state(record, BatchManifest) for record in records]
+        self.batcher.rebuild(playbook_id, [manifest for manifest in manifests if manifest is not None])
+
+    async def _confirm_redelivered(self) -> None:
+        """Once a newly owned partition is read past its end at assignment, every batch not fully redelivered was
+        confirmed before: release the reflections held for it (a client's partial resend must not pin the offset)."""
+        if self._consumer is None:
+            return
+        for tp, end in list(self._redelivery_end.items()):
+            if tp not in self.assigned:
+                continue
+            if end is None:
+                self._redelivery_end[tp] = self._consumer.highwater(tp)
+                continue
+            if await self._consumer.position(tp) < end:
+                continue
+            del self._redelivery_end[tp]
+            for playbook_id in self._playbooks_of({tp}):
+                await self._perform(self.batcher.confirm(playbook_id))
+
+    # ------------------------------------------------------------------------------------------ records
+
+    async def handle(self, record: ConsumerRecord, reflection: Reflection) -> None:
+        await self._perform(self.batcher.take(reflection, record, time.monotonic(), utc_now()))
+
+    async def tick(self, now: float) -> None:
+        await self._confirm_redelivered()
+        await self._perform(self.batcher.tick(now, utc_now()))
+
+    async def _perform(self, effects: list[Effect]) -> None:
+        await perform(self, effects, self._write_manifest)
+
+    async def _write_manifest(self, publish: Publish) -> bool:
+        """A batch's manifest: True (send its copies, acknowledge its reflections) only when it is the first of its
+        id and this stage still owns the playbook."""
+        assert self._batches_view is not None and publish.number is not None
+        playbook_id, batch_id = publish.number
+        if not await self._batches_view.write(publish.number, publish.value.to_json_bytes()):
+            self.ctx.count("batches_lost")
+            log.warning("batch %s/%d: another batcher's manifest came first; re-forming from the log", playbook_id,
+                        batch_id)
+            self._dirty.add(playbook_id)
+            self.mark_stale(self.owner_partition(playbook_id))
+            return False
+        if not self.owns_key(playbook_id):
+            return False  # revoked meanwhile: the next owner re-sends the copies from the manifest
+        manifest = publish.value
+        assert isinstance(manifest, BatchManifest)
+        log.info("batch %s/%d closed by %s: n=%d k=%d p=%d", playbook_id, batch_id, manifest.closed_by, manifest.n,
+                 manifest.k, manifest.p)
+        return True
+
+    async def drain(self) -> None:
+        """Open batches stay uncommitted: their reflections are redelivered after a restart."""

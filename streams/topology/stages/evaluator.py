@@ -1,0 +1,39 @@
+"""Built-in evaluator: answers ``eval-requests`` for the simulated task suite with ``eval-results``.
+
+A request names a playbook's content (its entries) and one held-out task; the answer is the suite's expected
+success probability of that task with that playbook (``combee_core.tasks.success_probability``: noise-free, no
+LLM). Evaluators in other languages answer the same requests (``docs/protocol.md``, ``examples/node/evaluator.js``);
+run this stage only where no other evaluator does. The answers are ``combee_core.processors.evaluator``'s.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from combee_core.models import EvalRequest, utc_now
+from combee_core.processors.evaluator import Evaluator
+from combee_core.tasks import build_suite
+from combee_core.topology import EVALUATE
+from streams.topology.effects import perform
+from streams.topology.runtime import Delivery, Stage
+
+log = logging.getLogger(__name__)
+
+STAGE = EVALUATE.name
+
+
+class EvaluatorStage(Stage):
+    name = STAGE
+    consumes = EVALUATE.consumes
+    input_model = EvalRequest
+    input_label = "evaluation request"
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.suite = build_suite(families=ctx.settings.eval_suite_families, seed=ctx.settings.eval_suite_seed)
+        self.evaluator = Evaluator(self.suite, self.settings.evaluator_model)
+
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
+        owned = [(d.value, d.record) for d in deliveries if self.owns(d.partition)]
+        if owned:
+            await perform(self, self.evaluator.take(owned, utc_now()))

@@ -1,0 +1,102 @@
+"""Ingest + reflector: validate each trace, reflect on it with the LLM, publish the reflection.
+
+A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflection becomes a dead letter with the
+reason; the stage keeps going. Reflections of one fetch are computed concurrently and published in input order,
+so the per-playbook order of reflections follows the order of traces (replays batch identically): the decisions
+are ``combee_core.processors.reflector``'s, the runtime decodes the traces (``decode_trace``, the strictest reading).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import orjson
+from pydantic import ValidationError
+
+from combee_core import limits
+from combee_core.errors import CombeeError
+from combee_core.models import Trace
+from combee_core.processors.effects import Effect, acknowledge
+from combee_core.processors.reflector import reflect_all
+from combee_core.topology import REFLECT
+from streams.topology.effects import perform
+from streams.topology.playbook_view import PlaybookVersions, used_entries_text
+from streams.topology.runtime import Delivery, Stage
+
+log = logging.getLogger(__name__)
+
+STAGE = REFLECT.name
+CONTEXT_WAIT_S = 5.0
+"""How long a reflection waits for the version its trace names to reach this stage's view of the playbook."""
+
+
+class TraceRejected(CombeeError, ValueError):
+    """A trace message that cannot be used, with the reason a person can act on."""
+
+
+def decode_trace(raw: bytes | None) -> Trace:
+    """Validate raw bytes as a Trace; raises :class:`TraceRejected` saying exactly what is wrong."""
+    if raw is None:
+        raise TraceRejected("empty message (no value)")
+    if len(raw) > limits.MAX_MESSAGE_BYTES:
+        raise TraceRejected(f"message is {len(raw)} bytes, over the limit of {limits.MAX_MESSAGE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise TraceRejected(f"not valid UTF-8: {error.reason} at byte {error.start}") from error
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise TraceRejected(f"invalid JSON: {error}") from error
+    if not isinstance(data, dict):
+        raise TraceRejected(f"a trace must be a JSON object, got {type(data).__name__}")
+    try:
+        return Trace.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg']}" for e in error.errors()[:10]
+        )
+        raise TraceRejected(f"does not match the Trace schema v1: {problems}") from error
+
+
+class ReflectorStage(Stage):
+    name = STAGE
+    consumes = REFLECT.consumes
+    input_model = Trace
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.playbooks = PlaybookVersions(self) if self.settings.llm_context else None
+
+    async def prepare(self) -> None:
+        if self.playbooks is not None:
+            await self.playbooks.start()
+
+    async def used_entries(self, trace: Trace) -> str | None:
+        """The entries the agent used, as they read in the version it ran with (``None`` when it used none)."""
+        used = trace.metadata.get("used_entries")
+        if self.playbooks is None or not used:
+            return None
+        playbook = await self.playbooks.at(trace.playbook_id, trace.playbook_version, CONTEXT_WAIT_S)
+        return used_entries_text(playbook, used)
+
+    def fetch_limit(self) -> int:
+        """Two calls per concurrency slot: a fetch's reflections are published (and committed) within about two
+        call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
+        return 2 * self.settings.llm_concurrency
+
+    def decode(self, raw: bytes | None) -> Trace:
+        return decode_trace(raw)
+
+    def unreadable_reason(self, error: ValueError) -> str:
+        return str(error)  # decode_trace says exactly what is wrong
+
+    async def handle_many(self, deliveries: list[Delivery]) -> None:
+        assert self.ctx.llm is not None, "the reflector needs LLM roles"
+        answered = await reflect_all([(d.value, d.record) for d in deliveries], self.ctx.roles.reflect,
+                                     self.used_entries)
+        effects: list[Effect] = []
+        for delivery, (_, outcome) in zip(deliveries, answered, strict=True):
+            if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
+                effects += outcome
+        await perform(self, [*effects, *acknowledge([d.record for d in deliveries])])

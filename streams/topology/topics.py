@@ -1,0 +1,11 @@
+"""The topics of a run on the broker: how many partitions each gets (the declaration is ``combee_core.topology``)."""
+
+from __future__ import annotations
+
+from combee_core.settings import CombeeSettings
+from combee_core.topology import TOPICS
+
+
+def topic_partitions(settings: CombeeSettings) -> dict[str, int]:
+    """Full topic name -> partition count for every topic of the run."""
+    return {settings.topic(spec.name): settings.partitions if spec.scaled else 1 for spec in TOPICS}

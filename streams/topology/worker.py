@@ -1,0 +1,189 @@
+"""A worker process: creates the run's topics, then runs all stages or a chosen subset as consumer-group members."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from combee_core.settings import CombeeSettings, SettingsError
+from combee_core.topology import STAGES as TOPOLOGY
+from streams.broker.admin import close_client, create_topics
+from streams.broker.profile import BrokerProfile
+from streams.broker.watchdog import BrokerWatchdog, watching
+from streams.topology.llm_setup import OnCall, build_llm_roles, replay_responder
+from streams.topology.runtime import Stage, StageContext, start_producer
+from streams.topology.stages.aggregator import AggregatorStage
+from streams.topology.stages.batcher import BatcherStage
+from streams.topology.stages.controller import ControllerStage
+from streams.topology.stages.evaluator import EvaluatorStage
+from streams.topology.stages.promoter import PromoterStage
+from streams.topology.stages.reducer import ReducerStage
+from streams.topology.stages.reflector import ReflectorStage
+from streams.topology.topics import topic_partitions
+
+if TYPE_CHECKING:
+    from streams.topology.health import WorkerReadiness
+
+log = logging.getLogger(__name__)
+
+_BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
+                                     PromoterStage, EvaluatorStage)
+_BOUND = {binding.name: binding for binding in _BINDINGS}
+if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
+    raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in "
+                      "streams/topology/worker.py")
+STAGES: dict[str, type[Stage]] = {spec.name: _BOUND[spec.name] for spec in TOPOLOGY}
+"""Stage name -> the class that runs it, in the topology's order (``combee_core.topology.STAGES``)."""
+ALL_STAGES = tuple(STAGES)
+LLM_STAGES = {spec.name for spec in TOPOLOGY if spec.llm}
+PROMOTION_STAGES = {spec.name for spec in TOPOLOGY if spec.promotion_only}
+"""Run only when ``settings.promotion`` is on (then ``evaluate`` only where no other evaluator answers)."""
+
+
+class UnknownStageError(SettingsError):
+    """A stage name that is not one of :data:`ALL_STAGES`."""
+
+
+class StageStopped(RuntimeError):
+    """A stage's task ended without an error before the worker was asked to stop."""
+
+
+def parse_stages(spec: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``"reflect,batch"`` -> ("reflect", "batch"); None or "all" -> every stage, in topology order."""
+    if spec is None or spec == "all":
+        return ALL_STAGES
+    names = [s.strip() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    unknown = [n for n in names if n not in STAGES]
+    if unknown or not names:
+        raise UnknownStageError(f"unknown stage(s) {unknown or names}; choose from {', '.join(ALL_STAGES)}")
+    return tuple(n for n in ALL_STAGES if n in names)
+
+
+async def ensure_topics(settings: CombeeSettings, bootstrap: str) -> None:
+    """Create every topic of the run (idempotent)."""
+    await create_topics(bootstrap, topic_partitions(settings))
+
+
+STAGE_DRAIN_S = 5.5
+"""Seconds the stages get, once stopped, to drain and commit; then they are cancelled."""
+CANCEL_UNWIND_S = 1.0
+"""Seconds cancelled stages get to unwind."""
+PRODUCER_STOP_S = 1.5
+"""Seconds the producer gets to flush and close."""
+STOP_BUDGET_S = STAGE_DRAIN_S + CANCEL_UNWIND_S + PRODUCER_STOP_S
+"""From the stop request until the worker has returned, whatever the broker does (8 s: SIGTERM exits within 10)."""
+
+
+async def run_worker(
+    settings: CombeeSettings,
+    bootstrap: str,
+    profile: BrokerProfile,
+    stages: Sequence[str] = ALL_STAGES,
+    *,
+    stop: asyncio.Event | None = None,
+    on_call: OnCall | None = None,
+    ready: asyncio.Event | None = None,
+    readiness: WorkerReadiness | None = None,
+) -> dict[str, int]:
+    """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...).
+
+    A broker that stays unreachable for ``settings.broker_loss_grace_s`` (or comes back without the run's topics)
+    stops the worker with :class:`~streams.broker.tansu.BrokerLost`. Once ``stop`` is set the worker returns within
+    :data:`STOP_BUDGET_S`: stages still draining then are cancelled (their uncommitted records are redelivered).
+    ``readiness`` (for ``/readyz``) is handed the stages and their tasks once they are created.
+    """
+    stop = stop or asyncio.Event()
+    await ensure_topics(settings, bootstrap)
+    watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=set(topic_partitions(settings)))
+    if readiness is not None:
+        readiness.broker = watchdog
+    producer = await start_producer(bootstrap, profile)
+    ctx = StageContext(settings=settings, bootstrap=bootstrap, profile=profile, producer=producer, stop=stop)
+    try:
+        async with watching(watchdog):
+            counters = await _run_stages(ctx, stages, on_call=on_call, ready=ready, readiness=readiness)
+    except Exception as error:
+        if watchdog.cause is not None:  # whatever the stages died of, the lost broker is the cause
+            raise watchdog.cause from error
+        raise
+    finally:
+        await _stop_producer(producer, PRODUCER_STOP_S)
+    if watchdog.cause is not None:  # the stages stopped because the broker is gone: that is the error
+        raise watchdog.cause
+    return counters
+
+
+async def _run_stages(
+    ctx: StageContext,
+    stages: Sequence[str],
+    *,
+    on_call: OnCall | None,
+    ready: asyncio.Event | None,
+    readiness: WorkerReadiness | None,
+) -> dict[str, int]:
+    settings, stop = ctx.settings, ctx.stop
+    misses: list[BaseException] = []
+    if LLM_STAGES.intersection(stages):
+        responder = None
+        if settings.llm_record == "replay":  # a miss stops the worker, even from a background task
+
+            def on_miss(miss: BaseException) -> None:
+                misses.append(miss)
+                stop.set()
+
+            responder = await replay_responder(settings, ctx.bootstrap, ctx.profile, on_miss=on_miss)
+        ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
+    if not settings.promotion:
+        stages = [name for name in stages if name not in PROMOTION_STAGES]
+    instances = [STAGES[name](ctx) for name in stages]
+    tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
+    if readiness is not None:
+        readiness.watch(instances, tasks)
+    log.info("worker running stages: %s", ", ".join(stages))
+    if ready is not None:
+        ready.set()
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # cancelled from outside: no draining, just unwind
+        stop.set()
+        await _finish_stages(tasks, 0)
+        raise
+    finally:
+        stopper.cancel()
+    ended_early = [task for task in done if task is not stopper and not stop.is_set()]
+    stop.set()  # asked to stop, or a stage ended on its own: stop the others
+    outcomes = await _finish_stages(tasks, STAGE_DRAIN_S)
+    if misses:  # a replay miss is the cause, whatever the stages died of after it
+        raise misses[0]
+    for outcome in outcomes:
+        if isinstance(outcome, Exception):
+            raise outcome
+    if ended_early:
+        raise StageStopped(f"{ended_early[0].get_name()} stopped before the worker was asked to "
+                           f"({'cancelled' if ended_early[0].cancelled() else 'returned'})")
+    return dict(ctx.counters)
+
+
+async def _finish_stages(tasks: Sequence[asyncio.Task], budget_s: float) -> list[BaseException | None]:
+    """Wait up to ``budget_s`` for the stopping stages, then cancel the ones still running (a broker that does not
+    answer makes draining, committing and leaving the group wait); returns each task's error, None if it stopped
+    cleanly or was cancelled here."""
+    pending = {task for task in tasks if not task.done()}
+    if pending and budget_s > 0:
+        _, pending = await asyncio.wait(pending, timeout=budget_s)
+    for task in pending:
+        log.warning("%s did not stop within %g s; cancelled (its uncommitted records will be redelivered)",
+                    task.get_name(), budget_s)
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending, timeout=CANCEL_UNWIND_S)  # one whose cleanup awaits the broker is left behind
+    return [task.exception() if task.done() and not task.cancelled() else None for task in tasks]
+
+
+async def _stop_producer(producer, timeout_s: float) -> None:
+    """Flush and close the producer, giving up after ``timeout_s`` (unsent records are the stages' uncommitted
+    ones, redelivered on restart)."""
+    await close_client(producer.stop(), "the producer", timeout_s)

@@ -1,0 +1,29 @@
+"""The built-in evaluator's answers, without a broker (``combee_core.processors.evaluator``)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from combee_core.models import EvalResult
+from combee_core.processors.effects import Acknowledge
+from combee_core.processors.evaluator import Evaluator
+from combee_core.processors.testing import EffectLog
+from combee_core.promotion import eval_requests
+from combee_core.tasks import build_suite, success_probability
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def test_each_request_gets_its_tasks_expected_score_or_an_error_and_the_fetch_is_acknowledged_once():
+    suite = build_suite(families=4, seed=3)
+    tasks = list(suite.held_out[:2])
+    requests = eval_requests("pb", 1, [], "held-out", tasks, NOW)
+    unknown = requests[0].model_copy(update={"task_id": "no-such-task", "request_id": "pb/x/no-such-task"})
+    log = EffectLog()
+    effects = log.extend(Evaluator(suite, "sim").take([(r, f"q{n}") for n, r in enumerate([*requests, unknown])], NOW))
+    results = log.published("eval-results")
+    assert all(isinstance(r, EvalResult) for r in results) and len(results) == 3
+    assert [r.score for r in results[:2]] == [success_probability(suite, t, []) for t in tasks]  # type: ignore[attr-defined]
+    assert results[2].score is None and "no-such-task is not in the suite" in (results[2].error or "")  # type: ignore[attr-defined]
+    assert [e.key for e in log.publishes("eval-results")] == ["pb"] * 3
+    assert effects[-1] == Acknowledge(("q0", "q1", "q2")) and log.counts() == {"evaluations": 3}

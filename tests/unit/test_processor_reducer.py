@@ -1,0 +1,111 @@
+"""The reducer's decisions, driven without a broker or an LLM (``combee_core.processors.reducer``)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+from combee_core.llm.errors import LLMCallError
+from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.playbook import Playbook
+from combee_core.processors.effects import Publish
+from combee_core.processors.reducer import Reducer, ReducerConfig
+from combee_core.processors.testing import EffectLog
+from combee_core.reduction import ReduceOutcome
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _partial(batch_id: int, node: int, k: int, text: str | None = None) -> PartialUpdate:
+    return PartialUpdate(playbook_id="pb", batch_id=batch_id, node=node, k=k, base_version=batch_id,
+                         operations=[AddOp(section="general", content=text or f"lesson b{batch_id} n{node}")],
+                         reflection_ids=[f"r{batch_id}-{node}"], trace_ids=[f"t{batch_id}-{node}"], items_read=2,
+                         expected_items=2, usage=Usage(calls=1), batch_closed_at=NOW)
+
+
+def _manifest(batch_id: int, trace_ids: list[str]) -> BatchManifest:
+    return BatchManifest(playbook_id="pb", batch_id=batch_id, base_version=batch_id, trace_ids=trace_ids,
+                         reflection_ids=[f"r{t}" for t in trace_ids], n=len(trace_ids), k=2, p=1, seed=0,
+                         subgroup_sizes=[1, 1], target_batch_size=2, closed_by="size", closed_at=NOW)
+
+
+class Roles:
+    """A reducer role that merges by union, or fails."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.contexts: list[str] = []
+
+    async def reduce(self, children: list[list[Operation]], context: str) -> ReduceOutcome:
+        self.contexts.append(context)
+        if self.fail:
+            raise LLMCallError("reducer", "sim", "the model is down")
+        return ReduceOutcome([op for ops in children for op in ops], Usage(calls=1), 0.5)
+
+
+def _reducer(roles: Roles, **config: object) -> Reducer:
+    return Reducer(ReducerConfig(deterministic_merge=False, **config), roles.reduce)  # type: ignore[arg-type]
+
+
+def test_a_batch_is_ready_once_its_k_partials_are_in_and_a_redelivered_partial_is_acknowledged_at_once():
+    reducer, log = _reducer(Roles()), EffectLog()
+    assert reducer.take(_partial(0, 1, 2), "p1", current_version=0) is None
+    assert reducer.ready("pb", 0) is None
+    redelivered = log.extend(reducer.take(_partial(0, 1, 2), "p1-again", current_version=0) or [])
+    assert log.acknowledged() == ["p1-again"] and log.counts() == {"duplicate_partials": 1}
+    assert redelivered[-1].tokens == ("p1-again",)  # type: ignore[union-attr]
+    assert reducer.take(_partial(0, 0, 2), "p0", current_version=0) is None
+    assert [p.node for p in reducer.ready("pb", 0) or []] == [0, 1]
+    stale = reducer.take(_partial(0, 0, 2), "late", current_version=1)  # batch 0 is in version 1 already
+    assert stale is not None and log.extend(stale)[-1].tokens == ("late",)  # type: ignore[union-attr]
+
+
+def test_a_version_is_published_numbered_then_its_metrics_then_its_partials_are_acknowledged():
+    roles = Roles()
+    reducer, log = _reducer(roles), EffectLog()
+    for node in (0, 1):
+        reducer.take(_partial(0, node, 2), f"p{node}", current_version=0)
+    partials = reducer.ready("pb", 0)
+    assert partials is not None
+    previous = NOW - timedelta(seconds=30)
+    effects = log.extend(asyncio.run(reducer.next_version(
+        Playbook.empty("pb"), partials, parent_version=None, manifest=_manifest(0, ["t0-0", "t0-1"]),
+        previous_at=previous, now=NOW)))
+    version, metrics = effects[0], effects[1]
+    assert isinstance(version, Publish) and version.number == ("pb", 1) and version.topic == "playbook"
+    record = version.value
+    assert isinstance(record, PlaybookVersion) and record.lineage == ["t0-0", "t0-1"] and len(record.entries) == 2
+    assert isinstance(metrics, Publish) and metrics.topic == "metrics"
+    stats = record.stats
+    assert metrics.value == BatchMetrics(playbook_id="pb", batch_id=0, version=1, batch_size=2, k=2,
+                                         delay_s=stats.delay_s, llm_critical_path_s=stats.llm_critical_path_s,
+                                         llm_calls=stats.llm_calls, round_s=30.0)
+    assert log.rejected() == [] and log.acknowledged() == ["p0", "p1"]
+    assert len(roles.contexts) == 1  # two partials, fan-in 32: one reducer call
+
+
+def test_a_trace_of_the_batch_no_partial_read_is_a_dead_letter_and_a_failed_call_falls_back_to_the_union():
+    reducer, log = _reducer(Roles(fail=True)), EffectLog()
+    for node in (0, 1):
+        reducer.take(_partial(0, node, 2), f"p{node}", current_version=0)
+    partials = reducer.ready("pb", 0)
+    assert partials is not None
+    log.extend(asyncio.run(reducer.next_version(
+        Playbook.empty("pb"), partials, parent_version=None, manifest=_manifest(0, ["t0-0", "t0-1", "t0-lost"]),
+        previous_at=None, now=NOW)))
+    failed, lost = log.rejected()
+    assert failed.token is None and failed.error_type == "LLMCallError" and "union of 2 children" in failed.reason
+    assert lost.token is None and lost.error_type == "NotLearned" and lost.trace_id == "t0-lost"
+    [record] = log.published("playbook")
+    assert isinstance(record, PlaybookVersion) and len(record.entries) == 2  # the union was applied
+    [metrics] = log.published("metrics")
+    assert isinstance(metrics, BatchMetrics) and metrics.round_s is None
+    assert log.acknowledged() == ["p0", "p1"]
+
+
+def test_a_revoked_playbook_forgets_its_partials():
+    reducer = _reducer(Roles())
+    reducer.take(_partial(0, 0, 2), "p0", current_version=0)
+    reducer.release("pb")
+    reducer.take(_partial(0, 1, 2), "p1", current_version=0)
+    assert reducer.ready("pb", 0) is None
