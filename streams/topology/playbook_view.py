@@ -97,18 +97,17 @@ class PlaybookVersions:
         """The newest version of ``playbook_id`` applied so far (0 when none)."""
         return max(self._raw.get(playbook_id, {}), default=0)
 
-    async def at(self, playbook_id: str, version: int, timeout_s: float) -> Playbook:
-        """Version ``version`` of the playbook (version 0 is empty), waiting up to ``timeout_s`` for it to arrive.
-        When it does not arrive in time, or is older than the versions kept, the newest one kept is used instead
-        (logged: that call's prompt then depends on timing)."""
+    async def at(self, playbook_id: str, version: int, timeout_s: float | None, *,
+                 warn_every_s: float = 60.0) -> Playbook:
+        """Version ``version`` of the playbook (version 0 is empty), waiting for it to arrive: up to ``timeout_s``,
+        then the newest one kept is used instead (logged: that call's prompt then depends on timing); with
+        ``timeout_s=None`` for as long as it takes (a warning every ``warn_every_s``), for a version the pipeline is
+        sure to publish. A version older than the versions kept also gets the newest one (logged)."""
         if version > self.latest_version(playbook_id):
             arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append((playbook_id, version, arrived))
             try:
-                await asyncio.wait_for(arrived, timeout_s)
-            except TimeoutError:
-                log.warning("%s v%d did not arrive within %.0f s; using v%d as the roles' context", playbook_id,
-                            version, timeout_s, self.latest_version(playbook_id))
+                await self._wait(arrived, playbook_id, version, timeout_s, warn_every_s)
             finally:
                 self._waiters = [w for w in self._waiters if w[2] is not arrived]
         kept = self._raw.get(playbook_id, {})
@@ -118,6 +117,23 @@ class PlaybookVersions:
                         fallback)
             version = fallback
         return self.playbook(playbook_id, version)
+
+    async def _wait(self, arrived: asyncio.Future[None], playbook_id: str, version: int, timeout_s: float | None,
+                    warn_every_s: float) -> None:
+        waited = 0.0
+        while True:
+            step = warn_every_s if timeout_s is None else timeout_s
+            try:
+                await asyncio.wait_for(asyncio.shield(arrived), step)
+                return
+            except TimeoutError:
+                waited += step
+                if timeout_s is not None:
+                    log.warning("%s v%d did not arrive within %.0f s; using v%d as the roles' context", playbook_id,
+                                version, timeout_s, self.latest_version(playbook_id))
+                    return
+                log.warning("%s: still waiting for v%d as the roles' context after %.0f s (newest v%d)", playbook_id,
+                            version, waited, self.latest_version(playbook_id))
 
     def playbook(self, playbook_id: str, version: int) -> Playbook:
         """A kept version (validated on first use; version 0, or one not kept or unreadable, is empty)."""
