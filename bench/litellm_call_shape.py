@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import write_results
-from bench.throughput import INSTANT_PROVIDER, register_instant_provider
+from bench.llm_client_cost import INSTANT_PROVIDER, register_instant_provider
 
 SHAPES = ["base", "base_again", "custom_llm_provider", "model_and_messages_only", "no_wait_for", "inline_executor",
           "with_logging_payload"]

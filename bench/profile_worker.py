@@ -81,7 +81,8 @@ FLOOR_PHASES: list[tuple[str, tuple[str, ...]]] = [
 
 FLOOR_SCRIPT = """
 import asyncio, sys, time
-from bench.throughput import INSTANT_PROVIDER, many_traces, register_instant_provider
+from bench.llm_client_cost import INSTANT_PROVIDER, register_instant_provider
+from bench.throughput import many_traces
 from combee_core.llm.roles import LLMConfig, LLMRoles, RoleConfig
 register_instant_provider()
 roles = LLMRoles(LLMConfig(reflector=RoleConfig(model=INSTANT_PROVIDER + "/answer", max_retries=0)),
