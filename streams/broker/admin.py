@@ -7,6 +7,8 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
 
+from streams.broker.errors import TopicCreationError
+
 
 async def close_client(closing: Awaitable[object], what: str, timeout_s: float = 5.0) -> None:
     """Await an aiokafka client's ``stop()``/``close()`` without hanging on a broker that is gone (give up after
@@ -56,7 +58,7 @@ async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], 
             msg = entry[2] if len(entry) > 2 else None
             errors.append(f"{name}: {for_code(code).__name__} ({code}) {msg or ''}".strip())
     if errors:
-        raise RuntimeError("create_topics failed: " + "; ".join(errors))
+        raise TopicCreationError("the broker refused to create " + "; ".join(errors))
 
 
 async def list_topics(bootstrap: str, prefix: str = "") -> list[str]:

@@ -29,5 +29,9 @@ class BrokerLost(BrokerUnavailable):
     exit_code = 3
 
 
+class TopicCreationError(CombeeError, RuntimeError):
+    """The broker refused to create a topic the run needs (the message names each topic and the broker's error)."""
+
+
 class StorageURLError(CombeeError, ValueError):
     """A ``--storage`` URL the embedded broker cannot use."""

@@ -296,3 +296,27 @@ async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monke
         await asyncio.wait_for(worker._run_stages(ctx, ["batch", "control"], on_call=None, ready=None,
                                                   readiness=None), 10)
     assert ctx.stop.is_set()
+
+
+async def test_a_topic_the_broker_refuses_is_a_one_line_error_naming_it_and_the_brokers_reason(monkeypatch):
+    """Tansu creates any topic, so its refusals are answered here by a stand-in admin client (Kafka's response
+    shape: (name, error code, message))."""
+    import contextlib
+
+    from streams.broker import admin
+    from streams.broker.errors import TopicCreationError
+
+    class RefusingAdmin:
+        async def create_topics(self, topics):
+            return type("Response", (), {"topic_errors": [(topics[0].name, 36, None), (topics[1].name, 37, "3 > 1")]})
+
+    @contextlib.asynccontextmanager
+    async def refusing(bootstrap):
+        yield RefusingAdmin()
+
+    monkeypatch.setattr(admin, "_admin", refusing)
+    with pytest.raises(TopicCreationError) as refused:
+        await admin.create_topics("127.0.0.1:1", {"run.exists": 1, "run.traces": 4})
+    # an existing topic (36) is fine; the refused one is named with the broker's error and message
+    assert str(refused.value) == "the broker refused to create run.traces: InvalidPartitionsError (37) 3 > 1"
+    assert expected_failure_code(refused.value) == 2  # one line and exit 2, not a traceback
