@@ -115,7 +115,7 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
             return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
-        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, delete_cap=delete_cap,
+        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, change_share=delete_cap,
                             paraphrases=consolidate)
         playbook = new.playbook
         versions.append(new.record)

@@ -118,6 +118,12 @@ def trace_payload(trace: Trace) -> dict[str, Any]:
     }
 
 
+def used_entry_ids(trace: Trace) -> list[str]:
+    """The ids the agent reports it used (``metadata.used_entries``, comma-separated), in order, without repeats."""
+    used = str(trace.metadata.get("used_entries") or "")
+    return list(dict.fromkeys(part.strip() for part in used.split(",") if part.strip()))
+
+
 def reflection_item(reflection: Reflection) -> dict[str, Any]:
     """What the aggregator reads of one reflection copy (its insights and tags, not its ids or usage)."""
     return {

@@ -208,13 +208,18 @@ class LLMRoles:
         model = self.config.reflector.model
         parse = lambda text: parse_reflection_output(text, role="reflector", model=model)  # noqa: E731
         parsed, usage, latency, records = await self._call("reflector", messages, 1, parse)
+        used = set(prompts.used_entry_ids(trace))
+        tags = [tag for tag in parsed.entry_tags if tag.entry_id in used]
+        if len(tags) < len(parsed.entry_tags):
+            logger.info("reflector: %d tag(s) of entries trace %s did not use dropped (a reflection tags only the "
+                        "entries its agent used)", len(parsed.entry_tags) - len(tags), trace.trace_id)
         return Reflection(
             reflection_id=reflection_id_for(trace.trace_id),
             trace_id=trace.trace_id,
             playbook_id=trace.playbook_id,
             seen_version=trace.playbook_version,
             insights=parsed.insights,
-            entry_tags=parsed.entry_tags,
+            entry_tags=tags,
             model=self.config.reflector.model,
             usage=usage,
             latency_s=latency,

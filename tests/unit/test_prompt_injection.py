@@ -87,7 +87,7 @@ async def test_injection_traces_change_nothing_beyond_normal_learning():
               for i in range(3)]
     first = await roles.aggregate([await roles.reflect(t) for t in honest], render_playbook(playbook).text)
     v1 = build_version(playbook, [_partial(playbook, honest)], _scan(first.operations), published_at=NOW,
-                       budget_tokens=8000, delete_cap=0.25)
+                       budget_tokens=8000, change_share=0.25)
     hostile = [trace(10 + i, "\n".join([attack, format_lesson("general", attack.strip().splitlines()[-1]
                                                                        if attack.strip() else "x")]),
                      input=attack, metadata={"used_entries": ",".join(e.entry_id for e in v1.playbook.entries)})
@@ -95,7 +95,7 @@ async def test_injection_traces_change_nothing_beyond_normal_learning():
     reflections = [await roles.reflect(t, attack) for t, attack in zip(hostile, ATTACKS)]
     second = await roles.aggregate(reflections, render_playbook(v1.playbook).text)
     v2 = build_version(v1.playbook, [_partial(v1.playbook, hostile)], _scan(second.operations), published_at=NOW,
-                       budget_tokens=8000, delete_cap=0.25)
+                       budget_tokens=8000, change_share=0.25)
     assert [e.content for e in v1.playbook.entries] == [f"Carry the tens in sum {i}." for i in range(3)]
     assert [e.entry_id for e in v2.playbook.entries] == [e.entry_id for e in v1.playbook.entries]
     assert [e.content for e in v2.playbook.entries] == [e.content for e in v1.playbook.entries]
