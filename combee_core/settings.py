@@ -92,8 +92,17 @@ class CombeeSettings(BaseModel):
         "aggregator and reducer the current playbook (off: the roles work blind, as a baseline)."
     )
     llm_context_tokens: int = Field(
-        default=8_000, ge=0, description="Most tokens of playbook one aggregator or reducer prompt carries (the "
-        "highest-valued entries first when the playbook is larger)."
+        default=8_000, ge=0, description="Most tokens of playbook one prompt carries: the aggregator's and reducer's "
+        "playbook (the highest-valued entries first when it is larger), the reflector's used entries (the first ones)."
+    )
+    llm_payload_tokens: int = Field(
+        default=64_000, ge=1, description="Most tokens of items (reflections, partial updates) one aggregator or "
+        "reducer prompt carries; over it the call is not made and the stage handles it as a failed call (dead "
+        "letters; the reducer applies the union of its children unmerged)."
+    )
+    llm_trace_tokens: int = Field(
+        default=8_000, ge=2_000, description="Most tokens of trace one reflector prompt carries (ceil(chars / 4) of "
+        "its JSON); a longer trace has its texts cut around an omission marker and its middle steps dropped, visibly."
     )
     sim_paraphrases: int = Field(
         default=1, ge=1, le=4, description="Simulator: wordings a reflection draws a lesson's text from (1: the "
