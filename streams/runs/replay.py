@@ -225,10 +225,10 @@ async def _replay(
         calls_topic = f"{prefix}{RECORDED_CALLS_TOPIC}"
     settings = _new_settings(source, options, prefix, follow, llm_record, calls_topic)
 
-    await ensure_topics(settings, bootstrap)
+    await ensure_topics(settings, bootstrap, connection=profile.connection)
     extra = {topic: 1 for topic in (settings.batch_plan_topic, calls_topic if copy_calls else None) if topic}
     if extra:
-        await create_topics(bootstrap, extra)
+        await create_topics(bootstrap, extra, connection=profile.connection)
     producer = await start_producer(bootstrap, profile)
     try:
         if plan is not None and settings.batch_plan_topic:
