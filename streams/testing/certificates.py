@@ -14,7 +14,7 @@ EC_KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 
 
 @dataclass(frozen=True)
-class TestCertificates:
+class CertificateSet:
     ca: Path
     other_ca: Path
     server_cert: Path
@@ -48,7 +48,7 @@ def _signed(directory: Path, name: str, subject: str, ca: tuple[Path, Path], ext
              "-out", f"{name}.pem", "-days", "2", "-extfile", f"{name}.ext", cwd=directory)
 
 
-def make_certificates(directory: Path, client_key_password: str) -> TestCertificates:
+def make_certificates(directory: Path, client_key_password: str) -> CertificateSet:
     """Write the CA, broker and client certificates into ``directory`` (needs ``openssl`` on PATH)."""
     directory.mkdir(parents=True, exist_ok=True)
     ca = _ca(directory, "ca")
@@ -59,6 +59,6 @@ def make_certificates(directory: Path, client_key_password: str) -> TestCertific
     _openssl("pkey", "-in", "client.key", "-out", "client.enc.key", "-aes256", "-passout", "env:COMBEE_TEST_KEY_PASS",
              cwd=directory, env={"COMBEE_TEST_KEY_PASS": client_key_password})
     (directory / "client.key").unlink()
-    return TestCertificates(ca=ca[0], other_ca=other_ca[0], server_cert=directory / "server.pem",
+    return CertificateSet(ca=ca[0], other_ca=other_ca[0], server_cert=directory / "server.pem",
                             server_key=directory / "server.key", client_cert=directory / "client.pem",
                             client_key=directory / "client.enc.key", client_key_password=client_key_password)
