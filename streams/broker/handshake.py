@@ -59,6 +59,8 @@ async def check_security(bootstrap: str, connection: KafkaConnection, deadline: 
                     if closed_after_tls:
                         continue
                 if connection.sasl:
+                    if context is None:  # the broker answers at all (else: not there yet)
+                        await api_versions(host, port, min(remaining, 5.0))
                     await _sasl_step(host, port, connection, remaining)
                 return
             except CombeeError:  # a secret that cannot be read: not a broker that is not there yet
@@ -141,9 +143,14 @@ async def _sasl_step(host: str, port: int, connection: KafkaConnection, timeout_
             f"SASL authentication ({who}) at {host}:{port} failed: the broker does not offer "
             f"{connection.sasl_mechanism}"
             f"; check {env_name('sasl_mechanism')} against the cluster's mechanisms") from error
-    except (KafkaConnectionError, *_NOT_YET):
-        raise
-    except (KafkaError, KeyError, AssertionError) as error:  # aiokafka's SCRAM fails on an error reply with KeyError
+    except (KafkaConnectionError, *_NOT_YET) as error:  # it answered ApiVersions just now: closed on the SASL steps
+        raise BrokerAuthenticationFailed(_auth_hint(
+            host, port, connection, who, f"the broker closed the connection during the SASL exchange: it may not "
+            f"offer {connection.sasl_mechanism}, or refused the credentials")) from error
+    except KeyError as error:  # aiokafka's SCRAM reads a server-final message without a proof ("v") this way
+        raise BrokerAuthenticationFailed(_auth_hint(host, port, connection, who, "the broker refused the "
+                                                    "credentials")) from error
+    except (KafkaError, AssertionError) as error:
         reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise BrokerAuthenticationFailed(_auth_hint(host, port, connection, who, reason)) from error
     conn.close()
