@@ -135,3 +135,24 @@ async def test_a_failed_tls_handshake_is_one_line_naming_what_to_check_and_exit_
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"combee {command}: TLS handshake with "), err
         assert all(part in lines[0] for part in expected), lines[0]
+
+
+async def test_the_librdkafka_example_publishes_through_mutual_tls_from_the_same_variables(tls_broker: TlsBroker,
+                                                                                          unique_prefix: str):
+    from combee_core.settings import CombeeSettings
+    from streams.broker.admin import create_topics
+    from streams.broker.profile import BrokerProfile
+    from streams.topology.runtime import read_topic
+
+    env = tls_broker.env()
+    connection = CombeeSettings.load(env=env).kafka
+    await create_topics(tls_broker.bootstrap, {f"{unique_prefix}traces": 2}, connection=connection)
+    producer = Path(__file__).resolve().parents[2] / "examples" / "librdkafka" / "producer.py"
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(producer), "--bootstrap", tls_broker.bootstrap, "--prefix", unique_prefix,
+        "--generate", "5", env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    profile = BrokerProfile.for_tansu().with_connection(connection)
+    assert len(await read_topic(tls_broker.bootstrap, profile, f"{unique_prefix}traces")) == 5
+    assert KEY_PASSWORD not in (out + err).decode()
