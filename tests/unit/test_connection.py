@@ -6,6 +6,7 @@ import ast
 import asyncio
 import ssl
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from streams.broker.connection import ConnectionSettingsError, client_kwargs, ru
 from streams.broker.profile import BrokerProfile
 from streams.cli import build_parser
 from streams.cli.flags import settings_from_args
+from streams.testing.certificates import make_certificates, openssl_available
 from streams.topology.kafka_clients import consumer_config, producer_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -217,3 +219,17 @@ def test_the_watchdog_probe_speaks_tls_when_the_connection_does(monkeypatch):
     assert asyncio.run(probe.kafka_answers("k:9093", connection=KafkaConnection(security_protocol="SSL")))
     assert asyncio.run(probe.kafka_answers("k:9092"))
     assert isinstance(contexts[0], ssl.SSLContext) and contexts[1] is None
+
+
+@pytest.mark.skipif(not openssl_available(), reason="needs the openssl command to make test certificates")
+async def test_a_certificate_that_does_not_name_the_host_is_one_line_saying_so(tmp_path):
+    from streams.broker.errors import BrokerHandshakeFailed
+    from streams.broker.handshake import check_security
+    from streams.testing.tls_proxy import TlsProxy, server_context
+
+    certs = make_certificates(tmp_path, "unused")
+    with TlsProxy(server_context(certs.server_cert, certs.server_key), ("127.0.0.1", 1), host="0.0.0.0") as proxy:
+        connection = KafkaConnection(security_protocol="SSL", ssl_cafile=str(certs.ca))
+        with pytest.raises(BrokerHandshakeFailed) as refused:  # the certificate names localhost and 127.0.0.1 only
+            await check_security(f"127.0.0.2:{proxy.port}", connection, time.monotonic() + 10)
+    assert "IP address mismatch" in str(refused.value) and "COMBEE_KAFKA_SSL_CHECK_HOSTNAME=false" in str(refused.value)
