@@ -5,6 +5,7 @@ client the project builds (producers, consumers, admin clients, the probes) take
 from __future__ import annotations
 
 import asyncio
+import functools
 import shlex
 import ssl
 from typing import Any
@@ -37,9 +38,14 @@ def client_kwargs(bootstrap: str, connection: KafkaConnection) -> dict[str, Any]
     return kwargs
 
 
+@functools.lru_cache(maxsize=16)
 def ssl_context(connection: KafkaConnection) -> ssl.SSLContext:
     """A client TLS context: the CA file (else the system's trust store), the client certificate and key for mutual
-    TLS, host name checking unless turned off. A file that cannot be loaded: one line naming the setting."""
+    TLS, host name checking unless turned off. A file that cannot be loaded: one line naming the setting.
+
+    Made once per connection settings and shared by every client (loading the system's trust store takes ~60 ms,
+    and a worker builds dozens of clients; the watchdog probes every 2 s): certificate files are read when a process
+    first connects, so a rotated certificate takes a restart (as for Kafka's own clients)."""
     try:
         context = create_ssl_context(cafile=connection.ssl_cafile)
     except (OSError, ssl.SSLError) as error:
