@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.connection import KafkaConnection, env_name, flag_name
 from combee_core.errors import CombeeError
 
 ENV_PREFIX = "COMBEE_"
@@ -32,6 +33,10 @@ class CombeeSettings(BaseModel):
 
     kafka_bootstrap: str | None = Field(
         default=None, description="Kafka bootstrap servers; none -> the broker `combee broker` recorded, if it runs."
+    )
+    kafka: KafkaConnection = Field(
+        default_factory=KafkaConnection, description="Security of the connection to the broker named by "
+        "kafka_bootstrap (TLS, SASL; combee_core/connection.py): COMBEE_KAFKA_* variables, --kafka-* flags."
     )
     broker_kind: Literal["auto", "kafka", "tansu"] = Field(
         default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
@@ -210,18 +215,14 @@ class CombeeSettings(BaseModel):
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             raw = source.get(ENV_PREFIX + name.upper())
-            if raw is not None:
+            if raw is not None and name != "kafka":
                 values[name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        values.update({k: v for k, v in overrides.items() if v is not None and k != "kafka"})
+        values["kafka"] = {**KafkaConnection.from_env(source), **(overrides.get("kafka") or {})}
         try:
             return cls.model_validate(values)
         except ValidationError as error:
-            problems = "; ".join(
-                f"{ENV_PREFIX}{'.'.join(str(p) for p in e['loc']).upper()} (or --{str(e['loc'][0]).replace('_', '-')}):"
-                f" {e['msg']}"
-                for e in error.errors()
-            )
-            raise SettingsError(f"invalid settings: {problems}") from error
+            raise SettingsError(f"invalid settings: {'; '.join(map(_describe_problem, error.errors()))}") from error
 
     def topic(self, name: str) -> str:
         """Full topic name for a logical topic (``traces``, ``playbook``, ...)."""
@@ -230,3 +231,14 @@ class CombeeSettings(BaseModel):
     def group(self, stage: str) -> str:
         """Consumer group id of a stage for this run."""
         return f"{self.topic_prefix}{self.run_id}.{stage}"
+
+
+def _describe_problem(error: Any) -> str:
+    """One validation problem, naming the variable and the flag that set it."""
+    loc = [str(part) for part in error["loc"]]
+    message = error["msg"].removeprefix("Value error, ")
+    if loc[:1] == ["kafka"]:
+        if len(loc) == 1:
+            return f"Kafka connection: {message}"
+        return f"{env_name(loc[1])} (or {flag_name(loc[1])}): {message}"
+    return f"{ENV_PREFIX}{'.'.join(loc).upper()} (or --{loc[0].replace('_', '-')}): {message}"
