@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -85,9 +87,11 @@ class FleetRun:
 
 async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, *, batch: int, traces: int,
                 context: bool, budget: int, context_tokens: int, delete_cap: float, seed: int,
-                consolidate: bool | None = None) -> FleetRun:
+                consolidate: bool | None = None,
+                rewrite: Callable[[list[Operation]], list[Operation]] | None = None) -> FleetRun:
     """A sync fleet: each round, ``batch`` agents run the next train tasks with the current version; the round's
-    traces are reflected, dealt, aggregated, reduced and applied (``consolidate`` None: the curation's defaults)."""
+    traces are reflected, dealt, aggregated, reduced and applied (``consolidate`` None: the curation's defaults;
+    ``rewrite``: a benchmark-side change of the root operations before they are applied, e.g. an oracle)."""
     roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
     out = FleetRun(Playbook.empty("bench"))
     extra: dict[str, Any] = {} if consolidate is None else {"paraphrases": consolidate}
@@ -129,6 +133,8 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, 
             return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
+        if rewrite is not None:
+            scan = dataclasses.replace(scan, operations=rewrite(list(scan.operations)))
         new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, delete_cap=delete_cap,
                             **extra)
         out.playbook = new.playbook
