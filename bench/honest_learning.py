@@ -113,7 +113,8 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
         "variant": variant, "capacity": capacity, "seed": seed, "versions": len(run.versions),
         "held_out_accuracy": round(honest_suite.expected_accuracy(suite, suite.held_out, run.playbook.entries), 4),
         "entries": count.entries, "lessons": count.lessons, "entries_per_lesson": round(count.entries_per_lesson, 3),
-        "families_right": count.families_right, "families_wrong": count.families_wrong, "unknown": count.unknown,
+        "families_right": count.families_right, "families_wrong": count.families_wrong,
+        "families_both": count.families_both, "unknown": count.unknown,
         "tokens_final": playbook_tokens(run.playbook), "tokens_max": max(version_tokens),
         "within_budget": all(t <= budget for t in version_tokens),
         "evictions": sum(1 for v in run.versions for a in v.operations if a.reason.startswith("evicted")),
@@ -169,7 +170,9 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    "vs_sequential": round(acc - statistics.mean(seq), 3) if seq else None,
                    "entries": round(mean("entries"), 1), "lessons": round(mean("lessons"), 1),
                    "entries_per_lesson": round(mean("entries_per_lesson"), 2),
-                   "families_wrong": round(mean("families_wrong"), 1), "unknown": round(mean("unknown"), 1),
+                   "families_right": round(mean("families_right"), 1),
+                   "families_wrong": round(mean("families_wrong"), 1), "families_both": round(mean("families_both"), 1),
+                   "unknown": round(mean("unknown"), 1),
                    "tokens_max": max(r["tokens_max"] for r in group),
                    "within_budget": all(r["within_budget"] for r in group),
                    "evictions": round(mean("evictions"), 1),
@@ -182,7 +185,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 COLUMNS = [("capacity", "C"), ("variant", "variant"), ("acc", "held-out acc"), ("acc_sd", "sd"),
            ("vs_sequential", "vs seq"), ("entries", "entries"), ("lessons", "lessons"),
-           ("entries_per_lesson", "entries/lesson"), ("families_wrong", "opposite held"), ("unknown", "no lesson"),
+           ("entries_per_lesson", "entries/lesson"), ("families_right", "rules held"),
+           ("families_wrong", "opposite held"), ("families_both", "both"), ("unknown", "no lesson"),
            ("tokens_max", "max tokens"), ("within_budget", "in budget"), ("evictions", "evicted"),
            ("passes", "passes")]
 

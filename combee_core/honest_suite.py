@@ -109,6 +109,8 @@ class LessonCount:
     """Families with an opposite (or harmful) statement held."""
     unknown: int
     """Entries the registry does not know (feedback outcome lines, texts curation wrote) or hints."""
+    families_both: int = 0
+    """Families with both a right and an opposite statement held."""
 
     @property
     def entries_per_lesson(self) -> float:
@@ -130,4 +132,4 @@ def count_lessons(suite: TaskSuite, entries: Sequence[PlaybookEntry]) -> LessonC
             generic.add(statement.subject)
         else:
             (right if statement.polarity > 0 else wrong).add(statement.subject)
-    return LessonCount(len(entries), len(right) + len(generic), len(right), len(wrong), unknown)
+    return LessonCount(len(entries), len(right) + len(generic), len(right), len(wrong), unknown, len(right & wrong))
