@@ -64,7 +64,7 @@ def honest_insights(trace: dict[str, Any], config: SimulatorConfig, model: Hones
     """The insights the honest reflector states for one trace (see the module docstring)."""
     registry = registry_for(config.suite_seed, config.suite_families)
     trace_id = str(trace.get("trace_id", ""))
-    family_id = str((trace.get("metadata") or {}).get("family") or "")
+    family_id = str((trace.get("metadata") or {}).get("family") or str(trace.get("task_id") or "").split("-")[0])
 
     def draw(purpose: str) -> float:
         return _unit(config.seed, trace_id, purpose)

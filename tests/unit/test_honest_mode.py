@@ -180,3 +180,13 @@ def test_honest_aggregator_does_not_merge_two_wordings_of_one_rule():
     honest = simulate_aggregation({"items": items}, SimulatorConfig(reflection="honest"))
     adds = sorted((op["content"], op["support"]) for op in honest["operations"] if op["op"] == "ADD")
     assert adds == sorted([(one, 2), (two, 1)])
+
+
+def test_honest_reflector_finds_the_family_from_the_task_id_when_metadata_is_cut():
+    config = SimulatorConfig(reflection="honest")
+    traces = [trace_payload(t) for t in _failed_traces(60)]
+    stated = [t for t in traces
+              if any(REGISTRY.lookup(i["content"]).kind == "rule" for i in honest_insights(t, config))]
+    assert stated
+    for trace in stated:
+        assert honest_insights({**trace, "metadata": {}}, config) == honest_insights(trace, config)
