@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,8 +40,11 @@ from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, Simulator
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, meaning_key, simulate
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
+from combee_core.processors.effects import Publish
+from combee_core.processors.reducer import Reducer, ReduceRole
 from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
 from combee_core.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
+from combee_core.topology import Topic
 from streams.topology.playbook_view import used_entries_text
 
 RESULTS = Path(__file__).parent / "results" / "learning.json"
@@ -88,11 +90,21 @@ class FleetRun:
 async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, *, batch: int, traces: int,
                 context: bool, budget: int, context_tokens: int, delete_cap: float, seed: int,
                 consolidate: bool | None = None,
-                rewrite: Callable[[list[Operation]], list[Operation]] | None = None) -> FleetRun:
+                rewrite: Callable[[list[Operation]], list[Operation]] | None = None,
+                make_reducer: Callable[[ReduceRole], Reducer] | None = None) -> FleetRun:
     """A sync fleet: each round, ``batch`` agents run the next train tasks with the current version; the round's
-    traces are reflected, dealt, aggregated, reduced and applied (``consolidate`` None: the curation's defaults;
-    ``rewrite``: a benchmark-side change of the root operations before they are applied, e.g. an oracle)."""
+    traces are reflected, dealt, aggregated, reduced and applied (``consolidate`` None: the curation's defaults).
+
+    ``rewrite``: a benchmark-side change of every partial's operations before the reduce (e.g. an oracle);
+    ``make_reducer``: reduce and apply with the reducer stage's processor (``Reducer.next_version``: the
+    deterministic merge, budget and caps of its config) instead of the scan and ``build_version`` called here."""
     roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
+
+    async def reduce_role(children: list[list[Operation]], context_text: str) -> ReduceOutcome:
+        result = await roles.reduce(children, context_text)
+        return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
+
+    reducer = make_reducer(reduce_role) if make_reducer is not None else None
     out = FleetRun(Playbook.empty("bench"))
     extra: dict[str, Any] = {} if consolidate is None else {"paraphrases": consolidate}
     done = 0
@@ -127,14 +139,21 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, 
                                   items_read=len(groups[node]), expected_items=len(groups[node]),
                                   batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
                     for node, result in zip(sorted(groups), results)]
+        if rewrite is not None:
+            partials = [p.model_copy(update={"operations": rewrite(list(p.operations))}) for p in partials]
+        if reducer is not None:
+            effects = await reducer.next_version(playbook, partials, parent_version=None, manifest=None,
+                                                 previous_at=None, now=NOW)
+            record = next(e.value for e in effects if isinstance(e, Publish) and e.topic == Topic.PLAYBOOK)
+            assert isinstance(record, PlaybookVersion)
+            out.playbook = Playbook.from_entries("bench", record.version, record.entries, record.next_entry_number)
+            out.versions.append(record)
+            continue
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
-            result = await roles.reduce(children, text)  # noqa: B023 (awaited within its iteration)
-            return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
+            return await reduce_role(children, text)  # noqa: B023 (awaited within its iteration)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
-        if rewrite is not None:
-            scan = dataclasses.replace(scan, operations=rewrite(list(scan.operations)))
         new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, delete_cap=delete_cap,
                             **extra)
         out.playbook = new.playbook
