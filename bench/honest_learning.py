@@ -6,13 +6,14 @@ state (the registry), never by the similarity curation uses.
 
 Each run is the sync fleet of ``bench/learning.py`` (the ``combee_core`` functions the stages call, no Kafka, the
 simulator in virtual time), 960 traces, context on, with the curation as it is on the tree that runs it
-(``build_version`` with its defaults, the settings' delete cap and context size, a 1,000-token budget). Variants:
+(reduced and applied by the reducer stage's processor configured from the default settings, as the stage does, with
+a 1,000-token budget). Variants:
 
 - sequential: batch 3, p = 1, one aggregator call per batch;
 - combee: batch 100, p = 2, k = floor(sqrt(n)) subgroups;
 - copy (control): combee, with a reflector that copies every feedback line verbatim;
-- oracle consolidation (not a method): combee, with each root ADD reworded by the benchmark to one canonical wording
-  of what the registry says it states: what perfect paraphrase consolidation alone would reach.
+- oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
+  canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach.
 
 A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
 per distinct lesson is <= 1.2, and every version of every seed is within the budget. Every figure is simulated
@@ -38,6 +39,7 @@ from combee_core.llm import SimulatorConfig
 from combee_core.llm.honest import feedback_kind
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook import playbook_tokens
+from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite
 
@@ -62,8 +64,8 @@ ORACLE = "oracle consolidation"
 
 
 def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operation]]:
-    """Not a method (it reads the registry): each root ADD reworded to one canonical wording (and section) of what
-    it states, so the curation sees identical texts. Shows what perfect paraphrase consolidation alone would reach."""
+    """Not a method (it reads the registry): each ADD of the partials reworded to one canonical wording (and
+    section) of what it states, so the curation sees identical texts. Shows what perfect paraphrase consolidation alone would reach."""
     registry = honest_suite.suite_registry(suite)
     generic = {f"generic:{n}": (section, texts[0]) for n, (section, texts) in enumerate(registry.generics)}
 
@@ -80,6 +82,17 @@ def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operati
         return out
 
     return rewrite
+
+
+def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], Reducer]:
+    """The reducer stage's processor, configured as ``ReducerStage.__init__`` configures it from ``settings``
+    (``streams/topology/stages/reducer.py``): keep the two in step when the stage's construction changes."""
+    config = ReducerConfig(
+        max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
+        budget_tokens=settings.playbook_budget_tokens, delete_cap=settings.playbook_delete_cap,
+        llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
+    )
+    return lambda reduce: Reducer(config, reduce)
 
 
 def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
@@ -102,11 +115,11 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
     shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=32, run_seed=seed)
-    defaults = CombeeSettings.model_fields
+    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget)
     run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
-                      context_tokens=int(defaults["llm_context_tokens"].default),
-                      delete_cap=float(defaults["playbook_delete_cap"].default), seed=seed,
-                      rewrite=oracle_rewrite(suite) if variant == ORACLE else None)
+                      context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_delete_cap, seed=seed,
+                      rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
+                      make_reducer=reducer_like_the_stage(settings))
     count = honest_suite.count_lessons(suite, run.playbook.entries)
     version_tokens = [v.stats.playbook_tokens for v in run.versions]
     return {
