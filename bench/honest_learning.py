@@ -65,7 +65,8 @@ ORACLE = "oracle consolidation"
 
 def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operation]]:
     """Not a method (it reads the registry): each ADD of the partials reworded to one canonical wording (and
-    section) of what it states, so the curation sees identical texts. Shows what perfect paraphrase consolidation alone would reach."""
+    section) of what it states, so the curation sees identical texts: what perfect paraphrase consolidation alone
+    would reach."""
     registry = honest_suite.suite_registry(suite)
     generic = {f"generic:{n}": (section, texts[0]) for n, (section, texts) in enumerate(registry.generics)}
 
