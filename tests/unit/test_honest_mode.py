@@ -190,3 +190,14 @@ def test_honest_reflector_finds_the_family_from_the_task_id_when_metadata_is_cut
     assert stated
     for trace in stated:
         assert honest_insights({**trace, "metadata": {}}, config) == honest_insights(trace, config)
+
+
+def test_lesson_count_counts_junk_hints_and_opposites_as_entries_never_as_lessons():
+    r00, r01 = SUITE.families[0].family_id, SUITE.families[1].family_id
+    texts = [REGISTRY.wordings[(r00, 1)][0], REGISTRY.wordings[(r00, 1)][9], REGISTRY.wordings[(r00, -1)][0],
+             REGISTRY.wordings[(r01, -1)][3], REGISTRY.hints[r01][0], "Wrong answer for R01-003.",
+             REGISTRY.generics[0][1][2]]
+    count = honest_suite.count_lessons(SUITE, _entries(texts))
+    assert (count.entries, count.lessons, count.families_right, count.families_wrong, count.families_both,
+            count.unknown) == (7, 2, 1, 2, 1, 2)
+    assert count.entries_per_lesson == 3.5
