@@ -90,7 +90,8 @@ def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], R
     (``streams/topology/stages/reducer.py``): keep the two in step when the stage's construction changes."""
     config = ReducerConfig(
         max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
-        budget_tokens=settings.playbook_budget_tokens, delete_cap=settings.playbook_delete_cap,
+        budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
+        min_evidence=settings.eviction_min_evidence,
         llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
     )
     return lambda reduce: Reducer(config, reduce)
@@ -118,7 +119,7 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=32, run_seed=seed)
     settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget)
     run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
-                      context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_delete_cap, seed=seed,
+                      context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_change_cap, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
                       make_reducer=reducer_like_the_stage(settings))
     count = honest_suite.count_lessons(suite, run.playbook.entries)

@@ -40,6 +40,7 @@ from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, Simulator
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, meaning_key, simulate
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
+from combee_core.processors.aggregator import use_tags
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReduceRole
 from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
@@ -136,6 +137,7 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, 
                                   base_version=playbook.version, operations=result.operations,
                                   reflection_ids=sorted({c.reflection.reflection_id for c in groups[node]}),
                                   trace_ids=sorted({c.reflection.trace_id for c in groups[node]}),
+                                  use_tags=use_tags([c.reflection for c in groups[node]]),
                                   items_read=len(groups[node]), expected_items=len(groups[node]),
                                   batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
                     for node, result in zip(sorted(groups), results)]
@@ -154,7 +156,7 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, 
             return await reduce_role(children, text)  # noqa: B023 (awaited within its iteration)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
-        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, delete_cap=delete_cap,
+        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, change_share=delete_cap,
                             **extra)
         out.playbook = new.playbook
         out.versions.append(new.record)

@@ -13,6 +13,10 @@ from combee_core.errors import CombeeError
 ENV_PREFIX = "COMBEE_"
 
 
+_RENAMED = {"playbook_delete_cap": "playbook_change_cap"}
+"""Settings renamed: setting the old variable is an error naming the new one, never silently ignored."""
+
+
 class SettingsError(CombeeError, ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
 
@@ -74,17 +78,31 @@ class CombeeSettings(BaseModel):
         default=8_000, ge=0, description="Most tokens (ceil(chars / 4) of the rendered playbook) a version may hold; "
         "a version over it evicts its lowest-valued entries, each recorded as a DELETE with the reason."
     )
-    playbook_delete_cap: float = Field(
-        default=0.25, ge=0.0, le=1.0, description="Share of the previous version's entries the model's operations "
-        "may remove in one version (DELETE, MERGE), at least one; further removals are rejected with the reason."
+    playbook_change_cap: float = Field(
+        default=0.25, ge=0.0, le=1.0, description="Share of the previous version's entries one version may rewrite "
+        "or remove, at least one: the model's UPDATE, MERGE and DELETE and the budget's evictions together; what is "
+        "over it is rejected with the reason and a dead letter (ChangeCapReached)."
+    )
+    eviction_min_evidence: int = Field(
+        default=10, ge=1, description="Distinct traces a verdict (helpful or harmful, from agents that used the entry) "
+        "needs before it counts for eviction; fewer cannot evict or protect an entry."
     )
     llm_context: bool = Field(
         default=True, description="Show the roles the playbook: the reflector the entries the agent used, the "
         "aggregator and reducer the current playbook (off: the roles work blind, as a baseline)."
     )
     llm_context_tokens: int = Field(
-        default=8_000, ge=0, description="Most tokens of playbook one aggregator or reducer prompt carries (the "
-        "highest-valued entries first when the playbook is larger)."
+        default=8_000, ge=0, description="Most tokens of playbook one prompt carries: the aggregator's and reducer's "
+        "playbook (the highest-valued entries first when it is larger), the reflector's used entries (the first ones)."
+    )
+    llm_payload_tokens: int = Field(
+        default=64_000, ge=1, description="Most tokens of items (reflections, partial updates) one aggregator or "
+        "reducer prompt carries; over it the call is not made and the stage handles it as a failed call (dead "
+        "letters; the reducer applies the union of its children unmerged)."
+    )
+    llm_trace_tokens: int = Field(
+        default=8_000, ge=2_000, description="Most tokens of trace one reflector prompt carries (ceil(chars / 4) of "
+        "its JSON); a longer trace has its texts cut around an omission marker and its middle steps dropped, visibly."
     )
     sim_paraphrases: int = Field(
         default=1, ge=1, le=4, description="Simulator: wordings a reflection draws a lesson's text from (1: the "
@@ -185,6 +203,10 @@ class CombeeSettings(BaseModel):
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> CombeeSettings:
         """Build settings from ``COMBEE_*`` environment variables, then apply non-None ``overrides``."""
         source = os.environ if env is None else env
+        for old, new in _RENAMED.items():
+            if ENV_PREFIX + old.upper() in source:
+                raise SettingsError(f"{ENV_PREFIX}{old.upper()} was renamed {ENV_PREFIX}{new.upper()} (it now caps "
+                                    "every change to existing entries, not only removals)")
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             raw = source.get(ENV_PREFIX + name.upper())
