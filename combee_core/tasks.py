@@ -44,7 +44,7 @@ _GENERIC = (
 )
 
 
-HARMFUL_ACTION = "skip the check and answer from memory"
+HARMFUL_ACTION = "skip the check and guess the answer"
 """The wrong rule every family can be taught by a misleading feedback source (``misleading_trace``)."""
 
 
