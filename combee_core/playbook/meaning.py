@@ -1,0 +1,128 @@
+"""Whether two lessons are one lesson, a contradiction or two lessons: embeddings for closeness in meaning (across
+sections), :mod:`~combee_core.playbook.conflict` for what flips a rule, the lexical near-duplicate test as a floor.
+
+A :class:`Judge` is what curation consults; :class:`LexicalJudge` (no model: near-duplicates and the lexical
+paraphrase test, within a section, as before) and :class:`SemanticJudge` (an :class:`EmbeddingCache`) both pass
+every pair they would consolidate through the conflict check first, so a contradiction is never a restatement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from combee_core.playbook.conflict import RuleFeatures, conflict_between
+from combee_core.playbook.embedding import EmbeddingCache
+from combee_core.playbook.similarity import (
+    NEAR_DUPLICATE_THRESHOLD,
+    ComparableText,
+    _similarity,
+    paraphrase_score,
+)
+
+SAME_MEANING = 0.5
+"""Cosine (offline static model) from which two lessons are one lesson, unless they conflict. Tuned on the dev sets
+(``bench/data/lessons_dev.json``, ``paraphrase_pairs.jsonl``); measured on the held-out set by
+``bench/semantic_catch.py``."""
+
+Kind = Literal["same", "conflict", "distinct"]
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    kind: Kind
+    score: float
+    reason: str
+
+
+class Judge(Protocol):
+    """Compares a new lesson with existing ones."""
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Compute whatever the texts need once (embeddings, in one batch)."""
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement: ...
+
+
+class _Features:
+    def __init__(self) -> None:
+        self._rules: dict[str, RuleFeatures] = {}
+        self._texts: dict[str, ComparableText] = {}
+
+    def rule(self, text: str) -> RuleFeatures:
+        found = self._rules.get(text)
+        if found is None:
+            found = self._rules[text] = RuleFeatures.of(text)
+        return found
+
+    def words(self, text: str) -> ComparableText:
+        found = self._texts.get(text)
+        if found is None:
+            found = self._texts[text] = ComparableText.of(text)
+        return found
+
+    def conflict(self, a: str, b: str) -> str | None:
+        return conflict_between(self.rule(a), self.rule(b))
+
+
+class LexicalJudge:
+    """No model: within one section, a near-duplicate (word ratio >= 0.9) or a lexical paraphrase is the same
+    lesson unless the conflict check says it flips the rule."""
+
+    def __init__(self, threshold: float = NEAR_DUPLICATE_THRESHOLD, paraphrases: bool = True) -> None:
+        self.threshold = threshold
+        self.paraphrases = paraphrases
+        self._features = _Features()
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        return None
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
+        if new_section != old_section:
+            return Judgement("distinct", 0.0, "other section")
+        a, b = self._features.words(new), self._features.words(old)
+        score = _similarity(a, b, self.threshold)
+        kind = "near-duplicate"
+        if score < self.threshold:
+            para = paraphrase_score(a, b) if self.paraphrases else None
+            if para is None:
+                # a one-word flip in a short rule is below 0.9 but still the same rule reversed
+                return self._flip_or_distinct(new, old, _similarity(a, b))
+            score, kind = para, "paraphrase"
+        if (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)
+        return Judgement("same", score, kind)
+
+    def _flip_or_distinct(self, new: str, old: str, score: float) -> Judgement:
+        if score >= 0.6 and (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)
+        return Judgement("distinct", score, "not similar")
+
+
+class SemanticJudge:
+    """Closeness in meaning by cosine of embeddings (across sections), the conflict check on every close pair."""
+
+    def __init__(self, cache: EmbeddingCache, same_meaning: float = SAME_MEANING) -> None:
+        self.cache = cache
+        self.same_meaning = same_meaning
+        self._features = _Features()
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        self.cache.vectors(list(texts))
+
+    def score(self, a: str, b: str) -> float:
+        vectors = self.cache.vectors([a, b])
+        semantic = float(np.dot(vectors[0], vectors[1]))
+        lexical = _similarity(self._features.words(a), self._features.words(b), NEAR_DUPLICATE_THRESHOLD)
+        return max(semantic, lexical if lexical >= NEAR_DUPLICATE_THRESHOLD else 0.0)  # below: only a bound
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
+        score = self.score(new, old)
+        if score < self.same_meaning:
+            return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning}")
+        if (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)
+        return Judgement("same", score, f"same meaning ({score:.2f})")
