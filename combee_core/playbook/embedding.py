@@ -51,7 +51,8 @@ class Embedder(Protocol):
 def _normalise_rows(matrix: npt.NDArray[Any]) -> Vectors:
     rows = np.asarray(matrix, dtype=np.float32)
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
-    return np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    normalised: Vectors = np.divide(rows, norms, out=np.zeros_like(rows), where=norms > 0)
+    return normalised
 
 
 class StaticEmbedder:
@@ -67,7 +68,7 @@ class StaticEmbedder:
 
             weights = load_file(str(directory / _WORDLLAMA_WEIGHTS))["embedding.weight"]
             self._tokenizer = Tokenizer.from_file(str(directory / _WORDLLAMA_TOKENIZER))
-        except (OSError, KeyError, ImportError, Exception) as error:  # safetensors raises its own error types
+        except Exception as error:  # missing files, a broken download: safetensors and tokenizers raise their own types
             raise EmbeddingError(f"cannot load the static embedding model from {directory}: {error}") from error
         self._vectors = np.ascontiguousarray(weights.astype(np.float32))
 
@@ -150,7 +151,8 @@ class EmbeddingCache:
         return np.stack([self._vectors[t] for t in texts])
 
     def vector(self, text: str) -> Vectors:
-        return self.vectors([text])[0]
+        row: Vectors = self.vectors([text])[0]
+        return row
 
     def retain(self, texts: Iterable[str]) -> None:
         """Forget every vector but those of ``texts`` (the entries of the latest version)."""
@@ -159,3 +161,12 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         return len(self._vectors)
+
+
+def embedder_from(settings: Any) -> Embedder | None:
+    """The embedder ``settings.embedding_model`` names (``CombeeSettings``), or None for ``none`` (lexical)."""
+    model: str = settings.embedding_model
+    if model.lower() == "none":
+        return None
+    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
+    return make_embedder(model, api_base=settings.llm_api_base, api_key=key, timeout_s=settings.llm_timeout_s)

@@ -16,12 +16,7 @@ import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache
-from combee_core.playbook.similarity import (
-    NEAR_DUPLICATE_THRESHOLD,
-    ComparableText,
-    _similarity,
-    paraphrase_score,
-)
+from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, _similarity, paraphrase_score
 
 SAME_MEANING = 0.5
 """Cosine (offline static model) from which two lessons are one lesson, unless they conflict. Tuned on the dev sets

@@ -11,13 +11,15 @@ applies ready batches one after the other.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from combee_core.llm.errors import LLMError
 from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
+from combee_core.playbook.embedding import Embedder, EmbeddingCache
+from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import (
     PendingPartials,
@@ -41,6 +43,7 @@ class ReducerConfig:
     delete_cap: float | None = None
     llm_context: bool = True
     llm_context_tokens: int = 4000
+    same_meaning: float = SAME_MEANING
 
 
 def batch_metrics(version: PlaybookVersion, previous_at: datetime | None) -> BatchMetrics:
@@ -73,9 +76,13 @@ def unlearned(version: PlaybookVersion, manifest: BatchManifest | None) -> list[
 class Reducer:
     """Partials in, versions out, per playbook, in version order."""
 
-    def __init__(self, config: ReducerConfig, reduce: ReduceRole) -> None:
+    def __init__(self, config: ReducerConfig, reduce: ReduceRole, embedder: Embedder | None = None) -> None:
+        """``embedder``: curation by meaning (``SemanticJudge``); None: the lexical judge, within a section."""
         self.config = config
         self._reduce = reduce
+        self._embedder = embedder
+        self._embeddings: dict[str, EmbeddingCache] = {}
+        """Per playbook, the vectors of its latest version's entries (each embedded once) and of the batch's ADDs."""
         self.pending: dict[str, PendingPartials] = {}
         self._tokens: dict[tuple[str, int], list[object]] = {}
 
@@ -93,9 +100,21 @@ class Reducer:
         pending = self.pending.get(playbook_id)
         return pending.pop_ready(base_version) if pending is not None else None
 
+    def judge(self, playbook_id: str) -> SemanticJudge | None:
+        """The judge of a playbook's curation: by meaning with an embedder (its cache kept across versions)."""
+        if self._embedder is None:
+            return None
+        cache = self._embeddings.setdefault(playbook_id, EmbeddingCache(self._embedder))
+        return SemanticJudge(cache, self.config.same_meaning)
+
+    def _keep_embeddings(self, playbook_id: str, contents: Sequence[str]) -> None:
+        if (cache := self._embeddings.get(playbook_id)) is not None:
+            cache.retain(contents)
+
     def release(self, playbook_id: str) -> None:
         """The playbook's partition was revoked: its partials come back to the next owner."""
         self.pending.pop(playbook_id, None)
+        self._embeddings.pop(playbook_id, None)
         for key in [key for key in self._tokens if key[0] == playbook_id]:
             del self._tokens[key]
 
@@ -116,13 +135,20 @@ class Reducer:
                                       type(error).__name__, playbook_id=first.playbook_id))
                 return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
 
+        judge = self.judge(playbook.playbook_id)
+
+        def merge(children: Sequence[list[Operation]]) -> list[Operation] | None:
+            return merge_without_conflict(children, judge=judge)
+
         scan = await reduce_through_scan(
             [partial.operations for partial in partials], self.config.max_fan_in, reduce,
-            merge=merge_without_conflict if self.config.deterministic_merge else None,
+            merge=merge if self.config.deterministic_merge else None,
         )
         record = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
-                               budget_tokens=self.config.budget_tokens, delete_cap=self.config.delete_cap).record
+                               budget_tokens=self.config.budget_tokens, delete_cap=self.config.delete_cap,
+                               judge=judge).record
         playbook_id = playbook.playbook_id
+        self._keep_embeddings(playbook_id, [entry.content for entry in record.entries])
         return [
             *effects,
             Publish(Topic.PLAYBOOK, playbook_id, record, number=(playbook_id, record.version)),

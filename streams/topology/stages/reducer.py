@@ -26,6 +26,7 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook import Playbook
+from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.promotion import PromotionLedger, next_base
@@ -56,7 +57,8 @@ class ReducerStage(Stage):
             max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
             budget_tokens=settings.playbook_budget_tokens, delete_cap=settings.playbook_delete_cap,
             llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
-        ), self._reduce)
+            same_meaning=settings.same_meaning,
+        ), self._reduce, embedder_from(settings))
         self.manifests: dict[str, dict[int, BatchManifest]] = {}
         """Per playbook, the valid manifests of batches not yet in a version."""
         self._workers: dict[str, asyncio.Task] = {}
