@@ -28,7 +28,8 @@ from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results"
-SETS = {"heldout": DATA / "lessons_heldout.json", "dev": DATA / "lessons_dev.json"}
+SETS = {"heldout": DATA / "lessons_heldout.json", "heldout_b": DATA / "lessons_heldout_b.json",
+        "dev": DATA / "lessons_dev.json"}
 
 
 def pairs_of(data: dict) -> dict[str, list[tuple[str, str]]]:

@@ -9,7 +9,8 @@ the differences that flip a rule:
   (final/intermediate), keep/remove, case, bounds (at most/at least), missing/zero, and units (km/miles,
   seconds/milliseconds, ...): both texts name a pole of the axis and no pole in common. A pole negated in its own
   clause ("not intermediate values", "do not remove") counts as its opposite (binary axes) or not at all (units);
-- **quantity**: both texts state numbers and the numbers differ ("at most 3" / "at most 5"; "two" = "2");
+- **quantity**: both texts state quantities and they differ ("at most 3 times" / "at most 5 times"; "two" = "2"; a
+  number not followed by what it counts, as in "sum 1." or "April 1, so", names a thing and is not compared);
 - **order**: one text puts X before Y and the other Y before X ("before", "after", "then", "first", "once").
 
 It errs towards "conflict": a conflict keeps both counters unchanged and lets evidence or the reducer decide, while
@@ -92,6 +93,9 @@ class RuleFeatures:
     poles: dict[str, frozenset[str]]
     numbers: frozenset[str]
     order: frozenset[tuple[str, str]]
+    names: frozenset[str] = frozenset()
+    """Words with digits that name a thing rather than count ("sum 1.", "R08"): two rules naming different things
+    are different rules, not a conflict."""
 
     @classmethod
     def of(cls, text: str) -> RuleFeatures:
@@ -100,6 +104,7 @@ class RuleFeatures:
         clauses = _clauses(lowered)
         prohibition = lowered.lstrip().startswith(_PROHIBITION_STARTS)
         numbers: set[str] = set()
+        names: set[str] = set()
         for clause in clauses:
             negated = any(w in _NEGATIONS for w in clause.split()) or "rather than" in clause or "instead of" in clause
             found: list[tuple[str, str, int]] = []
@@ -108,13 +113,19 @@ class RuleFeatures:
                 for match in re.finditer(pattern, rest):
                     found.append((axis, pole, match.start()))
                 rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
-            for match in re.finditer(r"[a-z0-9']+", rest):
+            words = list(re.finditer(r"[a-z0-9']+", rest))
+            for index, match in enumerate(words):
                 word = match.group()
                 if word in _WORD_POLES:
                     found.append((*_WORD_POLES[word], match.start()))
-                if word.isdigit() and word != "0":
+                following = words[index + 1].group() if index + 1 < len(words) else ""
+                # a quantity counts something ("3 times", "two decimals"); "sum 1." or "April 1, so" name a thing
+                counts = bool(following) and following.isalpha() and following not in _FILLER
+                if word.isdigit() and word != "0" and counts:
                     numbers.add(word)
-                elif word in _NUMBER_WORDS:
+                elif any(ch.isdigit() for ch in word) and word != "0":
+                    names.add(word)
+                elif word in _NUMBER_WORDS and counts:
                     numbers.add(_NUMBER_WORDS[word])
             for axis, pole, position in found:
                 if negated and _negation_before(clause, position):
@@ -125,7 +136,8 @@ class RuleFeatures:
                 poles.setdefault(axis, set()).add(pole)
             if negated and found and clause is clauses[0]:
                 prohibition = False  # the prohibition is about a pole ("do not round intermediate values")
-        return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered))
+        return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered),
+                   frozenset(names))
 
 
 def _clauses(text: str) -> list[str]:

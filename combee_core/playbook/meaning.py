@@ -8,6 +8,7 @@ every pair they would consolidate through the conflict check first, so a contrad
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -16,7 +17,20 @@ import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache
-from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, _similarity, paraphrase_score
+from combee_core.playbook.similarity import (
+    _STOPWORDS,
+    NEAR_DUPLICATE_THRESHOLD,
+    ComparableText,
+    _similarity,
+    paraphrase_score,
+)
+
+SUBSTITUTION_FRAME = 0.6
+"""Word ratio from which two texts read as one sentence frame with a part swapped ("escape input for an SQL query" /
+"... an HTML page"); the swapped parts must then mean the same (:data:`SUBSTITUTION_SAME`). Tuned on the dev sets."""
+SUBSTITUTION_SAME = 0.35
+"""Cosine from which two swapped parts (at most 3 content words each) are synonyms ("prefer" / "choose")."""
+_PRONOUNS = frozenset("it them they this that these those one ones its their there".split())
 
 SAME_MEANING = 0.5
 """Cosine (offline static model) from which two lessons are one lesson, unless they conflict. Tuned on the dev sets
@@ -120,4 +134,31 @@ class SemanticJudge:
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning}")
         if (why := self._features.conflict(new, old)) is not None:
             return Judgement("conflict", score, why)
+        names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
+        if names_new and names_old and names_new != names_old:
+            return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}")
+        if (swap := self._swapped(new, old)) is not None:
+            return Judgement("distinct", score, swap)
         return Judgement("same", score, f"same meaning ({score:.2f})")
+
+    def _swapped(self, a: str, b: str) -> str | None:
+        """Why two texts are one frame about different things (a part swapped for an unrelated one), or None.
+
+        A static embedding averages words, so "Quote file paths that contain spaces" and "Quote arguments that
+        contain spaces" come out close; the swapped parts, compared alone, do not."""
+        words_a, words_b = self._features.words(a).words, self._features.words(b).words
+        matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
+        if matcher.ratio() < SUBSTITUTION_FRAME:
+            return None
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag != "replace":
+                continue
+            part_a = [w for w in words_a[i1:i2] if w not in _STOPWORDS and w not in _PRONOUNS]
+            part_b = [w for w in words_b[j1:j2] if w not in _STOPWORDS and w not in _PRONOUNS]
+            if not part_a or not part_b or len(part_a) > 3 or len(part_b) > 3:
+                continue
+            text_a, text_b = " ".join(part_a), " ".join(part_b)
+            vectors = self.cache.embedder.embed([text_a, text_b])  # parts are not entries: not cached
+            if float(np.dot(vectors[0], vectors[1])) < SUBSTITUTION_SAME:
+                return f"same frame, different subject: {text_a!r} vs {text_b!r}"
+        return None

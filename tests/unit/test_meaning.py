@@ -176,3 +176,15 @@ def test_a_hosted_model_goes_through_litellm_and_an_unknown_offline_one_is_refus
     assert make_embedder("text-embedding-3-small").name == "text-embedding-3-small"
     with pytest.raises(EmbeddingError, match="unknown offline embedding model"):
         make_embedder("combee-static/nothing")
+
+
+@pytest.mark.parametrize(("a", "b"), [
+    ("Carry the tens in sum 1.", "Carry the tens in sum 2."),
+    ("For leap years (R08), count the end date as included.", "For date ranges (R09), count the end date as included."),
+    ("Escape user input before inserting it into an SQL query.",
+     "Escape user input before inserting it into an HTML page."),
+    ("Quote file paths that contain spaces.", "Quote arguments that contain spaces."),
+])
+def test_one_frame_about_different_things_is_two_lessons_not_a_conflict(a: str, b: str) -> None:
+    verdict = _judge().judge(a, "s", b, "s")
+    assert verdict.kind == "distinct", verdict
