@@ -3,7 +3,7 @@
 - ``combee-static/wordllama-l2-256`` (the default): a static embedding model (WordLlama ``l2_supercat``, 32,000
   token vectors of 256 dimensions, 16 MB) whose weights ship inside the ``wordllama`` PyPI package. The forward pass
   is ours and numpy-only: tokenize, drop filler words, average the token vectors, normalise. No network, no
-  deep-learning framework, ~50 µs a text on one core. (We read the package's files without importing it: its
+  deep-learning framework, about 0.1 ms a text. (We read the package's files without importing it: its
   ``__init__`` configures the root logger.)
 - any other name: a hosted model through litellm's ``embedding`` call (``text-embedding-3-small``,
   ``ollama/nomic-embed-text``, ...), with the LLM's api base and key.
