@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from combee_core.llm.errors import LLMError
-from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
-from combee_core.playbook.embedding import Embedder, EmbeddingCache
+from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
 from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import (
@@ -136,6 +136,16 @@ class Reducer:
                 return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
 
         judge = self.judge(playbook.playbook_id)
+        if judge is not None:
+            texts = [e.content for e in playbook.entries]
+            texts += [op.content for partial in partials for op in partial.operations if isinstance(op, AddOp)]
+            try:
+                judge.prepare(texts)  # each text embedded once, in one call; the comparisons then read the cache
+            except EmbeddingError as error:
+                effects.append(Reject(None, f"embedding model {judge.cache.embedder.name} failed for batch "
+                                      f"{first.batch_id}: {error}; this version is curated lexically",
+                                      type(error).__name__, playbook_id=first.playbook_id))
+                judge = None
 
         def merge(children: Sequence[list[Operation]]) -> list[Operation] | None:
             return merge_without_conflict(children, judge=judge)
