@@ -24,7 +24,7 @@ from pathlib import Path
 from bench.common import machine, write_results
 from combee_core.playbook import is_near_duplicate, is_paraphrase
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
-from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
+from combee_core.playbook.meaning import SAME_MEANING, LexicalJudge, SemanticJudge
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results"
@@ -43,9 +43,9 @@ def pairs_of(data: dict) -> dict[str, list[tuple[str, str]]]:
     }
 
 
-def methods() -> dict[str, Callable[[str, str], bool]]:
+def methods(same_meaning: float = SAME_MEANING) -> dict[str, Callable[[str, str], bool]]:
     lexical = LexicalJudge()
-    semantic = SemanticJudge(EmbeddingCache(StaticEmbedder()))
+    semantic = SemanticJudge(EmbeddingCache(StaticEmbedder()), same_meaning)
     return {
         "lexical": lambda a, b: is_near_duplicate(a, b) or is_paraphrase(a, b),
         "lexical+conflict": lambda a, b: lexical.judge(a, "s", b, "s").kind == "same",
@@ -67,15 +67,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=sorted(SETS), default="heldout")
     parser.add_argument("--show", action="store_true", help="list misses and false merges")
+    parser.add_argument("--same-meaning", type=float, default=SAME_MEANING,
+                        help="the semantic judge's threshold (a sensitivity check: the default is the tuned one)")
     args = parser.parse_args()
     data = json.loads(SETS[args.set].read_text())
     pairs = pairs_of(data)
     results = {}
-    for name, consolidated in methods().items():
+    for name, consolidated in methods(args.same_meaning).items():
         started = time.perf_counter()
         results[name] = measure(pairs, consolidated)
         results[name]["seconds"] = round(time.perf_counter() - started, 3)
-    print(f"set: {args.set} ({SETS[args.set].name}); consolidated share per kind of pair (either direction)")
+    print(f"set: {args.set} ({SETS[args.set].name}), same_meaning {args.same_meaning}; consolidated share per kind of "
+          "pair (either direction)")
     print("| method | paraphrase pairs caught | other-lesson pairs merged | one-word opposites merged | "
           "reworded opposites merged | corrections merged |")
     print("|---|---|---|---|---|---|")
@@ -88,8 +91,9 @@ def main() -> None:
         print("\nsemantic misses:", *(f"  {a} | {b}" for a, b in missed), sep="\n")
         for kind in ("other_lesson", "opposite_one_word", "opposite_reworded", "correction"):
             print(f"\nsemantic merged {kind}:", *(f"  {a} | {b}" for a, b in semantic[kind]["which"]), sep="\n")
-    write_results(RESULTS / f"semantic_catch_{args.set}.json", {"set": args.set, "results": results,
-                                                                "machine": machine()})
+    suffix = "" if args.same_meaning == SAME_MEANING else f"_at_{args.same_meaning}"
+    write_results(RESULTS / f"semantic_catch_{args.set}{suffix}.json",
+                  {"set": args.set, "same_meaning": args.same_meaning, "results": results, "machine": machine()})
 
 
 if __name__ == "__main__":
