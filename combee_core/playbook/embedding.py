@@ -137,7 +137,8 @@ class EmbeddingCache:
         self.computed = 0
         """Texts embedded so far (each once)."""
 
-    def vectors(self, texts: Sequence[str]) -> Vectors:
+    def ensure(self, texts: Iterable[str]) -> None:
+        """Embed the texts not seen yet, in one call."""
         missing = list(dict.fromkeys(t for t in texts if t not in self._vectors))
         if missing:
             rows = self.embedder.embed(missing)
@@ -146,13 +147,19 @@ class EmbeddingCache:
             self.computed += len(missing)
             for text, row in zip(missing, rows):
                 self._vectors[text] = row
+
+    def vectors(self, texts: Sequence[str]) -> Vectors:
+        self.ensure(texts)
         if not texts:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([self._vectors[t] for t in texts])
 
     def vector(self, text: str) -> Vectors:
-        row: Vectors = self.vectors([text])[0]
-        return row
+        found = self._vectors.get(text)
+        if found is None:
+            self.ensure([text])
+            found = self._vectors[text]
+        return found
 
     def retain(self, texts: Iterable[str]) -> None:
         """Forget every vector but those of ``texts`` (the entries of the latest version)."""

@@ -35,6 +35,9 @@ SUBSTITUTION_SAME = 0.35
 """Cosine from which two swapped parts (at most 3 content words each) are synonyms ("prefer" / "choose")."""
 _PRONOUNS = frozenset("it them they this that these those one ones its their there".split())
 
+FLIP_SIMILARITY = 0.6
+"""Word ratio from which the lexical judge checks a pair for a contradiction (below the 0.9 of a near-duplicate)."""
+
 SAME_MEANING = 0.5
 """Cosine (offline static model) from which two lessons are one lesson, unless they conflict. Tuned on the dev sets
 (``bench/data/lessons_dev.json``, ``paraphrase_pairs.jsonl``); measured on the held-out set by
@@ -96,22 +99,18 @@ class LexicalJudge:
         if new_section != old_section:
             return Judgement("distinct", 0.0, "other section")
         a, b = self._features.words(new), self._features.words(old)
-        score = _similarity(a, b, self.threshold)
-        kind = "near-duplicate"
-        if score < self.threshold:
-            para = paraphrase_score(a, b) if self.paraphrases else None
-            if para is None:
-                # a one-word flip in a short rule is below 0.9 but still the same rule reversed
-                return self._flip_or_distinct(new, old, _similarity(a, b))
+        score = _similarity(a, b, FLIP_SIMILARITY)  # exact from FLIP_SIMILARITY on, a bound below it
+        if score >= self.threshold and a.negations == b.negations:
+            kind = "near-duplicate"
+        elif self.paraphrases and (para := paraphrase_score(a, b)) is not None:
             score, kind = para, "paraphrase"
+        elif score >= FLIP_SIMILARITY and (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)  # a one-word flip in a short rule, or "not" added
+        else:
+            return Judgement("distinct", score, "not similar")
         if (why := self._features.conflict(new, old)) is not None:
             return Judgement("conflict", score, why)
         return Judgement("same", score, kind)
-
-    def _flip_or_distinct(self, new: str, old: str, score: float) -> Judgement:
-        if score >= 0.6 and (why := self._features.conflict(new, old)) is not None:
-            return Judgement("conflict", score, why)
-        return Judgement("distinct", score, "not similar")
 
 
 class SemanticJudge:
@@ -123,11 +122,10 @@ class SemanticJudge:
         self._features = _Features()
 
     def prepare(self, texts: Sequence[str]) -> None:
-        self.cache.vectors(list(texts))
+        self.cache.ensure(texts)
 
     def score(self, a: str, b: str) -> float:
-        vectors = self.cache.vectors([a, b])
-        semantic = float(np.dot(vectors[0], vectors[1]))
+        semantic = float(np.dot(self.cache.vector(a), self.cache.vector(b)))
         lexical = _similarity(self._features.words(a), self._features.words(b), NEAR_DUPLICATE_THRESHOLD)
         return max(semantic, lexical if lexical >= NEAR_DUPLICATE_THRESHOLD else 0.0)  # below: only a bound
 
