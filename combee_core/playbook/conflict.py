@@ -4,7 +4,8 @@ A sentence embedding places "apply the discount before tax" and "... after tax" 
 word but one), so meaning-closeness alone would merge a rule with its correction. :func:`conflict_reason` looks for
 the differences that flip a rule:
 
-- **polarity**: one text is a prohibition ("Do not ...", "Never ...") and the other is not;
+- **polarity**: one text only forbids ("Do not ...", "Never ...", "... must not ...", in any clause) and the other
+  forbids nothing; a text that forbids one thing and asks for another ("Do not X; do Y") is not compared so;
 - **axes** with opposite poles: sort direction, position (first/last), recency, time zone (UTC/local), scope
   (final/intermediate), keep/remove, case, bounds (at most/at least), missing/zero, and units (km/miles,
   seconds/milliseconds, ...): both texts name a pole of the axis and no pole in common. A pole negated in its own
@@ -30,6 +31,10 @@ _NEGATIONS = frozenset({"not", "no", "never", "dont", "don't", "cannot", "can't"
                         "doesn't", "shouldnt", "shouldn't", "mustnt", "mustn't", "isnt", "isn't", "arent", "aren't"})
 _PROHIBITION_STARTS = ("do not ", "dont ", "don't ", "never ", "avoid ", "you should not ", "you must not ",
                        "should not ", "must not ")
+_MODAL_PROHIBITIONS = ("must not", "should not", "must never", "should never", "mustn't", "shouldn't")
+_STATEMENT_STARTS = frozenset("the a an this that these those it its there their each every all any some no one"
+                              " because since".split())
+"""A clause starting so states a fact ("The first page is enough") rather than asking for something."""
 _NUMBER_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
                  "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "hundred": "100",
                  "thousand": "1000", "single": "1", "twice": "2"}
@@ -89,7 +94,9 @@ _AFTER = frozenset({"after", "afterwards", "afterward", "once", "following", "la
 class RuleFeatures:
     """What :func:`conflict_reason` compares: prohibition, poles per axis, numbers, and order pairs of stems."""
 
-    prohibition: bool
+    prohibition: bool | None
+    """True when the rule only forbids ("A failed upload is final; do not retry it"), False when it forbids nothing,
+    None when it forbids one thing and asks for another ("Do not X; do Y")."""
     poles: dict[str, frozenset[str]]
     numbers: frozenset[str]
     order: frozenset[tuple[str, str]]
@@ -102,7 +109,7 @@ class RuleFeatures:
         lowered = text.lower().replace("\u2019", "'")
         poles: dict[str, set[str]] = {}
         clauses = _clauses(lowered)
-        prohibition = lowered.lstrip().startswith(_PROHIBITION_STARTS)
+        prohibits, instructs = False, False
         numbers: set[str] = set()
         names: set[str] = set()
         for clause in clauses:
@@ -134,10 +141,18 @@ class RuleFeatures:
                     else:
                         continue
                 poles.setdefault(axis, set()).add(pole)
-            if negated and found and clause is clauses[0]:
-                prohibition = False  # the prohibition is about a pole ("do not round intermediate values")
+            if _is_prohibition(clause) and not found:
+                prohibits = True
+            elif not negated and clause.split()[0] not in _STATEMENT_STARTS or _is_prohibition(clause):
+                instructs = True  # an instruction, or a prohibition about a pole ("do not round intermediate values")
+        # "Do not X; do Y" prohibits and instructs: its polarity is not compared
+        prohibition = None if prohibits and instructs else prohibits
         return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered),
                    frozenset(names))
+
+
+def _is_prohibition(clause: str) -> bool:
+    return clause.startswith(_PROHIBITION_STARTS) or any(f" {m} " in f" {clause} " for m in _MODAL_PROHIBITIONS)
 
 
 def _clauses(text: str) -> list[str]:
@@ -183,7 +198,7 @@ def _order_pairs(text: str) -> frozenset[tuple[str, str]]:
 
 def conflict_between(a: RuleFeatures, b: RuleFeatures) -> str | None:
     """Why two rules (already close in meaning) contradict each other, or ``None``."""
-    if a.prohibition != b.prohibition:
+    if a.prohibition is not None and b.prohibition is not None and a.prohibition != b.prohibition:
         return "polarity: one is a prohibition, the other is not"
     for axis in sorted(a.poles.keys() & b.poles.keys()):
         if not a.poles[axis] & b.poles[axis]:
