@@ -29,6 +29,7 @@ from combee_core.playbook.meaning import SAME_MEANING, LexicalJudge, SemanticJud
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results"
 SETS = {"heldout": DATA / "lessons_heldout.json", "heldout_b": DATA / "lessons_heldout_b.json",
+        "heldout_c": DATA / "lessons_heldout_c.json",
         "dev": DATA / "lessons_dev.json"}
 
 

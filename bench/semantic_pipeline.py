@@ -1,6 +1,6 @@
 """What the reducer's curation makes of hand-written lessons: entries per distinct lesson, and what corrections do.
 
-    python -m bench.semantic_pipeline            # held-out sets A and B; writes bench/results/semantic_pipeline.json
+    python -m bench.semantic_pipeline            # held-out sets A, B and C; writes bench/results/semantic_pipeline.json
 
 The reducer's own code path, in process, without Kafka and without an LLM decision: a deliberately naive model ADDs
 every wording it reads, verbatim (support 1); the wordings of all lessons are shuffled (seeded) into batches of
@@ -99,7 +99,7 @@ async def corrections(data: dict, judge: Judge | None, wrong_support: int, corre
 async def main_async(args: argparse.Namespace) -> dict:
     judges: dict[str, Judge | None] = {"lexical": None, "semantic": SemanticJudge(EmbeddingCache(StaticEmbedder()))}
     results: dict = {}
-    for set_name in ("lessons_heldout", "lessons_heldout_b"):
+    for set_name in ("lessons_heldout", "lessons_heldout_b", "lessons_heldout_c"):
         data = json.loads((DATA / f"{set_name}.json").read_text())
         for name, judge in judges.items():
             results[f"{set_name}/{name}"] = {
