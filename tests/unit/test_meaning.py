@@ -188,3 +188,25 @@ def test_a_hosted_model_goes_through_litellm_and_an_unknown_offline_one_is_refus
 def test_one_frame_about_different_things_is_two_lessons_not_a_conflict(a: str, b: str) -> None:
     verdict = _judge().judge(a, "s", b, "s")
     assert verdict.kind == "distinct", verdict
+
+
+_DEV_TEXTS = [
+    "Remove duplicate rows before counting records.", "Count records only after duplicates have been dropped.",
+    "Report distances in kilometers.", "Report distances in miles.", "Skip the header row when counting lines.",
+    "Use the median rather than the mean for skewed salary data.", "Lowercase email addresses before matching.",
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(children=st.lists(st.lists(st.tuples(st.sampled_from(_DEV_TEXTS), st.sampled_from(["a", "b"]),
+                                            st.integers(1, 3)), max_size=4), min_size=2, max_size=4),
+       seed=st.randoms(use_true_random=False))
+def test_the_merge_by_meaning_does_not_depend_on_the_order_of_partials_or_operations(children, seed) -> None:
+    ops = [[AddOp(content=text, section=section, support=support) for text, section, support in child]
+           for child in children]
+    shuffled = [seed.sample(child, len(child)) for child in ops]
+    seed.shuffle(shuffled)
+    merged = merge_without_conflict(ops, judge=_judge())
+    assert merged == merge_without_conflict(shuffled, judge=_judge())
+    if merged is not None:  # every unit of support is kept, in one ADD per lesson
+        assert sum(op.support for op in merged if isinstance(op, AddOp)) == sum(s for c in children for *_, s in c)
