@@ -273,6 +273,8 @@ def build_version(
     cap = None if delete_cap is None else removal_cap(len(playbook), delete_cap)
     result = apply_operations(playbook, scan.operations, new_version, max_removals=cap, paraphrases=paraphrases,
                               judge=judge)
+    if result.superseded:  # recorded after the operations, like evictions
+        result = ApplyResult(playbook=result.playbook, applied=[*result.applied, *result.superseded])
     if budget_tokens is not None:
         fitted, evictions = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied))
         result = ApplyResult(playbook=fitted, applied=[*result.applied, *evictions])

@@ -33,7 +33,7 @@ class _WorkingPlaybook:
         self.max_removals = max_removals
         self.judge = judge
         self.superseded: list[AppliedOperation] = []
-        """DELETEs of rules a conflicting ADD superseded, recorded right before that ADD."""
+        """DELETEs of rules a conflicting ADD superseded (``ApplyResult.superseded``)."""
         self.removals = 0
         """Entries of the original playbook removed so far (DELETE, and MERGE's removed ids)."""
         self.removed: dict[str, str] = {}
@@ -226,8 +226,9 @@ def apply_operations(
       or ``restatement of <id>`` (:class:`SemanticJudge`: by meaning, any section).
     - An ADD that contradicts an entry (the judge says ``conflict``: a flipped order, unit, quantity, polarity,
       ...) changes neither counter. It supersedes the entry only when its support outweighs the entry's
-      evidence (:func:`entry_evidence`): a DELETE of the old entry is recorded just before the ADD, both with
-      the reason and both lineages (and the DELETE counts against ``max_removals``); otherwise it is rejected.
+      evidence (:func:`entry_evidence`): the ADD's reason (``added; supersedes <id> ...``) and a DELETE of the old
+      entry in ``ApplyResult.superseded`` carry the reason and both lineages (the DELETE counts against
+      ``max_removals``); otherwise it is rejected.
     - ``max_removals``: at most this many entries of ``playbook`` may be removed by the operations (DELETE, and
       the ids a MERGE removes); an op that would remove more is rejected with the reason ``delete cap: ...``.
     - UPDATE replaces the content (identical content is applied and changes nothing).
@@ -245,13 +246,8 @@ def apply_operations(
     if judge is None:
         judge = LexicalJudge(near_duplicate_threshold, paraphrases)
     work = _WorkingPlaybook(playbook, new_version, judge, max_removals)
-    applied: list[AppliedOperation] = []
-    for op in operations:
-        outcome = work.apply(op)
-        applied += work.superseded
-        work.superseded = []
-        applied.append(outcome)
-    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied)
+    applied = [work.apply(op) for op in operations]
+    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, superseded=work.superseded)
 
 
 def deduplication_operations(

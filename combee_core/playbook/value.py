@@ -137,3 +137,6 @@ class ApplyResult:
 
     playbook: Playbook
     applied: list[AppliedOperation] = field(default_factory=list)
+    superseded: list[AppliedOperation] = field(default_factory=list)
+    """DELETEs of the entries a contradicting ADD superseded (each named in that ADD's reason), to record after
+    ``applied``."""

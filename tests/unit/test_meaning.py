@@ -120,7 +120,7 @@ def test_a_correction_with_more_evidence_supersedes_the_rule_recording_both_line
     result = apply_operations(playbook, [correction], 2, judge=_judge())
     (entry,) = result.playbook.entries
     assert entry.content == correction.content and entry.helpful == 0
-    delete, add = result.applied
+    (add,), (delete,) = result.applied, result.superseded  # one outcome per operation, the DELETE beside them
     assert isinstance(delete.operation, DeleteOp) and delete.entry_id == "inv-00001"
     assert "superseded by bil-00002" in delete.reason and "support 5" in delete.reason
     assert add.outcome == "applied" and "supersedes inv-00001" in add.reason
@@ -210,3 +210,23 @@ def test_the_merge_by_meaning_does_not_depend_on_the_order_of_partials_or_operat
     assert merged == merge_without_conflict(shuffled, judge=_judge())
     if merged is not None:  # every unit of support is kept, in one ADD per lesson
         assert sum(op.support for op in merged if isinstance(op, AddOp)) == sum(s for c in children for *_, s in c)
+
+
+def test_a_version_records_the_superseded_rule_as_a_delete_after_the_operations() -> None:
+    from datetime import UTC, datetime
+
+    from combee_core.models import PartialUpdate
+    from combee_core.reduction import ScanResult, build_version
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    playbook = _playbook(("invoices", "Apply the discount after computing tax on invoice totals.", 0))
+    correction = AddOp(section="invoices", support=3,
+                       content="Apply the discount before computing tax on invoice totals.")
+    partial = PartialUpdate(playbook_id="pb", batch_id=0, node=0, k=1, base_version=1, operations=[correction],
+                            trace_ids=["t1"], reflection_ids=["r1"], items_read=1, expected_items=1,
+                            batch_closed_at=now)
+    scan = ScanResult(operations=[correction], usage=partial.usage, levels=0, critical_path_s=0.0)
+    record = build_version(playbook, [partial], scan, published_at=now, judge=_judge(), delete_cap=0.25).record
+    assert [(type(a.operation).__name__, a.entry_id) for a in record.operations] == [
+        ("AddOp", "inv-00002"), ("DeleteOp", "inv-00001")]
+    assert [e.content for e in record.entries] == [correction.content]
