@@ -39,6 +39,7 @@ from combee_core.llm import SimulatorConfig
 from combee_core.llm.honest import feedback_kind
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook import playbook_tokens
+from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import TaskSuite, build_suite
@@ -88,13 +89,8 @@ def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operati
 def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], Reducer]:
     """The reducer stage's processor, configured as ``ReducerStage.__init__`` configures it from ``settings``
     (``streams/topology/stages/reducer.py``): keep the two in step when the stage's construction changes."""
-    config = ReducerConfig(
-        max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
-        budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
-        min_evidence=settings.eviction_min_evidence,
-        llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
-    )
-    return lambda reduce: Reducer(config, reduce)
+    config, embedder = ReducerConfig.from_settings(settings), embedder_from(settings)
+    return lambda reduce: Reducer(config, reduce, embedder)
 
 
 def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:

@@ -32,6 +32,7 @@ from combee_core.playbook import (
     playbook_tokens,
     text_similarity,
 )
+from combee_core.playbook.meaning import Judge
 from combee_core.scan import plan_scan
 
 
@@ -114,52 +115,90 @@ near-duplicates from 0.9 on: ``combee_core.playbook.NEAR_DUPLICATE_THRESHOLD``).
 
 
 def merge_without_conflict(children: Sequence[list[Operation]],
-                           paraphrase_similarity: float = PARAPHRASE_SIMILARITY) -> list[Operation] | None:
+                           paraphrase_similarity: float = PARAPHRASE_SIMILARITY,
+                           judge: Judge | None = None) -> list[Operation] | None:
     """The children's operations merged without an LLM call, or None when they conflict.
 
     Merged: ADDs of the same normalised text and section become one ADD (support summed; the lexicographically
     smallest wording kept), TAGs are summed per (entry, tag), identical edits are kept once. Conflicts (None):
     ADDs of different children in one section whose texts are similar (``>= paraphrase_similarity``) but not
-    the same, or the
-    same text in different sections; two different UPDATE/MERGE/DELETE operations touching one entry. The
-    result is sorted (ADD by section and content, then UPDATE, MERGE, DELETE by JSON, then TAG by entry and tag),
-    so it does not depend on the order of the children.
+    the same, or the same text in different sections; two different UPDATE/MERGE/DELETE operations touching one
+    entry.
+
+    With ``judge`` (:class:`~combee_core.playbook.meaning.SemanticJudge`), ADDs are grouped by meaning instead,
+    across sections: an ADD that states the lesson of an earlier group (visited in (section, content) order) joins
+    it (support summed, the group's first wording and section kept); an ADD that contradicts one is a conflict
+    (None), so the reducer call sees both texts with their support. The result is sorted (ADD by section and
+    content, then UPDATE, MERGE, DELETE by JSON, then TAG by entry and tag), so it does not depend on the order
+    of the children.
     """
+    if judge is not None:
+        return _merge_by_meaning(children, judge)
     adds: dict[str, tuple[AddOp, int]] = {}  # normalised text -> (representative ADD, child)
     support: dict[str, int] = {}
+    for child, operations in enumerate(children):
+        for op in operations:
+            if not isinstance(op, AddOp):
+                continue
+            key = normalise_text(op.content)
+            seen = adds.get(key)
+            if seen is not None:
+                if seen[0].section != op.section:
+                    return None
+                if op.content < seen[0].content:
+                    adds[key] = (op, seen[1])
+                support[key] += op.support
+                continue
+            for other, other_child in adds.values():
+                if (other_child != child and other.section == op.section
+                        and text_similarity(op.content, other.content) >= paraphrase_similarity):
+                    return None
+            adds[key] = (op, child)
+            support[key] = op.support
+    merged_adds = [add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()]
+    return _merge_rest(children, merged_adds)
+
+
+def _merge_by_meaning(children: Sequence[list[Operation]], judge: Judge) -> list[Operation] | None:
+    adds = sorted((op for ops in children for op in ops if isinstance(op, AddOp)),
+                  key=lambda a: (a.section, a.content, a.support))
+    judge.prepare([a.content for a in adds])
+    groups: list[tuple[AddOp, int]] = []  # (representative, summed support)
+    for add in adds:
+        for index, (head, support) in enumerate(groups):
+            if head.content == add.content:
+                verdict_kind = "same"
+            else:
+                verdict_kind = judge.judge(add.content, add.section, head.content, head.section).kind
+            if verdict_kind == "conflict":
+                return None
+            if verdict_kind == "same":
+                groups[index] = (head, support + add.support)
+                break
+        else:
+            groups.append((add, add.support))
+    return _merge_rest(children, [head.model_copy(update={"support": support}) for head, support in groups])
+
+
+def _merge_rest(children: Sequence[list[Operation]], merged_adds: list[AddOp]) -> list[Operation] | None:
+    """The merged ADDs, then the children's edits (None when two differ on one entry) and summed TAGs."""
     tags: dict[tuple[str, TagValue], int] = {}
     edits: dict[str, Operation] = {}
     touched: dict[str, str] = {}  # entry id -> JSON of the one edit that touches it
-    for child, operations in enumerate(children):
+    for operations in children:
         for op in operations:
             if isinstance(op, AddOp):
-                key = normalise_text(op.content)
-                seen = adds.get(key)
-                if seen is not None:
-                    if seen[0].section != op.section:
-                        return None
-                    if op.content < seen[0].content:
-                        adds[key] = (op, seen[1])
-                    support[key] += op.support
-                    continue
-                for other, other_child in adds.values():
-                    if (other_child != child and other.section == op.section
-                            and text_similarity(op.content, other.content) >= paraphrase_similarity):
-                        return None
-                adds[key] = (op, child)
-                support[key] = op.support
-            elif isinstance(op, TagOp):
+                continue
+            if isinstance(op, TagOp):
                 tags[(op.entry_id, op.tag)] = tags.get((op.entry_id, op.tag), 0) + op.count
-            else:
-                text = op.model_dump_json()
-                ids = op.entry_ids if isinstance(op, MergeOp) else [op.entry_id]
-                for entry_id in ids:
-                    if touched.setdefault(entry_id, text) != text:
-                        return None
-                edits[text] = op
-    merged_adds = sorted((add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()),
-                         key=lambda a: (a.section, a.content))
-    merged: list[Operation] = [*merged_adds]
+                continue
+            text = op.model_dump_json()
+            ids = op.entry_ids if isinstance(op, MergeOp) else [op.entry_id]
+            for entry_id in ids:
+                if touched.setdefault(entry_id, text) != text:
+                    return None
+            edits[text] = op
+    merged: list[Operation] = [*sorted(merged_adds, key=lambda a: (a.section, a.content))]
     for kind in (UpdateOp, MergeOp, DeleteOp):
         merged += [edits[text] for text in sorted(edits) if isinstance(edits[text], kind)]
     merged += [TagOp(entry_id=entry, tag=tag, count=count) for (entry, tag), count in sorted(tags.items())]
@@ -247,6 +286,7 @@ def build_version(
     change_share: float | None = None,
     min_evidence: int = DEFAULT_MIN_EVIDENCE,
     paraphrases: bool = True,
+    judge: Judge | None = None,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
@@ -256,20 +296,23 @@ def build_version(
     (:func:`combee_core.budget.change_cap`; None: no cap);
     ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`), ranked
     by the batch's evidence of use (``PartialUpdate.use_tags``, counted from ``min_evidence`` traces);
-    ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure)."""
+    ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure);
+    ``judge``: how an ADD is matched to entries (``apply_operations``; default: lexical, within a section)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
     cap = None if change_share is None else change_cap(len(playbook), change_share)
-    result = apply_operations(playbook, scan.operations, new_version, max_changes=cap, paraphrases=paraphrases)
+    result = apply_operations(playbook, scan.operations, new_version, max_changes=cap, paraphrases=paraphrases,
+                              judge=judge)
     warnings: list[str] = []
     capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith("change cap")]
     if capped:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(_count_kinds(capped).items()))
         warnings.append(f"change cap: {len(capped)} operation(s) ({kinds}) of version {new_version} rejected; one "
                         f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}")
-    result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)), applied=result.applied,
-                         changed=result.changed)
+    # superseded rules are recorded after the operations, like evictions
+    result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)),
+                         applied=[*result.applied, *result.superseded], changed=result.changed)
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
         allowance = eviction_allowance(len(playbook), removed,

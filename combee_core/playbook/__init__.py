@@ -3,7 +3,9 @@
 Everything here is pure and deterministic: the same playbook and operations give the same result, byte for byte.
 Nothing iterates over a ``set`` or a hash-ordered structure, and no randomness is used. Import from this package;
 its modules, one job each: ``value`` (ids, :class:`Playbook` and its invariants), ``similarity`` (near-duplicates
-and paraphrases), ``operations`` (the operation algebra and deduplication), ``render`` (prompt text, tokens).
+and paraphrases), ``embedding`` (the embedder seam, the offline model, the cache), ``conflict`` (when two rules
+contradict), ``meaning`` (the judges curation consults), ``operations`` (the operation algebra and deduplication),
+``render`` (prompt text, tokens).
 """
 
 from combee_core.playbook.operations import MAX_MERGE_IDS, apply_operations, deduplicate, deduplication_operations

@@ -6,40 +6,40 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
-from combee_core.playbook.similarity import (
-    NEAR_DUPLICATE_THRESHOLD,
-    ComparableText,
-    near_duplicate_score,
-    paraphrase_score,
-)
+from combee_core.playbook.meaning import Judge, LexicalJudge
+from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, near_duplicate_score
 from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, entry_value, make_entry_id
 
 MAX_MERGE_IDS = 32
 """Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
 
 
+def entry_evidence(entry: PlaybookEntry) -> int:
+    """What an entry's rule rests on, against a contradicting ADD's support: its creation (1) plus its net
+    counters (``helpful - harmful``), at least 1."""
+    return max(1, 1 + entry.helpful - entry.harmful)
+
+
+def _kind(reason: str) -> str:
+    return reason if reason in ("near-duplicate", "paraphrase") else "restatement"
+
+
 class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
-    def __init__(self, playbook: Playbook, new_version: int, threshold: float, max_changes: int | None = None,
-                 paraphrases: bool = True) -> None:
+    def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None) -> None:
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
         self.original: frozenset[str] = frozenset(self.entries)
         self.max_changes = max_changes
-        self.paraphrases = paraphrases
+        self.judge = judge
         self.changed: dict[str, None] = {}
-        """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE), each once."""
+        """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE, superseded), each
+        once."""
+        self.superseded: list[AppliedOperation] = []
+        """DELETEs of rules a conflicting ADD superseded (``ApplyResult.superseded``)."""
         self.removed: dict[str, str] = {}
         self.next_number = playbook.next_entry_number
         self.new_version = new_version
-        self.threshold = threshold
-        self._texts: dict[str, ComparableText] = {}
-
-    def text(self, content: str) -> ComparableText:
-        cached = self._texts.get(content)
-        if cached is None:
-            cached = self._texts[content] = ComparableText.of(content)
-        return cached
 
     def missing(self, entry_id: str) -> str | None:
         """Why ``entry_id`` cannot be used, or ``None`` when it exists."""
@@ -78,40 +78,28 @@ class _WorkingPlaybook:
                 self.changed.setdefault(entry_id, None)
 
     def _add(self, op: AddOp) -> AppliedOperation:
-        text = self.text(op.content)
-        best: tuple[float, PlaybookEntry] | None = None
-        kind = "near-duplicate"
-        for entry in self.entries.values():
-            if entry.section != op.section:
-                continue
-            score = near_duplicate_score(text, self.text(entry.content), self.threshold)
-            if score is None:
-                continue
-            if best is None or score > best[0] or (
-                score == best[0] and entry_sort_key(entry) < entry_sort_key(best[1])
-            ):
-                best = (score, entry)
-        if best is None and self.paraphrases:
-            kind = "paraphrase"
-            for entry in self.entries.values():
-                if entry.section != op.section:
-                    continue
-                score = paraphrase_score(text, self.text(entry.content))
-                if score is not None and (best is None or score > best[0] or (
-                    score == best[0] and entry_sort_key(entry) < entry_sort_key(best[1])
-                )):
-                    best = (score, entry)
-        if best is not None:
-            target = best[1]
+        entries = sorted(self.entries.values(), key=entry_sort_key)
+        self.judge.prepare([op.content, *(e.content for e in entries)])
+        same: tuple[float, PlaybookEntry, str] | None = None
+        conflict: tuple[float, PlaybookEntry, str] | None = None
+        for entry in entries:  # playbook order: on equal scores the lowest id wins
+            verdict = self.judge.judge(op.content, op.section, entry.content, entry.section)
+            if verdict.kind == "same" and (same is None or verdict.score > same[0]):
+                same = (verdict.score, entry, verdict.reason)
+            elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
+                conflict = (verdict.score, entry, verdict.reason)
+        if same is not None:
+            target = same[1]
             self.entries[target.entry_id] = target.model_copy(
                 update={"helpful": target.helpful + op.support, "updated_version": self.new_version}
             )
-            return AppliedOperation(
-                operation=op,
-                outcome="applied",
-                reason=f"{kind} of {target.entry_id}",
-                entry_id=target.entry_id,
-            )
+            return AppliedOperation(operation=op, outcome="applied", reason=f"{_kind(same[2])} of {target.entry_id}",
+                                    entry_id=target.entry_id)
+        if conflict is not None:
+            return self._conflicting_add(op, conflict[1], conflict[2])
+        return self._new_entry(op, "added")
+
+    def _new_entry(self, op: AddOp, reason: str) -> AppliedOperation:
         entry_id = make_entry_id(op.section, self.next_number)
         self.next_number += 1
         self.entries[entry_id] = PlaybookEntry(
@@ -121,7 +109,29 @@ class _WorkingPlaybook:
             created_version=self.new_version,
             updated_version=self.new_version,
         )
-        return AppliedOperation(operation=op, outcome="applied", reason="added", entry_id=entry_id)
+        return AppliedOperation(operation=op, outcome="applied", reason=reason, entry_id=entry_id)
+
+    def _conflicting_add(self, op: AddOp, old: PlaybookEntry, why: str) -> AppliedOperation:
+        """An ADD that contradicts ``old``: neither counter changes; it supersedes ``old`` (a DELETE recorded with
+        the reason, then the ADD) only when its support outweighs the old rule's evidence, else it is rejected."""
+        old_evidence = entry_evidence(old)
+        lineage = (f"{old.entry_id} (v{old.created_version}-v{old.updated_version}, helpful {old.helpful}, "
+                   f"harmful {old.harmful}: evidence {old_evidence}) vs this ADD (support {op.support})")
+        if op.support <= old_evidence:
+            return AppliedOperation(operation=op, outcome="rejected", reason=(
+                f"conflicts with {lineage} ({why}); the old rule's evidence is not outweighed: kept, no counter "
+                "changed"))
+        if (cap := self.over_cap([old.entry_id])) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=(
+                f"conflicts with {lineage} ({why}) and would supersede it, but {cap}"))
+        applied = self._new_entry(op, "")
+        self.mark_changed([old.entry_id])
+        del self.entries[old.entry_id]
+        self.removed[old.entry_id] = f"superseded by {applied.entry_id}"
+        self.superseded.append(AppliedOperation(
+            operation=DeleteOp(entry_id=old.entry_id), outcome="applied", entry_id=old.entry_id,
+            reason=f"superseded by {applied.entry_id}: {why}; {lineage}"))
+        return applied.model_copy(update={"reason": f"added; supersedes {lineage} ({why})"})
 
     def _update(self, op: UpdateOp) -> AppliedOperation:
         if (why := self.missing(op.entry_id)) is not None:
@@ -217,17 +227,25 @@ def apply_operations(
     near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
     max_changes: int | None = None,
     paraphrases: bool = True,
+    judge: Judge | None = None,
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
 
-    - ADD creates ``<prefix>-<counter>`` with ``helpful=harmful=0``, unless an entry of the same section is a
-      near-duplicate (:func:`is_near_duplicate`) or, with ``paraphrases``, a paraphrase (:func:`is_paraphrase`)
-      of it (the most similar one, ties to the lowest id): then that entry is reinforced, ``helpful +=
-      op.support``, and the op is applied with reason ``near-duplicate of <id>`` (``paraphrase of <id>``).
+    - ADD creates ``<prefix>-<counter>`` with ``helpful=harmful=0``, unless ``judge`` finds an entry that states
+      the same lesson (the closest one, ties to the lowest id): then that entry is reinforced, ``helpful +=
+      op.support``, with reason ``near-duplicate of <id>`` / ``paraphrase of <id>`` (the default
+      :class:`LexicalJudge`: same section, :func:`is_near_duplicate`, with ``paraphrases`` :func:`is_paraphrase`)
+      or ``restatement of <id>`` (:class:`SemanticJudge`: by meaning, any section).
+    - An ADD that contradicts an entry (the judge says ``conflict``: a flipped order, unit, quantity, polarity,
+      ...) changes neither counter. It supersedes the entry only when its support outweighs the entry's
+      evidence (:func:`entry_evidence`): the ADD's reason (``added; supersedes <id> ...``) and a DELETE of the old
+      entry in ``ApplyResult.superseded`` carry the reason and both lineages (the DELETE counts against
+      ``max_changes``); otherwise it is rejected.
     - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed by the operations
-      (UPDATE that changes the content, DELETE, every id a MERGE removes and its kept id when the content changes;
-      an entry counts once however often it is changed); an op that would change more is rejected with the reason
-      ``change cap: ...``. ADD and TAG change counters, never an entry's text, and are not counted.
+      (UPDATE that changes the content, DELETE, every id a MERGE removes and its kept id when the content changes,
+      a superseded rule; an entry counts once however often it is changed); an op that would change more is
+      rejected with the reason ``change cap: ...``. ADD and TAG change counters, never an entry's text, and are not
+      counted.
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
       counters of all listed entries, and removes the others.
@@ -240,9 +258,12 @@ def apply_operations(
     """
     if new_version < playbook.version:
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
-    work = _WorkingPlaybook(playbook, new_version, near_duplicate_threshold, max_changes, paraphrases)
+    if judge is None:
+        judge = LexicalJudge(near_duplicate_threshold, paraphrases)
+    work = _WorkingPlaybook(playbook, new_version, judge, max_changes)
     applied = [work.apply(op) for op in operations]
-    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed))
+    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
+                       superseded=work.superseded)
 
 
 def deduplication_operations(

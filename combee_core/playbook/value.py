@@ -139,3 +139,6 @@ class ApplyResult:
     applied: list[AppliedOperation] = field(default_factory=list)
     changed: tuple[str, ...] = ()
     """Entries of the playbook the operations applied to that were rewritten or removed (each once, in order)."""
+    superseded: list[AppliedOperation] = field(default_factory=list)
+    """DELETEs of the entries a contradicting ADD superseded (each named in that ADD's reason), to record after
+    ``applied``."""

@@ -12,14 +12,16 @@ applies ready batches one after the other.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from combee_core.budget import DEFAULT_MIN_EVIDENCE
 from combee_core.llm.errors import LLMError
-from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
+from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
+from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import (
     PendingPartials,
@@ -28,6 +30,7 @@ from combee_core.reduction import (
     merge_without_conflict,
     reduce_through_scan,
 )
+from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)
@@ -46,6 +49,18 @@ class ReducerConfig:
     min_evidence: int = DEFAULT_MIN_EVIDENCE
     llm_context: bool = True
     llm_context_tokens: int = 4000
+    same_meaning: float = SAME_MEANING
+
+    @classmethod
+    def from_settings(cls, settings: CombeeSettings) -> ReducerConfig:
+        """The reducer stage's configuration (the stage and the benchmarks that mirror it build it here)."""
+        return cls(
+            max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
+            budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
+            min_evidence=settings.eviction_min_evidence,
+            llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
+            same_meaning=settings.same_meaning,
+        )
 
 
 def batch_metrics(version: PlaybookVersion, previous_at: datetime | None) -> BatchMetrics:
@@ -78,9 +93,13 @@ def unlearned(version: PlaybookVersion, manifest: BatchManifest | None) -> list[
 class Reducer:
     """Partials in, versions out, per playbook, in version order."""
 
-    def __init__(self, config: ReducerConfig, reduce: ReduceRole) -> None:
+    def __init__(self, config: ReducerConfig, reduce: ReduceRole, embedder: Embedder | None = None) -> None:
+        """``embedder``: curation by meaning (``SemanticJudge``); None: the lexical judge, within a section."""
         self.config = config
         self._reduce = reduce
+        self._embedder = embedder
+        self._embeddings: dict[str, EmbeddingCache] = {}
+        """Per playbook, the vectors of its latest version's entries (each embedded once) and of the batch's ADDs."""
         self.pending: dict[str, PendingPartials] = {}
         self._tokens: dict[tuple[str, int], list[object]] = {}
 
@@ -98,9 +117,21 @@ class Reducer:
         pending = self.pending.get(playbook_id)
         return pending.pop_ready(base_version) if pending is not None else None
 
+    def judge(self, playbook_id: str) -> SemanticJudge | None:
+        """The judge of a playbook's curation: by meaning with an embedder (its cache kept across versions)."""
+        if self._embedder is None:
+            return None
+        cache = self._embeddings.setdefault(playbook_id, EmbeddingCache(self._embedder))
+        return SemanticJudge(cache, self.config.same_meaning)
+
+    def _keep_embeddings(self, playbook_id: str, contents: Sequence[str]) -> None:
+        if (cache := self._embeddings.get(playbook_id)) is not None:
+            cache.retain(contents)
+
     def release(self, playbook_id: str) -> None:
         """The playbook's partition was revoked: its partials come back to the next owner."""
         self.pending.pop(playbook_id, None)
+        self._embeddings.pop(playbook_id, None)
         for key in [key for key in self._tokens if key[0] == playbook_id]:
             del self._tokens[key]
 
@@ -121,17 +152,33 @@ class Reducer:
                                       type(error).__name__, playbook_id=first.playbook_id))
                 return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
 
+        judge = self.judge(playbook.playbook_id)
+        if judge is not None:
+            texts = [e.content for e in playbook.entries]
+            texts += [op.content for partial in partials for op in partial.operations if isinstance(op, AddOp)]
+            try:
+                judge.prepare(texts)  # each text embedded once, in one call; the comparisons then read the cache
+            except EmbeddingError as error:
+                effects.append(Reject(None, f"embedding model {judge.cache.embedder.name} failed for batch "
+                                      f"{first.batch_id}: {error}; this version is curated lexically",
+                                      type(error).__name__, playbook_id=first.playbook_id))
+                judge = None
+
+        def merge(children: Sequence[list[Operation]]) -> list[Operation] | None:
+            return merge_without_conflict(children, judge=judge)
+
         scan = await reduce_through_scan(
             [partial.operations for partial in partials], self.config.max_fan_in, reduce,
-            merge=merge_without_conflict if self.config.deterministic_merge else None,
+            merge=merge if self.config.deterministic_merge else None,
         )
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
-                              min_evidence=self.config.min_evidence)
+                              min_evidence=self.config.min_evidence, judge=judge)
         record = built.record
         playbook_id = playbook.playbook_id
         for warning in built.warnings:
             log.warning("%s: %s", playbook_id, warning)
+        self._keep_embeddings(playbook_id, [entry.content for entry in record.entries])
         return [
             *effects,
             Publish(Topic.PLAYBOOK, playbook_id, record, number=(playbook_id, record.version)),

@@ -128,8 +128,9 @@ class ReplayResult:
 def source_settings(archive: Archive) -> CombeeSettings:
     """The recorded run's settings, from the archive header."""
     try:
-        # An archive recorded before deterministic merging existed ran every reduce through the reducer call.
-        recorded = {"deterministic_merge": False, **archive.header.settings}
+        # An archive recorded before deterministic merging existed ran every reduce through the reducer call; one
+        # recorded before curation by meaning curated lexically.
+        recorded = {"deterministic_merge": False, "embedding_model": "none", **archive.header.settings}
         return CombeeSettings.model_validate({**recorded, "kafka_bootstrap": None})
     except ValidationError as error:
         raise ReplayError(f"the archive's run settings are not usable here: {error}") from error

@@ -472,6 +472,10 @@ def check_step(before: Playbook, op: Operation, applied: AppliedOperation, after
         assert entry_id_number(applied.entry_id) == before.next_entry_number
         assert after.next_entry_number == before.next_entry_number + 1
         assert a[applied.entry_id].content == op.content and a[applied.entry_id].section == op.section
+    elif isinstance(op, AddOp) and applied.reason.startswith("added; supersedes "):  # a contradiction that won
+        superseded = applied.reason.removeprefix("added; supersedes ").split(" ", 1)[0]
+        assert set(a) - set(b) == {applied.entry_id} and set(b) - set(a) == {superseded}
+        assert op.support > b[superseded].helpful - b[superseded].harmful
     elif isinstance(op, AddOp):
         assert applied.reason in (f"near-duplicate of {applied.entry_id}", f"paraphrase of {applied.entry_id}")
         assert list(a) == list(b)

@@ -129,3 +129,51 @@ def test_operations_over_the_change_cap_are_rejected_and_a_dead_letter_says_so_a
     [dead] = log.rejected()
     assert dead.error_type == "ChangeCapReached" and "at most 2 of the 8 entries" in dead.reason
     assert effects.index(dead) > 0 and isinstance(effects[0], Publish)  # only once the version counts
+
+
+class _Embedder:
+    """A stand-in embedder: every text on one axis (all the same meaning), or down."""
+
+    name = "stand-in"
+
+    def __init__(self, down: bool = False) -> None:
+        self.down = down
+        self.texts: list[str] = []
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        import numpy as np
+
+        from combee_core.playbook.embedding import EmbeddingError
+
+        if self.down:
+            raise EmbeddingError("the embedding server is down")
+        self.texts += list(texts)
+        return np.ones((len(texts), 4), dtype=np.float32) / 2.0
+
+
+def _version_with(embedder: _Embedder) -> tuple[PlaybookVersion, list[object]]:
+    reducer = Reducer(ReducerConfig(), Roles().reduce, embedder)  # type: ignore[arg-type]
+    for node, text in enumerate(("Remove duplicate rows before counting.", "Count rows once duplicates are gone.")):
+        reducer.take(_partial(0, node, 2, text), f"p{node}", current_version=0)
+    partials = reducer.ready("pb", 0)
+    assert partials is not None
+    effects = asyncio.run(reducer.next_version(Playbook.empty("pb"), partials, parent_version=None, manifest=None,
+                                               previous_at=None, now=NOW))
+    record = next(e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion))
+    return record, effects
+
+
+def test_the_reducer_curates_by_meaning_with_its_embedder_and_embeds_each_text_once():
+    embedder = _Embedder()
+    record, _ = _version_with(embedder)
+    assert len(record.entries) == 1  # the two wordings are one lesson for this embedder: one ADD, support summed
+    (add,) = record.operations
+    assert isinstance(add.operation, AddOp) and add.operation.support == 2
+    assert len(embedder.texts) == len(set(embedder.texts))
+
+
+def test_an_embedding_failure_is_a_dead_letter_and_the_version_is_curated_lexically():
+    record, effects = _version_with(_Embedder(down=True))
+    assert len(record.entries) == 2
+    (dead,) = [e for e in effects if type(e).__name__ == "Reject"]
+    assert "curated lexically" in dead.reason  # type: ignore[attr-defined]

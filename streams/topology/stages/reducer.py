@@ -26,6 +26,7 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook import Playbook
+from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.promotion import PromotionLedger, next_base
@@ -52,12 +53,7 @@ class ReducerStage(Stage):
         self.published_at: dict[str, datetime] = {}
         """Per playbook, when its latest version was published (a sync fleet's round time ends at the next)."""
         settings = ctx.settings
-        self.reducer = Reducer(ReducerConfig(
-            max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
-            budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
-            min_evidence=settings.eviction_min_evidence,
-            llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
-        ), self._reduce)
+        self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce, embedder_from(settings))
         self.manifests: dict[str, dict[int, BatchManifest]] = {}
         """Per playbook, the valid manifests of batches not yet in a version."""
         self._workers: dict[str, asyncio.Task] = {}

@@ -1,0 +1,135 @@
+"""What the reducer's curation makes of hand-written lessons: entries per distinct lesson, and what corrections do.
+
+    python -m bench.semantic_pipeline            # held-out sets A, B and C; writes bench/results/semantic_pipeline.json
+
+The reducer's own code path, in process, without Kafka and without an LLM decision: a deliberately naive model ADDs
+every wording it reads, verbatim (support 1); the wordings of all lessons are shuffled (seeded) into batches of
+``--batch`` ADDs, split over ``--k`` partials; each batch goes through ``reduce_through_scan`` with the
+deterministic merge (a group it cannot merge, a conflict, falls back to the union of its children: no reducer
+call) and ``build_version``, as ``combee_core.processors.reducer`` does. Judges: ``lexical`` (``embedding_model=
+none``) and ``semantic`` (the offline default).
+
+Corrections: the wrong rule is learned first (``--wrong-support`` ADDs of it in one batch), then its correction
+arrives with ``--correction-support`` ADDs; the figures say whether the wrong rule's counters grew (they must not)
+and whether the correction superseded it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+from datetime import datetime, timezone
+from pathlib import Path
+
+from bench.common import machine, write_results
+from combee_core.models import AddOp, Operation, PartialUpdate, Usage
+from combee_core.playbook import Playbook
+from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
+from combee_core.playbook.meaning import Judge, SemanticJudge
+from combee_core.reduction import ReduceOutcome, build_version, merge_without_conflict, reduce_through_scan
+
+DATA = Path(__file__).parent / "data"
+RESULTS = Path(__file__).parent / "results" / "semantic_pipeline.json"
+NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _partial(playbook: Playbook, batch_id: int, node: int, k: int, ops: list[Operation]) -> PartialUpdate:
+    return PartialUpdate(playbook_id=playbook.playbook_id, batch_id=batch_id, base_version=playbook.version,
+                         node=node, k=k, operations=ops, trace_ids=[f"t{batch_id}-{node}"],
+                         reflection_ids=[f"r{batch_id}-{node}"], items_read=len(ops), expected_items=len(ops),
+                         batch_closed_at=NOW)
+
+
+async def _union(children: list[list[Operation]]) -> ReduceOutcome:
+    return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
+
+
+async def learn(playbook: Playbook, adds: list[AddOp], k: int, judge: Judge | None, batch_id: int) -> Playbook:
+    """One batch: ``adds`` spread over ``k`` partials, merged and applied like the reducer does."""
+    children = [adds[i::k] for i in range(k)]
+    children = [c for c in children if c]
+    partials = [_partial(playbook, batch_id, node, len(children), ops) for node, ops in enumerate(children)]
+
+    def merge(groups):  # type: ignore[no-untyped-def]
+        return merge_without_conflict(groups, judge=judge)
+
+    scan = await reduce_through_scan([list(c) for c in children], 32, _union, merge=merge)
+    return build_version(playbook, partials, scan, published_at=NOW, judge=judge).playbook
+
+
+async def entries_per_lesson(data: dict, judge: Judge | None, batch: int, k: int, seed: int) -> dict:
+    lessons = {text: lesson["id"] for lesson in data["lessons"] for text in lesson["texts"]}
+    wordings = list(lessons)
+    random.Random(seed).shuffle(wordings)
+    # each wording in one of three sections, by its position: rewordings of a lesson land in different sections
+    sections = {text: f"section{i % 3}" for i, text in enumerate(lessons)}
+    playbook = Playbook.empty("bench")
+    for batch_id, start in enumerate(range(0, len(wordings), batch)):
+        adds = [AddOp(section=sections[t], content=t) for t in wordings[start:start + batch]]
+        playbook = await learn(playbook, adds, k, judge, batch_id)
+    per_lesson: dict[str, int] = {}
+    for entry in playbook.entries:
+        per_lesson[lessons[entry.content]] = per_lesson.get(lessons[entry.content], 0) + 1
+    mixed = sum(1 for e in playbook.entries if e.helpful > 0)
+    return {"lessons": len(data["lessons"]), "wordings": len(wordings), "entries": len(playbook),
+            "entries_per_lesson": round(len(playbook) / len(data["lessons"]), 2),
+            "lessons_kept": len(per_lesson), "reinforced_entries": mixed, "per_lesson": per_lesson}
+
+
+async def corrections(data: dict, judge: Judge | None, wrong_support: int, correction_support: int) -> list[dict]:
+    out = []
+    for i, item in enumerate(data.get("corrections", [])):
+        playbook = Playbook.empty("bench")
+        playbook = await learn(playbook, [AddOp(section="rules", content=item["rule"], support=wrong_support)], 1,
+                               judge, 0)
+        before = playbook.entries[0]
+        playbook = await learn(playbook, [AddOp(section="rules", content=item["correction"],
+                                                support=correction_support)], 1, judge, 1)
+        after = playbook.get(before.entry_id)
+        out.append({"rule": item["rule"], "correction": item["correction"],
+                    "wrong_rule_counters_grew": after is not None and after.helpful > before.helpful,
+                    "superseded": after is None,
+                    "both_kept": after is not None and any(e.content == item["correction"] for e in playbook.entries),
+                    "index": i})
+    return out
+
+
+async def main_async(args: argparse.Namespace) -> dict:
+    judges: dict[str, Judge | None] = {"lexical": None, "semantic": SemanticJudge(EmbeddingCache(StaticEmbedder()))}
+    results: dict = {}
+    for set_name in ("lessons_heldout", "lessons_heldout_b", "lessons_heldout_c"):
+        data = json.loads((DATA / f"{set_name}.json").read_text())
+        for name, judge in judges.items():
+            results[f"{set_name}/{name}"] = {
+                "entries": await entries_per_lesson(data, judge, args.batch, args.k, args.seed),
+                "corrections": await corrections(data, judge, args.wrong_support, args.correction_support),
+            }
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--k", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--wrong-support", type=int, default=2)
+    parser.add_argument("--correction-support", type=int, default=5)
+    args = parser.parse_args()
+    results = asyncio.run(main_async(args))
+    print(f"batches of {args.batch} ADDs over k={args.k} partials, seed {args.seed}; corrections: wrong rule support "
+          f"{args.wrong_support}, correction support {args.correction_support}")
+    print("| set / judge | lessons | wordings | entries | entries per lesson | lessons kept | corrections: wrong "
+          "rule reinforced | superseded | both kept |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, r in results.items():
+        e, c = r["entries"], r["corrections"]
+        print(f"| {name} | {e['lessons']} | {e['wordings']} | {e['entries']} | {e['entries_per_lesson']} | "
+              f"{e['lessons_kept']} | {sum(x['wrong_rule_counters_grew'] for x in c)}/{len(c)} | "
+              f"{sum(x['superseded'] for x in c)}/{len(c)} | {sum(x['both_kept'] for x in c)}/{len(c)} |")
+    write_results(RESULTS, {"args": vars(args), "results": results, "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()

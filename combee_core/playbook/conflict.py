@@ -1,0 +1,217 @@
+"""When two lessons close in meaning say opposite things: a deterministic check over what an embedding cannot see.
+
+A sentence embedding places "apply the discount before tax" and "... after tax" side by side (they share every
+word but one), so meaning-closeness alone would merge a rule with its correction. :func:`conflict_reason` looks for
+the differences that flip a rule:
+
+- **polarity**: one text only forbids ("Do not ...", "Never ...", "... must not ...", in any clause) and the other
+  forbids nothing; a text that forbids one thing and asks for another ("Do not X; do Y") is not compared so;
+- **axes** with opposite poles: sort direction, position (first/last), recency, time zone (UTC/local), scope
+  (final/intermediate), keep/remove, case, bounds (at most/at least), missing/zero, and units (km/miles,
+  seconds/milliseconds, ...): both texts name a pole of the axis and no pole in common. A pole negated in its own
+  clause ("not intermediate values", "do not remove") counts as its opposite (binary axes) or not at all (units);
+- **quantity**: both texts state quantities and they differ ("at most 3 times" / "at most 5 times"; "two" = "2"; a
+  number not followed by what it counts, as in "sum 1." or "April 1, so", names a thing and is not compared);
+- **order**: one text puts X before Y and the other Y before X ("before", "after", "then", "first", "once").
+
+It errs towards "conflict": a conflict keeps both counters unchanged and lets evidence or the reducer decide, while
+a false paraphrase would reinforce the rule being corrected. Measured by ``bench/semantic_catch.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from combee_core.playbook.similarity import _stem
+
+_TOKEN = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*|[.;:,!?()]")
+_BOUNDARY = frozenset(".;:,!?()")
+_NEGATIONS = frozenset({"not", "no", "never", "dont", "don't", "cannot", "can't", "avoid", "nor", "doesnt",
+                        "doesn't", "shouldnt", "shouldn't", "mustnt", "mustn't", "isnt", "isn't", "arent", "aren't"})
+_PROHIBITION_STARTS = ("do not ", "dont ", "don't ", "never ", "avoid ", "you should not ", "you must not ",
+                       "should not ", "must not ")
+_MODAL_PROHIBITIONS = ("must not", "should not", "must never", "should never", "mustn't", "shouldn't")
+_STATEMENT_STARTS = frozenset("the a an this that these those it its there their each every all any some no one"
+                              " because since".split())
+"""A clause starting so states a fact ("The first page is enough") rather than asking for something."""
+_NUMBER_WORDS = {"two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7", "eight": "8",
+                 "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "hundred": "100",
+                 "thousand": "1000", "single": "1", "twice": "2"}
+_FILLER = frozenset(
+    "a an the to of for in on at by with and or is are be been being was were it its this that these those as from"
+    " into than so do does did you your we our they their should must can could will would may might please when"
+    " whenever while if always make sure only any every each all them then there here just also".split()
+)
+
+# Phrases first (longest first), so "newest to oldest" is a sort direction, not two recency poles.
+_PHRASES: tuple[tuple[str, str, str], ...] = (
+    (r"\b(newest|latest|most recent|largest|highest|biggest)[ -](first|to (oldest|earliest|smallest|lowest))\b",
+     "sort", "descending"),
+    (r"\b(oldest|earliest|smallest|lowest)[ -](first|to (newest|latest|largest|highest))\b", "sort", "ascending"),
+    (r"\bmost recent\b", "recency", "latest"),
+    (r"\bat most\b", "bound", "upper"),
+    (r"\bat least\b", "bound", "lower"),
+    (r"\bno (more|later) than\b", "bound", "upper"),
+    (r"\bno (fewer|less|earlier) than\b", "bound", "lower"),
+    (r"\b(every|each) (step|stage|intermediate)\b", "scope", "intermediate"),
+    (r"\bas you go\b", "scope", "intermediate"),
+    (r"\b(very end|last step|at the end)\b", "scope", "final"),
+    (r"\bcoordinated universal time\b", "timezone", "utc"),
+    (r"\blocal time( zones?)?\b", "timezone", "local"),
+    (r"\blower ?case\b", "case", "lower"),
+    (r"\bupper ?case\b", "case", "upper"),
+)
+_WORD_POLES: dict[str, tuple[str, str]] = {}
+for _axis, _poles in {
+    "sort": {"ascending": "asc ascending increasing", "descending": "desc descending decreasing"},
+    "position": {"first": "first top beginning", "last": "last bottom"},
+    "recency": {"latest": "latest newest", "earliest": "earliest oldest"},
+    "timezone": {"utc": "utc gmt", "local": "local"},
+    "scope": {"final": "final", "intermediate": "intermediate"},
+    "keep": {"keep": "keep keeps kept retain preserve include includes included including inclusive",
+             "remove": "remove removes removed drop drops dropped delete deleted eliminate exclude excludes excluded "
+                       "excluding exclusive skip skipped omit omitted discard discarded strip without"},
+    "case": {"lower": "lowercase lowercased", "upper": "uppercase uppercased"},
+    "bound": {"upper": "maximum max", "lower": "minimum min"},
+    "value": {"missing": "missing null nan unknown", "zero": "zero 0"},
+    "distance": {"km": "km kilometer kilometers kilometre kilometres", "mile": "mile miles mi"},
+    "duration": {"s": "second seconds sec secs", "ms": "millisecond milliseconds ms", "min": "minute minutes"},
+    "money": {"cent": "cent cents", "dollar": "dollar dollars"},
+    "temperature": {"celsius": "celsius", "fahrenheit": "fahrenheit"},
+    "statistic": {"median": "median", "mean": "mean average"},
+}.items():
+    for _pole, _words in _poles.items():
+        for _word in _words.split():
+            _WORD_POLES[_word] = (_axis, _pole)
+_BINARY = {axis: tuple(sorted({p for a, p in _WORD_POLES.values() if a == axis})) for axis in
+           ("sort", "position", "recency", "timezone", "scope", "keep", "case", "bound", "value", "statistic")}
+_BEFORE = frozenset({"before", "until", "prior", "ahead", "first", "then", "earlier"})
+_AFTER = frozenset({"after", "afterwards", "afterward", "once", "following", "later", "second"})
+
+
+@dataclass(frozen=True, slots=True)
+class RuleFeatures:
+    """What :func:`conflict_reason` compares: prohibition, poles per axis, numbers, and order pairs of stems."""
+
+    prohibition: bool | None
+    """True when the rule only forbids ("A failed upload is final; do not retry it"), False when it forbids nothing,
+    None when it forbids one thing and asks for another ("Do not X; do Y")."""
+    poles: dict[str, frozenset[str]]
+    numbers: frozenset[str]
+    order: frozenset[tuple[str, str]]
+    names: frozenset[str] = frozenset()
+    """Words with digits that name a thing rather than count ("sum 1.", "R08"): two rules naming different things
+    are different rules, not a conflict."""
+
+    @classmethod
+    def of(cls, text: str) -> RuleFeatures:
+        lowered = text.lower().replace("\u2019", "'")
+        poles: dict[str, set[str]] = {}
+        clauses = _clauses(lowered)
+        prohibits, instructs = False, False
+        numbers: set[str] = set()
+        names: set[str] = set()
+        for clause in clauses:
+            negated = any(w in _NEGATIONS for w in clause.split()) or "rather than" in clause or "instead of" in clause
+            found: list[tuple[str, str, int]] = []
+            rest = clause
+            for pattern, axis, pole in _PHRASES:
+                for match in re.finditer(pattern, rest):
+                    found.append((axis, pole, match.start()))
+                rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
+            words = list(re.finditer(r"[a-z0-9']+", rest))
+            for index, match in enumerate(words):
+                word = match.group()
+                if word in _WORD_POLES:
+                    found.append((*_WORD_POLES[word], match.start()))
+                following = words[index + 1].group() if index + 1 < len(words) else ""
+                # a quantity counts something ("3 times", "two decimals"); "sum 1." or "April 1, so" name a thing
+                counts = bool(following) and following.isalpha() and following not in _FILLER
+                if word.isdigit() and word != "0" and counts:
+                    numbers.add(word)
+                elif any(ch.isdigit() for ch in word) and word != "0":
+                    names.add(word)
+                elif word in _NUMBER_WORDS and counts:
+                    numbers.add(_NUMBER_WORDS[word])
+            for axis, pole, position in found:
+                if negated and _negation_before(clause, position):
+                    if axis in _BINARY and len(_BINARY[axis]) == 2:
+                        pole = next(p for p in _BINARY[axis] if p != pole)
+                    else:
+                        continue
+                poles.setdefault(axis, set()).add(pole)
+            if _is_prohibition(clause) and not found:
+                prohibits = True
+            elif not negated and clause.split()[0] not in _STATEMENT_STARTS or _is_prohibition(clause):
+                instructs = True  # an instruction, or a prohibition about a pole ("do not round intermediate values")
+        # "Do not X; do Y" prohibits and instructs: its polarity is not compared
+        prohibition = None if prohibits and instructs else prohibits
+        return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered),
+                   frozenset(names))
+
+
+def _is_prohibition(clause: str) -> bool:
+    return clause.startswith(_PROHIBITION_STARTS) or any(f" {m} " in f" {clause} " for m in _MODAL_PROHIBITIONS)
+
+
+def _clauses(text: str) -> list[str]:
+    parts = re.split(r"[.;:!?]|,| but | rather than | instead of ", text)
+    clauses = [p.strip() for p in parts if p.strip()]
+    # keep "rather than"/"instead of" on the negated side: the part after it is what is rejected
+    for marker in (" rather than ", " instead of "):
+        if marker in text:
+            tail = text.split(marker, 1)[1]
+            clauses = [c if not tail.startswith(c) else "not " + c for c in clauses]
+    return clauses or [text]
+
+
+def _negation_before(clause: str, position: int) -> bool:
+    return any(w in _NEGATIONS for w in clause[:position].split()[-6:]) or clause.startswith("not ")
+
+
+def _content(words: list[str]) -> list[str]:
+    return [_stem(w) for w in words if w not in _FILLER and w not in _BEFORE and w not in _AFTER
+            and w not in _NEGATIONS and not w.isdigit()]
+
+
+def _order_pairs(text: str) -> frozenset[tuple[str, str]]:
+    """(x, y) when the text says something about x happens before something about y (stems, per sentence)."""
+    pairs: set[tuple[str, str]] = set()
+    for sentence in re.split(r"[.!?;]", text):
+        tokens = _TOKEN.findall(sentence)
+        for i, token in enumerate(tokens):
+            if token not in _BEFORE and token not in _AFTER:
+                continue
+            start = max((j + 1 for j in range(i) if tokens[j] in _BOUNDARY), default=0)
+            end = next((j for j in range(i + 1, len(tokens)) if tokens[j] in _BOUNDARY), len(tokens))
+            if token in ("first", "earlier"):  # "X first, then Y": X (this clause) before the rest of the sentence
+                left, right = tokens[start:i], tokens[i + 1:]
+            elif i == start:  # "Before/After Y, X": the marker's clause is the reference, the rest the subject
+                left, right = tokens[end + 1:], tokens[i + 1:end]
+            else:  # "X before/after Y"
+                left, right = tokens[start:i], tokens[i + 1:end] if token != "then" else tokens[i + 1:]
+            earlier, later = (left, right) if token in _BEFORE else (right, left)
+            pairs.update((x, y) for x in _content(earlier) for y in _content(later) if x != y)
+    return frozenset(p for p in pairs if (p[1], p[0]) not in pairs)
+
+
+def conflict_between(a: RuleFeatures, b: RuleFeatures) -> str | None:
+    """Why two rules (already close in meaning) contradict each other, or ``None``."""
+    if a.prohibition is not None and b.prohibition is not None and a.prohibition != b.prohibition:
+        return "polarity: one is a prohibition, the other is not"
+    for axis in sorted(a.poles.keys() & b.poles.keys()):
+        if not a.poles[axis] & b.poles[axis]:
+            return f"{axis}: {'/'.join(sorted(a.poles[axis]))} vs {'/'.join(sorted(b.poles[axis]))}"
+    if a.numbers and b.numbers and a.numbers != b.numbers:
+        return f"quantity: {', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}"
+    reversed_pairs = sorted(p for p in a.order if (p[1], p[0]) in b.order)
+    if reversed_pairs:
+        x, y = reversed_pairs[0]
+        return f"order: {x!r} before {y!r} vs after"
+    return None
+
+
+def conflict_reason(a: str, b: str) -> str | None:
+    """Why text ``a`` contradicts text ``b`` (see the module doc), or ``None``."""
+    return conflict_between(RuleFeatures.of(a), RuleFeatures.of(b))

@@ -1,0 +1,169 @@
+"""Whether two lessons are one lesson, a contradiction or two lessons: embeddings for closeness in meaning (across
+sections), :mod:`~combee_core.playbook.conflict` for what flips a rule, the lexical near-duplicate test as a floor.
+
+A :class:`Judge` is what curation consults; :class:`LexicalJudge` (no model: near-duplicates and the lexical
+paraphrase test, within a section, as before) and :class:`SemanticJudge` (an :class:`EmbeddingCache`) both pass
+every pair they would consolidate through the conflict check first, so a contradiction is never a restatement.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+
+from combee_core.playbook.conflict import RuleFeatures, conflict_between
+from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
+from combee_core.playbook.similarity import (
+    _STOPWORDS,
+    NEAR_DUPLICATE_THRESHOLD,
+    ComparableText,
+    _similarity,
+    paraphrase_score,
+)
+
+logger = logging.getLogger(__name__)
+
+SUBSTITUTION_FRAME = 0.6
+"""Word ratio from which two texts read as one sentence frame with a part swapped ("escape input for an SQL query" /
+"... an HTML page"); the swapped parts must then mean the same (:data:`SUBSTITUTION_SAME`). Tuned on the dev sets."""
+SUBSTITUTION_SAME = 0.35
+"""Cosine from which two swapped parts (at most 3 content words each) are synonyms ("prefer" / "choose")."""
+_PRONOUNS = frozenset("it them they this that these those one ones its their there".split())
+
+FLIP_SIMILARITY = 0.6
+"""Word ratio from which the lexical judge checks a pair for a contradiction (below the 0.9 of a near-duplicate)."""
+
+SAME_MEANING = 0.5
+"""Cosine (offline static model) from which two lessons are one lesson, unless they conflict. Tuned on the dev sets
+(``bench/data/lessons_dev.json``, ``paraphrase_pairs.jsonl``); measured on the held-out set by
+``bench/semantic_catch.py``."""
+
+Kind = Literal["same", "conflict", "distinct"]
+
+
+@dataclass(frozen=True, slots=True)
+class Judgement:
+    kind: Kind
+    score: float
+    reason: str
+
+
+class Judge(Protocol):
+    """Compares a new lesson with existing ones."""
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Compute whatever the texts need once (embeddings, in one batch)."""
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement: ...
+
+
+class _Features:
+    def __init__(self) -> None:
+        self._rules: dict[str, RuleFeatures] = {}
+        self._texts: dict[str, ComparableText] = {}
+
+    def rule(self, text: str) -> RuleFeatures:
+        found = self._rules.get(text)
+        if found is None:
+            found = self._rules[text] = RuleFeatures.of(text)
+        return found
+
+    def words(self, text: str) -> ComparableText:
+        found = self._texts.get(text)
+        if found is None:
+            found = self._texts[text] = ComparableText.of(text)
+        return found
+
+    def conflict(self, a: str, b: str) -> str | None:
+        return conflict_between(self.rule(a), self.rule(b))
+
+
+class LexicalJudge:
+    """No model: within one section, a near-duplicate (word ratio >= 0.9) or a lexical paraphrase is the same
+    lesson unless the conflict check says it flips the rule."""
+
+    def __init__(self, threshold: float = NEAR_DUPLICATE_THRESHOLD, paraphrases: bool = True) -> None:
+        self.threshold = threshold
+        self.paraphrases = paraphrases
+        self._features = _Features()
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        return None
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
+        if new_section != old_section:
+            return Judgement("distinct", 0.0, "other section")
+        a, b = self._features.words(new), self._features.words(old)
+        score = _similarity(a, b, FLIP_SIMILARITY)  # exact from FLIP_SIMILARITY on, a bound below it
+        if score >= self.threshold and a.negations == b.negations:
+            kind = "near-duplicate"
+        elif self.paraphrases and (para := paraphrase_score(a, b)) is not None:
+            score, kind = para, "paraphrase"
+        elif score >= FLIP_SIMILARITY and (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)  # a one-word flip in a short rule, or "not" added
+        else:
+            return Judgement("distinct", score, "not similar")
+        if (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)
+        return Judgement("same", score, kind)
+
+
+class SemanticJudge:
+    """Closeness in meaning by cosine of embeddings (across sections), the conflict check on every close pair."""
+
+    def __init__(self, cache: EmbeddingCache, same_meaning: float = SAME_MEANING) -> None:
+        self.cache = cache
+        self.same_meaning = same_meaning
+        self._features = _Features()
+
+    def prepare(self, texts: Sequence[str]) -> None:
+        self.cache.ensure(texts)
+
+    def score(self, a: str, b: str) -> float:
+        semantic = float(np.dot(self.cache.vector(a), self.cache.vector(b)))
+        lexical = _similarity(self._features.words(a), self._features.words(b), NEAR_DUPLICATE_THRESHOLD)
+        return max(semantic, lexical if lexical >= NEAR_DUPLICATE_THRESHOLD else 0.0)  # below: only a bound
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
+        score = self.score(new, old)
+        if score < self.same_meaning:
+            return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning}")
+        if (why := self._features.conflict(new, old)) is not None:
+            return Judgement("conflict", score, why)
+        names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
+        if names_new and names_old and names_new != names_old:
+            return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}")
+        if (swap := self._swapped(new, old)) is not None:
+            return Judgement("distinct", score, swap)
+        return Judgement("same", score, f"same meaning ({score:.2f})")
+
+    def _swapped(self, a: str, b: str) -> str | None:
+        """Why two texts are one frame about different things (a part swapped for an unrelated one), or None.
+
+        A static embedding averages words, so "Quote file paths that contain spaces" and "Quote arguments that
+        contain spaces" come out close; the swapped parts, compared alone, do not."""
+        words_a, words_b = self._features.words(a).words, self._features.words(b).words
+        matcher = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False)
+        if matcher.ratio() < SUBSTITUTION_FRAME:
+            return None
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag != "replace":
+                continue
+            part_a = [w for w in words_a[i1:i2] if w not in _STOPWORDS and w not in _PRONOUNS]
+            part_b = [w for w in words_b[j1:j2] if w not in _STOPWORDS and w not in _PRONOUNS]
+            if not part_a or not part_b or len(part_a) > 3 or len(part_b) > 3:
+                continue
+            text_a, text_b = " ".join(part_a), " ".join(part_b)
+            try:
+                vectors = self.cache.vectors([text_a, text_b])  # dropped with the next version's retain()
+            except EmbeddingError as error:
+                logger.warning("swapped-part test skipped: %s", error)
+                return None
+            if float(np.dot(vectors[0], vectors[1])) < SUBSTITUTION_SAME:
+                return f"same frame, different subject: {text_a!r} vs {text_b!r}"
+        return None
