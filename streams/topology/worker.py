@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.topology import STAGES as TOPOLOGY
+from combee_core.topology import enabled, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
@@ -18,6 +19,7 @@ from streams.topology.stages.aggregator import AggregatorStage
 from streams.topology.stages.batcher import BatcherStage
 from streams.topology.stages.controller import ControllerStage
 from streams.topology.stages.evaluator import EvaluatorStage
+from streams.topology.stages.otlp_ingest import OtlpIngestStage
 from streams.topology.stages.promoter import PromoterStage
 from streams.topology.stages.reducer import ReducerStage
 from streams.topology.stages.reflector import ReflectorStage
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
+_BINDINGS: tuple[type[Stage], ...] = (OtlpIngestStage, ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
                                      PromoterStage, EvaluatorStage)
 _BOUND = {binding.name: binding for binding in _BINDINGS}
 if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
@@ -137,6 +139,7 @@ async def _run_stages(
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]
+    stages = [name for name in stages if enabled(stage_spec(name), settings)]  # e.g. ingest-otlp: COMBEE_OTLP_INGEST
     instances = [STAGES[name](ctx) for name in stages]
     tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
     if readiness is not None:

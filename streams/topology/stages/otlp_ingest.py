@@ -1,0 +1,46 @@
+"""ingest-otlp: OTLP span batches (the Collector's Kafka exporter's records, or ``combee otlp-receiver``'s) ->
+one trace per run on ``traces``. Runs only with ``COMBEE_OTLP_INGEST=1``.
+
+The decisions are ``combee_core.processors.otlp_ingest``'s; this stage decodes records, passes the time and performs
+the effects. A record is committed only once every run it holds spans of is published or dead-lettered. Pending runs
+live in memory: when partitions move (or the worker stops) they are forgotten and their records, uncommitted, are
+delivered again; the partitions still owned that held some of them are read again from their committed offsets.
+"""
+
+from __future__ import annotations
+
+import time
+
+from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
+
+from combee_core.otlp.wire import OtlpSpan, decode_spans
+from combee_core.processors.otlp_ingest import OtlpIngest
+from combee_core.topology import INGEST_OTLP
+from streams.topology.effects import perform
+from streams.topology.runtime import Stage
+
+
+class OtlpIngestStage(Stage):
+    name = INGEST_OTLP.name
+    consumes = INGEST_OTLP.consumes
+    input_label = "OTLP record"
+
+    def __init__(self, ctx) -> None:
+        super().__init__(ctx)
+        self.ingest = OtlpIngest.from_settings(ctx.settings)
+
+    def decode(self, raw: bytes | None) -> list[OtlpSpan]:
+        return decode_spans(raw or b"")
+
+    async def handle(self, record: ConsumerRecord, spans: list[OtlpSpan]) -> None:
+        await perform(self, self.ingest.take(spans, record, time.monotonic()))
+
+    async def tick(self, now: float) -> None:
+        await perform(self, self.ingest.tick(now))
+
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        for record in self.ingest.reset():
+            tp = TopicPartition(record.topic, record.partition)
+            if tp not in revoked:
+                self.mark_stale(tp)  # it held spans of a forgotten run: read it again from its committed offset
