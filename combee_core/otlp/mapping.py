@@ -239,6 +239,20 @@ def _success(found: Sequence[Evaluation]) -> bool | None:
     return None
 
 
+def playbook_of(spans: Sequence[OtlpSpan]) -> str | None:
+    """The first valid ``combee.playbook.id`` of the spans (or their resources), if any."""
+    for span in spans:
+        value = _text(span.attribute(PLAYBOOK_ID))
+        if _PLAYBOOK_PATTERN.match(value) and len(value) <= limits.MAX_PLAYBOOK_ID_CHARS:
+            return value
+    return None
+
+
+def trace_id_for(key: str) -> str:
+    """The Combee ``trace_id`` of the run keyed ``key``: ``otel:<trace id hex>`` (or ``otel:conv:<id>``)."""
+    return _identifier(f"otel:{key}", "otel")
+
+
 def map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | None = None,
               metadata: dict[str, str | int | float | bool | None] | None = None) -> Trace:
     """The trace of one run (``key``: its OTel trace id, or ``conv:<conversation id>``) from its spans.
@@ -246,7 +260,7 @@ def map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | No
     :class:`UnmappableTrace` when the spans follow no GenAI convention, carry no message content, or name no
     playbook (and there is no ``default_playbook``)."""
     ordered = sorted(spans, key=lambda span: (span.start_ns, span.span_id))
-    trace_id = _identifier(f"otel:{key}", "otel")
+    trace_id = trace_id_for(key)
     if not any(is_genai(span) for span in ordered):
         raise UnmappableTrace(f"trace {key}: no span follows the GenAI or OpenInference conventions")
     roots = [s for s in ordered if kind(s) == "agent"] or [s for s in ordered if not s.parent_span_id] or ordered
@@ -290,4 +304,5 @@ def map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | No
             created_at=datetime.fromtimestamp(ordered[0].start_ns / 1e9, UTC),
         )
     except ValueError as error:  # pydantic's ValidationError: a value out of the Trace's bounds
-        raise UnmappableTrace(f"trace {key}: does not make a valid Trace: {error}".splitlines()[0]) from error
+        problems = "; ".join(str(line).strip() for line in str(error).splitlines()[1:3])
+        raise UnmappableTrace(f"trace {key}: does not make a valid Trace: {problems}") from error

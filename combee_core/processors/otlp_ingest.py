@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from combee_core.otlp.assembler import TraceAssembler
-from combee_core.otlp.mapping import UnmappableTrace, map_trace
+from combee_core.otlp.mapping import UnmappableTrace, map_trace, playbook_of, trace_id_for
 from combee_core.otlp.wire import OtlpSpan
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.settings import CombeeSettings
@@ -51,9 +51,8 @@ class OtlpIngest:
                 trace = map_trace(run.key, run.spans, default_playbook=self.default_playbook,
                                   metadata={"otlp.feedback": run.feedback})
             except UnmappableTrace as error:
-                playbook = next((str(s.attribute("combee.playbook.id")) for s in run.spans
-                                 if s.attribute("combee.playbook.id")), None)
-                effects += [Reject(None, str(error), type(error).__name__, trace_id=None, playbook_id=playbook),
+                effects += [Reject(None, str(error), type(error).__name__, trace_id=trace_id_for(run.key),
+                                   playbook_id=playbook_of(run.spans)),
                             Count("otlp_runs_dead_lettered")]
                 continue
             effects += [Publish(Topic.TRACES, trace.playbook_id, trace), Count("otlp_traces")]
