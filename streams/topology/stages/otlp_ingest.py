@@ -10,15 +10,34 @@ delivered again; the partitions still owned that held some of them are read agai
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.otlp.wire import OtlpSpan, decode_spans
+from combee_core.processors.effects import Acknowledge, Effect
 from combee_core.processors.otlp_ingest import OtlpIngest
 from combee_core.topology import INGEST_OTLP
 from streams.topology.effects import perform
 from streams.topology.runtime import Stage
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A record as the assembler's token: hashable by its position (aiokafka's records are not hashable)."""
+
+    topic: str
+    partition: int
+    offset: int
+    record: ConsumerRecord = field(compare=False, hash=False)
+
+
+def _records(effects: Iterable[Effect]) -> list[Effect]:
+    """The processor's effects with its tokens turned back into the records ``perform`` acknowledges."""
+    return [Acknowledge(tuple(token.record for token in effect.tokens)) if isinstance(effect, Acknowledge) else effect
+            for effect in effects]
 
 
 class OtlpIngestStage(Stage):
@@ -34,13 +53,15 @@ class OtlpIngestStage(Stage):
         return decode_spans(raw or b"")
 
     async def handle(self, record: ConsumerRecord, spans: list[OtlpSpan]) -> None:
-        await perform(self, self.ingest.take(spans, record, time.monotonic()))
+        token = _Held(record.topic, record.partition, record.offset, record)
+        await perform(self, _records(self.ingest.take(spans, token, time.monotonic())))
 
     async def tick(self, now: float) -> None:
-        await perform(self, self.ingest.tick(now))
+        await perform(self, _records(self.ingest.tick(now)))
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
-        for record in self.ingest.reset():
-            tp = TopicPartition(record.topic, record.partition)
+        for held in self.ingest.reset():
+            assert isinstance(held, _Held)
+            tp = TopicPartition(held.topic, held.partition)
             if tp not in revoked:
                 self.mark_stale(tp)  # it held spans of a forgotten run: read it again from its committed offset
