@@ -171,8 +171,9 @@ EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topi
 INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(Topic.TRACES, Topic.DLQ),
                         enabled_by="otlp_ingest")
 
-STAGES: tuple[StageSpec, ...] = (INGEST_OTLP, REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE)
-"""Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them)."""
+STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, INGEST_OTLP)
+"""Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the
+optional ones last: promotion's, then ``ingest-otlp`` (a door in front of ``traces``, on with ``otlp_ingest``)."""
 
 
 def topic_spec(topic: Topic | str) -> TopicSpec:

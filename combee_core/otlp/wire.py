@@ -112,7 +112,7 @@ def decode_request(raw: bytes, encoding: Encoding = "auto") -> ExportTraceServic
     """``raw`` as an ``ExportTraceServiceRequest``; :class:`OtlpDecodeError` saying why it is not one."""
     pb = _proto()
     chosen = detect_encoding(raw) if encoding == "auto" else encoding
-    request = pb.ExportTraceServiceRequest()
+    request: ExportTraceServiceRequest = pb.ExportTraceServiceRequest()
     if chosen == "otlp_json":
         try:
             document = json.loads(raw)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from combee_core.errors import CombeeError
 from combee_core.otlp.export import WireEncoding, export_response, split_by_trace, status_body
 from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
 from combee_core.settings import CombeeSettings
@@ -34,7 +35,7 @@ _TYPES: dict[str, WireEncoding] = {"application/x-protobuf": "otlp_proto", "appl
                                    "application/json": "otlp_json"}
 
 
-class BodyTooLarge(ValueError):
+class BodyTooLarge(CombeeError, ValueError):
     """The body is over the receiver's limit."""
 
 

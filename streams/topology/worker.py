@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_BINDINGS: tuple[type[Stage], ...] = (OtlpIngestStage, ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
-                                     PromoterStage, EvaluatorStage)
+_BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
+                                     PromoterStage, EvaluatorStage, OtlpIngestStage)
 _BOUND = {binding.name: binding for binding in _BINDINGS}
 if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
     raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in "

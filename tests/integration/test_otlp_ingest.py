@@ -18,9 +18,9 @@ from combee_core.models import Trace
 from combee_core.otlp.wire import encode_request
 from combee_core.tasks import build_suite, train_traces
 from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
+from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
-from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
 from tests.integration.topology_support import run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

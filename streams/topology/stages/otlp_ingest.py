@@ -36,8 +36,13 @@ class _Held:
 
 def _records(effects: Iterable[Effect]) -> list[Effect]:
     """The processor's effects with its tokens turned back into the records ``perform`` acknowledges."""
-    return [Acknowledge(tuple(token.record for token in effect.tokens)) if isinstance(effect, Acknowledge) else effect
-            for effect in effects]
+    return [Acknowledge(tuple(_record(token) for token in effect.tokens)) if isinstance(effect, Acknowledge)
+            else effect for effect in effects]
+
+
+def _record(token: object) -> ConsumerRecord:
+    assert isinstance(token, _Held), f"ingest-otlp's tokens are held records, not {type(token)}"
+    return token.record
 
 
 class OtlpIngestStage(Stage):
