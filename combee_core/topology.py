@@ -79,7 +79,7 @@ class TopicSpec:
     """An archive's records of this topic are validated against ``model`` when the archive is read. False for
     ``traces``: agents may send invalid traces (dead letters in the run; a replay reproduces them)."""
     foreign: str = ""
-    """The format of a topic whose records are not Combee's (OTLP): it has no schema of ours, is named by a setting
+    """The message of a topic whose records are not Combee's (OTLP's, as protobuf or JSON): it has no schema of ours, is named by a setting
     rather than the run's prefix (``CombeeSettings.topic``) and is not archived by ``combee export``."""
     enabled_by: str = ""
     """A boolean setting that must be on for the topic to be created (empty: always)."""
@@ -122,7 +122,7 @@ TOPICS: tuple[TopicSpec, ...] = (
               state=True),
     TopicSpec(Topic.OTLP_SPANS, None, "OTel trace id (or none)", True,
               external="the OpenTelemetry Collector's Kafka exporter, combee otlp-receiver", validated_on_read=False,
-              foreign="ExportTraceServiceRequest (OTLP protobuf or JSON)", enabled_by="otlp_ingest"),
+              foreign="ExportTraceServiceRequest", enabled_by="otlp_ingest"),
 )
 """Every topic of a run, in flow order."""
 
