@@ -79,8 +79,9 @@ class TopicSpec:
     """An archive's records of this topic are validated against ``model`` when the archive is read. False for
     ``traces``: agents may send invalid traces (dead letters in the run; a replay reproduces them)."""
     foreign: str = ""
-    """The message of a topic whose records are not Combee's (OTLP's, as protobuf or JSON): it has no schema of ours, is named by a setting
-    rather than the run's prefix (``CombeeSettings.topic``) and is not archived by ``combee export``."""
+    """The message of a topic whose records are not Combee's (OTLP's, as protobuf or JSON): it has no schema of
+    ours, is named by a setting rather than the run's prefix (``CombeeSettings.topic``) and is not archived by
+    ``combee export``."""
     enabled_by: str = ""
     """A boolean setting that must be on for the topic to be created (empty: always)."""
 
