@@ -139,7 +139,10 @@ async def _run_stages(
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]
-    stages = [name for name in stages if enabled(stage_spec(name), settings)]  # e.g. ingest-otlp: COMBEE_OTLP_INGEST
+    if off := [name for name in stages if not enabled(stage_spec(name), settings)]:
+        log.info("not running %s: off by its setting (%s)", ", ".join(off),
+                 ", ".join(f"COMBEE_{stage_spec(name).enabled_by.upper()}" for name in off))
+        stages = [name for name in stages if name not in off]
     instances = [STAGES[name](ctx) for name in stages]
     tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
     if readiness is not None:

@@ -6,22 +6,27 @@ of spans), both become traces and then a playbook version through the ingest-otl
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 
+import aiohttp
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from combee_core.models import Trace
-from combee_core.otlp.wire import encode_request
+from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.tasks import build_suite, train_traces
 from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
 from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
-from tests.integration.topology_support import run_settings
+from streams.topology.runtime import read_topic
+from tests.integration.topology_support import env_without_combee, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -122,3 +127,29 @@ async def test_collector_kafka_records_in_otlp_proto_and_otlp_json_make_playbook
         assert {t for v in versions if v.playbook_id == playbook for t in v.lineage} == trace_ids
         assert any(v.entries for v in versions if v.playbook_id == playbook)
     assert all(t.metadata["otlp.feedback"] == "with-run" and t.feedback for t in traces)
+
+
+async def test_the_receiver_command_writes_otlp_http_to_the_topic_and_stops_on_sigterm(kafka, unique_prefix):
+    topic = f"{unique_prefix}otlp_spans"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "otlp-receiver", "--bootstrap", kafka.bootstrap, "--port", "0",
+         "--otlp-topic", topic], env=env_without_combee(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        line = ""
+        while not line.startswith("otlp-receiver: http://127.0.0.1:"):
+            line = await asyncio.wait_for(asyncio.to_thread(process.stderr.readline), 60)
+            assert line, "the receiver exited before serving"
+        url = line.split()[1]
+        exporter = InMemorySpanExporter()
+        run_agent(tracer_provider(exporter), _runs("cli")[0])
+        body = encode_request(export_request(exporter.get_finished_spans()), "otlp_proto")
+        async with aiohttp.ClientSession() as http, http.post(
+                url, data=body, headers={"Content-Type": "application/x-protobuf"}) as response:
+            assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(process.wait, 20)
+    assert returncode == 0 and "otlp_receiver_records': 1" in process.stderr.read()
+    [record] = await read_topic(kafka.bootstrap, kafka.profile, topic)
+    assert decode_spans(record.value)[0].trace_id == record.key.decode()
