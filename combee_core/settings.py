@@ -214,6 +214,10 @@ class CombeeSettings(BaseModel):
     otlp_max_inflight: int = Field(
         default=32, ge=1, description="Requests the receiver handles at once; more are answered 429 with Retry-After."
     )
+    otlp_max_lag: int = Field(
+        default=10_000, ge=0, description="Records of the OTLP topic the ingest-otlp group may lag behind before the "
+        "receiver answers 429 with Retry-After (the pipeline cannot keep up; 0: never)."
+    )
 
     @field_validator("kafka_bootstrap", "llm_record_file", "llm_record_topic", "batch_plan_topic",
                      "otlp_default_playbook")

@@ -4,14 +4,16 @@ in ``otlp_proto``: what the Collector's Kafka exporter writes with ``partition_t
 
 A 200 answers only once the broker has every record of the request. Bodies over ``otlp_max_body_bytes`` (after
 gzip) are 413; an encoding other than protobuf or JSON 415; an unreadable body 400; spans with invalid ids are
-rejected and counted in ``partial_success``. When the receiver cannot keep up (``otlp_max_inflight`` requests
-already in hand) it answers 429, and when the broker does not take the records in time 503, both with
+rejected and counted in ``partial_success``. When the pipeline cannot keep up it answers 429 (``otlp_max_inflight``
+requests already in hand, or the ``ingest-otlp`` group more than ``otlp_max_lag`` records behind on the topic, as
+measured every :data:`LAG_POLL_S`), and when the broker does not take the records in time 503, both with
 ``Retry-After``: the OTLP exporters retry those. Loopback by default (``otlp_receiver_host``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ Sink = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
 RETRY_BUSY_S = 1
 RETRY_UNAVAILABLE_S = 5
 SINK_TIMEOUT_S = 10.0
+LAG_POLL_S = 1.0
 _TYPES: dict[str, WireEncoding] = {"application/x-protobuf": "otlp_proto", "application/protobuf": "otlp_proto",
                                    "application/json": "otlp_json"}
 
@@ -48,6 +51,8 @@ class OtlpReceiver:
     host: str | None = None
     port: int | None = None
     counters: dict[str, int] = field(default_factory=dict)
+    backlog: int | None = None
+    """Records the ingest-otlp group has not consumed yet (None: not measured), kept by :func:`follow_backlog`."""
     _inflight: int = 0
     _runner: web.AppRunner | None = None
 
@@ -80,6 +85,10 @@ class OtlpReceiver:
                                "application/x-protobuf or application/json")
         if self._inflight >= self.settings.otlp_max_inflight:
             return self._error(encoding, 429, 8, "receiver busy; retry later", retry_after=RETRY_BUSY_S)
+        limit = self.settings.otlp_max_lag
+        if limit and self.backlog is not None and self.backlog > limit:
+            return self._error(encoding, 429, 8, f"pipeline behind by {self.backlog} records; retry later",
+                               retry_after=RETRY_BUSY_S)
         self._inflight += 1
         try:
             return await self._export(request, encoding)
@@ -153,9 +162,45 @@ async def serve_receiver(settings: CombeeSettings, bootstrap: str, profile, stop
     producer = await start_producer(bootstrap, profile)
     try:
         async with OtlpReceiver(settings, kafka_sink(producer, settings.otlp_topic)) as receiver:
+            follower = asyncio.create_task(follow_backlog(receiver, bootstrap, profile, stop))
             if on_ready is not None:
                 on_ready(receiver)
             await stop.wait()
+            await follower
             return dict(receiver.counters)
     finally:
         await producer.stop()
+
+
+async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: asyncio.Event) -> None:
+    """Every :data:`LAG_POLL_S` until ``stop``: how far the ingest-otlp group is behind on the OTLP topic (a broker
+    that does not answer leaves the last figure and is logged; the sink's own errors answer 503 meanwhile)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from combee_core.topology import INGEST_OTLP
+    from streams.broker.admin import close_client
+    from streams.topology.kafka_clients import consumer_config, end_offsets
+    from streams.topology.observe import committed_lag
+
+    settings = receiver.settings
+    if not settings.otlp_max_lag:
+        return
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await asyncio.gather(admin.start(), consumer.start())
+    try:
+        while not stop.is_set():
+            try:
+                await consumer.topics()
+                tps = [TopicPartition(settings.otlp_topic, p)
+                       for p in sorted(consumer.partitions_for_topic(settings.otlp_topic) or ())]
+                ends = await end_offsets(consumer, profile, tps)
+                receiver.backlog = await committed_lag(admin, settings.group(INGEST_OTLP.name), ends)
+            except Exception as error:  # aiokafka's errors: keep the last figure, try again
+                log.warning("otlp receiver: lag not measured (%s: %s)", type(error).__name__, error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LAG_POLL_S)
+    finally:
+        await close_client(consumer.stop(), "the lag consumer")
+        await close_client(admin.close(), "the admin client")

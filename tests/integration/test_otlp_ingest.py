@@ -153,3 +153,36 @@ async def test_the_receiver_command_writes_otlp_http_to_the_topic_and_stops_on_s
     assert returncode == 0 and "otlp_receiver_records': 1" in process.stderr.read()
     [record] = await read_topic(kafka.bootstrap, kafka.profile, topic)
     assert decode_spans(record.value)[0].trace_id == record.key.decode()
+
+
+async def test_the_receiver_answers_429_while_the_ingest_stage_lags_behind(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, otlp_topic=f"{unique_prefix}otlp_spans", otlp_receiver_port=0,
+                            otlp_max_lag=2)  # and no ingest-otlp running: nothing consumes the topic
+    stop, ready = asyncio.Event(), asyncio.Event()
+    receivers: list[OtlpReceiver] = []
+
+    def on_ready(receiver: OtlpReceiver) -> None:
+        receivers.append(receiver)
+        ready.set()
+
+    serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        exporter = InMemorySpanExporter()
+        run_agent(tracer_provider(exporter), _runs("lag")[0])
+        body = encode_request(export_request(exporter.get_finished_spans()), "otlp_proto")
+        headers = {"Content-Type": "application/x-protobuf"}
+        async with aiohttp.ClientSession() as http:
+            for _ in range(3):  # 3 records behind: over the bound of 2
+                async with http.post(receivers[0].url, data=body, headers=headers) as response:
+                    assert response.status == 200
+            deadline = time.monotonic() + 30
+            while (receivers[0].backlog or 0) <= 2:
+                assert time.monotonic() < deadline, f"backlog {receivers[0].backlog} after 30 s"
+                await asyncio.sleep(0.2)
+            async with http.post(receivers[0].url, data=body, headers=headers) as response:
+                assert response.status == 429 and response.headers["Retry-After"] == "1"
+    finally:
+        stop.set()
+        counters = await serving
+    assert counters["otlp_receiver_status_429"] == 1 and counters["otlp_receiver_records"] == 3
