@@ -158,7 +158,7 @@ async def serve_receiver(settings: CombeeSettings, bootstrap: str, profile, stop
     from streams.broker.admin import create_topics
     from streams.topology.kafka_clients import start_producer
 
-    await create_topics(bootstrap, {settings.otlp_topic: settings.partitions})
+    await create_topics(bootstrap, {settings.otlp_topic: settings.partitions}, connection=profile.connection)
     producer = await start_producer(bootstrap, profile)
     try:
         async with OtlpReceiver(settings, kafka_sink(producer, settings.otlp_topic)) as receiver:
@@ -180,13 +180,14 @@ async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: 
 
     from combee_core.topology import INGEST_OTLP
     from streams.broker.admin import close_client
+    from streams.broker.connection import client_kwargs
     from streams.topology.kafka_clients import consumer_config, end_offsets
     from streams.topology.observe import committed_lag
 
     settings = receiver.settings
     if not settings.otlp_max_lag:
         return
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await asyncio.gather(admin.start(), consumer.start())
     try:
