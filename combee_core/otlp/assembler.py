@@ -69,8 +69,8 @@ class TraceAssembler:
     group_by: GroupBy = "trace"
     pending: dict[str, PendingRun] = field(default_factory=dict)
     counts: Counter[str] = field(default_factory=Counter)
-    _alias: dict[str, str] = field(default_factory=dict)
-    """trace id -> conversation key, for runs grouped by conversation."""
+    _alias: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    """trace id -> conversation key, for runs grouped by conversation (the last ``remember`` trace ids)."""
     _emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
     _holds: dict[object, set[str]] = field(default_factory=dict)
     """token -> keys of the pending runs it contributed to."""
@@ -88,6 +88,9 @@ class TraceAssembler:
     def _merge(self, trace_id: str, key: str) -> None:
         """A trace's spans seen before its conversation id was known join the conversation's run."""
         self._alias[trace_id] = key
+        self._alias.move_to_end(trace_id)
+        while len(self._alias) > self.remember:
+            self._alias.popitem(last=False)
         early = self.pending.pop(trace_id, None)
         if early is None:
             return
