@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from combee_core.otlp.wire import _json_format, _proto
+from combee_core.otlp.wire import json_format, proto_messages
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -28,7 +28,7 @@ class SplitRequest:
 
 def split_by_trace(request: ExportTraceServiceRequest) -> SplitRequest:
     """One request per trace id (resource and scope kept), spans with an invalid trace or span id rejected."""
-    pb = _proto()
+    pb = proto_messages()
     parts: dict[str, Any] = {}
     rejected = 0
     for resource_spans in request.resource_spans:
@@ -56,13 +56,13 @@ def split_by_trace(request: ExportTraceServiceRequest) -> SplitRequest:
 
 def export_response(encoding: WireEncoding, rejected: int = 0, message: str = "") -> bytes:
     """An ``ExportTraceServiceResponse``; with ``partial_success`` when spans were rejected."""
-    pb = _proto()
+    pb = proto_messages()
     response = pb.ExportTraceServiceResponse()
     if rejected or message:
         response.partial_success.rejected_spans = rejected
         response.partial_success.error_message = message
     if encoding == "otlp_json":
-        return json.dumps(_json_format().MessageToDict(response)).encode()
+        return json.dumps(json_format().MessageToDict(response)).encode()
     return bytes(response.SerializeToString())
 
 

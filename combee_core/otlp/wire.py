@@ -67,7 +67,8 @@ class OtlpSpan:
         return self.resource.get(name) if value is None else value
 
 
-def _proto() -> Any:
+def proto_messages() -> Any:
+    """``opentelemetry-proto``'s trace service messages; :class:`OtlpMissing` without the ``[otlp]`` extra."""
     try:
         from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
     except ImportError as error:  # pragma: no cover - the extra is part of [test]
@@ -75,7 +76,8 @@ def _proto() -> Any:
     return trace_service_pb2
 
 
-def _json_format() -> Any:
+def json_format() -> Any:
+    """protobuf's JSON mapping (installed with ``opentelemetry-proto``)."""
     from google.protobuf import json_format
 
     return json_format
@@ -110,7 +112,7 @@ def _base64_to_hex(value: str) -> str:
 
 def decode_request(raw: bytes, encoding: Encoding = "auto") -> ExportTraceServiceRequest:
     """``raw`` as an ``ExportTraceServiceRequest``; :class:`OtlpDecodeError` saying why it is not one."""
-    pb = _proto()
+    pb = proto_messages()
     chosen = detect_encoding(raw) if encoding == "auto" else encoding
     request: ExportTraceServiceRequest = pb.ExportTraceServiceRequest()
     if chosen == "otlp_json":
@@ -122,7 +124,7 @@ def decode_request(raw: bytes, encoding: Encoding = "auto") -> ExportTraceServic
             raise OtlpDecodeError("not OTLP/JSON: the document is not an object")
         _ids(document, _hex_to_base64)
         try:
-            _json_format().ParseDict(document, request, ignore_unknown_fields=True)
+            json_format().ParseDict(document, request, ignore_unknown_fields=True)
         except Exception as error:  # json_format.ParseError and the TypeErrors/ValueErrors it lets through
             raise OtlpDecodeError(f"not an OTLP/JSON trace request: {error}") from error
         return request
@@ -137,7 +139,7 @@ def encode_request(request: ExportTraceServiceRequest, encoding: Literal["otlp_p
     """The request as the Collector's Kafka exporter writes it: protobuf bytes, or OTLP/JSON with hex ids."""
     if encoding == "otlp_proto":
         return bytes(request.SerializeToString())
-    document = _json_format().MessageToDict(request, use_integers_for_enums=True)
+    document = json_format().MessageToDict(request, use_integers_for_enums=True)
     _ids(document, _base64_to_hex)
     return json.dumps(document, separators=(",", ":")).encode()
 
@@ -177,12 +179,6 @@ def iter_spans(request: ExportTraceServiceRequest) -> Iterator[OtlpSpan]:
                                  for event in span.events),
                     resource=resource,
                 )
-
-
-def valid_ids(span: OtlpSpan) -> bool:
-    """A span the OTLP specification lets a receiver accept: a 16-byte trace id and an 8-byte span id, not zero."""
-    return (len(span.trace_id) == 32 and len(span.span_id) == 16 and span.trace_id != "0" * 32
-            and span.span_id != "0" * 16)
 
 
 def decode_spans(raw: bytes, encoding: Encoding = "auto") -> list[OtlpSpan]:
