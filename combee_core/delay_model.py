@@ -145,7 +145,8 @@ def tolerance_plateau(per_trace: Callable[[int], float], bs_min: int, bs_max: in
         raise ValueError(f"tau must be finite and >= 0, got {tau}")
     values = [(size, per_trace(size)) for size in range(bs_min, bs_max + 1)]
     best, lowest = min(values, key=lambda item: (item[1], item[0]))
-    chosen = next(size for size, value in values if value <= (1.0 + tau) * lowest)
+    # a size exactly on the boundary counts as within it, whatever the rounding of its power (1e-12 relative)
+    chosen = next(size for size, value in values if value <= (1.0 + tau) * lowest * (1.0 + 1e-12))
     return chosen, best
 
 

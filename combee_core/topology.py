@@ -55,6 +55,7 @@ class Topic(StrEnum):
     EVAL_REQUESTS = "eval-requests"
     EVAL_RESULTS = "eval-results"
     PROMOTED = "promoted"
+    OTLP_SPANS = "otlp_spans"
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,8 @@ class TopicSpec:
     """What a topic carries and how it is keyed and partitioned."""
 
     topic: Topic
-    model: type[BaseModel]
+    model: type[BaseModel] | None
+    """The model of its records; None for a topic of records in a foreign format (``foreign``)."""
     key: str
     """What a record's key is (it decides which consumer-group member owns the record)."""
     scaled: bool
@@ -76,6 +78,12 @@ class TopicSpec:
     validated_on_read: bool = True
     """An archive's records of this topic are validated against ``model`` when the archive is read. False for
     ``traces``: agents may send invalid traces (dead letters in the run; a replay reproduces them)."""
+    foreign: str = ""
+    """The message of a topic whose records are not Combee's (OTLP's, as protobuf or JSON): it has no schema of
+    ours, is named by a setting rather than the run's prefix (``CombeeSettings.topic``) and is not archived by
+    ``combee export``."""
+    enabled_by: str = ""
+    """A boolean setting that must be on for the topic to be created (empty: always)."""
 
     @property
     def name(self) -> str:
@@ -84,12 +92,14 @@ class TopicSpec:
 
     @property
     def carries(self) -> str:
-        """The model's class name."""
-        return self.model.__name__
+        """The model's class name (the foreign format for a foreign topic)."""
+        return self.model.__name__ if self.model is not None else self.foreign
 
     @property
     def schema_name(self) -> str:
         """The model's schema file stem under ``schemas/`` (``PlaybookVersion`` -> ``playbook_version``)."""
+        if self.model is None:
+            raise ValueError(f"topic {self.name} carries {self.foreign}, not a model of ours")
         return re.sub(r"(?<!^)(?=[A-Z])", "_", self.model.__name__).lower()
 
 
@@ -111,6 +121,9 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
     TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",
               state=True),
+    TopicSpec(Topic.OTLP_SPANS, None, "OTel trace id (or none)", True,
+              external="the OpenTelemetry Collector's Kafka exporter, combee otlp-receiver", validated_on_read=False,
+              foreign="ExportTraceServiceRequest", enabled_by="otlp_ingest"),
 )
 """Every topic of a run, in flow order."""
 
@@ -131,6 +144,8 @@ class StageSpec:
     """It calls the LLM (the worker builds the LLM roles only for such stages; their calls go to ``llm-calls``)."""
     promotion_only: bool = False
     """It runs only when ``settings.promotion`` is on."""
+    enabled_by: str = ""
+    """A boolean setting that must be on for it to run (empty: always; ``promotion_only`` is ``promotion``'s)."""
 
 
 REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
@@ -154,8 +169,12 @@ PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
 EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
                      promotion_only=True)
 
-STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE)
-"""Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them)."""
+INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(Topic.TRACES, Topic.DLQ),
+                        enabled_by="otlp_ingest")
+
+STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, INGEST_OTLP)
+"""Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the
+optional ones last: promotion's, then ``ingest-otlp`` (a door in front of ``traces``, on with ``otlp_ingest``)."""
 
 
 def topic_spec(topic: Topic | str) -> TopicSpec:
@@ -176,12 +195,17 @@ def stage_spec(name: str) -> StageSpec:
 
 def wire_models() -> dict[str, type[BaseModel]]:
     """Schema file stem -> model, for every topic's model (what ``combee schemas`` writes)."""
-    return {spec.schema_name: spec.model for spec in TOPICS}
+    return {spec.schema_name: spec.model for spec in TOPICS if spec.model is not None}
 
 
 def archive_models() -> dict[str, type[BaseModel]]:
     """Topic name -> model, for the topics whose archived records are validated when an archive is read."""
-    return {spec.name: spec.model for spec in TOPICS if spec.validated_on_read}
+    return {spec.name: spec.model for spec in TOPICS if spec.validated_on_read and spec.model is not None}
+
+
+def enabled(spec: TopicSpec | StageSpec, settings: object) -> bool:
+    """Whether a topic is created, or a stage runs, under ``settings`` (its ``enabled_by`` setting, if any, is on)."""
+    return not spec.enabled_by or bool(getattr(settings, spec.enabled_by))
 
 
 def writers(topic: Topic) -> tuple[str, ...]:

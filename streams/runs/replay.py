@@ -39,7 +39,7 @@ from streams.topology.worker import ensure_topics
 
 log = logging.getLogger(__name__)
 
-ALL_TOPICS = tuple(spec.name for spec in TOPICS)
+ALL_TOPICS = tuple(spec.name for spec in TOPICS if not spec.foreign)
 PLAN_TOPIC = "batch-plan"
 RECORDED_CALLS_TOPIC = "replay.llm-calls"
 REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK)

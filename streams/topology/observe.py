@@ -20,7 +20,7 @@ from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_vers
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
-from combee_core.topology import STAGES, TOPICS, Topic
+from combee_core.topology import STAGES, TOPICS, Topic, enabled
 from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
@@ -259,7 +259,7 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
             spec.name: [TopicPartition(settings.topic(spec.name), p)
                         for p in sorted(consumer.partitions_for_topic(settings.topic(spec.name)) or ())]
             for spec in TOPICS
-            if settings.topic(spec.name) in existing
+            if settings.topic(spec.name) in existing and enabled(spec, settings)  # otlp_spans: only when ingesting
         }  # read before end_offsets() assigns partitions (which narrows the consumer's metadata)
         ends = await end_offsets(consumer, profile, [tp for tps in tps_of.values() for tp in tps])
         ends_of = {name: {tp: ends[tp] for tp in tps} for name, tps in tps_of.items()}

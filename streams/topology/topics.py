@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from combee_core.settings import CombeeSettings
-from combee_core.topology import TOPICS
+from combee_core.topology import TOPICS, enabled
 
 
 def topic_partitions(settings: CombeeSettings) -> dict[str, int]:
-    """Full topic name -> partition count for every topic of the run."""
-    return {settings.topic(spec.name): settings.partitions if spec.scaled else 1 for spec in TOPICS}
+    """Full topic name -> partition count for every topic of the run (a topic enabled by a setting only when on)."""
+    return {settings.topic(spec.name): settings.partitions if spec.scaled else 1 for spec in TOPICS
+            if enabled(spec, settings)}

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from combee_core.connection import PLAINTEXT, KafkaConnection
 from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.topology import STAGES as TOPOLOGY
+from combee_core.topology import enabled, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
@@ -19,6 +20,7 @@ from streams.topology.stages.aggregator import AggregatorStage
 from streams.topology.stages.batcher import BatcherStage
 from streams.topology.stages.controller import ControllerStage
 from streams.topology.stages.evaluator import EvaluatorStage
+from streams.topology.stages.otlp_ingest import OtlpIngestStage
 from streams.topology.stages.promoter import PromoterStage
 from streams.topology.stages.reducer import ReducerStage
 from streams.topology.stages.reflector import ReflectorStage
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
-                                     PromoterStage, EvaluatorStage)
+                                     PromoterStage, EvaluatorStage, OtlpIngestStage)
 _BOUND = {binding.name: binding for binding in _BINDINGS}
 if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
     raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in "
@@ -140,6 +142,10 @@ async def _run_stages(
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]
+    if off := [name for name in stages if not enabled(stage_spec(name), settings)]:
+        log.info("not running %s: off by its setting (%s)", ", ".join(off),
+                 ", ".join(f"COMBEE_{stage_spec(name).enabled_by.upper()}" for name in off))
+        stages = [name for name in stages if name not in off]
     instances = [STAGES[name](ctx) for name in stages]
     tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
     if readiness is not None:

@@ -230,5 +230,5 @@ def test_retention_advice_names_every_topic_as_the_topology_declares_it():
     bullet = text[text.index("- **Retention:**"):].split("\n- ")[0]
     state_part = bullet.split("are state")[0]
     finite_part = bullet.split("may have a finite retention")[0].rsplit(". ", 1)[-1]
-    assert set(re.findall(r"`([a-z-]+)`", state_part)) == {spec.name for spec in TOPICS if spec.state}
-    assert set(re.findall(r"`([a-z-]+)`", finite_part)) == {spec.name for spec in TOPICS if not spec.state}
+    assert set(re.findall(r"`([a-z_-]+)`", state_part)) == {spec.name for spec in TOPICS if spec.state}
+    assert set(re.findall(r"`([a-z_-]+)`", finite_part)) == {spec.name for spec in TOPICS if not spec.state}

@@ -19,7 +19,8 @@ ALLOWED = {
     "runs": {"topology", "broker"},
     "local_model": {"broker"},
     "testing": {"topology", "broker"},
-    "cli": {"demo", "runs", "local_model", "topology", "broker"},
+    "ingest": {"topology", "broker"},
+    "cli": {"demo", "runs", "local_model", "ingest", "topology", "broker"},
 }
 """Which ``streams`` packages each package may import (besides itself and ``combee_core``)."""
 

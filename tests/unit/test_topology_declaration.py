@@ -26,7 +26,9 @@ SCHEMAS_DIR = ROOT / "schemas"
 def test_every_topic_is_declared_once_with_its_enum_name():
     assert [spec.topic for spec in TOPICS] == list(Topic), "one TopicSpec per Topic, in the enum's order"
     for spec in TOPICS:
-        assert spec.name == spec.topic.value and spec.carries == spec.model.__name__
+        assert spec.name == spec.topic.value
+        assert spec.carries == (spec.model.__name__ if spec.model is not None else spec.foreign)
+        assert (spec.model is None) == bool(spec.foreign), f"{spec.name}: a model of ours, or a foreign format"
         assert spec.key, f"{spec.name}: say what its records are keyed by"
     assert topology.topic_spec("llm-calls").model is models.CallRecord
     with pytest.raises(KeyError, match="no topic"):
@@ -50,14 +52,15 @@ def test_every_stage_reads_and_writes_declared_topics_and_says_so_consistently()
 def test_every_topic_is_written_by_a_stage_or_documented_as_external_input():
     for spec in TOPICS:
         assert topology.writers(spec.topic) or spec.external, f"nothing writes {spec.name}"
-    assert topology.writers(Topic.TRACES) == () and "agents" in topology.topic_spec(Topic.TRACES).external
+    assert topology.writers(Topic.TRACES) == ("ingest-otlp",)  # the OTLP door; agents write it directly too
+    assert "agents" in topology.topic_spec(Topic.TRACES).external
     consumed = {topic for stage in STAGES for topic in stage.consumes}
     assert Topic.TRACES in consumed and Topic.PROMOTED not in consumed
 
 
 def test_every_topic_model_has_its_schema_file_and_every_schema_file_a_topic():
     rendered = render_schemas()
-    assert set(rendered) == {f"{spec.schema_name}.v1.json" for spec in TOPICS}
+    assert set(rendered) == {f"{spec.schema_name}.v1.json" for spec in TOPICS if spec.model is not None}
     assert {path.name for path in SCHEMAS_DIR.glob("*.json")} == set(rendered), "run `combee schemas`"
     assert "call_record.v1.json" in rendered
     assert models.WIRE_MODELS == topology.wire_models()
@@ -67,12 +70,16 @@ def test_every_topic_model_has_its_schema_file_and_every_schema_file_a_topic():
 def test_the_registries_are_the_declaration():
     settings = CombeeSettings.load(env={"COMBEE_TOPIC_PREFIX": "t.", "COMBEE_PARTITIONS": "3"})
     partitions = topic_partitions(settings)
-    assert partitions == {f"t.{spec.name}": 3 if spec.scaled else 1 for spec in TOPICS}
-    assert TOPIC_MODELS == {spec.name: spec.model for spec in TOPICS if spec.topic != Topic.TRACES}
-    assert replay.ALL_TOPICS == tuple(topic.value for topic in Topic)
+    assert partitions == {f"t.{spec.name}": 3 if spec.scaled else 1 for spec in TOPICS if not spec.enabled_by}
+    with_otlp = settings.model_copy(update={"otlp_ingest": True, "otlp_topic": "otlp_spans"})
+    assert topic_partitions(with_otlp) == {**partitions, "otlp_spans": 3}  # the Collector's topic: no prefix
+    assert TOPIC_MODELS == {spec.name: spec.model for spec in TOPICS
+                            if spec.topic not in (Topic.TRACES, Topic.OTLP_SPANS)}
+    assert replay.ALL_TOPICS == tuple(topic.value for topic in Topic if topic != Topic.OTLP_SPANS)
     assert worker.ALL_STAGES == tuple(stage.name for stage in STAGES)
     assert worker.LLM_STAGES == {"reflect", "aggregate", "reduce"}
     assert worker.PROMOTION_STAGES == {"promote", "evaluate"}
+    assert {stage.name for stage in STAGES if stage.enabled_by} == {"ingest-otlp"}
     assert observe.STAGE_INPUTS == {stage.name: stage.consumes[0] for stage in STAGES}
     assert set(observe.STATUS_READS) <= set(Topic)
     for name, binding in worker.STAGES.items():

@@ -1,0 +1,74 @@
+"""The ``ingest-otlp`` stage's decisions: OTLP span batches in, one :class:`~combee_core.models.Trace` per run out.
+
+Each input is the spans of one OTLP record (decoded by ``combee_core.otlp.wire``) with its token. Runs are assembled
+by :class:`~combee_core.otlp.assembler.TraceAssembler`, mapped by ``combee_core.otlp.mapping.map_trace`` (the same
+mapping the OTLP/HTTP receiver's records go through) and published on ``traces``; a run that cannot make a trace is
+a dead letter with the reason (content capture off, no playbook...). An input is acknowledged once every run it
+contributed to is published or dead-lettered.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from combee_core.otlp.assembler import TraceAssembler
+from combee_core.otlp.mapping import UnmappableTrace, map_trace, playbook_of, trace_id_for
+from combee_core.otlp.wire import OtlpSpan
+from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+
+
+@dataclass
+class OtlpIngest:
+    """Assemble, map and publish (module docstring)."""
+
+    assembler: TraceAssembler
+    default_playbook: str | None = None
+    _counted: Counter[str] = field(default_factory=Counter)
+
+    @classmethod
+    def from_settings(cls, settings: CombeeSettings) -> OtlpIngest:
+        return cls(TraceAssembler(idle_s=settings.otlp_idle_s, feedback_wait_s=settings.otlp_feedback_wait_s,
+                                  window_s=settings.otlp_window_s, max_pending=settings.otlp_max_pending,
+                                  group_by=settings.otlp_group_by),
+                   default_playbook=settings.otlp_default_playbook)
+
+    def take(self, spans: Sequence[OtlpSpan], token: object, now: float) -> list[Effect]:
+        """One record's spans: held until their runs are ready (settled at once when it adds nothing pending)."""
+        effects: list[Effect] = [Count("otlp_records")]
+        effects += acknowledge(self.assembler.add(spans, token, now))
+        return effects + self._counts()
+
+    def tick(self, now: float) -> list[Effect]:
+        """Publish (or dead-letter) the runs ready at ``now``, then acknowledge the inputs that settles."""
+        ready, settled = self.assembler.take_ready(now)
+        effects: list[Effect] = []
+        for run in ready:
+            try:
+                trace = map_trace(run.key, run.spans, default_playbook=self.default_playbook,
+                                  metadata={"otlp.feedback": run.feedback})
+            except UnmappableTrace as error:
+                effects += [Reject(None, str(error), type(error).__name__, trace_id=trace_id_for(run.key),
+                                   playbook_id=playbook_of(run.spans)),
+                            Count("otlp_runs_dead_lettered")]
+                continue
+            effects += [Publish(Topic.TRACES, trace.playbook_id, trace), Count("otlp_traces")]
+            if run.feedback.startswith("none"):
+                effects.append(Count("otlp_traces_without_feedback"))
+        return effects + acknowledge(settled) + self._counts()
+
+    def reset(self) -> list[object]:
+        """Forget pending runs (partitions lost); the tokens they held must be delivered again."""
+        return self.assembler.reset()
+
+    def _counts(self) -> list[Effect]:
+        """The assembler's counters since the last call, as :class:`Count` effects."""
+        effects: list[Effect] = []
+        for name, total in self.assembler.counts.items():
+            if total > self._counted[name]:
+                effects.append(Count(f"otlp_{name}", total - self._counted[name]))
+                self._counted[name] = total
+        return effects

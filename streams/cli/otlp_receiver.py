@@ -1,0 +1,42 @@
+"""``combee otlp-receiver``: the OTLP/HTTP door (``POST /v1/traces``) onto the OTLP topic ``ingest-otlp`` reads."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+
+from streams.cli.flags import add_common, settings_from_args
+from streams.cli.running import broker_for, stop_on_signals
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    receiver = subparsers.add_parser(
+        "otlp-receiver", help="receive OpenTelemetry traces over OTLP/HTTP and write them to the OTLP topic "
+        "(run a worker with COMBEE_OTLP_INGEST=1 to turn them into traces)")
+    add_common(receiver, run=False)
+    receiver.add_argument("--host", help="address to bind (env COMBEE_OTLP_RECEIVER_HOST, default 127.0.0.1: "
+                          "loopback only)")
+    receiver.add_argument("--port", type=int, help="port (env COMBEE_OTLP_RECEIVER_PORT, default 4318)")
+    receiver.add_argument("--otlp-topic", help="OTLP topic to write (env COMBEE_OTLP_TOPIC, default otlp_spans)")
+    receiver.set_defaults(handler=cmd_otlp_receiver)
+
+
+async def cmd_otlp_receiver(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    settings = settings.model_copy(update={k: v for k, v in {"otlp_receiver_host": args.host,
+                                                            "otlp_receiver_port": args.port,
+                                                            "otlp_topic": args.otlp_topic}.items()
+                                           if v is not None})
+    stop = asyncio.Event()
+    stop_on_signals(stop)
+    from streams.ingest.otlp_receiver import serve_receiver
+
+    async with contextlib.AsyncExitStack() as exits:
+        bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
+        counters = await serve_receiver(settings, bootstrap, profile, stop, on_ready=lambda receiver: print(
+            f"otlp-receiver: {receiver.url} -> topic {settings.otlp_topic} on {bootstrap}", file=sys.stderr,
+            flush=True))
+    print(f"otlp-receiver stopped: {counters}", file=sys.stderr)
+    return 0

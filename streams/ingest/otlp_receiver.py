@@ -1,0 +1,207 @@
+"""The OTLP/HTTP receiver (``combee otlp-receiver``): ``POST /v1/traces``, protobuf or JSON, as the OTLP
+specification says, written to the OTLP topic the ``ingest-otlp`` stage reads (one record per trace id, keyed by it,
+in ``otlp_proto``: what the Collector's Kafka exporter writes with ``partition_traces_by_id``).
+
+A 200 answers only once the broker has every record of the request. Bodies over ``otlp_max_body_bytes`` (after
+gzip) are 413; an encoding other than protobuf or JSON 415; an unreadable body 400; spans with invalid ids are
+rejected and counted in ``partial_success``. When the pipeline cannot keep up it answers 429 (``otlp_max_inflight``
+requests already in hand, or the ``ingest-otlp`` group more than ``otlp_max_lag`` records behind on the topic, as
+measured every :data:`LAG_POLL_S`), and when the broker does not take the records in time 503, both with
+``Retry-After``: the OTLP exporters retry those. Loopback by default (``otlp_receiver_host``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from combee_core.errors import CombeeError
+from combee_core.otlp.export import WireEncoding, export_response, split_by_trace, status_body
+from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
+from combee_core.settings import CombeeSettings
+
+log = logging.getLogger(__name__)
+
+Sink = Callable[[list[tuple[str, bytes]]], Awaitable[None]]
+"""Writes ``(key, record)`` pairs durably (to the OTLP topic); raises when it cannot."""
+
+RETRY_BUSY_S = 1
+RETRY_UNAVAILABLE_S = 5
+SINK_TIMEOUT_S = 10.0
+LAG_POLL_S = 1.0
+_TYPES: dict[str, WireEncoding] = {"application/x-protobuf": "otlp_proto", "application/protobuf": "otlp_proto",
+                                   "application/json": "otlp_json"}
+
+
+class BodyTooLarge(CombeeError, ValueError):
+    """The body is over the receiver's limit."""
+
+
+@dataclass
+class OtlpReceiver:
+    """An aiohttp server for ``POST /v1/traces``; ``async with OtlpReceiver(settings, sink) as receiver``."""
+
+    settings: CombeeSettings
+    sink: Sink
+    host: str | None = None
+    port: int | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    backlog: int | None = None
+    """Records the ingest-otlp group has not consumed yet (None: not measured), kept by :func:`follow_backlog`."""
+    _inflight: int = 0
+    _runner: web.AppRunner | None = None
+
+    async def __aenter__(self) -> OtlpReceiver:
+        app = web.Application(client_max_size=self.settings.otlp_max_body_bytes + 1)
+        app.router.add_post("/v1/traces", self.handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host or self.settings.otlp_receiver_host,
+                           self.settings.otlp_receiver_port if self.port is None else self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host or self.settings.otlp_receiver_host}:{self.port}/v1/traces"
+
+    def _count(self, name: str, amount: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + amount
+
+    async def handle(self, request: web.Request) -> web.Response:
+        encoding = _TYPES.get(request.content_type)
+        if encoding is None:
+            return self._error("otlp_json", 415, 3, f"unsupported content type {request.content_type!r}: "
+                               "application/x-protobuf or application/json")
+        if self._inflight >= self.settings.otlp_max_inflight:
+            return self._error(encoding, 429, 8, "receiver busy; retry later", retry_after=RETRY_BUSY_S)
+        limit = self.settings.otlp_max_lag
+        if limit and self.backlog is not None and self.backlog > limit:
+            return self._error(encoding, 429, 8, f"pipeline behind by {self.backlog} records; retry later",
+                               retry_after=RETRY_BUSY_S)
+        self._inflight += 1
+        try:
+            return await self._export(request, encoding)
+        finally:
+            self._inflight -= 1
+
+    async def _export(self, request: web.Request, encoding: WireEncoding) -> web.Response:
+        limit = self.settings.otlp_max_body_bytes
+        try:
+            body = await _read_body(request, limit)
+            parsed = decode_request(body, encoding)
+        except BodyTooLarge as error:
+            return self._error(encoding, 413, 3, str(error))
+        except OtlpDecodeError as error:
+            return self._error(encoding, 400, 3, f"unreadable request: {error}")
+        split = split_by_trace(parsed)
+        records = [(trace_id, encode_request(part, "otlp_proto")) for trace_id, part in split.parts]
+        try:
+            await asyncio.wait_for(self.sink(records), SINK_TIMEOUT_S)
+        except Exception as error:  # the broker's errors (aiokafka's) and the timeout: the client retries
+            log.warning("otlp receiver: records not written (%s: %s); answering 503", type(error).__name__, error)
+            return self._error(encoding, 503, 14, f"pipeline unavailable: {type(error).__name__}",
+                               retry_after=RETRY_UNAVAILABLE_S)
+        self._count("otlp_receiver_requests")
+        self._count("otlp_receiver_records", len(records))
+        self._count("otlp_receiver_rejected_spans", split.rejected)
+        content_type = "application/json" if encoding == "otlp_json" else "application/x-protobuf"
+        return web.Response(status=200, body=export_response(encoding, split.rejected, split.reason),
+                            content_type=content_type)
+
+    def _error(self, encoding: WireEncoding, status: int, code: int, message: str,
+               retry_after: int | None = None) -> web.Response:
+        self._count(f"otlp_receiver_status_{status}")
+        headers = {"Retry-After": str(retry_after)} if retry_after is not None else None
+        content_type = "application/json" if encoding == "otlp_json" else "application/x-protobuf"
+        return web.Response(status=status, body=status_body(encoding, code, message), headers=headers,
+                            content_type=content_type)
+
+
+async def _read_body(request: web.Request, limit: int) -> bytes:
+    """The body (aiohttp inflates ``Content-Encoding: gzip`` as it streams); :class:`BodyTooLarge` once more than
+    ``limit`` bytes arrive, so a compressed bomb is cut off at the limit too."""
+    if request.content_length is not None and request.content_length > limit:
+        raise BodyTooLarge(f"body of {request.content_length} bytes is over the limit of {limit}")
+    raw = bytearray()
+    async for chunk in request.content.iter_chunked(65536):
+        raw += chunk
+        if len(raw) > limit:
+            raise BodyTooLarge(f"body over the limit of {limit} bytes (after decompression)")
+    return bytes(raw)
+
+
+def kafka_sink(producer, topic: str) -> Sink:
+    """Write records to ``topic`` with ``producer`` (an aiokafka producer) and wait for the broker's acks."""
+
+    async def write(records: list[tuple[str, bytes]]) -> None:
+        futures = [await producer.send(topic, value, key=key.encode()) for key, value in records]
+        await asyncio.gather(*futures)
+
+    return write
+
+
+async def serve_receiver(settings: CombeeSettings, bootstrap: str, profile, stop: asyncio.Event,
+                         on_ready: Callable[[OtlpReceiver], None] | None = None) -> dict[str, int]:
+    """Create the OTLP topic (``otlp_topic``, ``partitions`` partitions; an existing one is left alone), then serve
+    until ``stop`` is set; returns the receiver's counters."""
+    from streams.broker.admin import create_topics
+    from streams.topology.kafka_clients import start_producer
+
+    await create_topics(bootstrap, {settings.otlp_topic: settings.partitions}, connection=profile.connection)
+    producer = await start_producer(bootstrap, profile)
+    try:
+        async with OtlpReceiver(settings, kafka_sink(producer, settings.otlp_topic)) as receiver:
+            follower = asyncio.create_task(follow_backlog(receiver, bootstrap, profile, stop))
+            if on_ready is not None:
+                on_ready(receiver)
+            await stop.wait()
+            await follower
+            return dict(receiver.counters)
+    finally:
+        await producer.stop()
+
+
+async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: asyncio.Event) -> None:
+    """Every :data:`LAG_POLL_S` until ``stop``: how far the ingest-otlp group is behind on the OTLP topic (a broker
+    that does not answer leaves the last figure and is logged; the sink's own errors answer 503 meanwhile)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    from combee_core.topology import INGEST_OTLP
+    from streams.broker.admin import close_client
+    from streams.broker.connection import client_kwargs
+    from streams.topology.kafka_clients import consumer_config, end_offsets
+    from streams.topology.observe import committed_lag
+
+    settings = receiver.settings
+    if not settings.otlp_max_lag:
+        return
+    admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await asyncio.gather(admin.start(), consumer.start())
+    try:
+        while not stop.is_set():
+            try:
+                await consumer.topics()
+                tps = [TopicPartition(settings.otlp_topic, p)
+                       for p in sorted(consumer.partitions_for_topic(settings.otlp_topic) or ())]
+                ends = await end_offsets(consumer, profile, tps)
+                receiver.backlog = await committed_lag(admin, settings.group(INGEST_OTLP.name), ends)
+            except Exception as error:  # aiokafka's errors: keep the last figure, try again
+                log.warning("otlp receiver: lag not measured (%s: %s)", type(error).__name__, error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), LAG_POLL_S)
+    finally:
+        await close_client(consumer.stop(), "the lag consumer")
+        await close_client(admin.close(), "the admin client")

@@ -1,0 +1,188 @@
+"""OpenTelemetry in, playbook versions out, on the real broker: a toy agent instrumented with the OpenTelemetry SDK
+(GenAI conventions) exporting OTLP/HTTP to ``combee otlp-receiver``'s server, and the same kind of spans written to
+the OTLP topic as the Collector's Kafka exporter writes them (``otlp_proto`` and ``otlp_json``, one record per batch
+of spans), both become traces and then a playbook version through the ingest-otlp stage."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import aiohttp
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from combee_core.models import Trace
+from combee_core.otlp.wire import decode_spans, encode_request
+from combee_core.tasks import build_suite, train_traces
+from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
+from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
+from streams.topology.kafka_clients import start_producer
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.runtime import read_topic
+from tests.integration.topology_support import env_without_combee, run_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+RUNS = 12
+
+
+def _settings(prefix: str):
+    return run_settings(prefix, otlp_ingest=True, otlp_topic=f"{prefix}otlp_spans", otlp_idle_s=1.0,
+                        otlp_feedback_wait_s=3.0, batch_size=RUNS, max_wait_s=2.0, otlp_receiver_port=0)
+
+
+def _runs(playbook: str, seed: int = 1):
+    return train_traces(build_suite(seed=7), RUNS, playbook_ids=(playbook,), run_seed=seed, agents=4)
+
+
+async def _learned(run: InProcessPipeline, count: int, timeout_s: float = 90.0) -> tuple[list[Trace], list]:
+    """Wait for ``count`` traces on the traces topic, then until each is in a version's lineage."""
+    deadline = time.monotonic() + timeout_s
+    while len(traces := await read_models(run, "traces", Trace)) < count:
+        run.check_alive()
+        assert time.monotonic() < deadline, f"{len(traces)} of {count} traces after {timeout_s:.0f} s"
+        await asyncio.sleep(0.5)
+    versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
+    return traces, versions
+
+
+async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_version(kafka, unique_prefix):
+    settings = _settings(unique_prefix)
+    runs = _runs("otel-http")
+    stop, ready = asyncio.Event(), asyncio.Event()
+    receivers: list[OtlpReceiver] = []
+
+    def on_ready(receiver: OtlpReceiver) -> None:
+        receivers.append(receiver)
+        ready.set()
+
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=["ingest-otlp", "reflect", "batch",
+                                                                                  "aggregate", "reduce"]) as run:
+        serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
+        await asyncio.wait_for(ready.wait(), 30)
+        exporter = OTLPSpanExporter(endpoint=receivers[0].url)
+        provider = tracer_provider(exporter)
+        late = runs[-1]
+
+        def agent() -> None:  # the SDK exports synchronously (SimpleSpanProcessor): off the event loop
+            for simulated in runs[:-1]:
+                run_agent(provider, simulated, used_entries=("e0",))
+            context = run_agent(provider, late, evaluate=False)
+            time.sleep(1.5)  # the evaluator scores the run after it ended: a delayed-feedback join
+            report_evaluation(provider, context, late)
+            silent = _runs("otel-http", seed=9)[0]
+            run_agent(provider, silent, capture_content=False)
+
+        await asyncio.to_thread(agent)
+        assert await asyncio.to_thread(exporter.export, []) == SpanExportResult.SUCCESS
+        traces, versions = await _learned(run, RUNS)
+        dead = await run.dead_letters()
+        stop.set()
+        counters = await serving
+    # one record per trace id per request (the SDK here exports each span as it ends; the last request is empty)
+    assert counters["otlp_receiver_records"] == counters["otlp_receiver_requests"] - 1 == 3 * (RUNS + 1) + 1
+    assert len(traces) == RUNS and len({t.trace_id for t in traces}) == RUNS
+    assert all(t.metadata["used_entries"] == "e0" for t in traces if t.task_id != late.task_id)
+    [joined] = [t for t in traces if t.task_id == late.task_id]
+    assert joined.metadata["otlp.feedback"].startswith(("joined after", "with-run")) and joined.feedback
+    assert [d.stage for d in dead if "content capture is off" in d.reason] == ["ingest-otlp"]
+    assert Counter(t for v in versions for t in v.lineage) == {t.trace_id: 1 for t in traces}
+    assert any(op.outcome == "applied" for v in versions for op in v.operations) and versions[-1].entries
+
+
+async def test_collector_kafka_records_in_otlp_proto_and_otlp_json_make_playbook_versions(kafka, unique_prefix):
+    settings = _settings(unique_prefix)
+    records: list[bytes] = []
+    expected: dict[str, set[str]] = {}
+    for encoding, playbook in (("otlp_proto", "otel-proto"), ("otlp_json", "otel-json")):
+        exporter = InMemorySpanExporter()
+        provider = tracer_provider(exporter)
+        for simulated in _runs(playbook):
+            run_agent(provider, simulated)
+        spans = exporter.get_finished_spans()
+        expected[playbook] = {f"otel:{span.context.trace_id:032x}" for span in spans}
+        # batches of 5 spans: a record holds parts of several runs, as the Collector's batch processor makes them
+        records += [encode_request(export_request(spans[i:i + 5]), encoding) for i in range(0, len(spans), 5)]
+    records.append(records[0])  # an exporter retry: the same batch again
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=["ingest-otlp", "reflect", "batch",
+                                                                                  "aggregate", "reduce"]) as run:
+        producer = await start_producer(kafka.bootstrap, kafka.profile)
+        try:
+            for record in records:  # unkeyed, as the Collector's exporter writes by default
+                await producer.send_and_wait(settings.otlp_topic, record)
+        finally:
+            await producer.stop()
+        traces, versions = await _learned(run, 2 * RUNS)
+    by_playbook = Counter(t.playbook_id for t in traces)
+    assert by_playbook == {"otel-proto": RUNS, "otel-json": RUNS}
+    for playbook, trace_ids in expected.items():
+        assert {t.trace_id for t in traces if t.playbook_id == playbook} == trace_ids
+        assert {t for v in versions if v.playbook_id == playbook for t in v.lineage} == trace_ids
+        assert any(v.entries for v in versions if v.playbook_id == playbook)
+    assert all(t.metadata["otlp.feedback"] == "with-run" and t.feedback for t in traces)
+
+
+async def test_the_receiver_command_writes_otlp_http_to_the_topic_and_stops_on_sigterm(kafka, unique_prefix):
+    topic = f"{unique_prefix}otlp_spans"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "streams.cli", "otlp-receiver", "--bootstrap", kafka.bootstrap, "--port", "0",
+         "--otlp-topic", topic], env=env_without_combee(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        line = ""
+        while not line.startswith("otlp-receiver: http://127.0.0.1:"):
+            line = await asyncio.wait_for(asyncio.to_thread(process.stderr.readline), 60)
+            assert line, "the receiver exited before serving"
+        url = line.split()[1]
+        exporter = InMemorySpanExporter()
+        run_agent(tracer_provider(exporter), _runs("cli")[0])
+        body = encode_request(export_request(exporter.get_finished_spans()), "otlp_proto")
+        async with aiohttp.ClientSession() as http, http.post(
+                url, data=body, headers={"Content-Type": "application/x-protobuf"}) as response:
+            assert response.status == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(process.wait, 20)
+    assert returncode == 0 and "otlp_receiver_records': 1" in process.stderr.read()
+    [record] = await read_topic(kafka.bootstrap, kafka.profile, topic)
+    assert decode_spans(record.value)[0].trace_id == record.key.decode()
+
+
+async def test_the_receiver_answers_429_while_the_ingest_stage_lags_behind(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, otlp_topic=f"{unique_prefix}otlp_spans", otlp_receiver_port=0,
+                            otlp_max_lag=2)  # and no ingest-otlp running: nothing consumes the topic
+    stop, ready = asyncio.Event(), asyncio.Event()
+    receivers: list[OtlpReceiver] = []
+
+    def on_ready(receiver: OtlpReceiver) -> None:
+        receivers.append(receiver)
+        ready.set()
+
+    serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        exporter = InMemorySpanExporter()
+        run_agent(tracer_provider(exporter), _runs("lag")[0])
+        body = encode_request(export_request(exporter.get_finished_spans()), "otlp_proto")
+        headers = {"Content-Type": "application/x-protobuf"}
+        async with aiohttp.ClientSession() as http:
+            for _ in range(3):  # 3 records behind: over the bound of 2
+                async with http.post(receivers[0].url, data=body, headers=headers) as response:
+                    assert response.status == 200
+            deadline = time.monotonic() + 30
+            while (receivers[0].backlog or 0) <= 2:
+                assert time.monotonic() < deadline, f"backlog {receivers[0].backlog} after 30 s"
+                await asyncio.sleep(0.2)
+            async with http.post(receivers[0].url, data=body, headers=headers) as response:
+                assert response.status == 429 and response.headers["Retry-After"] == "1"
+    finally:
+        stop.set()
+        counters = await serving
+    assert counters["otlp_receiver_status_429"] == 1 and counters["otlp_receiver_records"] == 3
