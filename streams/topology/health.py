@@ -85,7 +85,7 @@ class HealthServer:
     """Serves ``/healthz`` and ``/readyz``; ``readiness`` is asked on every ``/readyz`` request. With ``metrics``
     (an async callable returning the exposition text, e.g. ``WorkerMetrics.render``) it serves ``/metrics`` too."""
 
-    def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "0.0.0.0",
+    def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "127.0.0.1",
                  port: int = 8080, *, metrics: Callable[[], Awaitable[bytes]] | None = None) -> None:
         self._readiness = readiness
         self._metrics = metrics

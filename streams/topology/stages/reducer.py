@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import datetime
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import ContiguousNumbers
+from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
@@ -67,6 +69,8 @@ class ReducerStage(Stage):
         self._batches_view: LogView | None = None
         self.ledger = PromotionLedger()
         """With ``promotion``: the ``promoted`` log, which says what the next version is built on."""
+        self._empty_notice = EmptyVersionNotice(settings.reflector_model)
+        """Says when versions come out empty because the reflector is the simulator (``combee_core.model_notice``)."""
 
     async def prepare(self) -> None:
         self._playbook_view = LogView(self, Topic.PLAYBOOK, self._apply_version, self._versions)
@@ -202,6 +206,9 @@ class ReducerStage(Stage):
         assert isinstance(record, PlaybookVersion)
         log.info("published %s v%d (batch %d, %d entries, %d ops, delay %.2fs)", playbook_id, record.version,
                  record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)
+        if notice := self._empty_notice.observe(playbook_id, record.version, len(record.operations),
+                                                len(record.lineage), time.monotonic()):
+            log.warning("%s", notice)
         return True
 
     async def _write_version(self, publish: Publish) -> bool:
