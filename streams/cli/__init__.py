@@ -11,9 +11,9 @@ import sys
 from typing import Any
 
 from combee_core.errors import CombeeError
-from streams.cli import broker, demo, model, playbook, produce, promote, replay, schemas, status, tail, worker
+from streams.cli import broker, demo, dlq, model, playbook, produce, promote, replay, schemas, status, tail, worker
 
-SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, schemas, demo, replay, model, playbook, promote)
+SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

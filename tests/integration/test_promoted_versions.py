@@ -115,7 +115,8 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
     again = await InProcessPipeline(replay.settings, kafka.bootstrap, kafka.profile).promotions()
     assert [d.decision_hash() for d in again] == [d.decision_hash() for d in found[:4]]
     # `combee replay` compares them too (the operators' rollback and promote are not replayed, nor compared).
-    env = env_without_combee(COMBEE_PROMOTION="1", COMBEE_BUILTIN_EVALUATOR_PLAYBOOKS=PB, COMBEE_PROMOTION_EPSILON="0.005", COMBEE_SIM_CLOCK="virtual")
+    env = env_without_combee(COMBEE_PROMOTION="1", COMBEE_BUILTIN_EVALUATOR_PLAYBOOKS=PB,
+                             COMBEE_PROMOTION_EPSILON="0.005", COMBEE_SIM_CLOCK="virtual")
     code, out, err = await _combee("replay", "--prefix", unique_prefix, "--bootstrap", kafka.bootstrap, env=env,
                                    timeout=180)
     assert code == 0, err

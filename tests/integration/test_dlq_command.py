@@ -1,0 +1,64 @@
+"""``combee dlq`` on a real broker: dead letters a worker wrote, listed and filtered, and their original bytes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import pytest
+
+from streams.topology.pipeline import InProcessPipeline
+from streams.topology.runtime import start_producer
+from tests.integration.topology_support import env_without_combee, make_traces, run_settings
+
+pytestmark = [pytest.mark.integration]
+
+BAD_JSON = b'{"trace_id": "bad-1", oops'
+BAD_SCHEMA = b'{"trace_id": "bad-2", "playbook_id": "pb"}'
+
+
+async def _dlq(*args: str) -> tuple[int, bytes, str]:
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "streams.cli", "dlq", *args,
+                                                   env=env_without_combee(), stdout=subprocess.PIPE,
+                                                   stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    return process.returncode, out, err.decode()
+
+
+async def test_dlq_lists_filters_and_gives_back_the_original_bytes(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, batch_size=5, partitions=1)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("reflect",)) as run:
+        producer = await start_producer(kafka.bootstrap, kafka.profile)
+        try:
+            for value in (BAD_JSON, make_traces(1)[0].to_json_bytes(), BAD_SCHEMA):
+                await producer.send_and_wait(settings.topic("traces"), value, key=b"pb")
+        finally:
+            await producer.stop()
+        deadline = asyncio.get_running_loop().time() + 60
+        while len(await run.dead_letters()) < 2 and asyncio.get_running_loop().time() < deadline:
+            run.check_alive()
+            await asyncio.sleep(0.3)
+    common = ("--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
+
+    code, out, err = await _dlq(*common)
+    assert code == 0, err
+    lines = out.decode().splitlines()
+    assert len(lines) == 2 and all(" reflect TraceRejected " in line for line in lines), lines
+    assert "invalid JSON" in lines[0] and "trace=bad-2" in lines[1] and "agent_id" in lines[1]
+    assert "2 of 2 dead letter(s)" in err and "reflect TraceRejected 2" in err
+
+    code, out, err = await _dlq(*common, "--stage", "reflect", "--reason", "invalid json", "--raw")
+    assert code == 0, err
+    assert out == BAD_JSON + b"\n"  # the bytes as produced: fix them and produce again
+
+    code, out, err = await _dlq(*common, "--error-type", "TraceRejected", "--limit", "1", "--json")
+    assert code == 0, err
+    [letter] = [json.loads(line) for line in out.decode().splitlines()]
+    assert letter["trace_id"] == "bad-2" and "the newest 1 shown" in err
+
+    code, out, err = await _dlq(*common, "--stage", "batch")
+    assert code == 0 and out == b"" and "0 of 2" in err
+    code, _, err = await _dlq(*common, "--stage", "nosuch")
+    assert code == 2 and "no stage 'nosuch'" in err
