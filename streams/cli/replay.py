@@ -63,7 +63,8 @@ def add_parser(subparsers) -> None:
     diff = subparsers.add_parser("diff", help="compare the playbook versions of two runs; report the first difference")
     diff.add_argument("run_a", metavar="RUN_A", help="archive path, or topic prefix on the broker")
     diff.add_argument("run_b", metavar="RUN_B", help="archive path, or topic prefix on the broker")
-    diff.add_argument("--bootstrap", help="Kafka bootstrap servers for topic prefixes (env COMBEE_KAFKA_BOOTSTRAP)")
+    diff.add_argument("--bootstrap", help="Kafka bootstrap servers for topic prefixes (env COMBEE_KAFKA_BOOTSTRAP); "
+                      "none -> the broker `combee broker` runs on this machine")
     diff.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     diff.set_defaults(handler=cmd_diff)
 
@@ -132,7 +133,8 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     try:
         archive = read_archive(args.archive) if args.archive else None  # a bad line stops us before anything else
         broker = CombeeSettings.load(kafka_bootstrap=args.bootstrap)
-        async with broker_for(broker, embedded=args.embedded) as (bootstrap, profile):
+        async with broker_for(broker, embedded=args.embedded,
+                              offer_embedded=args.archive is not None) as (bootstrap, profile):
             if archive is not None:
                 result = await replay_archive(archive, bootstrap, profile, options)
                 recorded = archive.versions()
@@ -185,10 +187,7 @@ async def cmd_diff(args: argparse.Namespace) -> int:
         if all(os.path.exists(run) for run in (args.run_a, args.run_b)):
             versions = [await versions_of(run, None, None) for run in (args.run_a, args.run_b)]
         else:
-            settings = CombeeSettings.load(kafka_bootstrap=args.bootstrap)
-            if not settings.kafka_bootstrap:
-                return _fail("diff", ValueError("a RUN that is not a file is a topic prefix: give --bootstrap "
-                                                "(or COMBEE_KAFKA_BOOTSTRAP)"))
+            settings = CombeeSettings.load(kafka_bootstrap=args.bootstrap)  # none: the recorded `combee broker`
             async with broker_for(settings) as (bootstrap, profile):
                 versions = [await versions_of(run, bootstrap, profile) for run in (args.run_a, args.run_b)]
     except ArchiveError as error:

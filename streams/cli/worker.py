@@ -57,7 +57,8 @@ async def cmd_worker(args: argparse.Namespace) -> int:
         from streams.topology.worker import STOP_BUDGET_S, parse_stages, run_worker
 
         stages = parse_stages(args.stages)
-        bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
+        bootstrap, profile = await exits.enter_async_context(
+            broker_for(settings, embedded=args.embedded, offer_embedded=True))
         for line in start_lines(settings, stages, bootstrap):
             print(line, file=sys.stderr)
         work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness,

@@ -62,3 +62,16 @@ async def test_dlq_lists_filters_and_gives_back_the_original_bytes(kafka, unique
     assert code == 0 and out == b"" and "0 of 2" in err
     code, _, err = await _dlq(*common, "--stage", "nosuch")
     assert code == 2 and "no stage 'nosuch'" in err
+
+
+async def test_promote_and_rollback_errors_are_one_line_and_exit_2(kafka, unique_prefix):
+    common = ("--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
+    for command in (("promote", "nosuch", "1"), ("rollback", "nosuch", "--to", "3")):
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "streams.cli", *command, *common,
+                                                       env=env_without_combee(), stdout=subprocess.PIPE,
+                                                       stderr=subprocess.PIPE)
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        text = err.decode()
+        assert process.returncode == 2, text
+        assert text.startswith(f"combee {command[0]}: nosuch has no version") and "versions 1..0" not in text
+        assert "it has no versions on the playbook topic" in text and text.count("\n") == 1
