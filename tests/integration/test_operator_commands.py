@@ -1,9 +1,11 @@
-"""``combee dlq`` on a real broker: dead letters a worker wrote, listed and filtered, and their original bytes."""
+"""Operator commands on a real broker: `combee dlq` lists, filters and gives back dead letters; promote and
+rollback errors; `combee diff` finds the recorded broker."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 
@@ -75,3 +77,18 @@ async def test_promote_and_rollback_errors_are_one_line_and_exit_2(kafka, unique
         assert process.returncode == 2, text
         assert text.startswith(f"combee {command[0]}: nosuch has no version") and "versions 1..0" not in text
         assert "it has no versions on the playbook topic" in text and text.count("\n") == 1
+
+
+async def test_diff_of_topic_prefixes_uses_the_broker_combee_broker_recorded(kafka, unique_prefix, tmp_path):
+    from streams.broker.state import STATE_DIR_ENV, BrokerRecord, record_path, write_record
+
+    env = env_without_combee(**{STATE_DIR_ENV: str(tmp_path)})
+    write_record(BrokerRecord.now(kafka.bootstrap, "memory://tansu/", pid=os.getpid()),
+                 record_path({STATE_DIR_ENV: str(tmp_path)}))  # this process stands in for `combee broker`
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "streams.cli", "diff", f"{unique_prefix}a.",
+                                                   f"{unique_prefix}b.", env=env, stdout=subprocess.PIPE,
+                                                   stderr=subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    text = err.decode()
+    assert f"Using the broker at {kafka.bootstrap}" in text, text
+    assert process.returncode == 2 and "no playbook versions found" in text and "--bootstrap" not in text
