@@ -115,6 +115,8 @@ class Stage:
         self._releases = 0
         """Counts releases: a rebuild that saw one happen meanwhile does not take ownership."""
         self._stale: set[TopicPartition] = set()
+        self._stale_expected: set[TopicPartition] = set()
+        """Of those, the ones an operator's import made stale (rebuilt without a warning)."""
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
         """Set once the consumer has started (joined its group); cleared when it stops."""
@@ -227,10 +229,13 @@ class Stage:
     def owns_key(self, key: str) -> bool:
         return self.owner_partition(key) in self.assigned
 
-    def mark_stale(self, tp: TopicPartition) -> None:
-        """This partition's state was found stale (another writer took a number first): the main loop resets it."""
+    def mark_stale(self, tp: TopicPartition, *, expected: bool = False) -> None:
+        """This partition's state was found stale (another writer took a number first): the main loop resets it.
+        ``expected``: the other writer was an operator's (``combee playbook import``), not a fault."""
         if tp in self.assigned:
             self._stale.add(tp)
+            if expected:
+                self._stale_expected.add(tp)
 
     async def release(self, revoked: set[TopicPartition]) -> None:
         """Fence revoked partitions: no handling, producing or committing for them from now on."""
@@ -284,10 +289,15 @@ class Stage:
     async def reset_stale(self) -> None:
         """Partitions whose state went stale: release, seek back to the committed offset, rebuild, own again."""
         stale, self._stale = self._stale & self.assigned, set()
+        expected, self._stale_expected = self._stale_expected, set()
         if not stale or self._consumer is None:
             return
-        log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
-                    _partitions(stale))
+        if stale <= expected:  # an import: routine, said at info level
+            log.info("%s: rebuilding %s from the logs after a `combee playbook import`", self.name,
+                     _partitions(stale))
+        else:
+            log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
+                        _partitions(stale))
         self.ctx.count("state_resets")
         await self.release(stale)
         for tp in stale & self._consumer.assignment():

@@ -32,6 +32,7 @@ from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.promotion import PromotionLedger, next_base
 from combee_core.reduction import PendingPartials, ReduceOutcome
+from combee_core.seed import is_import_version
 from combee_core.topology import REDUCE, Topic
 from streams.topology.effects import perform
 from streams.topology.log_view import GatedState, LogView
@@ -100,9 +101,11 @@ class ReducerStage(Stage):
             self.ctx.count("void_versions")
             return
         if origin == "other" and self.owns_key(playbook_id):
-            log.warning("%s v%d was written by another reducer while this one owns the playbook", playbook_id,
-                        version.version)
-            self.mark_stale(self.owner_partition(playbook_id))
+            imported = is_import_version(version)
+            log.log(logging.INFO if imported else logging.WARNING, "%s v%d was written by %s while this one owns the "
+                    "playbook", playbook_id, version.version,
+                    "`combee playbook import`" if imported else "another reducer")
+            self.mark_stale(self.owner_partition(playbook_id), expected=imported)
         self._take_version(version, record.offset)
 
     def _apply_decision(self, record: ConsumerRecord) -> None:
