@@ -58,6 +58,7 @@ async def test_produce_tail_and_status_on_a_running_pipeline(kafka, unique_prefi
         code, out, err = await _combee("tail", "--max-versions", "1", *common)
         assert code == 0, err
         assert out.startswith("pb v1 (parent v0, batch 0)")
+        assert "following every candidate version" in err and "pass --promotion" in err  # the mode is said
         assert "20 traces" in out and "\n  + [" in out
         await asyncio.sleep(settings.max_wait_s)  # let every stage commit its offsets (ticks every 0.25 s)
         code, out, err = await _combee("status", *common)
