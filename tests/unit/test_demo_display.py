@@ -91,3 +91,22 @@ def test_the_async_summary_says_there_are_no_rounds():
     assert "round" not in fleet_cell(DemoOptions(mode="async"), report).replace("no rounds", "")
     assert fleet_cell(DemoOptions(mode="sync", fleet=4), report.model_copy(update={"rounds": 12})) == (
         "4 agents, sync mode, 12 round(s)")
+
+
+def test_the_accuracy_plots_legend_never_covers_a_point_such_as_the_rejected_version():
+    import matplotlib.pyplot as plt
+
+    from streams.demo.plots import accuracy_figure
+
+    rows = [_row(v, 20).model_copy(update={"held_out_accuracy": 0.95, "decision": "promote"}) for v in range(1, 9)]
+    rows[4] = rows[4].model_copy(update={"held_out_accuracy": 0.24, "decision": "reject"})  # low, lower right
+    fig = accuracy_figure(rows, 0.3)
+    try:
+        fig.canvas.draw()
+        [ax] = fig.axes
+        legend = ax.get_legend().get_window_extent()
+        assert legend.y1 <= ax.get_window_extent().y0  # below the axes, wherever the points are
+        rejected = ax.transData.transform((5, 0.24))
+        assert not legend.contains(*rejected)
+    finally:
+        plt.close(fig)
