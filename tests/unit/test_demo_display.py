@@ -110,3 +110,24 @@ def test_the_accuracy_plots_legend_never_covers_a_point_such_as_the_rejected_ver
         assert not legend.contains(*rejected)
     finally:
         plt.close(fig)
+
+
+def test_plain_lines_come_out_in_the_order_of_their_events_with_times_that_never_go_back(capsys):
+    from streams.cli.demo import PlainView
+
+    progress = _auto(traces_sent=40, started=time.monotonic() - 5.0, phase="fleet running (sync)")
+    view = PlainView()
+    progress.history.append(_row(1, 40))  # v1 arrived at 1.0 s; its line waits for v2's batch size
+    view.update(progress)
+    progress.promotions.append("v1 promote (held-out 0.768 vs 0.346): agents run v1")  # decided at ~5 s
+    view.update(progress)
+    progress.history.append(_row(6, 20))  # the next version (at 6.0 s) releases v1's line
+    view.update(progress)
+    with view:
+        pass  # the end flushes the rest
+    lines = capsys.readouterr().out.splitlines()
+    times = [float(line[1:].split("s]", 1)[0]) for line in lines]
+    assert times == sorted(times), lines
+    assert [line.split("]", 1)[1].split(":")[0].strip() for line in lines] == [
+        "fleet running (sync)", "traces 40/100  v1", "promotion", "traces 40/100  v6"]
+
