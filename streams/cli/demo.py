@@ -108,7 +108,7 @@ class VersionLog:
 
     def __init__(self) -> None:
         self._seen = 0
-        self._waiting: list[tuple[object, int, int]] = []
+        self._waiting: list[tuple[Any, int, int]] = []
         """(row, traces sent, LLM calls) of versions whose line is not out yet, oldest first."""
 
     def update(self, progress) -> list[str]:
