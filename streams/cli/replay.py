@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
     pick.add_argument("--until", type=_timestamp, help="record time to stop at (exclusive)")
     target = replay.add_argument_group("the new run")
     target.add_argument("--into", help="topic prefix of the new run (default <prefix>replay-<random>.)")
-    target.add_argument("--new-run-id", help="run id of the new run (default replay-<random>)")
+    target.add_argument("--new-run-id", help="run id of the new run (default: the last part of its prefix, "
+                        "replay-<random>)")
     target.add_argument("--seed", dest="run_seed", type=int,
                         help="run seed (default: the recorded run's; another seed is a deliberate change)")
     target.add_argument("--batch-size", type=int,
@@ -129,6 +130,7 @@ async def cmd_replay(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         llm_record=args.llm_record,
         timeout_s=args.timeout,
+        on_progress=lambda line: print(f"replay: {line}", file=sys.stderr, flush=True),
     )
     try:
         archive = read_archive(args.archive) if args.archive else None  # a bad line stops us before anything else

@@ -41,3 +41,4 @@ def test_a_line_names_stage_type_ids_source_and_reason():
 @given(st.binary(max_size=300))
 def test_the_original_bytes_come_back_as_they_were_sent(raw: bytes):
     assert original_bytes(make_dead_letter("reflect", "r", "TraceRejected", raw)) == raw
+

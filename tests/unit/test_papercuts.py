@@ -98,3 +98,10 @@ def test_tail_shows_an_add_merged_into_an_existing_entry_as_reinforced_not_added
     assert "+ [dat-00002] Dates are ISO 8601." in text
     assert "+ [uni-00001]" not in text
     assert "= [uni-00001] helpful 1 (ADD merged: near-duplicate of uni-00001)" in text
+
+
+def test_a_replays_default_run_id_is_its_prefixs_last_part():
+    from streams.runs.replay import replay_run_id
+
+    assert replay_run_id("combee.replay-84123598.") == "replay-84123598"
+    assert replay_run_id("new.") == "new" and replay_run_id("") == "replay"
