@@ -9,6 +9,7 @@ the runtime.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
+from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.dead_letters import make_dead_letter, readable_ids
 from streams.topology.kafka_clients import (
     FETCH_MAX_BYTES,
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+REBUILD_RETRY_S = 1.0  # between two tries of a rebuild the broker did not answer
 
 M = TypeVar("M", bound=CombeeModel)
 
@@ -115,8 +118,7 @@ class Stage:
         self._releases = 0
         """Counts releases: a rebuild that saw one happen meanwhile does not take ownership."""
         self._stale: set[TopicPartition] = set()
-        self._stale_expected: set[TopicPartition] = set()
-        """Of those, the ones an operator's import made stale (rebuilt without a warning)."""
+        self._stale_expected: set[TopicPartition] = set()  # of those, the ones an import made stale
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
         """Set once the consumer has started (joined its group); cleared when it stops."""
@@ -274,6 +276,14 @@ class Stage:
         releases = self._releases
         try:
             await self.on_assigned(pending)
+        except BROKER_UNANSWERED as error:  # the broker is away: try again; the watchdog stops the worker after its
+            # grace (exit 3) if it stays away, instead of this stage dying with a traceback at once
+            self._to_rebuild |= pending & self._consumer.assignment()
+            log.warning("%s: could not rebuild %s, the broker did not answer (%s); trying again", self.name,
+                        _partitions(pending), type(error).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ctx.stop.wait(), REBUILD_RETRY_S)
+            return
         except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
             self._fail(error)
             return

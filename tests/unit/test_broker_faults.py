@@ -155,6 +155,20 @@ def test_the_same_template_from_another_logger_is_counted_apart():
     assert not limit.filter(_record("x", name="a"))
 
 
+def test_a_kafka_clients_many_messages_about_one_lost_broker_are_one_line_per_logger_and_level():
+    now = [0.0]
+    limit = RepeatedLogLimit(burst=3, window_s=30, clock=lambda: now[0], client_loggers=("aiokafka",))
+    noise = [_record(text, name=name) for name, text in (
+        ("aiokafka", "Unable connect to node with id 111: refused"), ("aiokafka", "Unable to update metadata"),
+        ("aiokafka.consumer.fetcher", "Failed fetch messages from 111"),
+        ("aiokafka.consumer.fetcher", "Failed fetch messages from 112"))] * 5
+    assert sum(limit.filter(record) for record in noise) == 2  # one per logger
+    assert limit.filter(_record("broker does not answer; stopping in 6 s", name="streams.broker.watchdog"))
+    now[0] = 31.0
+    record = _record("Unable to update metadata", name="aiokafka")
+    assert limit.filter(record) and record.getMessage().endswith("[9 more like this not shown]")
+
+
 # ---------------------------------------------------------------------------------------------- watchdog
 
 
