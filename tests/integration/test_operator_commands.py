@@ -92,3 +92,36 @@ async def test_diff_of_topic_prefixes_uses_the_broker_combee_broker_recorded(kaf
     text = err.decode()
     assert f"Using the broker at {kafka.bootstrap}" in text, text
     assert process.returncode == 2 and "no playbook versions found" in text and "--bootstrap" not in text
+
+
+async def test_combee_broker_says_it_is_stopping_and_stops_within_its_grace_with_a_worker_attached(tmp_path):
+    import signal
+    import time
+
+    env = env_without_combee(COMBEE_STATE_DIR=str(tmp_path))
+    broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        bootstrap = (await asyncio.to_thread(broker.stdout.readline)).strip()
+        worker = subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--bootstrap", bootstrap,
+                                   "--stages", "reflect"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True)
+
+        def ready() -> None:
+            while "worker: ready" not in (line := worker.stderr.readline()):
+                assert line, "the worker exited before it was ready"
+
+        await asyncio.wait_for(asyncio.to_thread(ready), 60)
+        started = time.monotonic()
+        broker.send_signal(signal.SIGTERM)
+        code = await asyncio.to_thread(broker.wait, 30)
+        took = time.monotonic() - started
+    finally:
+        for process in (worker, broker):
+            if process is not None and process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                await asyncio.to_thread(process.wait, 30)
+    err = broker.stderr.read()
+    assert code == 0 and "Stopping the broker at" in err and "Broker stopped." in err, err
+    assert took < 2.0 + 4.0, took  # the 2 s grace, then SIGKILL, plus its own exit: a bound (it took ~7 s before)
