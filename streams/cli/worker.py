@@ -52,7 +52,7 @@ async def cmd_worker(args: argparse.Namespace) -> int:
             health = await exits.enter_async_context(
                 HealthServer(readiness.report, host=settings.health_host, port=args.health_port,
                              metrics=metrics.render))
-            print(f"worker: health on {settings.health_host}:{health.port} (/healthz, /readyz, /metrics)",
+            print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics; bound to {settings.health_host})",
                   file=sys.stderr)
         from streams.topology.worker import STOP_BUDGET_S, parse_stages, run_worker
 
