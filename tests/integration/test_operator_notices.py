@@ -15,6 +15,7 @@ from combee_core.models import Trace, utc_now
 from combee_core.processors.evaluator import refusal
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
+from tests.integration.test_health import _stderr_until
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration]
@@ -27,25 +28,6 @@ def support_traces(count: int) -> list[Trace]:
                   output="Told them refunds take 5 days.", feedback="The customer was unhappy: the refund policy "
                   "changed last week and refunds now take 10 days.", success=False, created_at=utc_now())
             for i in range(count)]
-
-
-async def _stderr_until(process: subprocess.Popen, text: str, timeout_s: float) -> str:
-    """The process's stderr up to the first line holding ``text``; AssertionError after ``timeout_s``."""
-    seen: list[str] = []
-
-    def read() -> None:
-        while not seen or text not in seen[-1]:
-            line = process.stderr.readline()
-            if not line:
-                return
-            seen.append(line)
-
-    try:
-        await asyncio.wait_for(asyncio.to_thread(read), timeout_s)
-    except TimeoutError:
-        raise AssertionError(f"no {text!r} within {timeout_s} s:\n{''.join(seen)}") from None
-    assert seen and text in seen[-1], "".join(seen)
-    return "".join(seen)
 
 
 async def test_a_simulator_worker_fed_traces_without_lesson_lines_warns_at_start_and_on_empty_versions(
