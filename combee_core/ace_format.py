@@ -110,8 +110,9 @@ def parse_ace(text: str) -> AcePlaybook:
     except PlaybookError as error:
         raise AceFormatError(str(error)) from error
     if ace_sections(_parse(render_ace(ordered))) != ace_sections(playbook):
-        playbook.notes.append("written back in ACE's order: its seven sections first, then the others; entries of a "
-                              "section by id number")
+        playbook.notes.append("this file is not in ACE's order, so `combee playbook export --format ace` will list "
+                              "ACE's seven sections first, then the others, and a section's entries by id number "
+                              "(ids, counters and contents are kept)")
     return playbook
 
 

@@ -46,6 +46,11 @@ def is_import_manifest(manifest: BatchManifest) -> bool:
     return len(manifest.trace_ids) == 1 and manifest.trace_ids[0].startswith(IMPORT_PREFIX)
 
 
+def is_import_version(version: PlaybookVersion) -> bool:
+    """A version written by an import rather than by a reducer."""
+    return len(version.lineage) == 1 and version.lineage[0].startswith(IMPORT_PREFIX)
+
+
 def seed_version(
     playbook_id: str,
     entries: list[PlaybookEntry],

@@ -174,6 +174,16 @@ class CombeeSettings(BaseModel):
         default="combee-sim/suite-expected-accuracy", description="What the built-in evaluator reports as its model "
         "(it scores the simulated suite's expected success, no LLM).",
     )
+    health_host: str = Field(
+        default="127.0.0.1", description="Address `combee worker --health-port` binds: loopback by default (the "
+        "endpoints and /metrics stay on this machine); 0.0.0.0 in a container, where probes and scrapers come from "
+        "outside (deploy/Dockerfile sets it).",
+    )
+    builtin_evaluator_playbooks: str = Field(
+        default="demo", pattern=r"^[A-Za-z0-9._*,\s-]*$", description="Playbooks the built-in evaluator scores on "
+        "the synthetic task suite (comma-separated ids, '*' for every one; default: the demo's). It refuses any other "
+        "playbook's requests with an error saying how to plug in an evaluator, so their candidates are rejected.",
+    )
     reflector_model: str = "combee-sim/default"
     aggregator_model: str = "combee-sim/default"
     reducer_model: str = "combee-sim/default"

@@ -9,7 +9,8 @@ the published schema ``schemas/trace.v1.json``. See ``docs/protocol.md`` for the
 
 Valid traces are sent to ``<prefix>traces``, keyed by ``playbook_id``, with the header ``schema_version: 1``;
 invalid ones are reported on stderr (line number and what is wrong) and not sent. Prints a JSON summary on stdout.
-Exit status: 0 all sent, 1 some traces were rejected (the valid ones were still sent), 2 delivery failed.
+Exit status: 0 all sent, 1 some traces were rejected (the valid ones were still sent, unless --strict), 2 delivery
+failed. `combee produce` and the Node producer behave the same.
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--playbook", default="demo", help="playbook_id of generated traces")
     parser.add_argument("--seed", type=int, default=0, help="seed of generated traces")
     parser.add_argument("--schema", type=Path, default=DEFAULT_SCHEMA, help="trace JSON Schema")
+    parser.add_argument("--strict", action="store_true", help="send nothing when any trace is invalid (exit 1)")
     args = parser.parse_args(argv)
 
     validator = trace_validator(args.schema)
@@ -124,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
 
     sent: list[str] = []
     rejected = 0
+    valid: list[tuple[bytes, bytes, str]] = []
     for number, line in lines:
         where = f"line {number}" if args.file else f"trace {number}"
         try:
@@ -140,10 +143,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{where}: rejected: does not match {args.schema.name}: {'; '.join(found[:5])}", file=sys.stderr)
             rejected += 1
             continue
-        producer.produce(topic, value=payload, key=trace["playbook_id"].encode("utf-8"),
-                         headers=[("schema_version", b"1")], on_delivery=delivered)
+        valid.append((payload, trace["playbook_id"].encode("utf-8"), trace["trace_id"]))
+    if rejected and args.strict:
+        print(json.dumps({"topic": topic, "sent": [], "rejected": rejected}))
+        print(f"{rejected} invalid trace(s); nothing sent (--strict)", file=sys.stderr)
+        return 1
+    for payload, key, trace_id in valid:
+        producer.produce(topic, value=payload, key=key, headers=[("schema_version", b"1")], on_delivery=delivered)
         producer.poll(0)
-        sent.append(trace["trace_id"])
+        sent.append(trace_id)
     try:
         remaining = producer.flush(30)
     except KafkaException as error:

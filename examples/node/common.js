@@ -3,6 +3,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
 
 import Ajv2020Module from "ajv/dist/2020.js";
 import addFormatsModule from "ajv-formats";
@@ -105,3 +106,26 @@ export function securityConfig(env = process.env) {
 export const CONSUMER_TIMEOUTS = {
   sessionTimeout: 6000, heartbeatInterval: 1000, rebalanceTimeout: 6000, maxWaitTimeInMs: 500,
 };
+
+/**
+ * The command line's flags (node:util parseArgs), with --help / -h printing `usage` (exit 0), and an unknown or
+ * malformed flag, or `valid(values)` false, printing one line and the usage (exit 64) instead of a stack trace.
+ */
+export function parseFlags(options, usage, valid = () => true) {
+  let values;
+  try {
+    ({ values } = parseArgs({ options: { ...options, help: { type: "boolean", short: "h" } } }));
+  } catch (error) {
+    process.stderr.write(`${error.message}\n${usage}\n`);
+    process.exit(64);
+  }
+  if (values.help) {
+    process.stdout.write(`${usage}\n`);
+    process.exit(0);
+  }
+  if (!valid(values)) {
+    process.stderr.write(`${usage}\n`);
+    process.exit(64);
+  }
+  return values;
+}

@@ -12,30 +12,23 @@
 // skip the check, 0.1 when an entry tells it to skip the check, else 0.3. Deterministic, so replays agree.
 // Exit status: 0 after --max-results answers (or on SIGINT/SIGTERM), 3 on --timeout, 2 on a delivery failure.
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 
 import kafkajs from "kafkajs";
 
-import { CONSUMER_TIMEOUTS, SCHEMAS_DIR, describeErrors, loadValidator, makeKafka } from "./common.js";
+import { CONSUMER_TIMEOUTS, SCHEMAS_DIR, describeErrors, loadValidator, makeKafka, parseFlags } from "./common.js";
 
 const { Partitioners } = kafkajs;
 const EVALUATOR = "node-example";
 const EVALUATOR_MODEL = "node-example/keyword-judge";
 
-const { values: args } = parseArgs({
-  options: {
-    bootstrap: { type: "string" },
-    prefix: { type: "string", default: "combee." },
-    group: { type: "string" },
-    "max-results": { type: "string" },
-    timeout: { type: "string" },
-  },
-});
-if (!args.bootstrap) {
-  process.stderr.write("usage: evaluator.js --bootstrap HOST:PORT [--prefix P] [--group G] [--max-results N] "
-    + "[--timeout S]\n");
-  process.exit(64);
-}
+const args = parseFlags({
+  bootstrap: { type: "string" },
+  prefix: { type: "string", default: "combee." },
+  group: { type: "string" },
+  "max-results": { type: "string" },
+  timeout: { type: "string" },
+}, "usage: evaluator.js --bootstrap HOST:PORT [--prefix P] [--group G] [--max-results N] "
+  + "[--timeout S]", (values) => Boolean(values.bootstrap));
 
 const validateRequest = loadValidator(join(SCHEMAS_DIR, "eval_request.v1.json"));
 const validateResult = loadValidator(join(SCHEMAS_DIR, "eval_result.v1.json"));

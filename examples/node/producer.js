@@ -5,35 +5,33 @@
 //   node producer.js --bootstrap localhost:9092 --generate 10 --playbook support-bot
 //
 // Valid traces go to <prefix>traces keyed by playbook_id with the header schema_version=1 (docs/protocol.md);
-// invalid ones are reported on stderr (line number and what is wrong) and not sent. A JSON summary goes to stdout.
-// Exit status: 0 all sent, 1 some traces were rejected (the valid ones were still sent), 2 delivery failed.
+// invalid ones are reported on stderr (line number and what is wrong) and not sent (with --strict, nothing is sent
+// when any is invalid). A JSON summary goes to stdout; `combee produce` behaves the same.
+// Exit status: 0 all sent, 1 some traces were rejected (the valid ones were still sent, unless --strict),
+// 2 delivery failed, 64 bad flags.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 
 import kafkajs from "kafkajs";
 
-import { SCHEMAS_DIR, describeErrors, loadValidator, makeKafka } from "./common.js";
+import { SCHEMAS_DIR, describeErrors, loadValidator, makeKafka, parseFlags } from "./common.js";
 
 const { Partitioners } = kafkajs;
 const MAX_MESSAGE_BYTES = 1_048_576; // the reflector dead-letters larger traces
 
-const { values: args } = parseArgs({
-  options: {
-    bootstrap: { type: "string" },
-    prefix: { type: "string", default: "combee." },
-    file: { type: "string" },
-    generate: { type: "string" },
-    playbook: { type: "string", default: "demo" },
-    seed: { type: "string", default: "0" },
-    schema: { type: "string", default: join(SCHEMAS_DIR, "trace.v1.json") },
-  },
-});
-if (!args.bootstrap || (args.file === undefined) === (args.generate === undefined)) {
-  process.stderr.write("usage: producer.js --bootstrap HOST:PORT [--prefix P] (--file FILE.jsonl | --generate N "
-    + "[--playbook ID] [--seed S]) [--schema trace.v1.json]\n");
-  process.exit(64);
-}
+const args = parseFlags({
+  bootstrap: { type: "string" },
+  prefix: { type: "string", default: "combee." },
+  file: { type: "string" },
+  generate: { type: "string" },
+  playbook: { type: "string", default: "demo" },
+  seed: { type: "string", default: "0" },
+  schema: { type: "string", default: join(SCHEMAS_DIR, "trace.v1.json") },
+  strict: { type: "boolean", default: false },
+}, "usage: producer.js --bootstrap HOST:PORT [--prefix P] (--file FILE.jsonl | --generate N [--playbook ID] "
+  + "[--seed S]) [--schema trace.v1.json] [--strict]\n"
+  + "  sends the valid traces and reports each invalid one (exit 1); --strict: sends nothing if any is invalid",
+(values) => values.bootstrap && (values.file === undefined) !== (values.generate === undefined));
 
 /** A small seeded generator (mulberry32) so generated traces are reproducible. */
 function seededRandom(seed) {
@@ -107,6 +105,12 @@ for (const [label, line] of inputs()) {
   }
   messages.push({ key: trace.playbook_id, value, headers: { schema_version: "1" } });
   sent.push(trace.trace_id);
+}
+
+if (rejected && args.strict) {
+  process.stdout.write(`${JSON.stringify({ topic, sent: [], rejected })}\n`);
+  process.stderr.write(`${rejected} invalid trace(s); nothing sent (--strict)\n`);
+  process.exit(1);
 }
 
 const kafka = makeKafka(args.bootstrap, "combee-node-producer");

@@ -12,30 +12,23 @@
 // Exit status: 0 when --max-versions versions were seen (or on SIGINT/SIGTERM), 3 on --timeout.
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
-import { parseArgs } from "node:util";
 
-import { CONSUMER_TIMEOUTS, SCHEMAS_DIR, describeErrors, loadValidator, makeKafka } from "./common.js";
+import { CONSUMER_TIMEOUTS, SCHEMAS_DIR, describeErrors, loadValidator, makeKafka, parseFlags } from "./common.js";
 
 const SUPPORTED_SCHEMA_VERSIONS = new Set([1]);
 
-const { values: args } = parseArgs({
-  options: {
-    bootstrap: { type: "string" },
-    prefix: { type: "string", default: "combee." },
-    playbook: { type: "string" },
-    "max-versions": { type: "string" },
-    timeout: { type: "string" },
-    group: { type: "string" },
-    entries: { type: "boolean", default: false },
-    candidates: { type: "boolean", default: false },
-    schema: { type: "string" },
-  },
-});
-if (!args.bootstrap) {
-  process.stderr.write("usage: subscriber.js --bootstrap HOST:PORT [--prefix P] [--playbook ID] "
-    + "[--max-versions N] [--timeout S] [--group G] [--entries] [--candidates]\n");
-  process.exit(64);
-}
+const args = parseFlags({
+  bootstrap: { type: "string" },
+  prefix: { type: "string", default: "combee." },
+  playbook: { type: "string" },
+  "max-versions": { type: "string" },
+  timeout: { type: "string" },
+  group: { type: "string" },
+  entries: { type: "boolean", default: false },
+  candidates: { type: "boolean", default: false },
+  schema: { type: "string" },
+}, "usage: subscriber.js --bootstrap HOST:PORT [--prefix P] [--playbook ID] "
+  + "[--max-versions N] [--timeout S] [--group G] [--entries] [--candidates]", (values) => Boolean(values.bootstrap));
 
 const validate = loadValidator(args.schema
   ?? join(SCHEMAS_DIR, args.candidates ? "playbook_version.v1.json" : "promotion_decision.v1.json"));

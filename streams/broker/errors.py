@@ -1,6 +1,12 @@
 """What goes wrong with a broker, as one-line errors (all :class:`~combee_core.errors.CombeeError`)."""
 
+from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError, RequestTimedOutError
+
 from combee_core.errors import CombeeError
+
+BROKER_UNANSWERED = (KafkaConnectionError, KafkaTimeoutError, NodeNotReadyError, RequestTimedOutError)
+"""aiokafka's errors for a broker that does not answer (for now): worth trying again while the watchdog's grace
+runs."""
 
 
 class EmbeddedBrokerUnavailable(CombeeError, RuntimeError):

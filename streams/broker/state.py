@@ -101,6 +101,17 @@ def read_record(path: Path | None = None) -> BrokerRecord | None:
     return record
 
 
+def recorded_but_gone(path: Path | None = None) -> BrokerRecord | None:
+    """The record of a ``combee broker`` that no longer runs (left behind when it was killed), else None; the
+    record is left in place (:func:`read_record` removes it)."""
+    path = path or record_path()
+    try:
+        record = BrokerRecord.model_validate_json(path.read_bytes())
+    except (OSError, ValidationError, ValueError):
+        return None
+    return None if process_alive(record.pid) else record
+
+
 def clear_record(pid: int | None = None, path: Path | None = None) -> None:
     """Remove the record if it belongs to ``pid`` (default: this process); another broker's record stays."""
     _remove_if_owned(path or record_path(), os.getpid() if pid is None else pid)

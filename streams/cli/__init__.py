@@ -14,6 +14,7 @@ from combee_core.errors import CombeeError
 from streams.cli import (
     broker,
     demo,
+    dlq,
     model,
     otlp_receiver,
     playbook,
@@ -26,7 +27,7 @@ from streams.cli import (
     worker,
 )
 
-SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, schemas, demo, replay, model, playbook, promote,
+SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
                       otlp_receiver)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 

@@ -10,6 +10,11 @@ import sys
 
 from streams.cli.running import stop_on_signals
 
+MEMORY_STOP_S = 2.0
+"""Seconds Tansu gets to exit on SIGTERM with in-memory storage (it waits for connected clients; nothing to keep)."""
+STORED_STOP_S = 5.0
+"""The same with stored topics, which it may still be writing."""
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     broker = subparsers.add_parser("broker", help="run the embedded Tansu broker; other commands here find it")
@@ -43,7 +48,14 @@ async def cmd_broker(args: argparse.Namespace) -> int:
         exit_code = await _wait_for_stop_or_exit(stop, broker)
     finally:
         clear_record()
-        await broker.stop_async()
+        memory = broker.storage.startswith("memory:")
+        grace = MEMORY_STOP_S if memory else STORED_STOP_S  # in memory there is nothing to flush
+        if exit_code is None:
+            print(f"Stopping the broker at {broker.bootstrap} (up to {grace:g} s while clients are connected)...",
+                  file=sys.stderr, flush=True)
+        await broker.stop_async(grace)
+        if exit_code is None:
+            print("Broker stopped.", file=sys.stderr, flush=True)
     if exit_code is not None:
         from streams.broker.errors import BrokerLost
 

@@ -86,7 +86,9 @@ async def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def version_line(row, traces_sent: int, traces_total: int, llm_calls: int, next_size: str) -> str:
-    """One plain log line for a published version; ``next_size`` says what the batch after it uses."""
+    """One plain log line for a published version; ``next_size`` says what the batch after it uses: the traces it
+    was formed of, which is the controller's target when it filled up, fewer when ``max_wait`` closed it or the
+    traces ran out (the summary lists both: decisions and batches formed)."""
     return (f"[{row.seconds_since_start:6.1f}s] traces {traces_sent}/{traces_total}  v{row.version}: "
             f"batch {row.batch_size}, {row.entries} entries, held-out accuracy {row.held_out_accuracy:.3f}  "
             f"next batch size {next_size}  LLM calls {llm_calls}")
@@ -106,67 +108,86 @@ class VersionLog:
 
     def __init__(self) -> None:
         self._seen = 0
-        self._waiting: list[tuple[object, int, int]] = []
+        self._waiting: list[tuple[Any, int, int]] = []
         """(row, traces sent, LLM calls) of versions whose line is not out yet, oldest first."""
 
     def update(self, progress) -> list[str]:
         """Lines that can be printed after this progress report."""
-        lines: list[str] = []
-        for row in progress.history[self._seen:]:
-            if self._waiting:  # the version after it tells exactly what the next batch was
-                lines += self._release(progress, str(row.batch_size))
-            self._waiting.append((row, progress.traces_sent, progress.llm_calls))
-        self._seen = len(progress.history)
-        if progress.traces_learned >= progress.traces_total:
-            lines += self._release(progress, NO_NEXT_BATCH)
-        elif not progress.auto_batch_size:
-            lines += self._release(progress, str(progress.batch_size))
-        return lines
+        return [line for _, line in self.update_events(progress)]
 
     def flush(self, progress) -> list[str]:
         """Release every waiting line: the run moved on (a phase change, or the end)."""
+        return [line for _, line in self.flush_events(progress)]
+
+    def waiting_since(self) -> float | None:
+        """When the oldest version whose line is not out yet arrived (None when none waits)."""
+        return self._waiting[0][0].seconds_since_start if self._waiting else None
+
+    def update_events(self, progress) -> list[tuple[float, str]]:
+        """(when the version arrived, its line) of the lines :meth:`update` releases."""
+        events: list[tuple[float, str]] = []
+        for row in progress.history[self._seen:]:
+            if self._waiting:  # the version after it tells exactly what the next batch was
+                events += self._release(progress, str(row.batch_size))
+            self._waiting.append((row, progress.traces_sent, progress.llm_calls))
+        self._seen = len(progress.history)
+        if progress.traces_learned >= progress.traces_total:
+            events += self._release(progress, NO_NEXT_BATCH)
+        elif not progress.auto_batch_size:
+            events += self._release(progress, str(progress.batch_size))
+        return events
+
+    def flush_events(self, progress) -> list[tuple[float, str]]:
         return self._release(progress, NO_NEXT_BATCH if progress.traces_learned >= progress.traces_total
                              else "pending (not batched yet)")
 
-    def _release(self, progress, next_size: str) -> list[str]:
-        lines = [version_line(row, sent, progress.traces_total, calls, next_size)
-                 for row, sent, calls in self._waiting]
+    def _release(self, progress, next_size: str) -> list[tuple[float, str]]:
+        events = [(row.seconds_since_start, version_line(row, sent, progress.traces_total, calls, next_size))
+                  for row, sent, calls in self._waiting]
         self._waiting.clear()
-        return lines
+        return events
 
 
 class PlainView:
-    """One line per phase change and per version: for logs and pipes."""
+    """One line per phase change, per version and per promotion decision: for logs and pipes. Each line carries the
+    time of its event and lines come out in that order: a version's line waits for the size of the batch after it
+    (:class:`VersionLog`), so the lines of later events wait with it."""
 
     def __init__(self) -> None:
         self._phase = ""
         self._versions = VersionLog()
         self._last = None
         self._promotions = 0
+        self._held: list[tuple[float, str]] = []
+        """(when, line) of events after the oldest version whose line waits."""
 
     def __enter__(self) -> PlainView:
         return self
 
     def __exit__(self, *exc: object) -> None:
         if self._last is not None:
-            self._print(self._versions.flush(self._last))
+            self._emit(self._versions.flush_events(self._last))
 
     def update(self, progress) -> None:
         self._last = progress
-        lines = self._versions.update(progress)
-        lines += [f"[{progress.elapsed_now():6.1f}s] promotion: {line}"
-                  for line in progress.promotions[self._promotions:]]
+        events = self._versions.update_events(progress)
+        now = progress.elapsed_now()
+        events += [(now, f"[{now:6.1f}s] promotion: {line}") for line in progress.promotions[self._promotions:]]
         self._promotions = len(progress.promotions)
         if progress.phase != self._phase:
-            lines += self._versions.flush(progress)
+            events += self._versions.flush_events(progress)
             self._phase = progress.phase
-            lines.append(f"[{progress.elapsed_s:6.1f}s] {progress.phase}")
-        self._print(lines)
+            events.append((progress.elapsed_s, f"[{progress.elapsed_s:6.1f}s] {progress.phase}"))
+        self._emit(events)
 
-    @staticmethod
-    def _print(lines: list[str]) -> None:
-        for line in lines:
-            print(line, flush=True)
+    def _emit(self, events: list[tuple[float, str]]) -> None:
+        """Print the events not after the oldest waiting version, in time order; hold the others."""
+        pending = sorted(self._held + events, key=lambda event: event[0])  # stable: same time, same order
+        waiting = self._versions.waiting_since()
+        self._held = [event for event in pending if waiting is not None and event[0] > waiting]
+        for when, line in pending:
+            if waiting is None or when <= waiting:
+                print(line, flush=True)
 
 
 def batch_size_cell(progress) -> str:
@@ -258,8 +279,9 @@ def print_summary(result) -> None:
         ("dead letters", str(result.dead_letters)),
         ("held-out accuracy before -> after", f"{result.accuracy_before:.3f} -> {result.accuracy_after:.3f}"),
         ("playbook entries / tokens", f"{result.playbook_entries} / {result.playbook_tokens}"),
-        ("batch sizes chosen by the controller",
+        ("controller's size decisions (targets)",
          ", ".join(map(str, result.controller.chosen_batch_sizes)) or "(fixed)"),
+        ("batches formed (traces each)", ", ".join(str(v.batch_size) for v in result.versions) or "none"),
         ("fleet", fleet_cell(result.options, result.fleet)),
         ("max staleness (versions)", str(max((v.max_staleness for v in result.versions), default=0))),
         ("LLM calls", str(result.usage.calls)),

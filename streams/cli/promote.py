@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import socket
-import sys
 
 from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
@@ -26,6 +25,13 @@ from streams.cli.running import broker_for
 from streams.topology.runtime import read_topic, start_producer
 
 WRITE_ATTEMPTS = 5
+
+
+def known_versions(versions: dict[int, PlaybookVersion]) -> str:
+    """What versions a playbook has, for the error naming one it has not."""
+    if not versions:
+        return "it has no versions on the playbook topic: check the id and --prefix; 0 is the empty playbook"
+    return f"versions 1..{max(versions)}, and 0 for the empty playbook"
 
 
 def operator_name() -> str:
@@ -58,8 +64,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
             ledger = await read_ledger(settings, bootstrap, profile)
             target = version if version is not None else rollback_target(ledger, playbook_id)
             if target != 0 and target not in versions:
-                newest = max(versions, default=0)
-                raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{newest})")
+                raise PromotionError(f"{playbook_id} has no version {target} ({known_versions(versions)})")
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
                                          why=why, rule=rule, now=utc_now())
             await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
@@ -103,12 +108,9 @@ def add_parser(subparsers) -> None:
 async def _act(args: argparse.Namespace, action: str) -> int:
     settings = settings_from_args(args)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-        try:
-            decision = await operator_act(settings, bootstrap, profile, args.playbook, action, args.version,
-                                          why=args.reason)
-        except PromotionError as error:
-            print(f"combee {args.command}: {error}", file=sys.stderr)
-            return 1
+        # a PromotionError is one line and exit 2, as every error a user can fix (streams.cli.main)
+        decision = await operator_act(settings, bootstrap, profile, args.playbook, action, args.version,
+                                      why=args.reason)
     paused = "; automatic promotion paused until `combee promote`" if decision.paused else ""
     print(f"{decision.playbook_id}: serving v{decision.served_version} (was v{decision.previous_version}), decision "
           f"{decision.decision_id} by {decision.by}{paused}")

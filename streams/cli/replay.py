@@ -49,7 +49,8 @@ def add_parser(subparsers) -> None:
     pick.add_argument("--until", type=_timestamp, help="record time to stop at (exclusive)")
     target = replay.add_argument_group("the new run")
     target.add_argument("--into", help="topic prefix of the new run (default <prefix>replay-<random>.)")
-    target.add_argument("--new-run-id", help="run id of the new run (default replay-<random>)")
+    target.add_argument("--new-run-id", help="run id of the new run (default: the last part of its prefix, "
+                        "replay-<random>)")
     target.add_argument("--seed", dest="run_seed", type=int,
                         help="run seed (default: the recorded run's; another seed is a deliberate change)")
     target.add_argument("--batch-size", type=int,
@@ -64,7 +65,8 @@ def add_parser(subparsers) -> None:
     diff = subparsers.add_parser("diff", help="compare the playbook versions of two runs; report the first difference")
     diff.add_argument("run_a", metavar="RUN_A", help="archive path, or topic prefix on the broker")
     diff.add_argument("run_b", metavar="RUN_B", help="archive path, or topic prefix on the broker")
-    diff.add_argument("--bootstrap", help="Kafka bootstrap servers for topic prefixes (env COMBEE_KAFKA_BOOTSTRAP)")
+    diff.add_argument("--bootstrap", help="Kafka bootstrap servers for topic prefixes (env COMBEE_KAFKA_BOOTSTRAP); "
+                      "none -> the broker `combee broker` runs on this machine")
     add_connection(diff)
     diff.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     diff.set_defaults(handler=cmd_diff)
@@ -130,11 +132,13 @@ async def cmd_replay(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         llm_record=args.llm_record,
         timeout_s=args.timeout,
+        on_progress=lambda line: print(f"replay: {line}", file=sys.stderr, flush=True),
     )
     try:
         archive = read_archive(args.archive) if args.archive else None  # a bad line stops us before anything else
         broker = CombeeSettings.load(kafka_bootstrap=args.bootstrap, kafka=connection_overrides(args))
-        async with broker_for(broker, embedded=args.embedded) as (bootstrap, profile):
+        async with broker_for(broker, embedded=args.embedded,
+                              offer_embedded=args.archive is not None) as (bootstrap, profile):
             if archive is not None:
                 result = await replay_archive(archive, bootstrap, profile, options)
                 recorded = archive.versions()
@@ -188,10 +192,8 @@ async def cmd_diff(args: argparse.Namespace) -> int:
         if all(os.path.exists(run) for run in (args.run_a, args.run_b)):
             versions = [await versions_of(run, None, None) for run in (args.run_a, args.run_b)]
         else:
+            # none: the recorded `combee broker`
             settings = CombeeSettings.load(kafka_bootstrap=args.bootstrap, kafka=connection_overrides(args))
-            if not settings.kafka_bootstrap:
-                return _fail("diff", ValueError("a RUN that is not a file is a topic prefix: give --bootstrap "
-                                                "(or COMBEE_KAFKA_BOOTSTRAP)"))
             async with broker_for(settings) as (bootstrap, profile):
                 versions = [await versions_of(run, bootstrap, profile) for run in (args.run_a, args.run_b)]
     except ArchiveError as error:

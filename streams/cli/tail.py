@@ -44,6 +44,10 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         if promoted:
             print(f"following promoted versions ({settings.topic(Topic.PROMOTED)}); --candidates for every version",
                   file=sys.stderr, flush=True)
+        elif not args.candidates:  # chosen once: a stream that changed format midway would break its readers
+            print(f"following every candidate version ({topic}): the run has no promotion decision yet; in a run "
+                  "that promotes, pass --promotion (or COMBEE_PROMOTION=1) to follow its decisions from the start",
+                  file=sys.stderr, flush=True)
         watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing,
                                    connection=profile.connection)
         async with watching(watchdog):

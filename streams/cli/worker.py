@@ -7,9 +7,13 @@ import asyncio
 import contextlib
 import sys
 
+from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES
-from streams.cli.flags import add_common, add_loss_grace, add_pipeline, settings_from_args
+from streams.cli.flags import PIPELINE_FLAGS, add_common, add_loss_grace, add_pipeline, flag_overrides
 from streams.cli.running import broker_for, stop_on_signals, until_stopped
+
+WORKER_FLAGS = ("health_host", "builtin_evaluator_playbooks")
+"""Worker flags named after the setting they override."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -22,12 +26,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")
+    worker.add_argument("--health-host", dest="health_host",
+                        help="address the health port binds (env COMBEE_HEALTH_HOST; default 127.0.0.1, this machine "
+                        "only; 0.0.0.0 in a container, as deploy/ sets)")
+    worker.add_argument("--builtin-evaluator-playbooks", dest="builtin_evaluator_playbooks",
+                        help="playbooks the built-in evaluator scores on the synthetic task suite (comma-separated, "
+                        "'*' for all; default: the demo's); it refuses the others (docs/protocol.md, evaluators)")
     add_loss_grace(worker)
     worker.set_defaults(handler=cmd_worker)
 
 
 async def cmd_worker(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
+    settings = CombeeSettings.load(**flag_overrides(args, (*PIPELINE_FLAGS, *WORKER_FLAGS)))
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:
@@ -40,18 +50,52 @@ async def cmd_worker(args: argparse.Namespace) -> int:
 
             metrics = WorkerMetrics(readiness)
             health = await exits.enter_async_context(
-                HealthServer(readiness.report, port=args.health_port, metrics=metrics.render))
-            print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics)", file=sys.stderr)
+                HealthServer(readiness.report, host=settings.health_host, port=args.health_port,
+                             metrics=metrics.render))
+            print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics; bound to {settings.health_host})",
+                  file=sys.stderr)
         from streams.topology.worker import STOP_BUDGET_S, parse_stages, run_worker
 
         stages = parse_stages(args.stages)
-        bootstrap, profile = await exits.enter_async_context(broker_for(settings, embedded=args.embedded))
-        print(f"worker: stages {', '.join(stages)} on {bootstrap}, topics {settings.topic_prefix}*", file=sys.stderr)
+        bootstrap, profile = await exits.enter_async_context(
+            broker_for(settings, embedded=args.embedded, offer_embedded=True))
+        for line in start_lines(settings, stages, bootstrap):
+            print(line, file=sys.stderr)
         work = run_worker(settings, bootstrap, profile, stages, stop=stop, readiness=readiness,
                           on_call=metrics.observe_call if metrics is not None else None)
         announcer = asyncio.create_task(announce_ready(readiness, stop, lambda line: print(line, file=sys.stderr,
                                                                                            flush=True)))
         exits.callback(announcer.cancel)
         counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
-    print(f"worker stopped: {counters if counters is not None else 'cancelled while starting'}", file=sys.stderr)
+    print(f"worker stopped: {describe_counters(counters) if counters is not None else 'cancelled while starting'}",
+          file=sys.stderr)
     return 0
+
+
+def start_lines(settings: CombeeSettings, stages: tuple[str, ...], bootstrap: str) -> list[str]:
+    """What a worker says once at start: the stages it runs (and those it does not, and why), the model of each
+    role, and, when a role is the offline simulator, what that means for traces from outside producers."""
+    from combee_core.model_notice import describe_models, simulator_warning
+    from combee_core.processors.evaluator import parse_playbooks
+    from streams.topology.worker import LLM_STAGES, PROMOTION_STAGES
+
+    running = [name for name in stages if settings.promotion or name not in PROMOTION_STAGES]
+    skipped = [name for name in stages if name not in running]
+    lines = [f"worker: stages {', '.join(running)} on {bootstrap}, topics {settings.topic_prefix}*"
+             + (f" (not {', '.join(skipped)}: they run only with --promotion)" if skipped else "")]
+    if LLM_STAGES.intersection(running) or "evaluate" in running:
+        lines.append(f"worker: {describe_models(settings, evaluator='evaluate' in running)}")
+    if LLM_STAGES.intersection(running) and (warning := simulator_warning(settings)):
+        lines.append(f"worker: {warning}")
+    if "evaluate" in running:
+        allowed = parse_playbooks(settings.builtin_evaluator_playbooks)
+        scope = "every playbook" if allowed is None else f"playbook(s) {', '.join(sorted(allowed)) or 'none'}"
+        lines.append(f"worker: the built-in evaluator scores {scope} on the synthetic task suite and refuses the "
+                     "others (COMBEE_BUILTIN_EVALUATOR_PLAYBOOKS; your own metric: docs/protocol.md, "
+                     "'Writing an evaluator')")
+    return lines
+
+
+def describe_counters(counters: dict[str, int]) -> str:
+    """``{"messages.reflect": 40, ...}`` -> ``messages.reflect 40, ...`` (sorted; 'nothing counted' when empty)."""
+    return ", ".join(f"{name} {count}" for name, count in sorted(counters.items())) or "nothing counted"

@@ -18,7 +18,16 @@ from streams.demo.results import ControllerSummary, VersionRow  # noqa: E402
 
 def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Path:
     """Held-out accuracy of every playbook version, with the empty playbook's accuracy as version 0."""
-    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    fig = accuracy_figure(rows, baseline)
+    fig.savefig(path, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def accuracy_figure(rows: Sequence[VersionRow], baseline: float):
+    """The figure :func:`plot_accuracy` saves. Its legend sits below the axes, so that it never covers a point (a
+    rejected version's marker is the one the misleading demo exists to show, wherever it falls)."""
+    fig, ax = plt.subplots(figsize=(7, 4.6), dpi=120)
     xs = [0] + [r.version for r in rows]
     ys = [baseline] + [r.held_out_accuracy for r in rows]
     ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.6, color="#1f77b4", label="held-out accuracy")
@@ -44,11 +53,9 @@ def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Pa
     ax.grid(True, alpha=0.3)
     final = ys[-1]
     ax.set_title(f"Held-out accuracy per version: {baseline:.3f} -> {final:.3f}")
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, fontsize=8, frameon=False)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def controller_plot_skipped(summary: ControllerSummary) -> str | None:

@@ -148,7 +148,8 @@ def version_row(version: PlaybookVersion, suite: TaskSuite, started: float) -> V
     return VersionRow(
         version=version.version, batch_id=version.batch_id, batch_size=stats.batch_size, k=stats.k,
         entries=len(version.entries), playbook_tokens=stats.playbook_tokens,
-        held_out_accuracy=round(expected_accuracy(suite, suite.held_out, version.entries), 4),
+        held_out_accuracy=expected_accuracy(suite, suite.held_out, version.entries),  # unrounded: the promoter's
+        # score of the same version is this number, and both print it with the same digits
         max_staleness=stats.max_staleness, delay_s=round(stats.delay_s, 4),
         llm_critical_path_s=round(stats.llm_critical_path_s, 4), llm_calls=stats.llm_calls,
         seconds_since_start=round(time.monotonic() - started, 3), parent_version=version.parent_version,

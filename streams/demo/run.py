@@ -105,7 +105,8 @@ async def run_demo(
     suite = build_suite(families=options.families, seed=options.suite_seed)
     total = options.traces or len(suite.train)
     baseline = expected_accuracy(suite, suite.held_out, [])
-    progress = DemoProgress(traces_total=total, auto_batch_size=settings.auto_batch_size,
+    planned_misleading = min(options.misleading, len(suite.train))  # the run's traces: the fleet's and these
+    progress = DemoProgress(traces_total=total + planned_misleading, auto_batch_size=settings.auto_batch_size,
                             batch_size=settings.batch_size, accuracy_before=round(baseline, 4),
                             accuracy=round(baseline, 4), started=started, mode=options.mode)
     usage = Usage()
@@ -163,6 +164,7 @@ async def run_demo(
         finally:
             await producer.stop()
         misleading_ids.update(t.trace_id for t in traces)
+        progress.traces_sent += len(traces)
         progress.promotions.append(f"published {len(traces)} misleading traces (harmful rules)")
         report()
 

@@ -8,14 +8,18 @@ the record, sends the selected traces, and waits for every planned version.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import os
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
 from combee_core.archive import Archive, ArchiveError, ArchiveHeader, ArchiveRecord, write_archive
@@ -111,6 +115,9 @@ class ReplayOptions:
     llm_record: Literal["auto", "off", "replay"] = "auto"
     """auto: answer LLM calls from the record when the source holds calls, else call the models."""
     timeout_s: float = 600.0
+    on_progress: Callable[[str], None] | None = None
+    """Told what the replay does as it goes: its start, then every ``progress_every_s`` the versions so far."""
+    progress_every_s: float = 5.0
 
 
 @dataclass
@@ -152,6 +159,12 @@ async def replay_from_topics(
     return await _replay(archive, settings, bootstrap, profile, options, calls_topic=settings.topic(Topic.LLM_CALLS))
 
 
+def replay_run_id(prefix: str) -> str:
+    """The new run's default id: its prefix's last part (``combee.replay-84123598.`` -> ``replay-84123598``), so
+    its topics and its consumer groups carry the same name."""
+    return prefix.rstrip(".").rsplit(".", 1)[-1] or "replay"
+
+
 def _new_settings(source: CombeeSettings, options: ReplayOptions, prefix: str, follow: bool, llm_record: str,
                   calls_topic: str | None) -> CombeeSettings:
     if prefix == source.topic_prefix:
@@ -160,7 +173,7 @@ def _new_settings(source: CombeeSettings, options: ReplayOptions, prefix: str, f
     values.update(
         kafka_bootstrap=None,
         topic_prefix=prefix,
-        run_id=options.run_id or f"replay-{uuid.uuid4().hex[:8]}",
+        run_id=options.run_id or replay_run_id(prefix),
         batch_plan_topic=f"{prefix}{PLAN_TOPIC}" if follow else None,
         llm_record=llm_record,
         llm_record_file=None,
@@ -243,7 +256,11 @@ async def _replay(
                 await producer.send(calls_topic, call.value_bytes(), key=call.key_bytes())
         await producer.flush()
         log.info("replaying %d trace(s) of %s into %s", len(to_send), archive.header.prefix, settings.topic_prefix)
-        async with InProcessPipeline(settings, bootstrap, profile) as run:
+        say = options.on_progress or (lambda line: None)
+        say(f"replaying {len(to_send)} trace(s) of {archive.header.prefix} into {settings.topic_prefix} (run id "
+            f"{settings.run_id})" + (f", {sum(plan.expected_versions().values())} version(s) expected" if plan
+                                     else ""))
+        async with InProcessPipeline(settings, bootstrap, profile) as run, _ticking(run, options):
             await _send_traces(producer, settings.topic(Topic.TRACES), to_send)
             if plan is not None:
                 expected = plan.expected_versions()
@@ -262,6 +279,31 @@ async def _replay(
                             dead_letters=len(dead), llm_record=llm_record, counters=dict(run.counters))
     finally:
         await producer.stop()
+
+
+@contextlib.asynccontextmanager
+async def _ticking(run: InProcessPipeline, options: ReplayOptions) -> AsyncIterator[None]:
+    """While the body runs, tell ``options.on_progress`` every ``progress_every_s`` how many versions are out."""
+    if options.on_progress is None:
+        yield
+        return
+    say, started = options.on_progress, time.monotonic()
+
+    async def tick() -> None:
+        while True:
+            await asyncio.sleep(options.progress_every_s)
+            try:
+                say(f"{time.monotonic() - started:.0f} s: {len(await run.versions())} version(s) so far")
+            except KafkaError as error:  # the replay's own reads report a broker that is gone
+                log.debug("replay progress: could not read the versions: %s", error)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        yield
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
 
 
 async def _send_traces(producer: AIOKafkaProducer, topic: str, records: Sequence[ArchiveRecord]) -> None:

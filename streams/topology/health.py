@@ -43,18 +43,19 @@ class WorkerReadiness:
         self.tasks = list(tasks)
 
     def report(self) -> tuple[bool, dict[str, str]]:
-        """(ready, stage name -> "starting" | "consuming" | "stopped", plus ``"broker": "unreachable"`` while the
-        broker does not answer)."""
+        """(ready, stage name -> "starting" | "consuming" | "waiting for the broker" | "stopped", plus ``"broker":
+        "unreachable"`` while the broker does not answer: a stage that joined its group consumes nothing then)."""
+        unreachable = self.broker is not None and self.broker.unreachable_since is not None
         states: dict[str, str] = {}
         for stage, task in zip(self.stages, self.tasks):
             if task.done():
                 states[stage.name] = "stopped"
             elif stage.started.is_set():
-                states[stage.name] = "consuming"
+                states[stage.name] = "waiting for the broker" if unreachable else "consuming"
             else:
                 states[stage.name] = "starting"
         ready = bool(states) and all(state == "consuming" for state in states.values())
-        if self.broker is not None and self.broker.unreachable_since is not None:
+        if unreachable:
             states["broker"] = "unreachable"
             ready = False
         return ready, states
@@ -85,7 +86,7 @@ class HealthServer:
     """Serves ``/healthz`` and ``/readyz``; ``readiness`` is asked on every ``/readyz`` request. With ``metrics``
     (an async callable returning the exposition text, e.g. ``WorkerMetrics.render``) it serves ``/metrics`` too."""
 
-    def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "0.0.0.0",
+    def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "127.0.0.1",
                  port: int = 8080, *, metrics: Callable[[], Awaitable[bytes]] | None = None) -> None:
         self._readiness = readiness
         self._metrics = metrics

@@ -207,8 +207,8 @@ class LogView:
             raise LogViewTimeout(f"{self.topic}: the view is closed")
         ctx = self._stage.ctx
         probe = AIOKafkaConsumer(**consumer_config(ctx.bootstrap, ctx.profile, None))
-        await probe.start()
         try:
+            await probe.start()  # inside: a start the broker refused leaves a client to close too
             end = (await asyncio.wait_for(end_offsets(probe, ctx.profile, [self._tp]), timeout_s))[self._tp]
         finally:
             await probe.stop()

@@ -9,6 +9,7 @@ the runtime.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 
 from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
+from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.dead_letters import make_dead_letter, readable_ids
 from streams.topology.kafka_clients import (
     FETCH_MAX_BYTES,
@@ -50,6 +52,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+REBUILD_RETRY_S = 1.0  # between two tries of a rebuild the broker did not answer
 
 M = TypeVar("M", bound=CombeeModel)
 
@@ -115,6 +118,7 @@ class Stage:
         self._releases = 0
         """Counts releases: a rebuild that saw one happen meanwhile does not take ownership."""
         self._stale: set[TopicPartition] = set()
+        self._stale_expected: set[TopicPartition] = set()  # of those, the ones an import made stale
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
         """Set once the consumer has started (joined its group); cleared when it stops."""
@@ -227,10 +231,13 @@ class Stage:
     def owns_key(self, key: str) -> bool:
         return self.owner_partition(key) in self.assigned
 
-    def mark_stale(self, tp: TopicPartition) -> None:
-        """This partition's state was found stale (another writer took a number first): the main loop resets it."""
+    def mark_stale(self, tp: TopicPartition, *, expected: bool = False) -> None:
+        """This partition's state was found stale (another writer took a number first): the main loop resets it.
+        ``expected``: the other writer was an operator's (``combee playbook import``), not a fault."""
         if tp in self.assigned:
             self._stale.add(tp)
+            if expected:
+                self._stale_expected.add(tp)
 
     async def release(self, revoked: set[TopicPartition]) -> None:
         """Fence revoked partitions: no handling, producing or committing for them from now on."""
@@ -269,6 +276,14 @@ class Stage:
         releases = self._releases
         try:
             await self.on_assigned(pending)
+        except BROKER_UNANSWERED as error:  # the broker is away: try again; the watchdog stops the worker after its
+            # grace (exit 3) if it stays away, instead of this stage dying with a traceback at once
+            self._to_rebuild |= pending & self._consumer.assignment()
+            log.warning("%s: could not rebuild %s, the broker did not answer (%s); trying again", self.name,
+                        _partitions(pending), type(error).__name__)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ctx.stop.wait(), REBUILD_RETRY_S)
+            return
         except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
             self._fail(error)
             return
@@ -284,10 +299,15 @@ class Stage:
     async def reset_stale(self) -> None:
         """Partitions whose state went stale: release, seek back to the committed offset, rebuild, own again."""
         stale, self._stale = self._stale & self.assigned, set()
+        expected, self._stale_expected = self._stale_expected, set()
         if not stale or self._consumer is None:
             return
-        log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
-                    _partitions(stale))
+        if stale <= expected:  # an import: routine, said at info level
+            log.info("%s: rebuilding %s from the logs after a `combee playbook import`", self.name,
+                     _partitions(stale))
+        else:
+            log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
+                        _partitions(stale))
         self.ctx.count("state_resets")
         await self.release(stale)
         for tp in stale & self._consumer.assignment():

@@ -58,6 +58,7 @@ async def test_produce_tail_and_status_on_a_running_pipeline(kafka, unique_prefi
         code, out, err = await _combee("tail", "--max-versions", "1", *common)
         assert code == 0, err
         assert out.startswith("pb v1 (parent v0, batch 0)")
+        assert "following every candidate version" in err and "pass --promotion" in err  # the mode is said
         assert "20 traces" in out and "\n  + [" in out
         await asyncio.sleep(settings.max_wait_s)  # let every stage commit its offsets (ticks every 0.25 s)
         code, out, err = await _combee("status", *common)
@@ -68,12 +69,20 @@ async def test_produce_tail_and_status_on_a_running_pipeline(kafka, unique_prefi
     assert "reflect    0" in out and "dead letters: 0" in out
 
 
-async def test_produce_rejects_a_file_with_an_invalid_line_and_sends_nothing(kafka, unique_prefix, tmp_path: Path):
+async def test_produce_sends_the_valid_lines_reports_the_invalid_one_and_exits_1_or_with_strict_sends_nothing(
+        kafka, unique_prefix, tmp_path: Path):
+    """The same behaviour as the example producers (examples/README.md)."""
     traces = make_traces(3, seed=12)
     lines = [traces[0].to_json_bytes().decode(), '{"trace_id": "x"}', traces[1].to_json_bytes().decode()]
     jsonl = tmp_path / "traces.jsonl"
     jsonl.write_text("\n".join(lines) + "\n")
-    code, _, err = await _combee("produce", str(jsonl), "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
-    assert code == 2
-    assert "line 2: does not match the Trace schema v1" in err and "nothing sent" in err
+    common = ("--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
+    code, _, err = await _combee("produce", str(jsonl), "--strict", *common)
+    assert code == 1
+    assert "line 2: does not match the Trace schema v1" in err and "nothing sent (--strict)" in err
     assert await read_topic(kafka.bootstrap, kafka.profile, f"{unique_prefix}traces", idle_s=0.3) == []
+    code, _, err = await _combee("produce", str(jsonl), *common)
+    assert code == 1
+    assert "line 2: does not match the Trace schema v1" in err and "sent 2 trace(s)" in err and "rejected 1" in err
+    sent = await read_topic(kafka.bootstrap, kafka.profile, f"{unique_prefix}traces", idle_s=0.3)
+    assert [record.value for record in sent] == [traces[0].to_json_bytes(), traces[1].to_json_bytes()]

@@ -102,6 +102,10 @@ async def test_demo_with_promotion_shows_decisions_runs_only_promoted_versions_a
     assert result.served_version == result.promotions[-1].served_version
     assert result.accuracy_after == max(row.held_out_accuracy for row in result.versions if row.decision == "promote")
     assert result.cost_usd_per_point is not None and result.cost_usd_per_point > 0
+    by_version = {row.version: row.held_out_accuracy for row in result.versions}
+    for decision in result.promotions:  # one version, one score: the demo's line and the promoter's agree
+        assert decision.held_out_score == pytest.approx(by_version[decision.candidate_version], abs=1e-12)
+    assert seen[-1].traces_total == 80 + 20  # the fleet's traces and the misleading ones
     assert any("promote (held-out" in line for line in seen[-1].promotions)  # shown live
     assert any("reject (held-out" in line for line in seen[-1].promotions)
     assert Path(tmp_path / "held_out_accuracy.png").read_bytes()[:8] == PNG_MAGIC

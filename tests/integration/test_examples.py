@@ -157,3 +157,25 @@ async def test_node_evaluator_answers_evaluation_requests_and_its_subscriber_fol
         assert (line["playbook_id"], line["decision_id"], line["action"], line["version"]) == \
             ("pb-eval", 0, "promote", 1)
         assert line["content_hash"] == decision.served.content_hash
+
+
+async def test_example_producers_and_subscribers_answer_help_and_refuse_bad_flags_without_a_stack_trace(tmp_path):
+    """--help prints the usage (exit 0), an unknown flag one line and the usage (exit 64); --strict sends nothing
+    when a line is invalid (exit 1, before any broker is asked), as `combee produce --strict` does."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("`node` is not on PATH: the Node.js example (examples/node) needs Node.js 18 or newer")
+    await _node_modules_installed()
+    for script in ("producer.js", "subscriber.js", "evaluator.js"):
+        code, out, err = await _run(node, str(NODE_DIR / script), "--help")
+        assert code == 0 and out.startswith(f"usage: {script}") and not err, err
+        code, out, err = await _run(node, str(NODE_DIR / script), "--no-such-flag")
+        assert code == 64 and "Unknown option '--no-such-flag'" in err and "usage:" in err, err
+        assert "    at " not in err  # no stack trace
+    path, _ = _traces_file(tmp_path, "pb-strict")
+    unreachable = ["--bootstrap", "127.0.0.1:1", "--file", str(path), "--strict"]
+    librdkafka = [sys.executable, str(EXAMPLES / "librdkafka" / "producer.py")]
+    for producer in ([node, str(NODE_DIR / "producer.js")], librdkafka):
+        code, out, err = await _run(*producer, *unreachable)
+        assert code == 1 and json.loads(out) == {"topic": "combee.traces", "sent": [], "rejected": 2}, err
+        assert "line 6: rejected" in err and "nothing sent (--strict)" in err

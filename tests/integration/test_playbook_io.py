@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 
 import pytest
@@ -58,6 +60,28 @@ async def test_ace_import_export_round_trip_and_the_pipeline_builds_on_the_seed(
     code, out, err = await _combee("tail", "--max-versions", "1", "--bootstrap", kafka.bootstrap,
                                    "--prefix", unique_prefix)
     assert code == 0 and out.startswith("fin v1 (parent v0, batch 0): 8 ADD") and "+ [str-00001]" in out
+
+
+async def test_an_import_while_workers_own_the_playbook_is_rebuilt_from_without_fault_sounding_warnings(
+        kafka, unique_prefix, caplog):
+    caplog.set_level(logging.INFO, logger="streams")
+    settings = run_settings(unique_prefix, batch_size=10, partitions=1)
+    common = ("--bootstrap", kafka.bootstrap, "--prefix", unique_prefix, "--partitions", "1")
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, make_traces(10, "fin", seed=5))
+        await run.wait_for(lambda vs: len(vs) >= 1, timeout_s=90, what="v1 from traces")
+        code, out, err = await _combee("playbook", "import", str(SAMPLE), "--playbook", "fin", *common)
+        assert code == 0 and "fin v2 published" in out, err
+        deadline = asyncio.get_running_loop().time() + 30
+        while caplog.text.count("after a `combee playbook import`") < 2 and \
+                asyncio.get_running_loop().time() < deadline:  # the batcher and the reducer rebuild
+            run.check_alive()
+            await asyncio.sleep(0.2)
+    assert caplog.text.count("after a `combee playbook import`") >= 2, caplog.text
+    assert "batch fin/1 was written by `combee playbook import`" in caplog.text
+    assert "fin v2 was written by `combee playbook import`" in caplog.text
+    faults = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("streams")]
+    assert not faults, faults
 
 
 async def test_an_import_stopped_after_taking_its_batch_id_is_finished_by_running_it_again(

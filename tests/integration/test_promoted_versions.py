@@ -47,7 +47,7 @@ async def wait_decisions(run, count: int, timeout_s: float) -> list[PromotionDec
 
 
 async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_the_incumbent(kafka, unique_prefix):
-    settings = run_settings(unique_prefix, promotion=True, promotion_epsilon=0.005)
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005)
     traces, harmful = poisoned_stream()
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
             PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
@@ -115,7 +115,8 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
     again = await InProcessPipeline(replay.settings, kafka.bootstrap, kafka.profile).promotions()
     assert [d.decision_hash() for d in again] == [d.decision_hash() for d in found[:4]]
     # `combee replay` compares them too (the operators' rollback and promote are not replayed, nor compared).
-    env = env_without_combee(COMBEE_PROMOTION="1", COMBEE_PROMOTION_EPSILON="0.005", COMBEE_SIM_CLOCK="virtual")
+    env = env_without_combee(COMBEE_PROMOTION="1", COMBEE_BUILTIN_EVALUATOR_PLAYBOOKS=PB,
+                             COMBEE_PROMOTION_EPSILON="0.005", COMBEE_SIM_CLOCK="virtual")
     code, out, err = await _combee("replay", "--prefix", unique_prefix, "--bootstrap", kafka.bootstrap, env=env,
                                    timeout=180)
     assert code == 0, err
@@ -125,7 +126,8 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
 async def test_a_canary_that_does_worse_live_is_rejected_with_the_version_built_on_it(kafka, unique_prefix):
     """Canary on (half the agents, 10 scored traces a side): v1 passes held-out and goes to canary; its live traces
     score 0 against the incumbent's 1, so v1 is rejected, v2 (built on v1 meanwhile) too, and v3 is built on v0."""
-    settings = run_settings(unique_prefix, promotion=True, batch_size=20, canary_share=0.5, canary_min_traces=10)
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20,
+                            canary_share=0.5, canary_min_traces=10)
     ordinary = make_traces(120, PB)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
             PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
@@ -162,7 +164,7 @@ async def test_two_promoters_decide_each_candidate_once_and_the_survivor_takes_o
     from combee_core.models import PromotionDecision as Decision
     from streams.topology.runtime import read_topic
 
-    settings = run_settings(unique_prefix, promotion=True, batch_size=20)
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20)
     traces = make_traces(120, PB)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         second = InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("promote", "evaluate"))

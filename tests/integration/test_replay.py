@@ -64,6 +64,10 @@ async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, u
                       "--bootstrap", kafka.bootstrap)
     out, err = capsys.readouterr()
     assert code == 0 and "2 version(s)" in out and "identical: 2 version(s)" in out, out + err
+    # it says what it does from the start, and the new run's prefix and run id carry the same random part
+    started = next(line for line in err.splitlines() if line.startswith("replay: replaying 80 trace(s)"))
+    suffix = started.split(f"into {unique_prefix}replay-", 1)[1].split(".", 1)[0]
+    assert f"(run id replay-{suffix})" in started, started
     # A range that cuts a batch would make calls the record cannot answer: refused before any topic is made.
     with pytest.raises(ReplayError, match="recorded batch 1 of pb is cut: 39 of its 40 traces are selected"):
         await replay_from_topics(settings, kafka.bootstrap, kafka.profile,

@@ -155,6 +155,20 @@ def test_the_same_template_from_another_logger_is_counted_apart():
     assert not limit.filter(_record("x", name="a"))
 
 
+def test_a_kafka_clients_many_messages_about_one_lost_broker_are_one_line_per_logger_and_level():
+    now = [0.0]
+    limit = RepeatedLogLimit(burst=3, window_s=30, clock=lambda: now[0], client_loggers=("aiokafka",))
+    noise = [_record(text, name=name) for name, text in (
+        ("aiokafka", "Unable connect to node with id 111: refused"), ("aiokafka", "Unable to update metadata"),
+        ("aiokafka.consumer.fetcher", "Failed fetch messages from 111"),
+        ("aiokafka.consumer.fetcher", "Failed fetch messages from 112"))] * 5
+    assert sum(limit.filter(record) for record in noise) == 2  # one per logger
+    assert limit.filter(_record("broker does not answer; stopping in 6 s", name="streams.broker.watchdog"))
+    now[0] = 31.0
+    record = _record("Unable to update metadata", name="aiokafka")
+    assert limit.filter(record) and record.getMessage().endswith("[9 more like this not shown]")
+
+
 # ---------------------------------------------------------------------------------------------- watchdog
 
 
@@ -214,18 +228,26 @@ def test_expected_failures_get_an_exit_status_and_bugs_keep_their_traceback():
     assert expected_failure_code(KeyError("bug")) is None
 
 
-@pytest.mark.parametrize("command", [["status"], ["tail"], ["produce", "-"], ["worker"], ["export", "--out", "x"]])
+@pytest.mark.parametrize("command", [["status"], ["tail"], ["produce", "-"], ["worker"], ["export", "--out", "x"],
+                                     ["promote", "pb", "1"], ["dlq"], ["diff", "p1.", "p2."]])
 def test_without_a_bootstrap_or_a_running_broker_commands_refuse_and_say_how_to_start_one(state, command, capsys):
     assert main(command) == 2
     err = capsys.readouterr().err
-    assert err == f"combee {command[0]}: {NO_BROKER_HELP}\n"
-    assert "combee broker" in err and "--embedded" in err and "--bootstrap" in err
+    assert err.startswith(f"combee {command[0]}: no broker: pass --bootstrap HOST:PORT") and err.count("\n") == 1
+    assert "combee broker" in err
+    # a throwaway broker only where it is of use: not for a command that reads or acts on a run's topics
+    assert ("--embedded" in err) == (command[0] == "worker")
+    if command[0] == "worker":
+        assert err == f"combee worker: {NO_BROKER_HELP}\n"
 
 
-def test_a_stale_broker_record_is_no_broker(state, capsys):
+@pytest.mark.parametrize("command", [["status"], ["export", "--out", "x"]])
+def test_a_stale_broker_record_is_no_broker_and_the_message_says_the_recorded_broker_went_away(state, command, capsys):
     write_record(BrokerRecord.now("127.0.0.1:1", "memory://tansu/", pid=_dead_pid()))
-    assert main(["status"]) == 2
-    assert NO_BROKER_HELP in capsys.readouterr().err
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "the `combee broker` recorded at 127.0.0.1:1" in err and "is no longer running" in err
+    assert "its topics held in memory are gone" in err and "--embedded" not in err
 
 
 def test_grace_and_connect_timeout_flags_are_settings():

@@ -91,3 +91,43 @@ def test_the_async_summary_says_there_are_no_rounds():
     assert "round" not in fleet_cell(DemoOptions(mode="async"), report).replace("no rounds", "")
     assert fleet_cell(DemoOptions(mode="sync", fleet=4), report.model_copy(update={"rounds": 12})) == (
         "4 agents, sync mode, 12 round(s)")
+
+
+def test_the_accuracy_plots_legend_never_covers_a_point_such_as_the_rejected_version():
+    import matplotlib.pyplot as plt
+
+    from streams.demo.plots import accuracy_figure
+
+    rows = [_row(v, 20).model_copy(update={"held_out_accuracy": 0.95, "decision": "promote"}) for v in range(1, 9)]
+    rows[4] = rows[4].model_copy(update={"held_out_accuracy": 0.24, "decision": "reject"})  # low, lower right
+    fig = accuracy_figure(rows, 0.3)
+    try:
+        fig.canvas.draw()
+        [ax] = fig.axes
+        legend = ax.get_legend().get_window_extent()
+        assert legend.y1 <= ax.get_window_extent().y0  # below the axes, wherever the points are
+        rejected = ax.transData.transform((5, 0.24))
+        assert not legend.contains(*rejected)
+    finally:
+        plt.close(fig)
+
+
+def test_plain_lines_come_out_in_the_order_of_their_events_with_times_that_never_go_back(capsys):
+    from streams.cli.demo import PlainView
+
+    progress = _auto(traces_sent=40, started=time.monotonic() - 5.0, phase="fleet running (sync)")
+    view = PlainView()
+    progress.history.append(_row(1, 40))  # v1 arrived at 1.0 s; its line waits for v2's batch size
+    view.update(progress)
+    progress.promotions.append("v1 promote (held-out 0.768 vs 0.346): agents run v1")  # decided at ~5 s
+    view.update(progress)
+    progress.history.append(_row(6, 20))  # the next version (at 6.0 s) releases v1's line
+    view.update(progress)
+    with view:
+        pass  # the end flushes the rest
+    lines = capsys.readouterr().out.splitlines()
+    times = [float(line[1:].split("s]", 1)[0]) for line in lines]
+    assert times == sorted(times), lines
+    assert [line.split("]", 1)[1].split(":")[0].strip() for line in lines] == [
+        "fleet running (sync)", "traces 40/100  v1", "promotion", "traces 40/100  v6"]
+

@@ -98,3 +98,28 @@ def test_tail_shows_an_add_merged_into_an_existing_entry_as_reinforced_not_added
     assert "+ [dat-00002] Dates are ISO 8601." in text
     assert "+ [uni-00001]" not in text
     assert "= [uni-00001] helpful 1 (ADD merged: near-duplicate of uni-00001)" in text
+
+
+def test_a_replays_default_run_id_is_its_prefixs_last_part():
+    from streams.runs.replay import replay_run_id
+
+    assert replay_run_id("combee.replay-84123598.") == "replay-84123598"
+    assert replay_run_id("new.") == "new" and replay_run_id("") == "replay"
+
+
+def test_the_health_port_binds_loopback_unless_told_and_deploy_sets_every_address():
+    from pathlib import Path
+
+    from combee_core.settings import CombeeSettings
+    from streams.cli.flags import PIPELINE_FLAGS, flag_overrides
+    from streams.cli.worker import WORKER_FLAGS
+    from streams.topology.health import HealthServer
+
+    assert CombeeSettings.load(env={}).health_host == "127.0.0.1"
+    assert HealthServer(lambda: (True, {})).host == "127.0.0.1"
+    args = build_parser().parse_args(["worker", "--health-host", "0.0.0.0", "--builtin-evaluator-playbooks", "*"])
+    settings = CombeeSettings.load(env={}, **flag_overrides(args, (*PIPELINE_FLAGS, *WORKER_FLAGS)))
+    assert (settings.health_host, settings.builtin_evaluator_playbooks) == ("0.0.0.0", "*")
+    root = Path(__file__).parents[2]
+    for path in ("deploy/Dockerfile", "docker-compose.yml", "deploy/k8s/configmap.yaml"):  # probes come from outside
+        assert "COMBEE_HEALTH_HOST" in (root / path).read_text() and "0.0.0.0" in (root / path).read_text(), path

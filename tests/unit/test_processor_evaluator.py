@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 from combee_core.models import EvalResult
 from combee_core.processors.effects import Acknowledge
-from combee_core.processors.evaluator import Evaluator
+from combee_core.processors.evaluator import Evaluator, parse_playbooks, refusal
 from combee_core.processors.testing import EffectLog
 from combee_core.promotion import eval_requests
 from combee_core.tasks import build_suite, success_probability
@@ -27,3 +27,20 @@ def test_each_request_gets_its_tasks_expected_score_or_an_error_and_the_fetch_is
     assert results[2].score is None and "no-such-task is not in the suite" in (results[2].error or "")  # type: ignore[attr-defined]
     assert [e.key for e in log.publishes("eval-results")] == ["pb"] * 3
     assert effects[-1] == Acknowledge(("q0", "q1", "q2")) and log.counts() == {"evaluations": 3}
+
+
+def test_a_playbook_not_named_as_the_suites_is_refused_with_how_to_plug_in_an_evaluator():
+    suite = build_suite(families=4, seed=3)
+    task = suite.held_out[0]
+    evaluator = Evaluator(suite, "sim", parse_playbooks("demo, pb"))
+    refused = eval_requests("support-bot", 1, [], "held-out", [task], NOW)[0]
+    allowed = eval_requests("pb", 1, [], "held-out", [task], NOW)[0]
+    answer = evaluator.answer(refused, NOW)
+    assert answer.score is None and answer.error == refusal("support-bot")
+    for pointer in ("'support-bot'", "docs/protocol.md", "examples/node/evaluator.js",
+                    "COMBEE_BUILTIN_EVALUATOR_PLAYBOOKS=support-bot"):
+        assert pointer in answer.error
+    assert evaluator.answer(allowed, NOW).score == success_probability(suite, task, [])
+    # '*' is the explicit "score every playbook on the suite"
+    assert Evaluator(suite, "sim", parse_playbooks("*")).answer(refused, NOW).score is not None
+    assert parse_playbooks("") == frozenset() and parse_playbooks("a,*") is None

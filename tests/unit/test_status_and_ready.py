@@ -65,6 +65,31 @@ async def test_the_worker_says_once_that_it_is_ready_when_every_stage_consumes()
     forever.cancel()
 
 
+async def test_while_the_broker_does_not_answer_no_stage_reads_as_consuming():
+    from types import SimpleNamespace
+
+    from streams.topology.metrics import WorkerMetrics
+
+    stages = [_Stage("reflect"), _Stage("batch")]
+    for stage in stages:
+        stage.started.set()
+        stage.assigned = set()  # type: ignore[attr-defined]
+        stage.consumer = None  # type: ignore[attr-defined]
+        stage.ctx = SimpleNamespace(counters={})  # type: ignore[attr-defined]
+    forever = asyncio.create_task(asyncio.Event().wait())
+    broker = SimpleNamespace(unreachable_since=None)
+    readiness = WorkerReadiness(broker=broker)  # type: ignore[arg-type]
+    readiness.watch(stages, [forever, forever])  # type: ignore[arg-type]
+    metrics = WorkerMetrics(readiness)
+    assert readiness.report() == (True, {"reflect": "consuming", "batch": "consuming"})
+    assert 'combee_stage_up{stage="reflect"} 1.0' in (await metrics.render()).decode()
+    broker.unreachable_since = 1.0
+    assert readiness.report() == (False, {"reflect": "waiting for the broker", "batch": "waiting for the broker",
+                                          "broker": "unreachable"})
+    assert 'combee_stage_up{stage="reflect"} 0.0' in (await metrics.render()).decode()
+    forever.cancel()
+
+
 async def test_a_worker_stopped_before_it_was_ready_says_nothing():
     stop = asyncio.Event()
     stop.set()

@@ -35,6 +35,7 @@ from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.processors.effects import Effect, Publish
+from combee_core.seed import is_import_manifest
 from combee_core.topology import BATCH, Topic
 from streams.topology.effects import perform
 from streams.topology.log_view import GatedState, LogView
@@ -101,13 +102,15 @@ class BatcherStage(Stage):
             self.ctx.count("void_manifests")
             return
         if origin == "other" and self.owns_key(playbook_id):
-            log.warning("batch %s/%d was written by another batcher while this one owns the playbook",
-                        playbook_id, manifest.batch_id)
+            imported = is_import_manifest(manifest)
+            log.log(logging.INFO if imported else logging.WARNING, "batch %s/%d was written by %s while this one "
+                    "owns the playbook", playbook_id, manifest.batch_id,
+                    "`combee playbook import`" if imported else "another batcher")
             # Its traces may be in the open batch: drop that batch now (its records come back after the reset),
             # so that no later close re-batches them.
             self.batcher.drop_open(playbook_id)
             self._dirty.add(playbook_id)
-            self.mark_stale(self.owner_partition(playbook_id))
+            self.mark_stale(self.owner_partition(playbook_id), expected=imported)
         points = self._view_state.points  # a restart needs the manifests within the dedupe horizon
         points.add(playbook_id, record.offset, manifest.batch_id, manifest.n)
         points.keep_newest(playbook_id, self.settings.dedupe_horizon, at_least=UNCONFIRMED_KEEP)

@@ -3,7 +3,9 @@
 A request names a playbook's content (its entries) and one held-out task; the answer is the suite's expected
 success probability of that task with that playbook (``combee_core.tasks.success_probability``: noise-free, no
 LLM). Evaluators in other languages answer the same requests (``docs/protocol.md``, ``examples/node/evaluator.js``);
-run this stage only where no other evaluator does. The answers are ``combee_core.processors.evaluator``'s.
+run this stage only where no other evaluator does. It scores only ``builtin_evaluator_playbooks`` (default the
+demo's) and refuses the others' requests with an error saying how to plug in an evaluator. The answers are
+``combee_core.processors.evaluator``'s.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from combee_core.models import EvalRequest, utc_now
-from combee_core.processors.evaluator import Evaluator
+from combee_core.processors.evaluator import Evaluator, parse_playbooks
 from combee_core.tasks import build_suite
 from combee_core.topology import EVALUATE
 from streams.topology.effects import perform
@@ -31,7 +33,8 @@ class EvaluatorStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         self.suite = build_suite(families=ctx.settings.eval_suite_families, seed=ctx.settings.eval_suite_seed)
-        self.evaluator = Evaluator(self.suite, self.settings.evaluator_model)
+        self.evaluator = Evaluator(self.suite, self.settings.evaluator_model,
+                                   parse_playbooks(self.settings.builtin_evaluator_playbooks))
 
     async def handle_many(self, deliveries: list[Delivery]) -> None:
         owned = [(d.value, d.record) for d in deliveries if self.owns(d.partition)]

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import datetime
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import ContiguousNumbers
+from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import embedder_from
@@ -31,6 +33,7 @@ from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.promotion import PromotionLedger, next_base
 from combee_core.reduction import PendingPartials, ReduceOutcome
+from combee_core.seed import is_import_version
 from combee_core.topology import REDUCE, Topic
 from streams.topology.effects import perform
 from streams.topology.log_view import GatedState, LogView
@@ -64,6 +67,8 @@ class ReducerStage(Stage):
         self._batches_view: LogView | None = None
         self.ledger = PromotionLedger()
         """With ``promotion``: the ``promoted`` log, which says what the next version is built on."""
+        self._empty_notice = EmptyVersionNotice(settings.reflector_model)
+        """Says when versions come out empty because the reflector is the simulator (``combee_core.model_notice``)."""
 
     async def prepare(self) -> None:
         self._playbook_view = LogView(self, Topic.PLAYBOOK, self._apply_version, self._versions)
@@ -93,9 +98,11 @@ class ReducerStage(Stage):
             self.ctx.count("void_versions")
             return
         if origin == "other" and self.owns_key(playbook_id):
-            log.warning("%s v%d was written by another reducer while this one owns the playbook", playbook_id,
-                        version.version)
-            self.mark_stale(self.owner_partition(playbook_id))
+            imported = is_import_version(version)
+            log.log(logging.INFO if imported else logging.WARNING, "%s v%d was written by %s while this one owns the "
+                    "playbook", playbook_id, version.version,
+                    "`combee playbook import`" if imported else "another reducer")
+            self.mark_stale(self.owner_partition(playbook_id), expected=imported)
         self._take_version(version, record.offset)
 
     def _apply_decision(self, record: ConsumerRecord) -> None:
@@ -199,6 +206,9 @@ class ReducerStage(Stage):
         assert isinstance(record, PlaybookVersion)
         log.info("published %s v%d (batch %d, %d entries, %d ops, delay %.2fs)", playbook_id, record.version,
                  record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)
+        if notice := self._empty_notice.observe(playbook_id, record.version, len(record.operations),
+                                                len(record.lineage), time.monotonic()):
+            log.warning("%s", notice)
         return True
 
     async def _write_version(self, publish: Publish) -> bool:
