@@ -131,6 +131,8 @@ class StageSpec:
     """It calls the LLM (the worker builds the LLM roles only for such stages; their calls go to ``llm-calls``)."""
     promotion_only: bool = False
     """It runs only when ``settings.promotion`` is on."""
+    guard_only: bool = False
+    """It runs only when ``settings.guard`` is on and promotion is off (the live-trace guard)."""
 
 
 REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
@@ -153,8 +155,10 @@ PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
                     promotion_only=True)
 EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
                      promotion_only=True)
+GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED, Topic.DLQ),
+                  reads=(Topic.PROMOTED, Topic.PLAYBOOK, Topic.TRACES), guard_only=True)
 
-STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE)
+STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, GUARD)
 """Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them)."""
 
 

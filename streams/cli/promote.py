@@ -8,6 +8,7 @@ import getpass
 import socket
 import sys
 
+from combee_core.guard import served_without_promotion
 from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import (
@@ -60,8 +61,10 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
             if target != 0 and target not in versions:
                 newest = max(versions, default=0)
                 raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{newest})")
+            running = None if settings.promotion else served_without_promotion(  # what agents run, promotion off
+                ledger, playbook_id, {v: pv.parent_version for v, pv in versions.items()}, max(versions, default=0))
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
-                                         why=why, rule=rule, now=utc_now())
+                                         why=why, rule=rule, now=utc_now(), running=running)
             await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
                                          key=playbook_id.encode())
             if await _counts(settings, bootstrap, profile, decision):
