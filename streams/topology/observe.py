@@ -188,6 +188,7 @@ class RunStatus:
     decided: dict[str, int] = field(default_factory=dict)
     """playbook -> newest candidate version decided on"""
     promotion_on: bool = False
+    """The run promotes (this command's settings say so, or the promoter has decided on a candidate)."""
     guard: str = ""
     """The guard as this command's settings configure it (``guard_state``)."""
 
@@ -251,8 +252,7 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     One consumer does all the reading: one metadata fetch, the end offsets of every partition in one call, then
     ``playbook``, ``batches``, ``control`` and ``dlq`` read up to those ends; the groups' committed offsets are
     asked for concurrently meanwhile."""
-    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion,
-                       guard=guard_state(settings))
+    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion)
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await asyncio.gather(admin.start(), consumer.start())
@@ -300,6 +300,8 @@ def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[st
         ledger.apply(PromotionDecision.from_json_bytes(record.value))
     status.promotion = dict(ledger.latest)
     status.decided = {playbook: ledger.last_decided(playbook) for playbook in ledger.playbooks()}
+    status.promotion_on = status.promotion_on or any(status.decided.values())  # the promoter has decided
+    status.guard = guard_state(settings, status.promotion_on)
     status.dead_letters = status.end_offsets.get(settings.topic(Topic.DLQ), 0)
     status.dead_letter_kinds = dead_letter_breakdown(read_dead_letter(r.value) for r in records[Topic.DLQ])
 
@@ -323,7 +325,8 @@ def format_status(status: RunStatus) -> str:
     lines.append("lag per stage (records not yet committed):")
     for stage, lag in status.lag.items():
         lines.append(f"  {stage:<10} {lag}")
-    lines.append(f"guard: {status.guard}")
+    if status.guard:
+        lines.append(f"guard: {status.guard}")
     lines.append("playbooks:")
     for playbook in sorted(set(status.versions) | set(status.waiting)):
         line = (f"  {playbook:<30} version {status.versions.get(playbook, 0):<5} "
@@ -355,9 +358,10 @@ def format_status(status: RunStatus) -> str:
     return "\n".join(lines)
 
 
-def guard_state(settings: CombeeSettings) -> str:
-    """The guard's configuration in one line (``combee_core.guard``)."""
-    if settings.promotion:
+def guard_state(settings: CombeeSettings, promotion: bool = False) -> str:
+    """The guard's configuration in one line (``combee_core.guard``), as this command's settings say; ``promotion``:
+    the run promotes (its settings, or a promoter's decision on ``promoted``)."""
+    if settings.promotion or promotion:
         return "off (promotion is on: the held-out rule gates versions)"
     if not settings.guard:
         return "off (COMBEE_GUARD=0)"

@@ -13,6 +13,7 @@ from combee_core.models import Trace
 from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
+from tests.integration.test_cli import _combee
 from tests.integration.test_promoted_versions import wait_decisions
 from tests.integration.topology_support import make_traces, run_settings
 
@@ -63,6 +64,10 @@ async def test_a_harmful_version_is_rolled_back_and_a_harmless_one_is_not(kafka,
         assert test.mean < test.parent_mean and test.log_lr >= test.threshold
         await agents.wait_until(lambda: agents.playbook(HARMFUL) == (0, []), 30, "agents back on v0")
         assert agents.playbook(HARMLESS)[0] == 1, "the harmless version is still served"
+        code, out, err = await _combee("status", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
+        assert code == 0, err
+        assert "guard: on: rolls a version back when its live success" in out, out
+        assert "served by the promoted pointer: v0, PAUSED" in out and "by guard: live success rate of v1" in out
 
         # Agents run v0 again; their next traces close batch 1, whose version is built on v0, not on the bad v1.
         tail = [t.model_copy(update=dict(playbook_version=0)) for t in data[HARMFUL][1][ON_CHILD:]]

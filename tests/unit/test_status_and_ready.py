@@ -114,3 +114,4 @@ def test_status_shows_the_guard_and_its_rollback():
     assert "pending candidates" not in report
     assert guard_state(CombeeSettings.load(env={"COMBEE_GUARD": "0"})) == "off (COMBEE_GUARD=0)"
     assert guard_state(CombeeSettings.load(env={}, promotion=True)).startswith("off (promotion is on")
+    assert guard_state(on, promotion=True).startswith("off (promotion is on"), "a run whose promoter decided"
