@@ -112,7 +112,8 @@ def alarms(rule: GuardRule, child: Sample, parent: Sample) -> bool:
 def clean(version: int, ledger: PromotionLedger, playbook_id: str, parents: Mapping[int, int]) -> bool:
     """Whether ``version`` may be served or built on, with promotion off, after the latest decision on
     ``promoted``: it is the served version, or it was built after every decision on a clean version. A version that
-    existed when a decision was made (rolled back, or passed over) is not, nor is any version built on one.
+    existed when a decision was made (rolled back, or passed over: up to ``PromotionLedger.named``) is not, nor is
+    any version built on one.
     ``parents``: version -> parent_version (a version newer than every decision whose parent is not known counts as
     built after them: a checkpointed view holds only the newest versions)."""
     decision = ledger.latest.get(playbook_id)
@@ -132,7 +133,7 @@ def served_without_promotion(ledger: PromotionLedger, playbook_id: str, parents:
                              newest: int) -> int:
     """The version agents run with promotion off: the newest, unless a decision is on ``promoted``; then its served
     version while the playbook is paused (a rollback), else the newest version if it is clean, else the served one
-    (``combee promote V`` serves V and then what is built on it)."""
+    (``combee promote V`` serves V and then what is built on it from then on)."""
     decision = ledger.latest.get(playbook_id)
     if decision is None:
         return newest

@@ -109,6 +109,9 @@ class PromotionDecision(CombeeModel):
     served_version: int = Field(ge=0, description="The pointer after this decision (0 = the empty playbook).")
     served: PlaybookVersion | None = Field(description="The served version in full (None for version 0).")
     previous_version: int = Field(ge=0, description="The served version before this decision.")
+    newest_version: int | None = Field(default=None, ge=0, description="Without promotion (the guard's and "
+                                       "operators' decisions): the newest version when the decision was made; no "
+                                       "version up to it but the served one runs after it.")
     held_out_score: float | None = None
     incumbent_score: float | None = None
     task_set: str = ""

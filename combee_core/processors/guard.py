@@ -162,7 +162,7 @@ def rollback(rule: GuardRule, ledger: PromotionLedger, playbook_id: str, alarm: 
     return PromotionDecision(
         playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action="rollback",
         candidate_version=alarm.version, candidate_hash=judged.content_hash if judged else None,
-        served_version=alarm.parent, served=served,
+        served_version=alarm.parent, served=served, newest_version=newest,
         previous_version=served_without_promotion(ledger, playbook_id, parents, newest),
         rule=rule.describe(), paused=True, live_test=test, by=GUARD, decided_at=now,
         reason=(f"live {unit} of v{alarm.version} {test.mean:.3f} over {test.traces} traces vs its parent "

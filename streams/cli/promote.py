@@ -64,7 +64,8 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
             running = None if settings.promotion else served_without_promotion(  # what agents run, promotion off
                 ledger, playbook_id, {v: pv.parent_version for v, pv in versions.items()}, max(versions, default=0))
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
-                                         why=why, rule=rule, now=utc_now(), running=running)
+                                         why=why, rule=rule, now=utc_now(), running=running,
+                                         newest=None if settings.promotion else max(versions, default=0))
             await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
                                          key=playbook_id.encode())
             if await _counts(settings, bootstrap, profile, decision):

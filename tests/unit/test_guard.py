@@ -148,6 +148,11 @@ def test_what_agents_run_without_promotion():
     resumed = ledger_of(rollback, resume)
     assert served_without_promotion(resumed, "pb", parents, 4) == 4, "resumed: the newest, built on the target"
     assert served_without_promotion(resumed, "pb", {1: 0, 2: 1, 3: 2}, 3) == 2, "never the rolled-back version"
+    # `combee promote 2` with v4 on the log (it records the newest): v2 itself, until a version is built on it
+    told = operator_decision(ledger_of(rollback), "operator-promote", version(2), playbook_id="pb", by="op", why="",
+                             rule=PromotionRule(), now=NOW, running=2, newest=4)
+    assert served_without_promotion(ledger_of(rollback, told), "pb", parents, 4) == 2
+    assert served_without_promotion(ledger_of(rollback, told), "pb", {**parents, 5: 2}, 5) == 5
     # an operator's rollback to v5 while agents run v10 (no decision before): nothing after v5 runs again
     parents = {v: v - 1 for v in range(1, 11)}
     back = operator_decision(PromotionLedger(), "rollback", version(5), playbook_id="pb", by="op", why="",
@@ -219,11 +224,15 @@ def test_after_the_rollback_nothing_is_judged_until_an_operator_resumes():
     fed(guard, {3: outcomes(rng, 0.1, 60)})
     assert guard.decide("pb", NOW) == [] and guard.alarm == {}, "paused: versions are not served, so not judged"
     resume = operator_decision(guard.ledger, "operator-promote", version(1), playbook_id="pb", by="op", why="",
-                               rule=PromotionRule(), now=NOW, running=1)
+                               rule=PromotionRule(), now=NOW, running=1, newest=3)
     guard.apply_decision(resume)
     fed(guard, {3: [False]})
+    assert guard.decide("pb", NOW) == [], "v3 existed when the operator served v1: it is not served, nor judged"
+    guard.apply_version(version(4, parent=1))
+    fed(guard, {4: outcomes(rng, 0.1, 40)})
     verdict = guard.decide("pb", NOW)[0].value
-    assert (verdict.candidate_version, verdict.served_version) == (3, 1), "resumed: v3, built on v1, is judged"
+    assert (verdict.candidate_version, verdict.served_version) == (4, 1), "resumed: v4, built on v1, is judged"
+    assert verdict.newest_version == 4 and verdict.previous_version == 4
 
 
 def test_traces_naming_an_unseen_version_wait_and_one_that_never_exists_is_dropped():
