@@ -46,7 +46,8 @@ async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerP
 async def operator_act(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, playbook_id: str,
                        action: str, version: int | None, *, why: str = "", by: str | None = None) -> PromotionDecision:
     """Write an operator's ``operator-promote`` (of ``version``) or ``rollback`` (to ``version``, default the
-    version served before) and return it once the log shows it counts (retried when the promoter took its id)."""
+    version served before; with promotion off, the parent of the version agents run) and return it once the log
+    shows it counts (retried when the promoter took its id)."""
     by = by or operator_name()
     rule = PromotionRule(epsilon=settings.promotion_epsilon)
     versions = {v.version: v for v in valid_versions(
@@ -57,15 +58,15 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     try:
         for _ in range(WRITE_ATTEMPTS):
             ledger = await read_ledger(settings, bootstrap, profile)
-            target = version if version is not None else rollback_target(ledger, playbook_id)
+            newest = None if settings.promotion else max(versions, default=0)
+            running = None if newest is None else served_without_promotion(  # what agents run, promotion off
+                ledger, playbook_id, {v: pv.parent_version for v, pv in versions.items()}, newest)
+            target = version if version is not None else (
+                versions[running].parent_version if running else rollback_target(ledger, playbook_id))
             if target != 0 and target not in versions:
-                newest = max(versions, default=0)
-                raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{newest})")
-            running = None if settings.promotion else served_without_promotion(  # what agents run, promotion off
-                ledger, playbook_id, {v: pv.parent_version for v, pv in versions.items()}, max(versions, default=0))
+                raise PromotionError(f"{playbook_id} has no version {target} (versions 1..{max(versions, default=0)})")
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
-                                         why=why, rule=rule, now=utc_now(), running=running,
-                                         newest=None if settings.promotion else max(versions, default=0))
+                                         why=why, rule=rule, now=utc_now(), running=running, newest=newest)
             await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
                                          key=playbook_id.encode())
             if await _counts(settings, bootstrap, profile, decision):

@@ -1,6 +1,7 @@
 """The live-trace guard on the real broker, promotion off (the default): a version whose live traces fail more often
 than its parent's is rolled back automatically, agents go back to the parent, the next version is built on the
-parent; a harmless version under the same noise is not rolled back; COMBEE_GUARD=0 turns it off."""
+parent; a harmless version under the same noise is not rolled back; `combee promote` / `rollback` move the pointer
+without promotion too; COMBEE_GUARD=0 turns the guard off."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 
 from combee_core.guard import GUARD
 from combee_core.models import Trace
+from streams.cli.promote import operator_act
 from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
@@ -80,6 +82,15 @@ async def test_a_harmful_version_is_rolled_back_and_a_harmless_one_is_not(kafka,
         assert not {e.entry_id for e in v1.entries} & {e.entry_id for e in v2.entries}, "nothing of v1 in v2"
         assert agents.playbook(HARMFUL)[0] == 0, "paused: v2 is not served until `combee promote`"
         assert [d.playbook_id for d in await run.promotions()] == [HARMFUL]
+
+        # `combee promote` resumes: v2 (built on v0) is served; `combee rollback` goes back to its parent.
+        resumed = await operator_act(settings, kafka.bootstrap, kafka.profile, HARMFUL, "operator-promote", 2,
+                                     why="checked", by="tester@ci")
+        assert (resumed.previous_version, resumed.newest_version, resumed.paused) == (0, 2, False)
+        await agents.wait_until(lambda: agents.playbook(HARMFUL)[0] == 2, 15, "agents on v2 after combee promote")
+        back = await operator_act(settings, kafka.bootstrap, kafka.profile, HARMFUL, "rollback", None, by="tester@ci")
+        assert (back.served_version, back.previous_version, back.paused) == (0, 2, True)
+        await agents.wait_until(lambda: agents.playbook(HARMFUL)[0] == 0, 15, "agents on v0 after combee rollback")
 
 
 async def test_with_the_guard_off_the_harmful_version_stays_and_is_built_on(kafka, unique_prefix):
