@@ -58,7 +58,8 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     try:
         for _ in range(WRITE_ATTEMPTS):
             ledger = await read_ledger(settings, bootstrap, profile)
-            newest = None if settings.promotion else max(versions, default=0)
+            promotes = settings.promotion or ledger.last_decided(playbook_id) > 0  # or the promoter has decided
+            newest = None if promotes else max(versions, default=0)
             running = None if newest is None else served_without_promotion(  # what agents run, promotion off
                 ledger, playbook_id, {v: pv.parent_version for v, pv in versions.items()}, newest)
             target = version if version is not None else (
