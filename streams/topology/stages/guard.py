@@ -17,14 +17,14 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.guard import GuardRule
-from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
+from combee_core.models import PlaybookVersion, utc_now
 from combee_core.processors.effects import Publish
 from combee_core.processors.guard import Guard
 from combee_core.topology import GUARD, Topic
 from streams.topology.effects import perform
 from streams.topology.log_view import LogView
 from streams.topology.runtime import Stage
-from streams.topology.stages.promoter import LiveScores
+from streams.topology.stages.promoter import LiveScores, take_decision, write_decision
 
 log = logging.getLogger(__name__)
 
@@ -77,12 +77,8 @@ class GuardStage(Stage):
             self.guard.apply_version(version)
 
     def _apply_decision(self, record: ConsumerRecord) -> None:
-        decision = self.read_state(record, PromotionDecision)
-        if decision is None:
-            return
         assert self._promoted_view is not None
-        counts = self.guard.apply_decision(decision)
-        self._promoted_view.origin(record, (decision.playbook_id, decision.decision_id), counts)
+        take_decision(self, self._promoted_view, record, self.guard.apply_decision)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         for view in self.views:
@@ -103,13 +99,9 @@ class GuardStage(Stage):
                 await perform(self, self.guard.decide(playbook_id, utc_now()), self._write_decision)
 
     async def _write_decision(self, publish: Publish) -> bool:
-        assert self._promoted_view is not None and publish.number is not None
-        decision = publish.value
-        assert isinstance(decision, PromotionDecision)
-        if not await self._promoted_view.write(publish.number, decision.to_json_bytes()):
-            self.ctx.count("decisions_lost")
-            log.warning("%s decision %d: another record took the id first; judging again", *publish.number)
-            return False
-        log.warning("%s: guard rolled back v%s to v%d (%s)", decision.playbook_id, decision.candidate_version,
-                    decision.served_version, decision.reason)
-        return True
+        assert self._promoted_view is not None
+        decision = await write_decision(self, self._promoted_view, publish)
+        if decision is not None:
+            log.warning("%s: guard rolled back v%s to v%d (%s)", decision.playbook_id, decision.candidate_version,
+                        decision.served_version, decision.reason)
+        return decision is not None
