@@ -248,3 +248,71 @@ def test_traces_naming_an_unseen_version_wait_and_one_that_never_exists_is_dropp
     guard.observe("pb", 1, 0.0)
     assert guard.drop_unknown("pb") == [Count("guard_unknown_version", 1)]
     assert guard.samples["pb"][1].n == 2 and not guard.waiting("pb")
+
+
+@st.composite
+def lineages(draw):
+    """Versions 1..n, each built on an earlier one, and a decision serving one of them after which more were built."""
+    n = draw(st.integers(1, 12))
+    parents = {v: draw(st.integers(0, v - 1)) for v in range(1, n + 1)}
+    served = draw(st.integers(0, n))
+    named = draw(st.integers(served, n))
+    paused = draw(st.booleans())
+    decision = PromotionDecision(playbook_id="pb", decision_id=0, action="rollback" if paused else "operator-promote",
+                                 served_version=served, served=version(served) if served else None,
+                                 previous_version=named, rule="r", reason="x", paused=paused, by="op",
+                                 decided_at=NOW)
+    return parents, decision
+
+
+@settings(max_examples=300, deadline=None)
+@given(lineages())
+def test_a_clean_version_descends_from_the_served_one_through_versions_built_after_every_decision(case):
+    parents, decision = case
+    ledger = ledger_of(decision)
+    named = ledger.named["pb"]
+    for v in range(0, max(parents, default=0) + 1):
+        if clean(v, ledger, "pb", parents) and v != decision.served_version:
+            assert v > named and clean(parents[v], ledger, "pb", parents)
+        if v <= named and v != decision.served_version:
+            assert not clean(v, ledger, "pb", parents)
+    newest = max(parents, default=0)
+    runs = served_without_promotion(ledger, "pb", parents, newest)
+    assert runs in (newest, decision.served_version)
+    assert runs == decision.served_version or (not decision.paused and clean(newest, ledger, "pb", parents))
+
+
+@st.composite
+def live_traces(draw):
+    """Traces on versions 0-3 in random order, each version with its own success rate."""
+    rates = [draw(st.sampled_from([0.1, 0.5, 0.9])) for _ in range(4)]
+    rng = random.Random(draw(st.integers(0, 2**32)))
+    count = draw(st.integers(0, 300))
+    return [(v, rng.random() < rates[v]) for v in (rng.randrange(4) for _ in range(count))]
+
+
+@settings(max_examples=150, deadline=None)
+@given(live_traces(), st.integers(2, 40))
+def test_a_rollback_serves_the_judged_versions_parent_after_a_significant_drop_and_then_nothing_is_judged(
+        traces, min_traces):
+    rule = GuardRule(alpha=0.05, tau=0.2, min_traces=min_traces)
+    guard = Guard(rule)
+    for v in (1, 2, 3):
+        guard.apply_version(version(v))
+    for v, ok in traces:
+        guard.observe("pb", v, float(ok))
+        guard.advance("pb")
+        effects = guard.decide("pb", NOW)
+        if not effects:
+            continue
+        decision = effects[0].value
+        test = decision.live_test
+        assert decision.served_version == test.parent_version == decision.candidate_version - 1
+        assert test.mean < test.parent_mean and min(test.traces, test.parent_traces) >= min_traces
+        assert test.log_lr >= test.threshold and decision.paused and decision.by == GUARD
+        assert guard.apply_decision(decision)
+        for later, value in traces:  # paused: whatever comes next, nothing more is judged
+            guard.observe("pb", later, float(value))
+        guard.advance("pb")
+        assert guard.decide("pb", NOW) == []
+        return
