@@ -38,6 +38,7 @@ from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, Simulator
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, meaning_key, simulate
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
+from combee_core.processors.aggregator import use_tags
 from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
 from combee_core.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
 from streams.topology.playbook_view import used_entries_text
@@ -106,6 +107,7 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
                                   base_version=playbook.version, operations=result.operations,
                                   reflection_ids=sorted({c.reflection.reflection_id for c in groups[node]}),
                                   trace_ids=sorted({c.reflection.trace_id for c in groups[node]}),
+                                  use_tags=use_tags([c.reflection for c in groups[node]]),
                                   items_read=len(groups[node]), expected_items=len(groups[node]),
                                   batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
                     for node, result in zip(sorted(groups), results)]
@@ -115,7 +117,7 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
             return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
-        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, delete_cap=delete_cap,
+        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, change_share=delete_cap,
                             paraphrases=consolidate)
         playbook = new.playbook
         versions.append(new.record)

@@ -103,7 +103,7 @@ async def restart_time(broker: ResolvedBroker, batches: int, dedupe_horizon: int
     prefix = f"bench-restart-{uuid.uuid4().hex[:8]}."
     settings = CombeeSettings.load(env={}, topic_prefix=prefix, sim_clock="virtual", partitions=2,
                                    dedupe_horizon=dedupe_horizon)
-    await ensure_topics(settings, broker.bootstrap)
+    await ensure_topics(settings, broker.bootstrap, connection=broker.profile.connection)
     now = datetime.now(timezone.utc)
     producer = await start_producer(broker.bootstrap, broker.profile)
     filled = time.monotonic()

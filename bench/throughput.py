@@ -134,7 +134,7 @@ class Run:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
                    COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap)
-        await ensure_topics(self.settings, self.broker.bootstrap)
+        await ensure_topics(self.settings, self.broker.bootstrap, connection=self.broker.profile.connection)
         self.procs = [subprocess.Popen([sys.executable, *self.command], env=env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                       for _ in range(self.workers)]

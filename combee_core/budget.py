@@ -1,17 +1,28 @@
-"""The playbook's size budget and the per-version removal cap.
+"""The playbook's size budget, the per-version change cap, and eviction by evidence of use.
 
-A version that would go over its token budget (:func:`combee_core.playbook.playbook_tokens`, ``ceil(chars / 4)``
-of the rendered playbook) evicts entries by value until it fits; each eviction is recorded in the version as an
-applied ``DELETE`` with its reason. The removal cap bounds what the *model's* operations may remove in one version
-(``DELETE`` and the ids a ``MERGE`` folds away), so no batch of traces can talk a model into wiping the playbook;
-it is enforced by :func:`combee_core.playbook.apply_operations` (``max_removals``). Evictions are not counted
-against the cap: they remove only what the budget requires, the lowest-valued entries first.
+**One change cap per version.** Everything that rewrites or removes an entry of the previous version counts against
+one cap, ``max(1, floor(share x entries))`` (:func:`change_cap`): the model's UPDATE, MERGE and DELETE operations
+(enforced by :func:`combee_core.playbook.apply_operations`, ``max_changes``) and the budget's evictions (here), each
+entry once. ADD and TAG change counters, never an entry's text, and are not counted. What is over the cap is
+rejected with the reason (and the reducer says so in a dead letter), so no batch of traces, and no model that obeys
+one, can rewrite the playbook wholesale.
+
+**Eviction by evidence of use.** A version over its token budget (:func:`combee_core.playbook.playbook_tokens`,
+``ceil(chars / 4)`` of the rendered playbook) evicts entries one by one, lowest :func:`eviction_key` first, until it
+fits. The value of an entry is what agents that *used* it report (``used_helpful`` / ``used_harmful``: distinct
+traces, from the reflections' entry tags, never from the model's TAG counts or restatements); a verdict counts
+only once at least ``min_evidence`` distinct traces give it (:func:`use_value`), so fewer traces cannot evict or
+protect an entry. Restatement (an ADD reinforcing an entry) is support: a tie-breaker among equal values, never
+value. Evictions of existing entries count against the change cap and never remove a majority of the previous
+version's entries; entries new in this version are not existing entries and may always be evicted. When neither
+kind can go, the version stays over budget and the caller warns.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 
 from combee_core.models import AppliedOperation, DeleteOp, PlaybookEntry
 from combee_core.playbook import Playbook, entry_sort_key, playbook_tokens
@@ -19,48 +30,92 @@ from combee_core.playbook import Playbook, entry_sort_key, playbook_tokens
 DEFAULT_BUDGET_TOKENS = 8_000
 """Default playbook budget: ~32,000 characters, a few hundred entries; an order of magnitude below the 100K-token
 playbooks ACE's users report degrading validation accuracy, and small enough to send whole as context."""
-DEFAULT_DELETE_CAP = 0.25
-"""Default share of the previous version's entries one version's operations may remove (at least one entry)."""
+DEFAULT_CHANGE_CAP = 0.25
+"""Default share of the previous version's entries one version may rewrite or remove (at least one entry)."""
+DEFAULT_MIN_EVIDENCE = 10
+"""Default distinct traces a verdict (helpful or harmful) needs before it counts for eviction. A success rate
+estimated from n uses has a standard error up to 0.5 / sqrt(n): 0.16 at n = 10, so a rate from fewer traces cannot
+tell a misleading entry from bad luck, and a handful of crafted traces cannot evict an entry."""
+
+EvictionKey = tuple[float, int, int, tuple[str, int, str]]
 
 
-def removal_cap(entries_before: int, share: float) -> int:
-    """Entries of a playbook of ``entries_before`` entries one version may remove: ``max(1, floor(share * n))``."""
+def change_cap(entries_before: int, share: float) -> int:
+    """Entries of a playbook of ``entries_before`` entries one version may change: ``max(1, floor(share * n))``."""
     if not 0.0 <= share <= 1.0:
-        raise ValueError(f"the delete cap is a share in [0, 1], got {share}")
+        raise ValueError(f"the change cap is a share in [0, 1], got {share}")
     return max(1, math.floor(share * entries_before))
 
 
-def eviction_key(entry: PlaybookEntry, support: int = 0) -> tuple[int, int, int, int, tuple[str, int, str]]:
-    """Lowest first: value (``helpful - harmful``), then ``support`` (reflections that backed the entry's ADD in
-    this version: a new entry has no counters yet), then the version it last changed in (stale before fresh), then
-    its creation version, then playbook order."""
-    return (entry.helpful - entry.harmful, support, entry.updated_version, entry.created_version,
-            entry_sort_key(entry))
+def counted(count: int, min_evidence: int) -> int:
+    """A verdict's count as eviction sees it: the count from ``min_evidence`` distinct traces on, else 0."""
+    return count if count >= min_evidence else 0
 
 
-def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, int] | None = None
-                  ) -> tuple[Playbook, list[AppliedOperation]]:
-    """The playbook within ``budget_tokens``, evicting the lowest-valued entries (:func:`eviction_key`, with
-    ``support`` per entry id) one by one until it fits, and the applied ``DELETE`` operations recording each
-    eviction and why. Unchanged when it fits."""
+def use_value(entry: PlaybookEntry, min_evidence: int = DEFAULT_MIN_EVIDENCE) -> float:
+    """The entry's value from evidence of use, in [-1, 1]: (helpful - harmful) / (helpful + harmful) over the
+    verdicts that count (:func:`counted`); 0 when none counts (unknown, as good as unproven)."""
+    helpful, harmful = counted(entry.used_helpful, min_evidence), counted(entry.used_harmful, min_evidence)
+    return (helpful - harmful) / (helpful + harmful) if helpful + harmful else 0.0
+
+
+def eviction_key(entry: PlaybookEntry, support: int = 0, min_evidence: int = DEFAULT_MIN_EVIDENCE) -> EvictionKey:
+    """Lowest first: :func:`use_value`, then ``support`` (reflections that backed the entry's ADD in this version:
+    restatement breaks ties, it is not value), then the version it was created in (the longest unproven first), then
+    playbook order."""
+    return (use_value(entry, min_evidence), support, entry.created_version, entry_sort_key(entry))
+
+
+@dataclass(frozen=True)
+class Fitted:
+    """A playbook brought toward its budget: the result, the evictions (applied DELETEs with their reasons), the
+    existing entries the caps kept from being evicted, and whether it is still over budget."""
+
+    playbook: Playbook
+    evictions: list[AppliedOperation]
+    blocked: list[str]
+    over_budget: bool
+
+
+def eviction_allowance(entries_before: int, removed_before: int, changes_left: int | None) -> int:
+    """Existing entries eviction may still remove: the change cap's remainder, and never so many that the version
+    loses a majority of the previous version's ``entries_before`` entries (``removed_before`` are gone already)."""
+    majority_left = max(0, entries_before // 2 - removed_before)
+    return majority_left if changes_left is None else max(0, min(changes_left, majority_left))
+
+
+def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, int] | None = None, *,
+                  existing: Collection[str] = (), allowance: int | None = None,
+                  min_evidence: int = DEFAULT_MIN_EVIDENCE) -> Fitted:
+    """The playbook within ``budget_tokens`` if the caps allow: entries evicted one by one, lowest
+    :func:`eviction_key` first (``support`` per entry id), until it fits. Of the ``existing`` entries (those of the
+    previous version) at most ``allowance`` are evicted (None: no limit); past it they are skipped, recorded in
+    ``blocked``, and the next candidates go. Unchanged when it fits."""
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
     tokens = playbook_tokens(playbook)
     if tokens <= budget_tokens:
-        return playbook, []
-    evicted: dict[str, None] = {}
-    applied: list[AppliedOperation] = []
-    remaining = list(playbook.entries)
+        return Fitted(playbook, [], [], False)
     support = support or {}
-    for entry in sorted(playbook.entries, key=lambda e: eviction_key(e, support.get(e.entry_id, 0))):
-        evicted[entry.entry_id] = None
+    existing = frozenset(existing)
+    applied: list[AppliedOperation] = []
+    blocked: list[str] = []
+    remaining = list(playbook.entries)
+    evicted_existing = 0
+    for entry in sorted(playbook.entries, key=lambda e: eviction_key(e, support.get(e.entry_id, 0), min_evidence)):
+        is_existing = entry.entry_id in existing
+        if is_existing and allowance is not None and evicted_existing >= allowance:
+            blocked.append(entry.entry_id)
+            continue
+        evicted_existing += is_existing
         remaining = [e for e in remaining if e.entry_id != entry.entry_id]
         applied.append(AppliedOperation(
             operation=DeleteOp(entry_id=entry.entry_id),
             outcome="applied",
             reason=(f"evicted: the version was over its {budget_tokens}-token budget ({tokens} tokens); lowest value "
-                    f"(helpful {entry.helpful} - harmful {entry.harmful}, support {support.get(entry.entry_id, 0)}, "
-                    f"last changed in v{entry.updated_version})"),
+                    f"(use {use_value(entry, min_evidence):+.2f} from helpful {entry.used_helpful} / harmful "
+                    f"{entry.used_harmful} traces, counted from {min_evidence}; support "
+                    f"{support.get(entry.entry_id, 0)}; created in v{entry.created_version})"),
             entry_id=entry.entry_id,
         ))
         tokens = playbook_tokens(Playbook(playbook.playbook_id, playbook.version, tuple(remaining),
@@ -68,7 +123,7 @@ def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, 
         if tokens <= budget_tokens:
             break
     fitted = Playbook(playbook.playbook_id, playbook.version, tuple(remaining), playbook.next_entry_number)
-    return fitted, applied
+    return Fitted(fitted, applied, blocked, tokens > budget_tokens)
 
 
 def added_support(applied: list[AppliedOperation]) -> dict[str, int]:

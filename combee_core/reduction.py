@@ -8,13 +8,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from combee_core.budget import added_support, fit_to_budget, removal_cap
+from combee_core.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.models import (
     AddOp,
+    AppliedOperation,
     DeleteOp,
     MergeOp,
     Operation,
     PartialUpdate,
+    PlaybookEntry,
     PlaybookVersion,
     TagOp,
     TagValue,
@@ -202,10 +204,36 @@ class PendingPartials:
 
 @dataclass(frozen=True)
 class NewVersion:
-    """The next playbook and its published record."""
+    """The next playbook, its published record, and what the caps refused (one line each; the reducer dead-letters
+    them, so no cap is silent)."""
 
     playbook: Playbook
     record: PlaybookVersion
+    warnings: tuple[str, ...] = ()
+
+
+def use_evidence(partials: Sequence[PartialUpdate]) -> dict[str, tuple[int, int]]:
+    """Per entry id, (helpful, harmful): the distinct traces of the batch whose reflections tagged the entry so
+    (``PartialUpdate.use_tags``; a trace's copies in several partials count once)."""
+    seen = {(tag.entry_id, tag.tag, tag.trace_id) for partial in partials for tag in partial.use_tags}
+    counts: dict[str, tuple[int, int]] = {}
+    for entry_id, tag, _ in seen:
+        helpful, harmful = counts.get(entry_id, (0, 0))
+        counts[entry_id] = (helpful + 1, harmful) if tag == "helpful" else (helpful, harmful + 1)
+    return counts
+
+
+def with_evidence(playbook: Playbook, evidence: dict[str, tuple[int, int]]) -> Playbook:
+    """``playbook`` with each entry's ``used_helpful`` / ``used_harmful`` raised by this batch's evidence (ids it
+    no longer holds are ignored). Evidence is not a change to the entry: ``updated_version`` stays."""
+    if not evidence:
+        return playbook
+    entries: list[PlaybookEntry] = []
+    for entry in playbook.entries:
+        helpful, harmful = evidence.get(entry.entry_id, (0, 0))
+        entries.append(entry if not (helpful or harmful) else entry.model_copy(update={
+            "used_helpful": entry.used_helpful + helpful, "used_harmful": entry.used_harmful + harmful}))
+    return Playbook(playbook.playbook_id, playbook.version, tuple(entries), playbook.next_entry_number)
 
 
 def build_version(
@@ -216,24 +244,46 @@ def build_version(
     published_at: datetime,
     parent_version: int | None = None,
     budget_tokens: int | None = None,
-    delete_cap: float | None = None,
+    change_share: float | None = None,
+    min_evidence: int = DEFAULT_MIN_EVIDENCE,
     paraphrases: bool = True,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
     ``parent_version`` names the version whose entries ``playbook`` holds when that is not v (promotion: built on
     the served version after v was rejected; ``combee_core.promotion.next_base``);
-    ``delete_cap``: the share of v's entries the operations may remove (:func:`combee_core.budget.removal_cap`);
-    ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`);
+    ``change_share``: the share of v's entries the operations and evictions together may rewrite or remove
+    (:func:`combee_core.budget.change_cap`; None: no cap);
+    ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`), ranked
+    by the batch's evidence of use (``PartialUpdate.use_tags``, counted from ``min_evidence`` traces);
     ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
-    cap = None if delete_cap is None else removal_cap(len(playbook), delete_cap)
-    result = apply_operations(playbook, scan.operations, new_version, max_removals=cap, paraphrases=paraphrases)
+    cap = None if change_share is None else change_cap(len(playbook), change_share)
+    result = apply_operations(playbook, scan.operations, new_version, max_changes=cap, paraphrases=paraphrases)
+    warnings: list[str] = []
+    capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith("change cap")]
+    if capped:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(_count_kinds(capped).items()))
+        warnings.append(f"change cap: {len(capped)} operation(s) ({kinds}) of version {new_version} rejected; one "
+                        f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}")
+    result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)), applied=result.applied,
+                         changed=result.changed)
     if budget_tokens is not None:
-        fitted, evictions = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied))
-        result = ApplyResult(playbook=fitted, applied=[*result.applied, *evictions])
+        removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
+        allowance = eviction_allowance(len(playbook), removed,
+                                       None if cap is None else cap - len(result.changed))
+        fitted = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied),
+                               existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence)
+        if fitted.blocked:
+            warnings.append(f"eviction: {len(fitted.blocked)} entr(ies) of v{playbook.version} kept from eviction "
+                            f"by the change cap or the majority rule (at most {allowance} more this version)")
+        if fitted.over_budget:
+            warnings.append(f"budget: version {new_version} stays over its {budget_tokens}-token budget "
+                            f"({playbook_tokens(fitted.playbook)} tokens): the caps allow no further eviction")
+        result = ApplyResult(playbook=fitted.playbook, applied=[*result.applied, *fitted.evictions],
+                             changed=result.changed)
     lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
     reflections = {rid for partial in partials for rid in partial.reflection_ids}
     first = partials[0]
@@ -273,7 +323,14 @@ def build_version(
         content_hash=content_hash,
         published_at=published_at,
     )
-    return NewVersion(playbook=result.playbook, record=record)
+    return NewVersion(playbook=result.playbook, record=record, warnings=tuple(warnings))
+
+
+def _count_kinds(applied: Sequence[AppliedOperation]) -> dict[str, int]:
+    kinds: dict[str, int] = {}
+    for item in applied:
+        kinds[item.operation.op] = kinds.get(item.operation.op, 0) + 1
+    return kinds
 
 
 def _copies_per_reflection(partials: Sequence[PartialUpdate], distinct: int) -> int:

@@ -8,9 +8,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.connection import KafkaConnection, env_name, flag_name
 from combee_core.errors import CombeeError
 
 ENV_PREFIX = "COMBEE_"
+
+
+_RENAMED = {"playbook_delete_cap": "playbook_change_cap"}
+"""Settings renamed: setting the old variable is an error naming the new one, never silently ignored."""
 
 
 class SettingsError(CombeeError, ValueError):
@@ -28,6 +33,10 @@ class CombeeSettings(BaseModel):
 
     kafka_bootstrap: str | None = Field(
         default=None, description="Kafka bootstrap servers; none -> the broker `combee broker` recorded, if it runs."
+    )
+    kafka: KafkaConnection = Field(
+        default_factory=KafkaConnection, description="Security of the connection to the broker named by "
+        "kafka_bootstrap (TLS, SASL; combee_core/connection.py): COMBEE_KAFKA_* variables, --kafka-* flags."
     )
     broker_kind: Literal["auto", "kafka", "tansu"] = Field(
         default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
@@ -74,17 +83,31 @@ class CombeeSettings(BaseModel):
         default=8_000, ge=0, description="Most tokens (ceil(chars / 4) of the rendered playbook) a version may hold; "
         "a version over it evicts its lowest-valued entries, each recorded as a DELETE with the reason."
     )
-    playbook_delete_cap: float = Field(
-        default=0.25, ge=0.0, le=1.0, description="Share of the previous version's entries the model's operations "
-        "may remove in one version (DELETE, MERGE), at least one; further removals are rejected with the reason."
+    playbook_change_cap: float = Field(
+        default=0.25, ge=0.0, le=1.0, description="Share of the previous version's entries one version may rewrite "
+        "or remove, at least one: the model's UPDATE, MERGE and DELETE and the budget's evictions together; what is "
+        "over it is rejected with the reason and a dead letter (ChangeCapReached)."
+    )
+    eviction_min_evidence: int = Field(
+        default=10, ge=1, description="Distinct traces a verdict (helpful or harmful, from agents that used the entry) "
+        "needs before it counts for eviction; fewer cannot evict or protect an entry."
     )
     llm_context: bool = Field(
         default=True, description="Show the roles the playbook: the reflector the entries the agent used, the "
         "aggregator and reducer the current playbook (off: the roles work blind, as a baseline)."
     )
     llm_context_tokens: int = Field(
-        default=8_000, ge=0, description="Most tokens of playbook one aggregator or reducer prompt carries (the "
-        "highest-valued entries first when the playbook is larger)."
+        default=8_000, ge=0, description="Most tokens of playbook one prompt carries: the aggregator's and reducer's "
+        "playbook (the highest-valued entries first when it is larger), the reflector's used entries (the first ones)."
+    )
+    llm_payload_tokens: int = Field(
+        default=64_000, ge=1, description="Most tokens of items (reflections, partial updates) one aggregator or "
+        "reducer prompt carries; over it the call is not made and the stage handles it as a failed call (dead "
+        "letters; the reducer applies the union of its children unmerged)."
+    )
+    llm_trace_tokens: int = Field(
+        default=8_000, ge=2_000, description="Most tokens of trace one reflector prompt carries (ceil(chars / 4) of "
+        "its JSON); a longer trace has its texts cut around an omission marker and its middle steps dropped, visibly."
     )
     sim_paraphrases: int = Field(
         default=1, ge=1, le=4, description="Simulator: wordings a reflection draws a lesson's text from (1: the "
@@ -204,21 +227,21 @@ class CombeeSettings(BaseModel):
     def load(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> CombeeSettings:
         """Build settings from ``COMBEE_*`` environment variables, then apply non-None ``overrides``."""
         source = os.environ if env is None else env
+        for old, new in _RENAMED.items():
+            if ENV_PREFIX + old.upper() in source:
+                raise SettingsError(f"{ENV_PREFIX}{old.upper()} was renamed {ENV_PREFIX}{new.upper()} (it now caps "
+                                    "every change to existing entries, not only removals)")
         values: dict[str, Any] = {}
         for name in cls.model_fields:
             raw = source.get(ENV_PREFIX + name.upper())
-            if raw is not None:
+            if raw is not None and name != "kafka":
                 values[name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
+        values.update({k: v for k, v in overrides.items() if v is not None and k != "kafka"})
+        values["kafka"] = {**KafkaConnection.from_env(source), **(overrides.get("kafka") or {})}
         try:
             return cls.model_validate(values)
         except ValidationError as error:
-            problems = "; ".join(
-                f"{ENV_PREFIX}{'.'.join(str(p) for p in e['loc']).upper()} (or --{str(e['loc'][0]).replace('_', '-')}):"
-                f" {e['msg']}"
-                for e in error.errors()
-            )
-            raise SettingsError(f"invalid settings: {problems}") from error
+            raise SettingsError(f"invalid settings: {'; '.join(map(_describe_problem, error.errors()))}") from error
 
     def topic(self, name: str) -> str:
         """Full topic name for a logical topic (``traces``, ``playbook``, ...)."""
@@ -227,3 +250,14 @@ class CombeeSettings(BaseModel):
     def group(self, stage: str) -> str:
         """Consumer group id of a stage for this run."""
         return f"{self.topic_prefix}{self.run_id}.{stage}"
+
+
+def _describe_problem(error: Any) -> str:
+    """One validation problem, naming the variable and the flag that set it."""
+    loc = [str(part) for part in error["loc"]]
+    message = error["msg"].removeprefix("Value error, ")
+    if loc[:1] == ["kafka"]:
+        if len(loc) == 1:
+            return f"Kafka connection: {message}"
+        return f"{env_name(loc[1])} (or {flag_name(loc[1])}): {message}"
+    return f"{ENV_PREFIX}{'.'.join(loc).upper()} (or --{loc[0].replace('_', '-')}): {message}"

@@ -5,7 +5,7 @@ litellm; ``LLMRoles`` imports it when created (unless it is given a ``responder`
 ``combee_core.llm.provider`` imports it.
 """
 
-from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
+from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, PromptTooLarge
 from combee_core.llm.roles import (
     LLMConfig,
     LLMReply,
@@ -26,6 +26,7 @@ __all__ = [
     "LLMConfig",
     "LLMError",
     "LLMOutputError",
+    "PromptTooLarge",
     "LLMReply",
     "LLMRequest",
     "LLMRoles",

@@ -48,3 +48,9 @@ class LLMOutputError(LLMError):
     def __str__(self) -> str:
         base = super().__str__()
         return f"{base} (raw text: {self.raw_preview!r})" if self.raw_preview else base
+
+
+class PromptTooLarge(LLMError):
+    """The items a call would carry are over the payload cap (``COMBEE_LLM_PAYLOAD_TOKENS``): the call is not made.
+    The stage handles it as a failed call (the aggregator dead-letters the window's traces, the reducer applies the
+    union of its children unmerged), so nothing is cut silently."""

@@ -17,6 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from combee_core import limits
 from combee_core.llm.errors import LLMOutputError
+from combee_core.llm.self_reference import about_learning_system
 from combee_core.models import EntryTag, Insight, Operation, first_error
 
 _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)(?:```|\Z)", re.DOTALL)
@@ -25,32 +26,6 @@ _CLOSER = {"{": "}", "[": "]"}
 _BARE_WORDS = {"True": "true", "False": "false", "None": "null"}
 _MAX_TRUNCATION_CANDIDATES = 64
 _MAX_OBJECT_CANDIDATES = 32
-_INSTRUCTION_PATTERNS = tuple(re.compile(p) for p in (
-    r"\b(ignore|disregard|forget|override)\b[^.\n]{0,40}\b(instructions?|rules|prompts?|directions)\b",
-    r"\b(delete|remove|wipe|erase|clear|drop|empty|reset)\b[^.\n]{0,30}\bplaybook\b",
-    r"\b(delete|remove|wipe|erase)\b[^.\n]{0,20}\b(all|every|each)\b[^.\n]{0,20}\b(entries|entry|lessons|insights)\b",
-    r"\bsystem prompt\b",
-    r"\byou are now\b",
-    r"\bnew instructions\b",
-    r"<<<data|data>>>",
-    r"[{,]\s*\"(op|operations|insights|entry_tags)\"\s*:",  # an answer of our own shape, to be echoed
-))
-
-
-def instruction_like(text: str) -> str | None:
-    """The phrase that makes ``text`` read as an instruction to the learning system (prompt injection carried
-    by a trace: "ignore previous instructions", "delete the playbook", a DATA marker, an answer in the roles' own
-    JSON shape to be echoed), or ``None``.
-
-    A lexical guard behind the prompts' data fence: a lesson about the agent's task never needs these phrases,
-    so an insight or operation content holding one is dropped (counted, with the phrase) rather than learned.
-    """
-    lowered = text.lower()
-    for pattern in _INSTRUCTION_PATTERNS:
-        match = pattern.search(lowered)
-        if match:
-            return match.group(0)
-    return None
 
 
 @dataclass(frozen=True)
@@ -331,12 +306,12 @@ def parse_reflection_output(text: str, *, role: str = "reflector", model: str = 
         raise LLMOutputError(role, model, "no valid item: " + "; ".join(problems[:5]), text)
     kept = []
     for insight in insights:
-        phrase = instruction_like(insight.content)
-        if phrase is None:
+        why = about_learning_system(insight.content)
+        if why is None:
             kept.append(insight)
         else:
             dropped += 1
-            problems.append(f"insight dropped (reads as an instruction to the learning system: {phrase!r})")
+            problems.append(f"insight dropped (a lesson about the learning system, not the task: {why})")
     return ParsedReflection(kept, tags, dropped, repaired, problems)
 
 
@@ -382,10 +357,10 @@ def parse_operations_output(text: str, *, role: str = "aggregator", model: str =
         raise LLMOutputError(role, model, "no valid operation: " + "; ".join(problems[:5]), text)
     kept = []
     for op in operations:
-        phrase = instruction_like(getattr(op, "content", ""))
-        if phrase is None:
+        why = about_learning_system(getattr(op, "content", ""))
+        if why is None:
             kept.append(op)
         else:
             dropped += 1
-            problems.append(f"{op.op} dropped (reads as an instruction to the learning system: {phrase!r})")
+            problems.append(f"{op.op} dropped (a lesson about the learning system, not the task: {why})")
     return ParsedOperations(kept, dropped, repaired, problems)

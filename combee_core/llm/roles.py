@@ -24,7 +24,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from combee_core.llm import prompts
-from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
+from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, PromptTooLarge
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
 from combee_core.llm.simulator import DEFAULT_MODEL, HIDDEN_PARAM, SIM_PARAM, SimulatorConfig, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
@@ -72,6 +72,13 @@ class LLMConfig(BaseModel):
     aggregator: RoleConfig = Field(default_factory=RoleConfig)
     reducer: RoleConfig = Field(default_factory=RoleConfig)
     simulator: SimulatorConfig = Field(default_factory=SimulatorConfig)
+    context_tokens: int = Field(default=prompts.CONTEXT_TOKENS, ge=0,
+                                description="Cap on the used entries a reflector prompt carries.")
+    payload_tokens: int = Field(default=prompts.PAYLOAD_TOKENS, ge=1, description="Cap on the items (reflections "
+                                "or partial updates) an aggregator or reducer prompt carries; over it the call is not "
+                                "made (PromptTooLarge).")
+    trace_tokens: int = Field(default=prompts.TRACE_TOKENS, ge=2_000, description="Cap on the trace a reflector prompt "
+                              "carries (texts cut, middle steps dropped, visibly).")
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> LLMConfig:
@@ -102,6 +109,9 @@ class LLMConfig(BaseModel):
                 mode=settings.sim_clock,
                 paraphrases=settings.sim_paraphrases,
             ),
+            context_tokens=settings.llm_context_tokens,
+            trace_tokens=settings.llm_trace_tokens,
+            payload_tokens=settings.llm_payload_tokens,
         )
 
     def role(self, role: Role) -> RoleConfig:
@@ -204,17 +214,23 @@ class LLMRoles:
 
     async def reflect(self, trace: Trace, playbook_text: str | None = None) -> Reflection:
         """Reflect on one trace. Raises ``LLMCallError`` / ``LLMOutputError`` once retries are exhausted."""
-        messages = prompts.reflector_messages(trace, playbook_text)
+        messages = prompts.reflector_messages(trace, playbook_text, context_tokens=self.config.context_tokens,
+                                              trace_tokens=self.config.trace_tokens)
         model = self.config.reflector.model
         parse = lambda text: parse_reflection_output(text, role="reflector", model=model)  # noqa: E731
         parsed, usage, latency, records = await self._call("reflector", messages, 1, parse)
+        used = set(prompts.used_entry_ids(trace))
+        tags = [tag for tag in parsed.entry_tags if tag.entry_id in used]
+        if len(tags) < len(parsed.entry_tags):
+            logger.info("reflector: %d tag(s) of entries trace %s did not use dropped (a reflection tags only the "
+                        "entries its agent used)", len(parsed.entry_tags) - len(tags), trace.trace_id)
         return Reflection(
             reflection_id=reflection_id_for(trace.trace_id),
             trace_id=trace.trace_id,
             playbook_id=trace.playbook_id,
             seen_version=trace.playbook_version,
             insights=parsed.insights,
-            entry_tags=parsed.entry_tags,
+            entry_tags=tags,
             model=self.config.reflector.model,
             usage=usage,
             latency_s=latency,
@@ -233,6 +249,9 @@ class LLMRoles:
         model = self.config.role(role).model
         if items_read == 0:
             return RoleResult(operations=[], usage=Usage(), latency_s=0.0, records=[], model=model)
+        if (tokens := prompts.items_tokens(messages)) > self.config.payload_tokens:
+            raise PromptTooLarge(role, model, f"its {items_read} items are {tokens} tokens, over the "
+                                 f"{self.config.payload_tokens}-token payload cap (COMBEE_LLM_PAYLOAD_TOKENS)")
         parse = lambda text: parse_operations_output(text, role=role, model=model)  # noqa: E731
         parsed, usage, latency, records = await self._call(role, messages, items_read, parse)
         return RoleResult(

@@ -45,6 +45,7 @@ from combee_core.models.operations import (
     PartialUpdate,
     TagOp,
     UpdateOp,
+    UseTag,
 )
 from combee_core.models.promotion import (
     EvalRequest,
@@ -117,6 +118,7 @@ __all__ = [
     "TraceStep",
     "Usage",
     "UpdateOp",
+    "UseTag",
     "VersionStats",
     "ViewCheckpoint",
     "dump_json",

@@ -11,6 +11,7 @@ from combee_core.models.base import (
     SCHEMA_VERSION,
     CombeeModel,
     EntryId,
+    Identifier,
     InsightText,
     PlaybookId,
     SectionName,
@@ -73,6 +74,15 @@ class AppliedOperation(CombeeModel):
     entry_id: str | None = Field(default=None, description="Entry created or changed, when applied.")
 
 
+class UseTag(CombeeModel):
+    """One trace's verdict on an entry its agent used (from its reflection's entry tags): evidence of use, counted
+    once per trace however many copies or partials carry it."""
+
+    entry_id: EntryId
+    tag: Literal["helpful", "harmful"]
+    trace_id: Identifier
+
+
 class PartialUpdate(CombeeModel):
     """An aggregator's (or inner reducer node's) proposal for one subgroup of one batch."""
 
@@ -86,6 +96,10 @@ class PartialUpdate(CombeeModel):
     operations: Annotated[list[Operation], Field(max_length=limits.MAX_OPERATIONS_PER_UPDATE)]
     reflection_ids: list[str] = Field(default_factory=list, description="Distinct reflections read (sorted).")
     trace_ids: list[str] = Field(default_factory=list, description="Distinct traces behind them (sorted).")
+    use_tags: list[UseTag] = Field(
+        default_factory=list, description="The helpful/harmful entry tags of the reflections read, one per (entry, "
+        "verdict, trace), sorted: the evidence of use eviction ranks by, taken from the reflections, not from the "
+        "model's TAG operations (whose counts the model chooses).")
     items_read: int = Field(ge=0, description="Items this call read (copies at level 0, partials above).")
     expected_items: int = Field(ge=0)
     missing_items: int = Field(default=0, ge=0, description="Copies that never arrived before the window timeout.")

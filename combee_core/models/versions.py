@@ -28,6 +28,10 @@ class PlaybookEntry(CombeeModel):
     content: InsightText
     helpful: int = Field(default=0, ge=0)
     harmful: int = Field(default=0, ge=0)
+    used_helpful: int = Field(default=0, ge=0, description="Distinct traces whose agent used this entry and whose "
+                              "reflection tagged it helpful (evidence of use: what eviction ranks by).")
+    used_harmful: int = Field(default=0, ge=0, description="Distinct traces whose agent used this entry and whose "
+                              "reflection tagged it harmful.")
     created_version: int = Field(ge=0)
     updated_version: int = Field(ge=0)
 

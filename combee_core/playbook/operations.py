@@ -21,14 +21,14 @@ MAX_MERGE_IDS = 32
 class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
-    def __init__(self, playbook: Playbook, new_version: int, threshold: float, max_removals: int | None = None,
+    def __init__(self, playbook: Playbook, new_version: int, threshold: float, max_changes: int | None = None,
                  paraphrases: bool = True) -> None:
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
         self.original: frozenset[str] = frozenset(self.entries)
-        self.max_removals = max_removals
+        self.max_changes = max_changes
         self.paraphrases = paraphrases
-        self.removals = 0
-        """Entries of the original playbook removed so far (DELETE, and MERGE's removed ids)."""
+        self.changed: dict[str, None] = {}
+        """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE), each once."""
         self.removed: dict[str, str] = {}
         self.next_number = playbook.next_entry_number
         self.new_version = new_version
@@ -62,15 +62,20 @@ class _WorkingPlaybook:
             return self._tag(op)
         raise TypeError(f"not an operation: {type(op).__name__}")  # unreachable for valid Operation values
 
-    def over_cap(self, removing: Iterable[str]) -> str | None:
-        """Why removing these entries would break the per-version removal cap, or ``None``."""
-        if self.max_removals is None:
+    def over_cap(self, changing: Iterable[str]) -> str | None:
+        """Why rewriting or removing these entries would break the per-version change cap, or ``None``."""
+        if self.max_changes is None:
             return None
-        count = sum(1 for entry_id in removing if entry_id in self.original)
-        if self.removals + count <= self.max_removals:
+        count = len({entry_id for entry_id in changing if entry_id in self.original and entry_id not in self.changed})
+        if len(self.changed) + count <= self.max_changes:
             return None
-        return (f"delete cap: one version may remove at most {self.max_removals} of the previous version's entries "
-                f"({self.removals} already removed)")
+        return (f"change cap: one version may change at most {self.max_changes} of the previous version's entries "
+                f"(UPDATE, MERGE, DELETE and evictions; {len(self.changed)} already changed)")
+
+    def mark_changed(self, entry_ids: Iterable[str]) -> None:
+        for entry_id in entry_ids:
+            if entry_id in self.original:
+                self.changed.setdefault(entry_id, None)
 
     def _add(self, op: AddOp) -> AppliedOperation:
         text = self.text(op.content)
@@ -126,6 +131,9 @@ class _WorkingPlaybook:
             return AppliedOperation(
                 operation=op, outcome="applied", reason="content unchanged", entry_id=op.entry_id
             )
+        if (why := self.over_cap([op.entry_id])) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        self.mark_changed([op.entry_id])
         self.entries[op.entry_id] = entry.model_copy(
             update={"content": op.content, "updated_version": self.new_version}
         )
@@ -141,16 +149,19 @@ class _WorkingPlaybook:
             listed[entry_id] = None
             if (why := self.missing(entry_id)) is not None:
                 return AppliedOperation(operation=op, outcome="rejected", reason=why)
-        if (why := self.over_cap(op.entry_ids[1:])) is not None:
-            return AppliedOperation(operation=op, outcome="rejected", reason=why)
         merged = [self.entries[entry_id] for entry_id in op.entry_ids]
         keep, others = merged[0], merged[1:]
-        self.removals += sum(1 for e in others if e.entry_id in self.original)
+        changing = [e.entry_id for e in others] + ([keep.entry_id] if keep.content != op.content else [])
+        if (why := self.over_cap(changing)) is not None:
+            return AppliedOperation(operation=op, outcome="rejected", reason=why)
+        self.mark_changed(changing)
         self.entries[keep.entry_id] = keep.model_copy(
             update={
                 "content": op.content,
                 "helpful": sum(e.helpful for e in merged),
                 "harmful": sum(e.harmful for e in merged),
+                "used_helpful": sum(e.used_helpful for e in merged),
+                "used_harmful": sum(e.used_harmful for e in merged),
                 "updated_version": self.new_version,
             }
         )
@@ -169,7 +180,7 @@ class _WorkingPlaybook:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
         if (why := self.over_cap([op.entry_id])) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
-        self.removals += 1 if op.entry_id in self.original else 0
+        self.mark_changed([op.entry_id])
         del self.entries[op.entry_id]
         self.removed[op.entry_id] = "deleted"
         return AppliedOperation(operation=op, outcome="applied", reason="deleted", entry_id=op.entry_id)
@@ -204,7 +215,7 @@ def apply_operations(
     new_version: int,
     *,
     near_duplicate_threshold: float = NEAR_DUPLICATE_THRESHOLD,
-    max_removals: int | None = None,
+    max_changes: int | None = None,
     paraphrases: bool = True,
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
@@ -213,8 +224,10 @@ def apply_operations(
       near-duplicate (:func:`is_near_duplicate`) or, with ``paraphrases``, a paraphrase (:func:`is_paraphrase`)
       of it (the most similar one, ties to the lowest id): then that entry is reinforced, ``helpful +=
       op.support``, and the op is applied with reason ``near-duplicate of <id>`` (``paraphrase of <id>``).
-    - ``max_removals``: at most this many entries of ``playbook`` may be removed by the operations (DELETE, and
-      the ids a MERGE removes); an op that would remove more is rejected with the reason ``delete cap: ...``.
+    - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed by the operations
+      (UPDATE that changes the content, DELETE, every id a MERGE removes and its kept id when the content changes;
+      an entry counts once however often it is changed); an op that would change more is rejected with the reason
+      ``change cap: ...``. ADD and TAG change counters, never an entry's text, and are not counted.
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
       counters of all listed entries, and removes the others.
@@ -227,9 +240,9 @@ def apply_operations(
     """
     if new_version < playbook.version:
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
-    work = _WorkingPlaybook(playbook, new_version, near_duplicate_threshold, max_removals, paraphrases)
+    work = _WorkingPlaybook(playbook, new_version, near_duplicate_threshold, max_changes, paraphrases)
     applied = [work.apply(op) for op in operations]
-    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied)
+    return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed))
 
 
 def deduplication_operations(

@@ -137,3 +137,5 @@ class ApplyResult:
 
     playbook: Playbook
     applied: list[AppliedOperation] = field(default_factory=list)
+    changed: tuple[str, ...] = ()
+    """Entries of the playbook the operations applied to that were rewritten or removed (each once, in order)."""

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from combee_core.llm.errors import LLMError
-from combee_core.models import Operation, PartialUpdate, Reflection, ShuffledReflection, Usage
+from combee_core.models import Operation, PartialUpdate, Reflection, ShuffledReflection, Usage, UseTag
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.topology import Topic
 from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
@@ -40,6 +40,14 @@ AggregateRole = Callable[[Sequence[Reflection], str], Awaitable[Proposal]]
 
 PlaybookContext = Callable[[str, int], Awaitable[str]]
 """(playbook_id, base_version) -> that version rendered for the prompt ("" without context)."""
+
+
+def use_tags(reflections: Sequence[Reflection]) -> list[UseTag]:
+    """The helpful/harmful entry tags of these reflections, one per (entry, verdict, trace), sorted: the evidence
+    of use the reducer counts for eviction (taken from the reflections, not from the model's answer)."""
+    found = {(tag.entry_id, tag.tag, r.trace_id) for r in reflections for tag in r.entry_tags if tag.tag != "neutral"}
+    return [UseTag(entry_id=entry_id, tag=tag, trace_id=trace_id)  # neutral excluded above
+            for entry_id, tag, trace_id in sorted(found)]
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,7 @@ class Aggregator:
                 operations=result.operations,
                 reflection_ids=sorted(distinct),
                 trace_ids=sorted({r.trace_id for r in reflections}),
+                use_tags=use_tags(reflections),
                 model=self.config.model,
                 usage=result.usage,
                 latency_s=result.latency_s,

@@ -11,10 +11,12 @@ applies ready batches one after the other.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from combee_core.budget import DEFAULT_MIN_EVIDENCE
 from combee_core.llm.errors import LLMError
 from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
@@ -28,6 +30,8 @@ from combee_core.reduction import (
 )
 from combee_core.topology import Topic
 
+log = logging.getLogger(__name__)
+
 ReduceRole = Callable[[list[list[Operation]], str], Awaitable[ReduceOutcome]]
 """The reducer LLM role: merge children's operation lists, given the playbook rendered as context (may raise
 ``LLMError``)."""
@@ -38,7 +42,8 @@ class ReducerConfig:
     max_fan_in: int = 32
     deterministic_merge: bool = True
     budget_tokens: int | None = None
-    delete_cap: float | None = None
+    change_cap: float | None = None
+    min_evidence: int = DEFAULT_MIN_EVIDENCE
     llm_context: bool = True
     llm_context_tokens: int = 4000
 
@@ -120,12 +125,18 @@ class Reducer:
             [partial.operations for partial in partials], self.config.max_fan_in, reduce,
             merge=merge_without_conflict if self.config.deterministic_merge else None,
         )
-        record = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
-                               budget_tokens=self.config.budget_tokens, delete_cap=self.config.delete_cap).record
+        built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
+                              budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
+                              min_evidence=self.config.min_evidence)
+        record = built.record
         playbook_id = playbook.playbook_id
+        for warning in built.warnings:
+            log.warning("%s: %s", playbook_id, warning)
         return [
             *effects,
             Publish(Topic.PLAYBOOK, playbook_id, record, number=(playbook_id, record.version)),
+            *(Reject(None, warning, "ChangeCapReached" if warning.startswith("change cap") else "EvictionLimited",
+                     playbook_id=playbook_id) for warning in built.warnings),
             *unlearned(record, manifest),
             Publish(Topic.METRICS, playbook_id, batch_metrics(record, previous_at)),
             Count("versions"),

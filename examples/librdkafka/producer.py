@@ -25,6 +25,7 @@ from pathlib import Path
 
 import jsonschema
 from confluent_kafka import KafkaException, Producer
+from kafka_security import security_config  # a sibling module: run this file as a script
 
 DEFAULT_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "trace.v1.json"
 MAX_MESSAGE_BYTES = 1_048_576  # the reflector dead-letters larger traces (docs/protocol.md)
@@ -108,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = f"{args.prefix}traces"
     producer = Producer({
         "bootstrap.servers": args.bootstrap,
+        **security_config(),  # TLS/SASL from the COMBEE_KAFKA_* variables (kafka_security.py)
         "acks": "all",
         "enable.idempotence": False,  # Tansu cannot; Kafka does not need it (trace_id makes resends harmless)
         "partitioner": "murmur2_random",  # same partition for a key as the Java and Python (aiokafka) producers

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import jsonschema
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
+from kafka_security import security_config  # a sibling module: run this file as a script
 
 SCHEMAS = Path(__file__).resolve().parents[2] / "schemas"
 SUPPORTED_SCHEMA_VERSIONS = {1}
@@ -76,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = f"{args.prefix}{'playbook' if args.candidates else 'promoted'}"
     consumer = Consumer({
         "bootstrap.servers": args.bootstrap,
+        **security_config(),  # TLS/SASL from the COMBEE_KAFKA_* variables (kafka_security.py)
         "group.id": "unused",  # required by the client; nothing is committed (assign, not subscribe)
         "enable.auto.commit": False,
         "fetch.message.max.bytes": 16 * 1024 * 1024,

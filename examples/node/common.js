@@ -1,4 +1,5 @@
 // What the Node.js producer and subscriber share: argument parsing, JSON Schema validation, kafkajs settings.
+import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -41,10 +42,11 @@ export function describeErrors(errors) {
  * - fetch max wait 500 ms instead of 5 s: Tansu holds a fetch for the whole max wait even when records arrive
  *   meanwhile, so with kafkajs' default a new version could take 5 s to reach a subscriber.
  */
-export function makeKafka(bootstrap, clientId) {
+export function makeKafka(bootstrap, clientId, env = process.env) {
   return new Kafka({
     clientId,
     brokers: bootstrap.split(","),
+    ...securityConfig(env),
     logLevel: logLevel.WARN,
     logCreator: () => ({ namespace, level, log }) => {
       const { message, ...rest } = log;
@@ -52,6 +54,52 @@ export function makeKafka(bootstrap, clientId) {
     },
     retry: { retries: 8 },
   });
+}
+
+/**
+ * kafkajs' `ssl` and `sasl` options from the same COMBEE_KAFKA_* variables `combee` reads (docs/broker.md, "TLS and
+ * SASL"); none set: plaintext. Secrets come from the environment or files, never from the command line:
+ * - COMBEE_KAFKA_SECURITY_PROTOCOL: PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL;
+ * - COMBEE_KAFKA_SSL_CAFILE (else Node's trust store), COMBEE_KAFKA_SSL_CERTFILE / _KEYFILE / _KEY_PASSWORD (mutual
+ *   TLS), COMBEE_KAFKA_SSL_CHECK_HOSTNAME=false to skip the host name check (a test cluster only);
+ * - COMBEE_KAFKA_SASL_MECHANISM (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER), COMBEE_KAFKA_SASL_USERNAME,
+ *   COMBEE_KAFKA_SASL_PASSWORD or _PASSWORD_FILE; OAUTHBEARER: COMBEE_KAFKA_SASL_OAUTH_TOKEN, _TOKEN_FILE (read at
+ *   every connect) or _TOKEN_COMMAND (its stdout, run at every connect).
+ */
+export function securityConfig(env = process.env) {
+  const protocol = (env.COMBEE_KAFKA_SECURITY_PROTOCOL || "PLAINTEXT").toUpperCase();
+  if (!["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].includes(protocol)) {
+    throw new Error(`COMBEE_KAFKA_SECURITY_PROTOCOL=${protocol}: use PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL`);
+  }
+  const read = (path) => readFileSync(path, "utf-8");
+  const config = {};
+  if (protocol === "SSL" || protocol === "SASL_SSL") {
+    const ssl = { rejectUnauthorized: true };
+    if (env.COMBEE_KAFKA_SSL_CAFILE) ssl.ca = [read(env.COMBEE_KAFKA_SSL_CAFILE)];
+    if (env.COMBEE_KAFKA_SSL_CERTFILE) ssl.cert = read(env.COMBEE_KAFKA_SSL_CERTFILE);
+    if (env.COMBEE_KAFKA_SSL_KEYFILE) ssl.key = read(env.COMBEE_KAFKA_SSL_KEYFILE);
+    if (env.COMBEE_KAFKA_SSL_KEY_PASSWORD) ssl.passphrase = env.COMBEE_KAFKA_SSL_KEY_PASSWORD;
+    if ((env.COMBEE_KAFKA_SSL_CHECK_HOSTNAME || "true").toLowerCase() === "false") {
+      ssl.checkServerIdentity = () => undefined;  // the CA is still checked
+    }
+    config.ssl = ssl;
+  }
+  if (protocol === "SASL_PLAINTEXT" || protocol === "SASL_SSL") {
+    const mechanism = (env.COMBEE_KAFKA_SASL_MECHANISM || "").toLowerCase();
+    if (mechanism === "oauthbearer") {
+      const token = () => env.COMBEE_KAFKA_SASL_OAUTH_TOKEN
+        || (env.COMBEE_KAFKA_SASL_OAUTH_TOKEN_FILE && read(env.COMBEE_KAFKA_SASL_OAUTH_TOKEN_FILE).trim())
+        || execFileSync("/bin/sh", ["-c", env.COMBEE_KAFKA_SASL_OAUTH_TOKEN_COMMAND], { encoding: "utf-8" }).trim();
+      config.sasl = { mechanism, oauthBearerProvider: async () => ({ value: token() }) };
+    } else if (["plain", "scram-sha-256", "scram-sha-512"].includes(mechanism)) {
+      const password = env.COMBEE_KAFKA_SASL_PASSWORD
+        ?? read(env.COMBEE_KAFKA_SASL_PASSWORD_FILE).replace(/\r?\n$/, "");
+      config.sasl = { mechanism, username: env.COMBEE_KAFKA_SASL_USERNAME, password };
+    } else {
+      throw new Error(`${protocol} needs COMBEE_KAFKA_SASL_MECHANISM: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER`);
+    }
+  }
+  return config;
 }
 
 export const CONSUMER_TIMEOUTS = {

@@ -7,6 +7,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Mapping
 
+from combee_core.connection import PLAINTEXT, KafkaConnection
 from streams.broker.errors import TopicCreationError
 
 
@@ -25,10 +26,12 @@ async def close_client(closing: Awaitable[object], what: str, timeout_s: float =
 
 
 @contextlib.asynccontextmanager
-async def _admin(bootstrap: str):
+async def _admin(bootstrap: str, connection: KafkaConnection):
     from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=30000)
+    from streams.broker.connection import client_kwargs  # noqa: PLC0415
+
+    admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, connection), request_timeout_ms=30000)
     await admin.start()
     try:
         yield admin
@@ -40,14 +43,15 @@ _TOPIC_ALREADY_EXISTS = 36
 _UNKNOWN_TOPIC = 3
 
 
-async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], replication: int = 1) -> None:
+async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], replication: int = 1, *,
+                        connection: KafkaConnection = PLAINTEXT) -> None:
     """Create topics; ones that already exist are fine (their partition count is not changed)."""
     if not names_to_partitions:
         return
     from aiokafka.admin import NewTopic  # noqa: PLC0415
     from aiokafka.errors import for_code  # noqa: PLC0415
 
-    async with _admin(bootstrap) as admin:
+    async with _admin(bootstrap, connection) as admin:
         resp = await admin.create_topics(
             [NewTopic(name, int(n), replication) for name, n in names_to_partitions.items()]
         )
@@ -61,8 +65,8 @@ async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], 
         raise TopicCreationError("the broker refused to create " + "; ".join(errors))
 
 
-async def list_topics(bootstrap: str, prefix: str = "") -> list[str]:
+async def list_topics(bootstrap: str, prefix: str = "", *, connection: KafkaConnection = PLAINTEXT) -> list[str]:
     """Sorted topic names (optionally only those starting with ``prefix``)."""
-    async with _admin(bootstrap) as admin:
+    async with _admin(bootstrap, connection) as admin:
         names = await admin.list_topics()
     return sorted(n for n in names if n.startswith(prefix))

@@ -80,6 +80,15 @@ class LoggedChild:
         """The child's exit code if it has exited, else None."""
         return self._proc.poll() if self._proc is not None else None
 
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """The exit code once the child has exited, waiting up to ``timeout_s``; None while it still runs."""
+        if self._proc is None:
+            return None
+        try:
+            return self._proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     def spawn(self, command: Sequence[str], log_name: str, env: Mapping[str, str] | None = None) -> None:
         """Start ``command`` with its output appended to the log file ``log_name``."""
         if self._log_dir is not None:

@@ -23,6 +23,16 @@ class BrokerUnreachable(BrokerUnavailable):
     """The broker did not answer within the connect timeout."""
 
 
+class BrokerHandshakeFailed(BrokerUnavailable):
+    """The TLS handshake with the broker failed (an untrusted or misnamed certificate, a client certificate the
+    broker wants or refuses, a listener that does not speak TLS); the message says which and what to check."""
+
+
+class BrokerAuthenticationFailed(BrokerUnavailable):
+    """The broker refused the SASL authentication (wrong user or password, a mechanism it does not offer, a
+    refused token); the message says which and what to check."""
+
+
 class BrokerLost(BrokerUnavailable):
     """A running command lost its broker (unreachable past the grace, or back without the run's topics)."""
 

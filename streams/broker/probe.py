@@ -8,11 +8,12 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from streams.broker.errors import BrokerUnreachable
+from combee_core.connection import PLAINTEXT, KafkaConnection
 
 
 def _kafka_request(sock: socket.socket, api_key: int, api_version: int, correlation_id: int, body: bytes) -> bytes:
@@ -83,34 +84,63 @@ def bootstrap_addresses(bootstrap: str) -> list[tuple[str, int]]:
     return addresses
 
 
-async def kafka_answers(bootstrap: str, timeout_s: float = 2.0) -> bool:
-    """True when some address of ``bootstrap`` answers a Kafka ApiVersions request (any Kafka version does);
-    never raises and never logs, so it can be asked every few seconds while a broker is away."""
+async def api_versions(host: str, port: int, timeout_s: float, context: ssl.SSLContext | None = None, *,
+                       on_connected: Callable[[object], None] | None = None) -> bool:
+    """Ask one address a Kafka ApiVersions v0 request (over TLS with ``context``): True when it answers it. A
+    refused, closed or silent connection raises ``OSError``/``TimeoutError``/``IncompleteReadError``; a failed TLS
+    handshake raises ``ssl.SSLError`` (an ``OSError``). ``on_connected`` is called once connected (and, with TLS,
+    once the handshake is done, as the client sees it)."""
     client_id = b"combee-watch"
     request = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    writer = None
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, ssl=context), timeout_s)
+        if on_connected is not None:
+            on_connected(writer)
+        writer.write(struct.pack(">i", len(request)) + request)
+        await writer.drain()
+        (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
+        response = await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        return bool(struct.unpack(">i", response[:4])[0] == 1)
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError, asyncio.TimeoutError):
+                await asyncio.wait_for(writer.wait_closed(), timeout_s)
+
+
+async def kafka_answers(bootstrap: str, timeout_s: float = 2.0, *, connection: KafkaConnection = PLAINTEXT) -> bool:
+    """True when some address of ``bootstrap`` answers a Kafka ApiVersions request (any Kafka version does; over
+    TLS when ``connection`` says so, before any SASL step, as brokers allow); never raises and never logs, so it can
+    be asked every few seconds while a broker is away."""
+    from combee_core.errors import CombeeError  # noqa: PLC0415
+
+    try:
+        context = ssl_context_of(connection)
+    except CombeeError:
+        return False
     for host, port in bootstrap_addresses(bootstrap):
-        writer = None
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
-            writer.write(struct.pack(">i", len(request)) + request)
-            await writer.drain()
-            (size,) = struct.unpack(">i", await asyncio.wait_for(reader.readexactly(4), timeout_s))
-            response = await asyncio.wait_for(reader.readexactly(size), timeout_s)
-            if struct.unpack(">i", response[:4])[0] == 1:
+            if await api_versions(host, port, timeout_s, context):
                 return True
         except (TimeoutError, OSError, asyncio.IncompleteReadError, struct.error, ValueError):
             pass
-        finally:
-            if writer is not None:
-                writer.close()
-                with contextlib.suppress(OSError, asyncio.TimeoutError):
-                    await asyncio.wait_for(writer.wait_closed(), timeout_s)
     return False
 
 
-async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0) -> None:
+def ssl_context_of(connection: KafkaConnection) -> ssl.SSLContext | None:
+    """The connection's TLS context, None for a plaintext one."""
+    from streams.broker.connection import ssl_context  # noqa: PLC0415
+
+    return ssl_context(connection) if connection.tls else None
+
+
+async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0, *,
+                          connection: KafkaConnection = PLAINTEXT) -> None:
     """Return once ``bootstrap`` answers a metadata request; ``TimeoutError`` with the last error otherwise."""
     from aiokafka import AIOKafkaClient  # noqa: PLC0415
+
+    from streams.broker.connection import client_kwargs  # noqa: PLC0415
 
     deadline = time.monotonic() + timeout_s
     last: BaseException | None = None
@@ -118,7 +148,8 @@ async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0) -> None:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise TimeoutError(f"Kafka broker {bootstrap} did not answer metadata within {timeout_s}s: {last!r}")
-        client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=int(max(remaining, 1) * 1000))
+        client = AIOKafkaClient(**client_kwargs(bootstrap, connection),
+                                request_timeout_ms=int(max(remaining, 1) * 1000))
         try:
             await asyncio.wait_for(client.bootstrap(), timeout=max(remaining, 0.1))
             if client.cluster.brokers():
@@ -142,14 +173,3 @@ def quiet_client_logs() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
-
-
-async def check_broker(bootstrap: str, timeout_s: float = 5.0) -> None:
-    """Return once ``bootstrap`` answers metadata; :class:`BrokerUnreachable` (one line) after ``timeout_s``."""
-    try:
-        with quiet_client_logs():
-            await wait_for_broker(bootstrap, timeout_s=timeout_s)
-    except TimeoutError as error:
-        cause = error.__cause__ or error
-        raise BrokerUnreachable(f"no Kafka broker answers at {bootstrap} (waited {timeout_s:g}s; is it running? "
-                                f"is the address right?)") from cause

@@ -1,6 +1,7 @@
 """The client profile, the one source of the client settings that depend on the broker: what differs between Tansu
 and Apache Kafka (:class:`BrokerProfile`), the sizes that do not, and which profile a broker gets. The aiokafka
-producer and consumer settings are built from these (``producer_config`` / ``consumer_config``)."""
+producer and consumer settings are built from these (``producer_config`` / ``consumer_config``), with the connection's
+security (``connection``, turned into client arguments by ``streams.broker.connection.client_kwargs``)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import contextlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
+
+from combee_core.connection import PLAINTEXT, KafkaConnection
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """The producer's largest request, on either broker: traces up to 1 MiB and dead letters of larger ones."""
@@ -32,6 +35,11 @@ class BrokerProfile(BaseModel):
     """How long the broker may hold a fetch that has no data. Kafka answers a held fetch as soon as a record arrives;
     Tansu holds it for the whole wait (measured: a record produced to a caught-up consumer is read ~200 ms later at
     500 ms, ~10 ms at 20 ms), so on Tansu every hop between stages would cost up to that wait."""
+    connection: KafkaConnection = PLAINTEXT
+    """How clients reach this broker (TLS, SASL); plaintext for a broker this machine runs."""
+
+    def with_connection(self, connection: KafkaConnection) -> BrokerProfile:
+        return self.model_copy(update={"connection": connection})
 
     @classmethod
     def for_tansu(cls) -> BrokerProfile:
@@ -60,23 +68,28 @@ class BrokerProfile(BaseModel):
         return cls.for_tansu() if kind == "tansu" else cls.for_kafka()
 
 
-async def profile_for(bootstrap: str, kind: Literal["auto", "kafka", "tansu"]) -> BrokerProfile:
-    """The profile of ``kind`` (the ``broker_kind`` setting); for ``auto``, the one :func:`detect_profile` finds."""
+async def profile_for(bootstrap: str, kind: Literal["auto", "kafka", "tansu"],
+                      connection: KafkaConnection = PLAINTEXT) -> BrokerProfile:
+    """The profile of ``kind`` (the ``broker_kind`` setting); for ``auto``, the one :func:`detect_profile` finds;
+    clients reach the broker through ``connection``."""
     if kind == "auto":
-        return await detect_profile(bootstrap)
-    return BrokerProfile.for_kind(kind)
+        return await detect_profile(bootstrap, connection)
+    return BrokerProfile.for_kind(kind).with_connection(connection)
 
 
-async def detect_profile(bootstrap: str) -> BrokerProfile:
+async def detect_profile(bootstrap: str, connection: KafkaConnection = PLAINTEXT) -> BrokerProfile:
     """Tansu when the broker's cluster id starts with 'tansu'; else Kafka."""
     cluster_id = ""
     with contextlib.suppress(Exception):
         from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
 
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        from streams.broker.connection import client_kwargs  # noqa: PLC0415
+
+        admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, connection))
         await admin.start()
         try:
             cluster_id = str((await admin.describe_cluster()).get("cluster_id") or "")
         finally:
             await admin.close()
-    return BrokerProfile.for_tansu() if cluster_id.lower().startswith("tansu") else BrokerProfile.for_kafka()
+    profile = BrokerProfile.for_tansu() if cluster_id.lower().startswith("tansu") else BrokerProfile.for_kafka()
+    return profile.with_connection(connection)

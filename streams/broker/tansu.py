@@ -139,6 +139,7 @@ class EmbeddedBroker:
         binary: str | os.PathLike[str] | None = None,
         extra_env: Mapping[str, str] | None = None,
         storage: str = MEMORY_STORAGE,
+        advertised: str | None = None,
     ) -> None:
         self.host = host
         self.storage = check_storage_url(storage)
@@ -149,6 +150,8 @@ class EmbeddedBroker:
         self._binary = Path(binary) if binary else None
         self._extra_env = dict(extra_env or {})
         self._child = LoggedChild("combee-tansu-", log_dir)
+        self.advertised = advertised
+        """``host:port`` the broker tells clients to connect to (a TLS proxy in front of it); default its own."""
         self.startup_seconds: float | None = None
         """Wall time from spawn to the first good metadata answer (set by start)."""
 
@@ -191,7 +194,7 @@ class EmbeddedBroker:
             "--listener-url",
             url,
             "--advertised-listener-url",
-            url,
+            f"tcp://{self.advertised}" if self.advertised else url,
             "--storage-engine",
             self.storage,
         ]

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
+from combee_core.connection import PLAINTEXT, KafkaConnection
 from streams.broker.errors import BrokerLost
 from streams.broker.probe import kafka_answers
 
@@ -38,6 +39,8 @@ class BrokerWatchdog:
     """When (``clock``) the broker stopped answering; None while it answers."""
     seen: Collection[str] = ()
     """Of :attr:`topics`, those already known to exist (the command checked at start): watched from the first check."""
+    connection: KafkaConnection = PLAINTEXT
+    """How to reach the broker (TLS, SASL): the profile's."""
     _seen: set[str] = field(default_factory=set, init=False)
 
     def __post_init__(self) -> None:
@@ -48,7 +51,8 @@ class BrokerWatchdog:
         last_report = 0.0
         missing_before: set[str] = set()
         while not self.stop.is_set():
-            answered = await kafka_answers(self.bootstrap, timeout_s=min(2.0, self.interval_s))
+            answered = await kafka_answers(self.bootstrap, timeout_s=min(2.0, self.interval_s),
+                                           connection=self.connection)
             now = self.clock()
             if answered:
                 if self.unreachable_since is not None:
@@ -85,7 +89,9 @@ class BrokerWatchdog:
         from aiokafka import AIOKafkaClient  # noqa: PLC0415
         from aiokafka.errors import KafkaError  # noqa: PLC0415
 
-        client = AIOKafkaClient(bootstrap_servers=self.bootstrap, request_timeout_ms=5000)
+        from streams.broker.connection import client_kwargs  # noqa: PLC0415
+
+        client = AIOKafkaClient(**client_kwargs(self.bootstrap, self.connection), request_timeout_ms=5000)
         try:
             await asyncio.wait_for(client.bootstrap(), 10)
             existing = client.cluster.topics()

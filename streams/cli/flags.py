@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from combee_core.connection import KafkaConnection, env_name, flag_name
 from combee_core.settings import CombeeSettings
 
 
@@ -23,6 +24,43 @@ def add_common(parser: argparse.ArgumentParser, *, run: bool = True, run_id: boo
     if run:
         parser.add_argument("--seed", dest="run_seed", type=int, help="run seed")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    add_connection(parser)
+
+
+CONNECTION_FLAGS: dict[str, str] = {
+    "security_protocol": "PLAINTEXT (default), SSL, SASL_PLAINTEXT or SASL_SSL",
+    "ssl_cafile": "PEM file of the CA that signed the broker's certificate (default: the system's trust store)",
+    "ssl_certfile": "client certificate (PEM) for mutual TLS",
+    "ssl_keyfile": "client private key (PEM) for mutual TLS (its password: env COMBEE_KAFKA_SSL_KEY_PASSWORD)",
+    "sasl_mechanism": "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER",
+    "sasl_username": "SASL user (PLAIN, SCRAM)",
+    "sasl_password_file": "file holding the SASL password (or env COMBEE_KAFKA_SASL_PASSWORD)",
+    "sasl_oauth_token_file": "OAUTHBEARER: file holding the token, read at every connect",
+    "sasl_oauth_token_command": "OAUTHBEARER: command printing a token (or env COMBEE_KAFKA_SASL_OAUTH_TOKEN)",
+}
+"""The connection flags (``--kafka-<field>``) and their help; secrets themselves have no flag (a command line is
+visible to every user of the machine): environment variables or files only."""
+
+
+def add_connection(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The ``--kafka-*`` flags of the connection to the broker named by ``--bootstrap`` (docs/broker.md)."""
+    group = parser.add_argument_group(
+        "Kafka connection (TLS, SASL; for --bootstrap's broker; env COMBEE_KAFKA_*; docs/broker.md)"
+    ) if isinstance(parser, argparse.ArgumentParser) else parser
+    for field, help_text in CONNECTION_FLAGS.items():
+        group.add_argument(flag_name(field), dest=f"kafka_{field}", help=f"{help_text} (env {env_name(field)})")
+    group.add_argument(flag_name("ssl_check_hostname"), dest="kafka_ssl_check_hostname",
+                       action=argparse.BooleanOptionalAction,
+                       help=f"check the broker's certificate names its host (default on; env "
+                       f"{env_name('ssl_check_hostname')})")
+
+
+def connection_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The connection settings the ``--kafka-*`` flags given override (as ``CombeeSettings.load``'s ``kafka``)."""
+    fields = (*CONNECTION_FLAGS, "ssl_check_hostname")
+    assert set(fields) <= set(KafkaConnection.model_fields)
+    values = {field: getattr(args, f"kafka_{field}", None) for field in fields}
+    return {field: value for field, value in values.items() if value is not None}
 
 
 def add_pipeline(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, llm_record: bool = True) -> None:
@@ -59,10 +97,12 @@ PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_f
 
 
 def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str, Any]:
-    """The settings the given flags override: ``names`` as they are, plus ``--bootstrap``, ``--batch-size``
-    (a number, or ``auto`` for the controller) and ``--model`` (every role). Flags not given are left out."""
+    """The settings the given flags override: ``names`` as they are, plus ``--bootstrap``, ``--kafka-*``,
+    ``--batch-size`` (a number, or ``auto`` for the controller) and ``--model`` (every role). Flags not given are
+    left out."""
     overrides = {name: getattr(args, name, None) for name in names}
     overrides["kafka_bootstrap"] = getattr(args, "bootstrap", None)
+    overrides["kafka"] = connection_overrides(args) or None
     batch_size = getattr(args, "batch_size", None)
     if batch_size == "auto":
         overrides["auto_batch_size"] = True

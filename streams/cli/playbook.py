@@ -94,7 +94,7 @@ async def cmd_import(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     try:
         async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-            await ensure_topics(settings, bootstrap)
+            await ensure_topics(settings, bootstrap, connection=profile.connection)
             result = await import_playbook(settings, bootstrap, profile, args.playbook, entries)
     except PlaybookIOError as error:
         return _fail("import", error)
@@ -111,7 +111,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     try:
         async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-            await require_run_topics(settings, bootstrap, (Topic.PLAYBOOK,))
+            await require_run_topics(settings, bootstrap, (Topic.PLAYBOOK,), connection=profile.connection)
             version = pick_version(await read_versions(settings, bootstrap, profile), args.playbook, args.version)
     except PlaybookIOError as error:
         return _fail("export", error)

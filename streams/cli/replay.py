@@ -14,7 +14,7 @@ from combee_core.models import PromotionDecision
 from combee_core.promotion import compare_decisions
 from combee_core.replay import ReplayError, TraceSelection
 from combee_core.topology import Topic
-from streams.cli.flags import add_common, add_pipeline, settings_from_args
+from streams.cli.flags import add_common, add_connection, add_pipeline, connection_overrides, settings_from_args
 from streams.cli.running import broker_for
 
 
@@ -37,6 +37,7 @@ def add_parser(subparsers) -> None:
     source.add_argument("--archive", help="archive written by `combee export`")
     source.add_argument("--bootstrap", help="Kafka bootstrap servers (env COMBEE_KAFKA_BOOTSTRAP); none -> the "
                         "broker `combee broker` runs on this machine")
+    add_connection(replay)
     source.add_argument("--embedded", action="store_true",
                         help="without --bootstrap: replay into a throwaway in-memory broker (an archive only)")
     source.add_argument("--prefix", dest="topic_prefix", help="topic prefix of the recorded run (without --archive)")
@@ -64,6 +65,7 @@ def add_parser(subparsers) -> None:
     diff.add_argument("run_a", metavar="RUN_A", help="archive path, or topic prefix on the broker")
     diff.add_argument("run_b", metavar="RUN_B", help="archive path, or topic prefix on the broker")
     diff.add_argument("--bootstrap", help="Kafka bootstrap servers for topic prefixes (env COMBEE_KAFKA_BOOTSTRAP)")
+    add_connection(diff)
     diff.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     diff.set_defaults(handler=cmd_diff)
 
@@ -96,7 +98,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
     topics = [t.strip() for t in args.topics.split(",") if t.strip()] if args.topics else list(ALL_TOPICS)
     try:
         async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
-            existing = set(await list_topics(bootstrap, settings.topic_prefix))
+            existing = set(await list_topics(bootstrap, settings.topic_prefix, connection=profile.connection))
             missing = [name for name in topics if name in ALL_TOPICS and settings.topic(name) not in existing]
             if len(missing) == len(topics):
                 raise ReplayError(f"no topics with prefix {settings.topic_prefix} on {bootstrap}: no run with that "
@@ -131,13 +133,14 @@ async def cmd_replay(args: argparse.Namespace) -> int:
     )
     try:
         archive = read_archive(args.archive) if args.archive else None  # a bad line stops us before anything else
-        broker = CombeeSettings.load(kafka_bootstrap=args.bootstrap)
+        broker = CombeeSettings.load(kafka_bootstrap=args.bootstrap, kafka=connection_overrides(args))
         async with broker_for(broker, embedded=args.embedded) as (bootstrap, profile):
             if archive is not None:
                 result = await replay_archive(archive, bootstrap, profile, options)
                 recorded = archive.versions()
             else:
-                source = CombeeSettings.load(kafka_bootstrap=args.bootstrap, topic_prefix=args.topic_prefix,
+                source = CombeeSettings.load(kafka_bootstrap=args.bootstrap, kafka=connection_overrides(args),
+                                             topic_prefix=args.topic_prefix,
                                              run_seed=args.run_seed, p=args.p)
                 result = await replay_from_topics(source, bootstrap, profile, options)
                 recorded = await versions_of(source.topic_prefix, bootstrap, profile)
@@ -185,7 +188,7 @@ async def cmd_diff(args: argparse.Namespace) -> int:
         if all(os.path.exists(run) for run in (args.run_a, args.run_b)):
             versions = [await versions_of(run, None, None) for run in (args.run_a, args.run_b)]
         else:
-            settings = CombeeSettings.load(kafka_bootstrap=args.bootstrap)
+            settings = CombeeSettings.load(kafka_bootstrap=args.bootstrap, kafka=connection_overrides(args))
             if not settings.kafka_bootstrap:
                 return _fail("diff", ValueError("a RUN that is not a file is a topic prefix: give --bootstrap "
                                                 "(or COMBEE_KAFKA_BOOTSTRAP)"))

@@ -11,6 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
+from combee_core.connection import PLAINTEXT
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 
@@ -25,16 +26,18 @@ NO_BROKER_HELP = ("no broker: pass --bootstrap HOST:PORT (or set COMBEE_KAFKA_BO
 
 @contextlib.asynccontextmanager
 async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> AsyncIterator[tuple[str, BrokerProfile]]:
-    """Yield (bootstrap, profile): the configured broker; else, with ``embedded``, a throwaway Tansu started for
+    """Yield (bootstrap, profile): the configured broker (reached through the ``kafka`` connection settings, which
+    the profile carries to every client); else, with ``embedded``, a throwaway Tansu started for
     this command; else the broker a running ``combee broker`` recorded. None of these: :class:`NoBrokerFound`.
     A broker that does not answer within ``broker_connect_timeout_s``: :class:`BrokerUnreachable`."""
     from streams.broker.errors import NoBrokerFound
-    from streams.broker.probe import check_broker
+    from streams.broker.handshake import check_broker
     from streams.broker.profile import profile_for
     from streams.broker.state import read_record
     from streams.broker.tansu import EmbeddedBroker
 
     bootstrap = settings.kafka_bootstrap
+    connection = settings.kafka if bootstrap else PLAINTEXT  # a broker this machine runs is plaintext on loopback
     if not bootstrap and not embedded:
         record = read_record()
         if record is None:
@@ -43,8 +46,8 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False) -> Asy
         print(f"Using the broker at {bootstrap} (`combee broker`, pid {record.pid}, storage {record.storage}).",
               file=sys.stderr)
     if bootstrap:
-        await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s)
-        yield bootstrap, await profile_for(bootstrap, settings.broker_kind)
+        await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s, connection=connection)
+        yield bootstrap, await profile_for(bootstrap, settings.broker_kind, connection)
         return
     broker = EmbeddedBroker()
     await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process

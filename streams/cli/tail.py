@@ -35,7 +35,7 @@ async def cmd_tail(args: argparse.Namespace) -> int:
     stop_on_signals(stop)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
         topic = settings.topic(Topic.PLAYBOOK)
-        existing = await list_topics(bootstrap, settings.topic_prefix)
+        existing = await list_topics(bootstrap, settings.topic_prefix, connection=profile.connection)
         if topic not in existing:
             print(f"Waiting for {topic}: no worker has run with prefix {settings.topic_prefix} on {bootstrap} yet.",
                   file=sys.stderr, flush=True)
@@ -44,7 +44,8 @@ async def cmd_tail(args: argparse.Namespace) -> int:
         if promoted:
             print(f"following promoted versions ({settings.topic(Topic.PROMOTED)}); --candidates for every version",
                   file=sys.stderr, flush=True)
-        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing)
+        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing,
+                                   connection=profile.connection)
         async with watching(watchdog):
             await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
                                 stop=stop, out=sys.stdout, promoted=promoted,

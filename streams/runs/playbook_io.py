@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from combee_core.connection import PLAINTEXT, KafkaConnection
 from combee_core.errors import CombeeError
 from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, PlaybookEntry, PlaybookVersion, utc_now
@@ -100,10 +101,11 @@ async def import_playbook(
     return ImportResult(seeded, resumed)
 
 
-async def require_run_topics(settings: CombeeSettings, bootstrap: str, names: tuple[str, ...]) -> None:
+async def require_run_topics(settings: CombeeSettings, bootstrap: str, names: tuple[str, ...], *,
+                             connection: KafkaConnection = PLAINTEXT) -> None:
     """Raise :class:`PlaybookIOError` when a topic of the run does not exist (a mistyped prefix, or no worker has
     run)."""
-    existing = await list_topics(bootstrap, settings.topic_prefix)
+    existing = await list_topics(bootstrap, settings.topic_prefix, connection=connection)
     missing = [settings.topic(name) for name in names if settings.topic(name) not in existing]
     if missing:
         raise PlaybookIOError(f"no topic {', '.join(missing)} on {bootstrap}: no run with prefix "

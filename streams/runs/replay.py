@@ -47,11 +47,13 @@ REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK)
 
 
 def run_header(settings: CombeeSettings, topics: Sequence[str]) -> ArchiveHeader:
-    """The archive header of a run: its prefix, run id and settings (without the broker address)."""
+    """The archive header of a run: its prefix, run id and settings (without the broker address, the connection's
+    security settings and the LLM API key: how to reach a broker or a model is not part of the run, and a secret is
+    never written, not even masked)."""
     return ArchiveHeader(
         prefix=settings.topic_prefix,
         run_id=settings.run_id,
-        settings=settings.model_dump(mode="json", exclude={"kafka_bootstrap"}),
+        settings=settings.model_dump(mode="json", exclude={"kafka_bootstrap", "kafka", "llm_api_key"}),
         topics=list(topics),
         exported_at=utc_now(),
     )
@@ -225,10 +227,10 @@ async def _replay(
         calls_topic = f"{prefix}{RECORDED_CALLS_TOPIC}"
     settings = _new_settings(source, options, prefix, follow, llm_record, calls_topic)
 
-    await ensure_topics(settings, bootstrap)
+    await ensure_topics(settings, bootstrap, connection=profile.connection)
     extra = {topic: 1 for topic in (settings.batch_plan_topic, calls_topic if copy_calls else None) if topic}
     if extra:
-        await create_topics(bootstrap, extra)
+        await create_topics(bootstrap, extra, connection=profile.connection)
     producer = await start_producer(bootstrap, profile)
     try:
         if plan is not None and settings.batch_plan_topic:

@@ -10,13 +10,14 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import ConsumerRecord
 
+from streams.broker.connection import client_kwargs
 from streams.broker.profile import FETCH_MAX_BYTES, MAX_REQUEST_BYTES, BrokerProfile
 
 
 def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:
     """aiokafka producer settings for this broker (no idempotence: the embedded broker cannot do it)."""
     return dict(
-        bootstrap_servers=bootstrap,
+        **client_kwargs(bootstrap, profile.connection),
         acks="all",
         enable_idempotence=False,
         max_request_size=MAX_REQUEST_BYTES,
@@ -28,7 +29,7 @@ def producer_config(bootstrap: str, profile: BrokerProfile) -> dict[str, Any]:
 def consumer_config(bootstrap: str, profile: BrokerProfile, group_id: str | None) -> dict[str, Any]:
     """aiokafka consumer settings: manual commits, earliest reset, large fetches for big messages."""
     return dict(
-        bootstrap_servers=bootstrap,
+        **client_kwargs(bootstrap, profile.connection),
         group_id=group_id,
         enable_auto_commit=False,
         auto_offset_reset="earliest",

@@ -22,6 +22,7 @@ from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES, TOPICS, Topic
 from streams.broker.admin import close_client
+from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import consumer_config, end_offsets
 
@@ -253,7 +254,7 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     ``playbook``, ``batches``, ``control`` and ``dlq`` read up to those ends; the groups' committed offsets are
     asked for concurrently meanwhile."""
     status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await asyncio.gather(admin.start(), consumer.start())
     try:

@@ -49,7 +49,7 @@ class InProcessPipeline:
     _task: asyncio.Task | None = None
 
     async def __aenter__(self) -> InProcessPipeline:
-        await ensure_topics(self.settings, self.bootstrap)
+        await ensure_topics(self.settings, self.bootstrap, connection=self.profile.connection)
         ready = asyncio.Event()
 
         def record(call: CallRecord) -> None:

@@ -7,6 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from combee_core.connection import PLAINTEXT, KafkaConnection
 from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.topology import STAGES as TOPOLOGY
 from streams.broker.admin import close_client, create_topics
@@ -64,9 +65,10 @@ def parse_stages(spec: str | Sequence[str] | None) -> tuple[str, ...]:
     return tuple(n for n in ALL_STAGES if n in names)
 
 
-async def ensure_topics(settings: CombeeSettings, bootstrap: str) -> None:
+async def ensure_topics(settings: CombeeSettings, bootstrap: str, *,
+                        connection: KafkaConnection = PLAINTEXT) -> None:
     """Create every topic of the run (idempotent)."""
-    await create_topics(bootstrap, topic_partitions(settings))
+    await create_topics(bootstrap, topic_partitions(settings), connection=connection)
 
 
 STAGE_DRAIN_S = 5.5
@@ -98,8 +100,9 @@ async def run_worker(
     ``readiness`` (for ``/readyz``) is handed the stages and their tasks once they are created.
     """
     stop = stop or asyncio.Event()
-    await ensure_topics(settings, bootstrap)
-    watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=set(topic_partitions(settings)))
+    await ensure_topics(settings, bootstrap, connection=profile.connection)
+    watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=set(topic_partitions(settings)),
+                              connection=profile.connection)
     if readiness is not None:
         readiness.broker = watchdog
     producer = await start_producer(bootstrap, profile)

@@ -311,7 +311,7 @@ async def test_a_topic_the_broker_refuses_is_a_one_line_error_naming_it_and_the_
             return type("Response", (), {"topic_errors": [(topics[0].name, 36, None), (topics[1].name, 37, "3 > 1")]})
 
     @contextlib.asynccontextmanager
-    async def refusing(bootstrap):
+    async def refusing(bootstrap, connection):
         yield RefusingAdmin()
 
     monkeypatch.setattr(admin, "_admin", refusing)

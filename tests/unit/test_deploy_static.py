@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from combee_core.connection import CONNECTION_ENV_PREFIX, SECRET_FIELDS, env_name
 from combee_core.settings import ENV_PREFIX, CombeeSettings
 from combee_core.topology import TOPICS, stage_spec
 from streams.cli import build_parser
@@ -87,8 +88,8 @@ def test_k8s_manifests_use_the_compose_image_settings_and_commands(compose, k8s_
     assert {compose["services"][name]["image"] for name in COMBEE_SERVICES} == {image}
     configmaps = [doc for doc in k8s_docs if doc["kind"] == "ConfigMap"]
     assert len(configmaps) == 1
-    assert set(configmaps[0]["data"]) == set(compose["x-combee-env"]), "k8s and compose must set the same variables"
-    CombeeSettings.load(env=configmaps[0]["data"])
+    pipeline = {name for name in configmaps[0]["data"] if not _connection_variable(name)}
+    assert pipeline == set(compose["x-combee-env"]), "k8s and compose must set the same variables"
 
     deployments = _deployments(k8s_docs)
     stages = set()
@@ -128,6 +129,60 @@ def test_dockerfile_entrypoint_is_combee_and_installs_the_package():
         assert needed in copied, f"the image needs {needed}"
         assert (ROOT / needed).exists()
     assert any(line.startswith("USER") and "root" not in line for line in instructions)
+
+
+def _connection_variable(name: str) -> bool:
+    """A variable of the connection's security (COMBEE_KAFKA_* but the bootstrap)."""
+    return name.startswith(CONNECTION_ENV_PREFIX) and name != "COMBEE_KAFKA_BOOTSTRAP"
+
+
+SECRET_VARIABLES = {env_name(field) for field in SECRET_FIELDS}
+
+
+def test_k8s_workers_reach_kafka_over_sasl_ssl_with_every_credential_from_a_secret(k8s_docs):
+    """The ConfigMap holds the connection settings but no secret; each worker reads the user name from the Secret and
+    mounts it where the ConfigMap's password and CA files are; the settings load (a worker would start)."""
+    (configmap,) = [doc for doc in k8s_docs if doc["kind"] == "ConfigMap"]
+    data = configmap["data"]
+    assert not SECRET_VARIABLES & set(data), "secrets belong in a Secret, not a ConfigMap"
+    files = [data[name] for name in data if _connection_variable(name) and name.endswith(("_FILE", "_CAFILE"))]
+    assert files
+    for deployment in _deployments(k8s_docs):
+        pod = deployment["spec"]["template"]["spec"]
+        (container,) = pod["containers"]
+        from_secret = {item["name"]: item["valueFrom"]["secretKeyRef"] for item in container.get("env", [])
+                       if "secretKeyRef" in item.get("valueFrom", {})}
+        assert set(from_secret) == {"COMBEE_KAFKA_SASL_USERNAME"}
+        assert not any("value" in item for item in container.get("env", [])), "no literal values next to secrets"
+        secrets = {volume["name"]: volume["secret"]["secretName"] for volume in pod["volumes"] if "secret" in volume}
+        mounts = {mount["mountPath"]: mount["name"] for mount in container["volumeMounts"]}
+        for path in files:
+            mounted = [m for m in mounts if path.startswith(m.rstrip("/") + "/")]
+            assert mounted and secrets[mounts[mounted[0]]] == from_secret["COMBEE_KAFKA_SASL_USERNAME"]["name"], path
+        assert all(m["readOnly"] for m in container["volumeMounts"])
+        assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsUser"]  # 0440 files readable
+        settings = CombeeSettings.load(env={**data, "COMBEE_KAFKA_SASL_USERNAME": "combee"})
+        assert settings.kafka.security_protocol == "SASL_SSL" and settings.kafka.ssl_check_hostname
+
+
+def test_the_secure_compose_override_reaches_kafka_over_sasl_ssl_with_secrets_as_files(compose):
+    override = yaml.safe_load((ROOT / "docker-compose.secure.yml").read_text())
+    declared = set(override["secrets"])
+    for name in WORKER_SERVICES + ("worker-cli",):
+        service = override["services"][name]
+        assert name in compose["services"]
+        env = {**compose["x-combee-env"], **service["environment"]}
+        assert not SECRET_VARIABLES & set(env)
+        # compose interpolation: ${VAR:-default} -> its default; ${VAR:?message} (required) -> a value the user gives
+        resolved = {k: re.sub(r"\$\{\w+:([-?])([^}]*)\}", lambda m: m.group(2) if m.group(1) == "-" else "given",
+                              str(v)) for k, v in env.items()}
+        settings = CombeeSettings.load(env=resolved)
+        assert settings.kafka.security_protocol == "SASL_SSL" and settings.kafka.sasl_mechanism == "SCRAM-SHA-512"
+        mounted = {f"/run/secrets/{secret}" for secret in service["secrets"]}
+        assert set(service["secrets"]) <= declared
+        assert {settings.kafka.sasl_password_file, settings.kafka.ssl_cafile} <= mounted
+    assert all(spec["file"].startswith("deploy/secrets/") for spec in override["secrets"].values())
+    assert "deploy/secrets/" in (ROOT / ".gitignore").read_text().splitlines()
 
 
 README = ROOT / "deploy" / "README.md"

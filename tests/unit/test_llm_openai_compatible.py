@@ -180,11 +180,11 @@ async def test_response_format_asks_for_json_and_the_role_schema(server, kind, e
     reflect_format, aggregate_format = server.requests[0]["response_format"], server.requests[1]["response_format"]
     assert reflect_format["type"] == aggregate_format["type"] == expected_type
     if kind == "llama_cpp_schema":
-        assert set(reflect_format["schema"]["properties"]) == {"insights", "entry_tags"}
+        assert set(reflect_format["schema"]["properties"]) == {"diagnosis", "insights", "entry_tags"}
         assert set(aggregate_format["schema"]["properties"]) == {"operations"}
     if kind == "json_schema":
         assert reflect_format["json_schema"]["name"] == "reflect_answer"
-        assert set(reflect_format["json_schema"]["schema"]["properties"]) == {"insights", "entry_tags"}
+        assert set(reflect_format["json_schema"]["schema"]["properties"]) == {"diagnosis", "insights", "entry_tags"}
 
 
 async def test_text_mode_sends_no_response_format(server):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from combee_core.llm import LLMConfig
 from combee_core.settings import CombeeSettings
 from streams.cli import build_parser, main
 from streams.local_model import server as local_model
-from streams.local_model.server import LocalModelServer, LocalModelUnavailable, smollm2_gguf_path
+from streams.local_model.server import LocalModelServer, LocalModelStartError, LocalModelUnavailable, smollm2_gguf_path
 
 
 def test_the_smollm2_gguf_file_ships_inside_the_installed_package():
@@ -72,3 +73,62 @@ def test_the_install_command_builds_only_what_the_bindings_load():
     assert include in readme and include in (root / ".ci" / "run").read_text()
     cmake = (root / "deploy" / "llama-cpp-bindings-only.cmake").read_text()
     assert "set(LLAMA_BUILD_COMMON OFF CACHE BOOL" in cmake and "set(GGML_LLAMAFILE OFF CACHE BOOL" in cmake
+
+
+def test_the_install_command_never_compiles_llama_cpp_for_the_building_machine_alone():
+    """ggml's default is -march=native (its AVX-512/AMX kernels crashed on a recent Xeon): the include turns it off
+    and names the instruction sets, with AVX-512, AVX-VNNI and AMX never on."""
+    root = Path(__file__).resolve().parents[2]
+    cmake = (root / "deploy" / "llama-cpp-bindings-only.cmake").read_text()
+    assert 'set(GGML_NATIVE OFF CACHE BOOL' in cmake
+    never = cmake.split("foreach(instruction_set AVX_VNNI", 1)[1].split(")", 1)[0].split()
+    assert {"AVX512", "AMX_TILE", "AMX_INT8"} <= set(never)
+    install_lines = [line for line in (root / "README.md").read_text().splitlines() if "CMAKE_ARGS=" in line]
+    for line in install_lines + [(root / ".ci" / "run").read_text()]:
+        assert "march=native" not in line and "GGML_NATIVE=ON" not in line
+
+
+_CRASHING_SERVER = '''
+import http.server, json, os, signal, sys
+alias, port = sys.argv[1], int(sys.argv[2])
+class Handler(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args): pass
+    def do_GET(self):
+        body = json.dumps({"data": [{"id": alias}]}).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def do_POST(self):
+        if sys.argv[3] == "crash":
+            os.kill(os.getpid(), signal.SIGSEGV)
+        os._exit(3)
+http.server.HTTPServer(("127.0.0.1", port), Handler).serve_forever()
+'''
+
+
+class _ScriptedServer(LocalModelServer):
+    """A stand-in for llama.cpp's server that lists the model, then dies on the first completion as a library built
+    for other CPU features does (SIGSEGV) or stops another way."""
+
+    def __init__(self, tmp_path: Path, how: str) -> None:
+        model = tmp_path / "m.gguf"
+        model.write_bytes(b"GGUF")
+        super().__init__(model, alias="tiny", startup_timeout_s=30, log_dir=tmp_path)
+        self.script = tmp_path / "server.py"
+        self.script.write_text(_CRASHING_SERVER)
+        self.how = how
+
+    def command(self) -> list[str]:
+        return [sys.executable, str(self.script), self.alias, str(self.port), self.how]
+
+
+@pytest.mark.skipif(not local_model.llama_server_available(), reason="llama-cpp-python[server] not installed")
+@pytest.mark.parametrize(("how", "expected"), [
+    ("crash", r"crashed on its first completion \(SIGSEGV\): its llama\.cpp library does not run on this CPU; "
+              r"rebuild llama-cpp-python portable"),
+    ("stop", r"did not answer a one-token test completion .*server exited with code 3"),
+])
+def test_a_server_that_dies_on_its_first_completion_fails_start_with_one_line(tmp_path, how, expected):
+    server = _ScriptedServer(tmp_path, how)
+    with pytest.raises(LocalModelStartError, match=expected) as raised:
+        server.start()
+    assert "\n" not in str(raised.value) and not server.running

@@ -90,3 +90,16 @@ def test_windows_of_a_revoked_partition_are_formed_again_from_their_redelivered_
     log = EffectLog()
     log.extend(asyncio.run(aggregator.aggregate(ready, _answer, _context)))
     assert log.acknowledged() == [f"again{n}" for n in range(4)]
+
+
+def test_a_partial_carries_the_reflections_verdicts_on_used_entries_once_per_trace_not_the_models_counts():
+    from combee_core.models import EntryTag, UseTag
+    from combee_core.processors.aggregator import use_tags
+
+    tagged = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i % 2}", playbook_id="pb", seen_version=0, model="m",
+                         insights=[], entry_tags=[EntryTag(entry_id="too-00001", tag=tag),
+                                                  EntryTag(entry_id="too-00002", tag="neutral")])
+              for i, tag in enumerate(["harmful", "harmful", "helpful"])]
+    assert use_tags(tagged) == [UseTag(entry_id="too-00001", tag="harmful", trace_id="t0"),
+                                UseTag(entry_id="too-00001", tag="harmful", trace_id="t1"),
+                                UseTag(entry_id="too-00001", tag="helpful", trace_id="t0")]

@@ -109,3 +109,23 @@ def test_a_revoked_playbook_forgets_its_partials():
     reducer.release("pb")
     reducer.take(_partial(0, 1, 2), "p1", current_version=0)
     assert reducer.ready("pb", 0) is None
+
+
+def test_operations_over_the_change_cap_are_rejected_and_a_dead_letter_says_so_after_the_version():
+    from combee_core.models import DeleteOp, PlaybookEntry, UpdateOp
+
+    playbook = Playbook.from_entries("pb", 0, [
+        PlaybookEntry(entry_id=f"gen-0000{n}", section="general", content=f"rule {n}", created_version=0,
+                      updated_version=0) for n in range(1, 9)])
+    storm = [op for n in range(1, 9) for op in (DeleteOp(entry_id=f"gen-0000{n}"),
+                                                 UpdateOp(entry_id=f"gen-0000{n}", content="void"))]
+    partial = PartialUpdate(playbook_id="pb", batch_id=0, node=0, k=1, base_version=0, operations=storm,
+                            items_read=1, expected_items=1, batch_closed_at=NOW)
+    reducer, log = _reducer(Roles(), change_cap=0.25), EffectLog()
+    effects = log.extend(asyncio.run(reducer.next_version(playbook, [partial], parent_version=None, manifest=None,
+                                                          previous_at=None, now=NOW)))
+    record = log.published("playbook")[0]
+    assert isinstance(record, PlaybookVersion) and len(record.entries) == 8 - 2
+    [dead] = log.rejected()
+    assert dead.error_type == "ChangeCapReached" and "at most 2 of the 8 entries" in dead.reason
+    assert effects.index(dead) > 0 and isinstance(effects[0], Publish)  # only once the version counts

@@ -15,3 +15,13 @@ def test_environment_then_overrides():
 def test_bad_value_names_the_variable():
     with pytest.raises(SettingsError, match="COMBEE_BATCH_SIZE"):
         CombeeSettings.load({"COMBEE_BATCH_SIZE": "zero"})
+
+
+def test_the_renamed_delete_cap_is_an_error_naming_the_change_cap_not_silently_ignored():
+    import pytest as _pytest
+
+    from combee_core.settings import CombeeSettings, SettingsError
+
+    with _pytest.raises(SettingsError, match="COMBEE_PLAYBOOK_CHANGE_CAP"):
+        CombeeSettings.load({"COMBEE_PLAYBOOK_DELETE_CAP": "0.5"})
+    assert CombeeSettings.load({"COMBEE_PLAYBOOK_CHANGE_CAP": "0.5"}).playbook_change_cap == 0.5

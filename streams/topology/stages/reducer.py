@@ -55,7 +55,8 @@ class ReducerStage(Stage):
         settings = ctx.settings
         self.reducer = Reducer(ReducerConfig(
             max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
-            budget_tokens=settings.playbook_budget_tokens, delete_cap=settings.playbook_delete_cap,
+            budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
+            min_evidence=settings.eviction_min_evidence,
             llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
         ), self._reduce)
         self.manifests: dict[str, dict[int, BatchManifest]] = {}
