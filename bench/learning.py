@@ -28,6 +28,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,11 +38,14 @@ from bench.common import machine, write_results
 from combee_core.batching import ShuffleConfig, deal_batch
 from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, SimulatorConfig
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, meaning_key, simulate
-from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
 from combee_core.processors.aggregator import use_tags
+from combee_core.processors.effects import Publish
+from combee_core.processors.reducer import Reducer, ReduceRole
 from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
 from combee_core.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
+from combee_core.topology import Topic
 from streams.topology.playbook_view import used_entries_text
 
 RESULTS = Path(__file__).parent / "results" / "learning.json"
@@ -72,17 +77,40 @@ def bloat(suite: TaskSuite, entries) -> tuple[float, int, int]:
     return (len(entries) / len(held) if held else 1.0), len(entries), len(held)
 
 
-async def run(batch: int, context: bool, *, consolidate: bool = True, traces: int, paraphrases: int, budget: int,
-              context_tokens: int, delete_cap: float, seed: int) -> dict[str, Any]:
-    suite = build_suite(seed=7)
-    sim = SimulatorConfig(seed=seed, paraphrases=paraphrases, mode="virtual")
+@dataclass
+class FleetRun:
+    """What one simulated sync-fleet run left: the final playbook, every version, and what went through it."""
+
+    playbook: Playbook
+    versions: list[PlaybookVersion] = field(default_factory=list)
+    reflect_usage: Usage = field(default_factory=Usage)
+    traces: list[Trace] = field(default_factory=list)
+    reflections: list[Reflection] = field(default_factory=list)
+
+
+async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, *, batch: int, traces: int,
+                context: bool, budget: int, context_tokens: int, delete_cap: float, seed: int,
+                consolidate: bool | None = None,
+                rewrite: Callable[[list[Operation]], list[Operation]] | None = None,
+                make_reducer: Callable[[ReduceRole], Reducer] | None = None) -> FleetRun:
+    """A sync fleet: each round, ``batch`` agents run the next train tasks with the current version; the round's
+    traces are reflected, dealt, aggregated, reduced and applied (``consolidate`` None: the curation's defaults).
+
+    ``rewrite``: a benchmark-side change of every partial's operations before the reduce (e.g. an oracle);
+    ``make_reducer``: reduce and apply with the reducer stage's processor (``Reducer.next_version``: the
+    deterministic merge, budget and caps of its config) instead of the scan and ``build_version`` called here."""
     roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
-    shuffle = ShuffleConfig(p=2, subgroups="sqrt", max_fan_in=32, run_seed=seed)
-    playbook = Playbook.empty("bench")
-    versions: list[PlaybookVersion] = []
-    reflect_usage = Usage()
+
+    async def reduce_role(children: list[list[Operation]], context_text: str) -> ReduceOutcome:
+        result = await roles.reduce(children, context_text)
+        return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
+
+    reducer = make_reducer(reduce_role) if make_reducer is not None else None
+    out = FleetRun(Playbook.empty("bench"))
+    extra: dict[str, Any] = {} if consolidate is None else {"paraphrases": consolidate}
     done = 0
     while done < traces:
+        playbook = out.playbook
         size = min(batch, traces - done)
         round_traces = []
         for i in range(done, done + size):
@@ -94,7 +122,9 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
         used = [used_entries_text(playbook, t.metadata.get("used_entries")) if context and t.metadata.get(
             "used_entries") else None for t in round_traces]
         reflections = await asyncio.gather(*(roles.reflect(t, u) for t, u in zip(round_traces, used)))
-        reflect_usage += sum((r.usage for r in reflections), Usage())
+        out.reflect_usage += sum((r.usage for r in reflections), Usage())
+        out.traces += round_traces
+        out.reflections += reflections
         closed = deal_batch("bench", playbook.version, list(reflections), shuffle, target_batch_size=batch,
                             closed_by="size", closed_at=NOW)
         text = render_playbook(playbook, context_tokens).text if context else ""
@@ -111,16 +141,36 @@ async def run(batch: int, context: bool, *, consolidate: bool = True, traces: in
                                   items_read=len(groups[node]), expected_items=len(groups[node]),
                                   batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
                     for node, result in zip(sorted(groups), results)]
+        if rewrite is not None:
+            partials = [p.model_copy(update={"operations": rewrite(list(p.operations))}) for p in partials]
+        if reducer is not None:
+            effects = await reducer.next_version(playbook, partials, parent_version=None, manifest=None,
+                                                 previous_at=None, now=NOW)
+            record = next(e.value for e in effects if isinstance(e, Publish) and e.topic == Topic.PLAYBOOK)
+            assert isinstance(record, PlaybookVersion)
+            out.playbook = Playbook.from_entries("bench", record.version, record.entries, record.next_entry_number)
+            out.versions.append(record)
+            continue
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
-            result = await roles.reduce(children, text)  # noqa: B023 (awaited within its iteration)
-            return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
+            return await reduce_role(children, text)  # noqa: B023 (awaited within its iteration)
 
         scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
         new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, change_share=delete_cap,
-                            paraphrases=consolidate)
-        playbook = new.playbook
-        versions.append(new.record)
+                            **extra)
+        out.playbook = new.playbook
+        out.versions.append(new.record)
+    return out
+
+
+async def run(batch: int, context: bool, *, consolidate: bool = True, traces: int, paraphrases: int, budget: int,
+              context_tokens: int, delete_cap: float, seed: int) -> dict[str, Any]:
+    suite = build_suite(seed=7)
+    sim = SimulatorConfig(seed=seed, paraphrases=paraphrases, mode="virtual")
+    shuffle = ShuffleConfig(p=2, subgroups="sqrt", max_fan_in=32, run_seed=seed)
+    done = await fleet(suite, sim, shuffle, batch=batch, traces=traces, context=context, budget=budget,
+                       context_tokens=context_tokens, delete_cap=delete_cap, seed=seed, consolidate=consolidate)
+    playbook, versions, reflect_usage = done.playbook, done.versions, done.reflect_usage
     ratio, entries, distinct = bloat(suite, playbook.entries)
     worst = max(bloat(suite, v.entries)[0] for v in versions)
     evictions = sum(1 for v in versions for a in v.operations if a.reason.startswith("evicted"))

@@ -16,6 +16,7 @@ import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import Literal
 
 from combee_core.models import PlaybookEntry, Trace
 
@@ -43,8 +44,17 @@ _GENERIC = (
 )
 
 
-HARMFUL_ACTION = "skip the check and answer from memory"
+HARMFUL_ACTION = "skip the check and guess the answer"
 """The wrong rule every family can be taught by a misleading feedback source (``misleading_trace``)."""
+
+
+@dataclass(frozen=True)
+class HonestFeedback:
+    """Honest mode's environment (``docs/simulator.md``, "Honest mode"): what a failed run's feedback says besides
+    ``Wrong answer for <task>.`` -- the rule in a grader's wording, a hint naming the subject, or nothing more."""
+
+    states_rule: float = 0.25
+    hint: float = 0.35
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,9 @@ class TaskSuite:
     seed: int
     harmful_p: float = 0.05
     """Success probability of a family's task when the playbook holds the family's harmful rule (whatever else)."""
+    honest: HonestFeedback | None = None
+    """Honest mode: feedback from :class:`HonestFeedback`, and entries scored by what they state
+    (``combee_core.honest_suite``); None: the default mode (``LESSON`` lines, scored by the rule's text)."""
 
     def family(self, family_id: str) -> RuleFamily:
         return self._by_id()[family_id]
@@ -98,8 +111,10 @@ def build_suite(
     with_insight_p: float = 0.95,
     base_p_range: tuple[float, float] = (0.2, 0.5),
     generic_rate: float = 0.3,
+    feedback: Literal["lessons", "honest"] = "lessons",
 ) -> TaskSuite:
-    """Build the suite deterministically from ``seed``; the split is pinned by the seed, never by the run."""
+    """Build the suite deterministically from ``seed``; the split is pinned by the seed, never by the run.
+    ``feedback="honest"``: honest mode's feedback and scoring (the families, rules and split are the same)."""
     rng = random.Random(seed)
     built = []
     for index in range(families):
@@ -116,7 +131,8 @@ def build_suite(
                         f"Task {n} of family {family.family_id}: a question about {family.insight.split(' (')[0][4:]}.")
             (train if n < train_per_family else held_out).append(task)
     rng.shuffle(train)
-    return TaskSuite(tuple(built), tuple(train), tuple(held_out), with_insight_p, generic_rate, seed)
+    honest = HonestFeedback() if feedback == "honest" else None
+    return TaskSuite(tuple(built), tuple(train), tuple(held_out), with_insight_p, generic_rate, seed, honest=honest)
 
 
 def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmful: bool = False) -> str | None:
@@ -139,7 +155,12 @@ def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmf
 
 def success_probability(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry]) -> float:
     """``harmful_p`` when the playbook holds the family's harmful rule, else ``with_insight_p`` when it holds the
-    family's insight, else the family's base probability."""
+    family's insight, else the family's base probability. Honest mode: by what the entries state
+    (:func:`combee_core.honest_suite.success_probability`)."""
+    if suite.honest is not None:
+        from combee_core import honest_suite
+
+        return honest_suite.success_probability(suite, task, entries)
     family = suite.family(task.family_id)
     if holds_insight(family, entries, harmful=True):
         return suite.harmful_p
@@ -182,13 +203,19 @@ def run_task(
     from combee_core.llm.simulator import format_lesson
 
     family = suite.family(task.family_id)
-    used = holds_insight(family, entries, harmful=True) or holds_insight(family, entries)
     p = success_probability(suite, task, entries)
     success = _unit(run_seed, task.task_id, attempt, playbook_version, "success") < p
     feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
-    if not success:
-        feedback_lines.append(format_lesson(family.section, family.insight))
-    if _unit(run_seed, task.task_id, attempt, "generic") < suite.generic_rate:
+    if suite.honest is not None:
+        from combee_core import honest_suite
+
+        used: str | None = honest_suite.used_entries(suite, task, entries)
+        feedback_lines += honest_suite.feedback_lines(suite, task, success, run_seed=run_seed, attempt=attempt)
+    else:
+        used = holds_insight(family, entries, harmful=True) or holds_insight(family, entries)
+        if not success:
+            feedback_lines.append(format_lesson(family.section, family.insight))
+    if suite.honest is None and _unit(run_seed, task.task_id, attempt, "generic") < suite.generic_rate:
         section, text = _GENERIC[int(_unit(run_seed, task.task_id, attempt, "which") * len(_GENERIC))]
         feedback_lines.append(format_lesson(section, text, generic=True))
     trace_id = f"{playbook_id}-{agent_id}-{task.task_id}-{attempt}"

@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core import limits
 from combee_core.errors import CombeeError
+from combee_core.llm.paraphrase import meaning_key as meaning_key  # re-exported
+from combee_core.llm.paraphrase import paraphrase as paraphrase
 from combee_core.llm.prompts import read_data_block
 
 PROVIDER = "combee-sim"
@@ -75,6 +77,13 @@ class SimulatorConfig(BaseModel):
         default=1, ge=1, le=len(("v0", "v1", "v2", "v3")),
         description="Wordings a reflection draws a lesson's text from (1: always the feedback's own words).",
     )
+    reflection: Literal["lessons", "honest", "verbatim"] = Field(
+        default="lessons",
+        description="lessons: copy the feedback's LESSON lines (default); honest: diagnose, reword, sometimes err, "
+        "and aggregate without understanding wordings; verbatim: copy every feedback line (the copying control).",
+    )
+    suite_seed: int = Field(default=7, description="Honest mode: the seed of the suite whose registry it uses.")
+    suite_families: int = Field(default=24, ge=1, description="Honest mode: that suite's number of families.")
 
 
 class Lesson(NamedTuple):
@@ -106,9 +115,6 @@ def is_sim_model(model: str) -> bool:
     return model.startswith(PROVIDER + "/")
 
 
-# ---------------------------------------------------------------------------------------------- lessons
-
-
 def format_lesson(section: str, text: str, *, generic: bool = False) -> str:
     """One feedback line carrying a lesson the simulated reflector recovers (``LESSON[section]: text``)."""
     if not _SECTION.match(section) or len(section) > limits.MAX_SECTION_CHARS:
@@ -130,44 +136,6 @@ def extract_lessons(feedback: str) -> list[Lesson]:
         if text and (section, text) not in found:
             found[(section, text)] = Lesson(kind, section, text)
     return list(found.values())
-
-
-# ---------------------------------------------------------------------------------------------- paraphrases
-
-PARAPHRASE_FILLER = frozenset({"remember", "make", "sure", "to", "for", "when", "handling", "always"})
-"""Words the paraphrase templates add or move; :func:`meaning_key` ignores them (and word order)."""
-_KEY_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _lower_first(text: str) -> str:
-    return text[:1].lower() + text[1:]
-
-
-def paraphrase(text: str, variant: int) -> str:
-    """Wording number ``variant`` (0-3) of a lesson: 0 the text itself, 1 ``Remember: ...``, 2 the clauses swapped
-    (``For X, do Y.`` -> ``Do Y for X.``; ``Make sure to ...`` for a text without that shape), 3 ``When handling X,
-    do Y.`` (``Always ...`` otherwise). Every wording has the same :func:`meaning_key`."""
-    body = text.strip()
-    match = re.match(r"^For (.+?), (.+?)[.!]?$", body)
-    if variant == 0:
-        return body
-    if variant == 1:
-        return f"Remember: {_lower_first(body)}"
-    if variant == 2:
-        if match:
-            return f"{match.group(2)[:1].upper()}{match.group(2)[1:]} for {match.group(1)}."
-        return f"Make sure to {_lower_first(body)}"
-    if variant == 3:
-        if match:
-            return f"When handling {match.group(1)}, {match.group(2)}."
-        return f"Always {_lower_first(body)}"
-    raise ValueError(f"paraphrase variant must be 0..3, got {variant}")
-
-
-def meaning_key(text: str) -> tuple[str, ...]:
-    """What the simulated model understands of a lesson: its words (lower case), sorted, without the words the
-    paraphrase templates add. Two wordings made by :func:`paraphrase` of one text have the same key."""
-    return tuple(sorted(w for w in _KEY_WORD.findall(text.lower()) if w not in PARAPHRASE_FILLER))
 
 
 def paraphrase_variant(seed: int, trace_id: str, text: str, variants: int) -> int:
@@ -231,15 +199,22 @@ def _outcome(trace: dict[str, Any]) -> bool | None:
 
 def simulate_reflection(data: dict[str, Any], config: SimulatorConfig | None = None) -> dict[str, Any]:
     """Reflector: the feedback's lessons become insights, each in one of ``config.paraphrases`` wordings chosen by a
-    hash of (seed, trace id, lesson); ``used_entries`` are tagged by the run's outcome."""
+    hash of (seed, trace id, lesson) (honest and verbatim modes: ``combee_core.llm.honest``); ``used_entries`` are
+    tagged by the run's outcome."""
     config = config or SimulatorConfig()
     trace = data.get("trace") or {}
     trace_id = str(trace.get("trace_id", ""))
-    insights = []
-    for lesson in extract_lessons(trace.get("feedback", ""))[: limits.MAX_INSIGHTS_PER_REFLECTION]:
-        variant = paraphrase_variant(config.seed, trace_id, lesson.text, config.paraphrases)
-        worded = paraphrase(lesson.text, variant)
-        insights.append({"section": lesson.section, "content": worded[: limits.MAX_INSIGHT_CHARS]})
+    if config.reflection != "lessons":
+        from combee_core.llm import honest  # only honest mode loads the registry
+
+        insights = honest.honest_insights(trace, config) if config.reflection == "honest" else (
+            honest.verbatim_insights(trace))
+    else:
+        insights = []
+        for lesson in extract_lessons(trace.get("feedback", ""))[: limits.MAX_INSIGHTS_PER_REFLECTION]:
+            variant = paraphrase_variant(config.seed, trace_id, lesson.text, config.paraphrases)
+            worded = paraphrase(lesson.text, variant)
+            insights.append({"section": lesson.section, "content": worded[: limits.MAX_INSIGHT_CHARS]})
     outcome = _outcome(trace)
     tag = "neutral" if outcome is None else ("helpful" if outcome else "harmful")
     used = str((trace.get("metadata") or {}).get("used_entries") or "")
@@ -265,12 +240,17 @@ class _Group:
 _ENTRY_LINE = re.compile(r"^\[([^\]\n]+)\] helpful=\d+ harmful=\d+ :: (.*)$", re.MULTILINE)
 
 
-def held_lessons(playbook_text: str) -> dict[tuple[str, ...], str]:
-    """The entries a rendered playbook shows (``[id] helpful=X harmful=Y :: content`` lines), by
-    :func:`meaning_key`; the first entry wins when two share a key."""
+def _exact_key(text: str) -> tuple[str, ...]:
+    """Honest mode's grouping: the text itself (normalised), no understanding of wordings."""
+    return (normalise_insight(text),)
+
+
+def held_lessons(playbook_text: str, key_of: Any = meaning_key) -> dict[tuple[str, ...], str]:
+    """The entries a rendered playbook shows (``[id] helpful=X harmful=Y :: content`` lines), by ``key_of``
+    (:func:`meaning_key`); the first entry wins when two share a key."""
     held: dict[tuple[str, ...], str] = {}
     for match in _ENTRY_LINE.finditer(playbook_text or ""):
-        held.setdefault(meaning_key(match.group(2)), match.group(1))
+        held.setdefault(key_of(match.group(2)), match.group(1))
     return held
 
 
@@ -284,14 +264,15 @@ def _merge(config: SimulatorConfig, items: Sequence[dict[str, Any]], adds_of: An
     = its support) instead of an ``ADD``; without one, it is proposed again."""
     m = len(items)
     fingerprint = call_fingerprint(items)
-    held = held_lessons(playbook_text)
+    key_of = meaning_key if config.reflection == "lessons" else _exact_key
+    held = held_lessons(playbook_text, key_of)
     groups: dict[tuple[str, ...], _Group] = {}
     others: dict[str, list[Any]] = {}  # canonical JSON of UPDATE/MERGE/DELETE -> [count, op]
     tags: Counter[tuple[str, str]] = Counter()
     for item in items:
         seen: set[tuple[str, ...]] = set()
         for section, content, support in adds_of(item):
-            key = meaning_key(content)
+            key = key_of(content)
             group = groups.setdefault(key, _Group())
             group.support += support
             group.sections[section] += 1

@@ -1,0 +1,243 @@
+"""A learning benchmark that copying cannot pass (issue 26 item 5): the simulator's honest mode, scored by what entries
+state (the registry), never by the similarity curation uses.
+
+    python -m bench.honest_learning      # 3 seeds x C = 6, 12, 24; writes bench/results/honest_learning.json
+    python -m bench.honest_learning --seeds 0 --capacities 12
+
+Each run is the sync fleet of ``bench/learning.py`` (the ``combee_core`` functions the stages call, no Kafka, the
+simulator in virtual time), 960 traces, context on, with the curation as it is on the tree that runs it
+(reduced and applied by the reducer stage's processor configured from the default settings, as the stage does, with
+a 1,000-token budget). Variants:
+
+- sequential: batch 3, p = 1, one aggregator call per batch;
+- combee: batch 100, p = 2, k = floor(sqrt(n)) subgroups;
+- copy (control): combee, with a reflector that copies every feedback line verbatim;
+- oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
+  canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach.
+
+A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
+per distinct lesson is <= 1.2, and every version of every seed is within the budget. Every figure is simulated
+(``docs/simulator.md``, "Honest mode": parameters fixed there before the first run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from bench.common import machine, write_results
+from bench.learning import fleet
+from combee_core import honest_suite
+from combee_core.batching import ShuffleConfig
+from combee_core.llm import SimulatorConfig
+from combee_core.llm.honest import feedback_kind
+from combee_core.models import AddOp, Operation, PlaybookEntry
+from combee_core.playbook import playbook_tokens
+from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
+from combee_core.settings import CombeeSettings
+from combee_core.tasks import TaskSuite, build_suite
+
+RESULTS = Path(__file__).parent / "results" / "honest_learning.json"
+
+
+@dataclass(frozen=True)
+class Spec:
+    batch: int
+    p: int
+    subgroups: Literal["sqrt", "single"]
+    reflection: Literal["honest", "verbatim"]
+
+
+VARIANTS = {
+    "sequential": Spec(batch=3, p=1, subgroups="single", reflection="honest"),
+    "combee": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
+    "copy (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="verbatim"),
+    "oracle consolidation": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
+}
+ORACLE = "oracle consolidation"
+
+
+def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operation]]:
+    """Not a method (it reads the registry): each ADD of the partials reworded to one canonical wording (and
+    section) of what it states, so the curation sees identical texts: what perfect paraphrase consolidation alone
+    would reach."""
+    registry = honest_suite.suite_registry(suite)
+    generic = {f"generic:{n}": (section, texts[0]) for n, (section, texts) in enumerate(registry.generics)}
+
+    def rewrite(operations: list[Operation]) -> list[Operation]:
+        out: list[Operation] = []
+        for op in operations:
+            statement = registry.lookup(op.content) if isinstance(op, AddOp) else None
+            if statement is not None and statement.kind != "hint":
+                family = statement.subject
+                section, canonical = (generic[family] if statement.kind == "generic" else (
+                    registry.sections[family], registry.wordings[(family, statement.polarity)][0]))
+                op = op.model_copy(update={"section": section, "content": canonical})
+            out.append(op)
+        return out
+
+    return rewrite
+
+
+def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], Reducer]:
+    """The reducer stage's processor, configured as ``ReducerStage.__init__`` configures it from ``settings``
+    (``streams/topology/stages/reducer.py``): keep the two in step when the stage's construction changes."""
+    config = ReducerConfig(
+        max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
+        budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
+        min_evidence=settings.eviction_min_evidence,
+        llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
+    )
+    return lambda reduce: Reducer(config, reduce)
+
+
+def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
+    """What the feedback and the reflector actually did in a run: shares of failed runs whose feedback stated the
+    rule / gave a hint / the outcome only, and the share of rule lessons stated that were the opposite rule."""
+    registry = honest_suite.suite_registry(suite)
+    failed = [t for t in run.traces if t.success is False]
+    kinds = Counter(feedback_kind(registry, str(t.metadata["family"]), t.feedback or "") for t in failed)
+    polarities = Counter(s.polarity for r in run.reflections for i in r.insights
+                         if (s := registry.lookup(i.content)) is not None and s.kind == "rule")
+    stated = polarities[1] + polarities[-1]
+    return {"failed": len(failed), "feedback_rule": kinds[0] / max(1, len(failed)),
+            "feedback_hint": kinds[1] / max(1, len(failed)), "feedback_outcome": kinds[2] / max(1, len(failed)),
+            "wrong_lesson_rate": polarities[-1] / max(1, stated), "rule_lessons": stated}
+
+
+async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: int) -> dict[str, Any]:
+    spec = VARIANTS[variant]
+    suite = build_suite(seed=7, feedback="honest")
+    sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
+                          suite_seed=suite.seed, suite_families=len(suite.families))
+    shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=32, run_seed=seed)
+    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget)
+    run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
+                      context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_change_cap, seed=seed,
+                      rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
+                      make_reducer=reducer_like_the_stage(settings))
+    count = honest_suite.count_lessons(suite, run.playbook.entries)
+    version_tokens = [v.stats.playbook_tokens for v in run.versions]
+    return {
+        "variant": variant, "capacity": capacity, "seed": seed, "versions": len(run.versions),
+        "held_out_accuracy": round(honest_suite.expected_accuracy(suite, suite.held_out, run.playbook.entries), 4),
+        "entries": count.entries, "lessons": count.lessons, "entries_per_lesson": round(count.entries_per_lesson, 3),
+        "families_right": count.families_right, "families_wrong": count.families_wrong,
+        "families_both": count.families_both, "unknown": count.unknown,
+        "tokens_final": playbook_tokens(run.playbook), "tokens_max": max(version_tokens),
+        "within_budget": all(t <= budget for t in version_tokens),
+        "evictions": sum(1 for v in run.versions for a in v.operations if a.reason.startswith("evicted")),
+        **realised_rates(suite, run),
+    }
+
+
+def static_checks(suite: TaskSuite) -> list[dict[str, Any]]:
+    """What the scoring credits, on hand-made playbooks (no run): the rules verbatim, without their tag, reworded,
+    in another section, the opposite rules, both, and the feedback's outcome lines."""
+    registry = honest_suite.suite_registry(suite)
+
+    def score(name: str, texts: list[tuple[str, str]]) -> dict[str, Any]:
+        entries = [PlaybookEntry(entry_id=f"e{n}", section=s, content=c, created_version=1, updated_version=1)
+                   for n, (s, c) in enumerate(texts)]
+        default = build_suite(seed=suite.seed)
+        return {"playbook": name, "honest": round(honest_suite.expected_accuracy(suite, suite.held_out, entries), 3),
+                "default_mode": round(_default_accuracy(default, entries), 3)}
+
+    fams = suite.families
+    return [
+        score("empty", []),
+        score("24 rules verbatim, tagged", [(f.section, f.insight) for f in fams]),
+        score("24 rules, tag removed", [(f.section, f.insight.replace(f" ({f.family_id})", "")) for f in fams]),
+        score("24 rules, a rewording each (last of 60), section 'general'",
+              [("general", registry.wordings[(f.family_id, 1)][-1]) for f in fams]),
+        score("24 opposite rules", [(f.section, registry.wordings[(f.family_id, -1)][0]) for f in fams]),
+        score("24 rules and their opposites", [(f.section, registry.wordings[(f.family_id, s)][7])
+                                              for f in fams for s in (1, -1)]),
+        score("24 hints", [(f.section, registry.hints[f.family_id][0]) for f in fams]),
+    ]
+
+
+def _default_accuracy(suite: TaskSuite, entries: list[PlaybookEntry]) -> float:
+    from combee_core.tasks import expected_accuracy
+
+    return expected_accuracy(suite, suite.held_out, entries)
+
+
+def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mean (and population spread of accuracy) over seeds per (capacity, variant), with the pass verdict."""
+    out = []
+    for capacity in sorted({r["capacity"] for r in rows}):
+        seq = [r["held_out_accuracy"] for r in rows if r["capacity"] == capacity and r["variant"] == "sequential"]
+        for variant in VARIANTS:
+            group = [r for r in rows if r["capacity"] == capacity and r["variant"] == variant]
+            if not group:
+                continue
+            mean = lambda key: statistics.mean(r[key] for r in group)  # noqa: B023,E731
+            acc = mean("held_out_accuracy")
+            row = {"capacity": capacity, "variant": variant, "seeds": len(group), "acc": round(acc, 3),
+                   "acc_sd": round(statistics.pstdev(r["held_out_accuracy"] for r in group), 3),
+                   "vs_sequential": round(acc - statistics.mean(seq), 3) if seq else None,
+                   "entries": round(mean("entries"), 1), "lessons": round(mean("lessons"), 1),
+                   "entries_per_lesson": round(mean("entries_per_lesson"), 2),
+                   "families_right": round(mean("families_right"), 1),
+                   "families_wrong": round(mean("families_wrong"), 1), "families_both": round(mean("families_both"), 1),
+                   "unknown": round(mean("unknown"), 1),
+                   "tokens_max": max(r["tokens_max"] for r in group),
+                   "within_budget": all(r["within_budget"] for r in group),
+                   "evictions": round(mean("evictions"), 1),
+                   "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3)}
+            row["passes"] = bool(seq and acc >= statistics.mean(seq) - 0.01 and row["entries_per_lesson"] <= 1.2
+                                 and row["within_budget"])
+            out.append(row)
+    return out
+
+
+COLUMNS = [("capacity", "C"), ("variant", "variant"), ("acc", "held-out acc"), ("acc_sd", "sd"),
+           ("vs_sequential", "vs seq"), ("entries", "entries"), ("lessons", "lessons"),
+           ("entries_per_lesson", "entries/lesson"), ("families_right", "rules held"),
+           ("families_wrong", "opposite held"), ("families_both", "both"), ("unknown", "no lesson"),
+           ("tokens_max", "max tokens"), ("within_budget", "in budget"), ("evictions", "evicted"),
+           ("passes", "passes")]
+
+
+def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
+    lines = ["| " + " | ".join(title for _, title in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(row[key]) for key, _ in columns) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")
+    parser.add_argument("--capacities", default="6,12,24")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--budget", type=int, default=1000, help="playbook budget in tokens (docs/simulator.md)")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    rows = []
+    for capacity in (int(c) for c in args.capacities.split(",")):
+        for variant in args.variants.split(","):
+            for seed in (int(s) for s in args.seeds.split(",")):
+                rows.append(asyncio.run(one(variant, capacity, seed, traces=args.traces, budget=args.budget)))
+    summary = summarise(rows)
+    checks = static_checks(build_suite(seed=7, feedback="honest"))
+    rates = {key: round(statistics.mean(r[key] for r in rows if r["variant"] in ("sequential", "combee")), 3)
+             for key in ("feedback_rule", "feedback_hint", "feedback_outcome", "wrong_lesson_rate")}
+    print(f"honest mode, {args.traces} traces per run, budget {args.budget} tokens, seeds {args.seeds}")
+    print(table(summary, COLUMNS))
+    print(f"\nrealised (honest runs, mean): {rates}")
+    print("\nwhat the scoring credits (held-out accuracy of hand-made playbooks; default_mode = the old scoring)")
+    print(table(checks, [("playbook", "playbook"), ("honest", "honest scoring"), ("default_mode", "default scoring")]))
+    write_results(args.out, {"args": vars(args) | {"out": str(args.out)}, "summary": summary, "rows": rows,
+                             "static_checks": checks, "realised_rates": rates, "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Honest mode's environment and scoring (``docs/simulator.md``, "Honest mode").
+
+Feedback of a failed run: ``Wrong answer for <task>.``, then the rule in a grader's wording, a hint naming the subject,
+or nothing more. Scoring: an entry helps a task when the registry says it states the task's rule (any wording, tag
+or no tag, any section); an entry stating the opposite rule hurts. Never the similarity curation uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from combee_core.models import PlaybookEntry
+from combee_core.sim_registry import TextRegistry, registry_for
+from combee_core.tasks import Task, TaskSuite
+
+BOTH_P = 0.5
+"""Success probability with both a right and an opposite statement: the agent follows either with equal chance."""
+
+
+def _unit(*parts: object) -> float:
+    digest = hashlib.sha256("|".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+def suite_registry(suite: TaskSuite) -> TextRegistry:
+    """The registry of the suite's families."""
+    return registry_for(suite.seed, len(suite.families))
+
+
+@dataclass(frozen=True)
+class FamilyHold:
+    """The entries of a playbook that state a family's rule (right) or its opposite (wrong)."""
+
+    right: tuple[str, ...] = ()
+    wrong: tuple[str, ...] = ()
+
+
+def holdings(suite: TaskSuite, entries: Iterable[PlaybookEntry]) -> dict[str, FamilyHold]:
+    """Family id -> the entries stating its rule or its opposite, by the registry."""
+    registry = suite_registry(suite)
+    right: dict[str, list[str]] = {}
+    wrong: dict[str, list[str]] = {}
+    for entry in entries:
+        statement = registry.lookup(entry.content)
+        if statement is None or statement.kind != "rule":
+            continue
+        (right if statement.polarity > 0 else wrong).setdefault(statement.subject, []).append(entry.entry_id)
+    families = set(right) | set(wrong)
+    return {f: FamilyHold(tuple(right.get(f, ())), tuple(wrong.get(f, ()))) for f in families}
+
+
+def probability(suite: TaskSuite, family_id: str, hold: FamilyHold | None) -> float:
+    """0.95 with a right statement only, ``harmful_p`` with a wrong one only, 0.5 with both, else the base."""
+    if hold is None or not (hold.right or hold.wrong):
+        return suite.family(family_id).base_p
+    if hold.right and hold.wrong:
+        return BOTH_P
+    return suite.with_insight_p if hold.right else suite.harmful_p
+
+
+def success_probability(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry]) -> float:
+    """A task's success probability with this playbook, by what its entries state."""
+    return probability(suite, task.family_id, holdings(suite, entries).get(task.family_id))
+
+
+def expected_accuracy(suite: TaskSuite, tasks: Sequence[Task], entries: Sequence[PlaybookEntry]) -> float:
+    """Mean success probability over ``tasks`` (computes the holdings once)."""
+    if not tasks:
+        return 0.0
+    held = holdings(suite, entries)
+    return sum(probability(suite, t.family_id, held.get(t.family_id)) for t in tasks) / len(tasks)
+
+
+def used_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry]) -> str:
+    """Comma-separated ids of the entries stating the task's rule or its opposite (what the agent used)."""
+    hold = holdings(suite, entries).get(task.family_id)
+    return ",".join([*hold.right, *hold.wrong]) if hold else ""
+
+
+def feedback_lines(suite: TaskSuite, task: Task, success: bool, *, run_seed: int, attempt: int) -> list[str]:
+    """What the environment adds after ``Wrong answer for <task>.``: the rule in one of its wordings (a grader's
+    sentence), a hint, or nothing; nothing for a successful run."""
+    rates = suite.honest
+    if success or rates is None:
+        return []
+    registry = suite_registry(suite)
+    u = _unit(run_seed, task.task_id, attempt, "honest-feedback")
+    pick = _unit(run_seed, task.task_id, attempt, "honest-wording")
+    if u < rates.states_rule:
+        texts = registry.wordings[(task.family_id, 1)]
+    elif u < rates.states_rule + rates.hint:
+        texts = registry.hints[task.family_id]
+    else:
+        return []
+    return [texts[int(pick * len(texts))]]
+
+
+@dataclass(frozen=True)
+class LessonCount:
+    """What a playbook holds, by the registry."""
+
+    entries: int
+    lessons: int
+    """Distinct lessons held right: families with a right statement, plus generic tips."""
+    families_right: int
+    families_wrong: int
+    """Families with an opposite (or harmful) statement held."""
+    unknown: int
+    """Entries the registry does not know (feedback outcome lines, texts curation wrote) or hints."""
+    families_both: int = 0
+    """Families with both a right and an opposite statement held."""
+
+    @property
+    def entries_per_lesson(self) -> float:
+        return self.entries / self.lessons if self.lessons else float(self.entries or 1)
+
+
+def count_lessons(suite: TaskSuite, entries: Sequence[PlaybookEntry]) -> LessonCount:
+    """Entries, distinct lessons held right, families held right / wrong, entries stating no lesson."""
+    registry = suite_registry(suite)
+    right: set[str] = set()
+    generic: set[str] = set()
+    wrong: set[str] = set()
+    unknown = 0
+    for entry in entries:
+        statement = registry.lookup(entry.content)
+        if statement is None or statement.kind == "hint":
+            unknown += 1
+        elif statement.kind == "generic":
+            generic.add(statement.subject)
+        else:
+            (right if statement.polarity > 0 else wrong).add(statement.subject)
+    return LessonCount(len(entries), len(right) + len(generic), len(right), len(wrong), unknown, len(right & wrong))
