@@ -69,12 +69,18 @@ class PromotionLedger:
     builds the next version on, whenever the verdict comes."""
     served_history: dict[str, list[int]] = field(default_factory=dict)
     """Per playbook, each version served in turn (starting with 0)."""
+    named: dict[str, int] = field(default_factory=dict)
+    """Per playbook, the newest version any decision named (served, previous, candidate or newest): every version up
+    to it existed when a decision was made (``combee_core.guard.clean``)."""
 
     def apply(self, decision: PromotionDecision) -> bool:
         """Take one record in log order; False (void) when its decision_id is not the next one."""
         if not self.gate.accept(decision.playbook_id, decision.decision_id):
             return False
         self.latest[decision.playbook_id] = decision
+        self.named[decision.playbook_id] = max(self.named.get(decision.playbook_id, 0), decision.served_version,
+                                               decision.previous_version, decision.candidate_version or 0,
+                                               decision.newest_version or 0)
         history = self.served_history.setdefault(decision.playbook_id, [0])
         if history[-1] != decision.served_version:
             history.append(decision.served_version)
@@ -302,9 +308,12 @@ def operator_decision(
     why: str,
     rule: PromotionRule,
     now: datetime,
+    running: int | None = None,
+    newest: int | None = None,
 ) -> PromotionDecision:
     """An operator's ``promote`` (serves ``version``, resumes automatic promotion) or ``rollback`` (serves
-    ``version``, pauses automatic promotion until the next operator promote)."""
+    ``version``, pauses automatic promotion until the next operator promote). ``running``: the version agents run
+    now when the pointer does not say it, and ``newest`` the newest version (promotion off: ``combee_core.guard``)."""
     if action not in ("operator-promote", "rollback"):
         raise PromotionError(f"unknown operator action {action!r}")
     decided: Literal["operator-promote", "rollback"] = "rollback" if action == "rollback" else "operator-promote"
@@ -314,7 +323,8 @@ def operator_decision(
         playbook_id=playbook_id, decision_id=ledger.next_id(playbook_id), action=decided,
         candidate_version=None if action == "rollback" else (served_version or None),
         candidate_hash=version.content_hash if version is not None else None, served_version=served_version,
-        served=version, previous_version=ledger.served_version(playbook_id), rule=rule.describe(),
+        served=version, previous_version=ledger.served_version(playbook_id) if running is None else running,
+        rule=rule.describe(), newest_version=newest,
         reason=f"{by} {verb} v{served_version}" + (f": {why}" if why else ""), paused=action == "rollback",
         by=by, decided_at=now)
 

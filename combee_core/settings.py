@@ -167,6 +167,25 @@ class CombeeSettings(BaseModel):
     canary_min_traces: int = Field(
         default=20, ge=1, description="Live scored traces the canary and the incumbent each need before the verdict.",
     )
+    guard: bool = Field(
+        default=True, description="With promotion off: roll a version back to its parent, and pause the playbook "
+        "until `combee promote`, when its live traces do significantly worse than its parent's (combee_core/guard.py; "
+        "COMBEE_GUARD=0 turns it off).",
+    )
+    guard_alpha: float = Field(
+        default=0.05, gt=0.0, lt=1.0, description="Guard: nominal false-alarm rate per judged version (the mSPRT "
+        "alarms when its likelihood ratio reaches 1/alpha; measured rates in docs/benchmarks.md).",
+    )
+    guard_tau: float = Field(
+        default=0.2, gt=0.0, le=10.0, description="Guard: sd of the mixture over the drop the test looks for (in "
+        "success rate, or score units).",
+    )
+    guard_min_traces: int = Field(
+        default=30, ge=2, description="Guard: live traces a version and its parent each need before it judges.",
+    )
+    guard_metric: Literal["success", "score"] = Field(
+        default="success", description="Guard: what live traces are judged on (traces without it do not count).",
+    )
     eval_suite_seed: int = Field(default=7, description="Seed of the task suite whose held-out split is the pinned "
                                  "evaluation set.")
     eval_suite_families: int = Field(default=24, ge=1, le=1000, description="Rule families of that suite.")

@@ -146,6 +146,8 @@ class StageSpec:
     """It runs only when ``settings.promotion`` is on."""
     enabled_by: str = ""
     """A boolean setting that must be on for it to run (empty: always; ``promotion_only`` is ``promotion``'s)."""
+    guard_only: bool = False
+    """It runs only when ``settings.guard`` is on and promotion is off (the live-trace guard)."""
 
 
 REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
@@ -168,13 +170,16 @@ PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
                     promotion_only=True)
 EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
                      promotion_only=True)
+GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED, Topic.DLQ),
+                  reads=(Topic.PROMOTED, Topic.PLAYBOOK, Topic.TRACES), guard_only=True)
 
 INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(Topic.TRACES, Topic.DLQ),
                         enabled_by="otlp_ingest")
 
-STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, INGEST_OTLP)
+STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, GUARD, INGEST_OTLP)
 """Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the
-optional ones last: promotion's, then ``ingest-otlp`` (a door in front of ``traces``, on with ``otlp_ingest``)."""
+optional ones last: promotion's, the guard (promotion off), then ``ingest-otlp`` (a door in front of ``traces``, on
+with ``otlp_ingest``)."""
 
 
 def topic_spec(topic: Topic | str) -> TopicSpec:

@@ -77,6 +77,24 @@ class ImprovementCost(CombeeModel):
     tokens_per_point: float | None = None
 
 
+class LiveTest(CombeeModel):
+    """The guard's statistics behind a rollback: live traces of the rolled-back version against its parent's
+    (``combee_core.guard``), at the trace where the test crossed its threshold."""
+
+    metric: Literal["success", "score"]
+    version: int = Field(ge=1, description="The version judged (rolled back).")
+    parent_version: int = Field(ge=0, description="The version it was built on (served again).")
+    traces: int = Field(ge=0, description="Live traces of the judged version counted.")
+    parent_traces: int = Field(ge=0, description="Live traces of the parent counted.")
+    mean: float = Field(description="Mean live success (or score) of the judged version.")
+    parent_mean: float
+    log_lr: float = Field(description="log of the mixture likelihood ratio (mSPRT) at the crossing.")
+    threshold: float = Field(description="log(1/alpha): the alarm threshold.")
+    alpha: float = Field(gt=0.0, lt=1.0, description="Nominal false-alarm rate per judged version.")
+    tau: float = Field(gt=0.0, description="Sd of the normal mixture over the difference of means.")
+    min_traces: int = Field(ge=1)
+
+
 class PromotionDecision(CombeeModel):
     """One record of the ``promoted`` topic: a decision on a candidate, or an operator's promote / rollback. Its
     ``served`` field is the pointer: the version every follower of promoted versions runs from now on."""
@@ -86,11 +104,14 @@ class PromotionDecision(CombeeModel):
     decision_id: int = Field(ge=0, description="0, 1, 2, ... per playbook; the first record of each id counts.")
     action: Literal["promote", "reject", "hold", "canary", "operator-promote", "rollback"]
     candidate_version: int | None = Field(default=None, ge=1, description="The candidate decided on (None for an "
-                                          "operator's rollback).")
+                                          "operator's rollback; the rolled-back version for the guard's).")
     candidate_hash: str | None = None
     served_version: int = Field(ge=0, description="The pointer after this decision (0 = the empty playbook).")
     served: PlaybookVersion | None = Field(description="The served version in full (None for version 0).")
     previous_version: int = Field(ge=0, description="The served version before this decision.")
+    newest_version: int | None = Field(default=None, ge=0, description="Without promotion (the guard's and "
+                                       "operators' decisions): the newest version when the decision was made; no "
+                                       "version up to it but the served one runs after it.")
     held_out_score: float | None = None
     incumbent_score: float | None = None
     task_set: str = ""
@@ -110,7 +131,10 @@ class PromotionDecision(CombeeModel):
     proposer: ProposerModels | None = None
     evaluator_model: str | None = None
     cost: ImprovementCost | None = None
-    by: str = Field(description="promoter, or the operator (user@host) for promote / rollback.")
+    live_test: LiveTest | None = Field(default=None, description="With a rollback by the guard: the test that "
+                                       "made it.")
+    by: str = Field(description="promoter, guard (its automatic rollback), or the operator (user@host) for "
+                    "promote / rollback.")
     decided_at: Timestamp
 
     def decision_hash(self) -> str:

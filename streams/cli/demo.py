@@ -272,6 +272,8 @@ def print_summary(result) -> None:
             ("promotion decisions", f"{actions.count('promote')} promoted, {actions.count('reject')} rejected, "
                                     f"{actions.count('hold')} held; agents run v{result.served_version}"),
         ]
+    elif result.promotions:  # without promotion: the guard rolled a version back
+        promotion = [("guard", f"{len(result.promotions)} rollback(s): {result.promotions[-1].reason}")]
     rows = [
         *promotion,
         ("versions published", str(len(result.versions))),

@@ -7,6 +7,7 @@ import argparse
 import getpass
 import socket
 
+from combee_core.guard import served_without_promotion
 from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promotion import (
@@ -51,7 +52,8 @@ async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerP
 async def operator_act(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, playbook_id: str,
                        action: str, version: int | None, *, why: str = "", by: str | None = None) -> PromotionDecision:
     """Write an operator's ``operator-promote`` (of ``version``) or ``rollback`` (to ``version``, default the
-    version served before) and return it once the log shows it counts (retried when the promoter took its id)."""
+    version served before; with promotion off, the parent of the version agents run) and return it once the log
+    shows it counts (retried when the promoter took its id)."""
     by = by or operator_name()
     rule = PromotionRule(epsilon=settings.promotion_epsilon)
     versions = {v.version: v for v in valid_versions(
@@ -62,11 +64,16 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     try:
         for _ in range(WRITE_ATTEMPTS):
             ledger = await read_ledger(settings, bootstrap, profile)
-            target = version if version is not None else rollback_target(ledger, playbook_id)
+            promotes = settings.promotion or ledger.last_decided(playbook_id) > 0  # or the promoter has decided
+            newest = None if promotes else max(versions, default=0)
+            running = None if newest is None else served_without_promotion(  # what agents run, promotion off
+                ledger, playbook_id, {v: pv.parent_version for v, pv in versions.items()}, newest)
+            target = version if version is not None else (
+                versions[running].parent_version if running else rollback_target(ledger, playbook_id))
             if target != 0 and target not in versions:
                 raise PromotionError(f"{playbook_id} has no version {target} ({known_versions(versions)})")
             decision = operator_decision(ledger, action, versions.get(target), playbook_id=playbook_id, by=by,
-                                         why=why, rule=rule, now=utc_now())
+                                         why=why, rule=rule, now=utc_now(), running=running, newest=newest)
             await producer.send_and_wait(settings.topic(Topic.PROMOTED), decision.to_json_bytes(),
                                          key=playbook_id.encode())
             if await _counts(settings, bootstrap, profile, decision):

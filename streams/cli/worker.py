@@ -22,7 +22,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_pipeline(worker)
     promotion_only = " and ".join(stage.name for stage in STAGES if stage.promotion_only)
     worker.add_argument("--stages", help=f"comma-separated: {','.join(stage.name for stage in STAGES)} "
-                        f"(default all; {promotion_only} only with --promotion)")
+                        f"(default all; {promotion_only} only with --promotion; guard only without it, unless "
+                        "COMBEE_GUARD=0)")
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")

@@ -203,6 +203,8 @@ async def run_demo(
                 report("waiting for the last promotion decision")
                 decisions = [d for d in await run.wait_decided(versions, timeout_s=120)
                              if d.playbook_id == options.playbook_id]
+            else:  # the guard's rollbacks, if any: what the agents run at the end
+                decisions = [d for d in await run.promotions() if d.playbook_id == options.playbook_id]
             dead = await run.dead_letters()
             controller = controller_summary(settings, metrics, follower.decisions, options.playbook_id)
         report("stopping the topology")

@@ -1,6 +1,6 @@
-"""A subscriber of the topology's outputs, as an agent fleet or a test would be one: follows the playbook, control
-and dead-letter topics (and ``promoted`` with promotion on) from their beginning, and says which playbook version an
-agent should run and which traces have reached a version."""
+"""A subscriber of the topology's outputs, as an agent fleet or a test would be one: follows the playbook, control,
+``promoted`` and dead-letter topics from their beginning, and says which playbook version an agent should run and
+which traces have reached a version."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from combee_core.guard import served_without_promotion
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
 from combee_core.promotion import PromotionLedger, in_canary
 from combee_core.settings import CombeeSettings
@@ -27,7 +28,9 @@ class PlaybookFollower:
 
     ``latest`` holds the newest version per playbook, ``covered`` every trace id that is in some version's lineage
     or in a dead letter; ``on_version`` is called for each new version. With ``settings.promotion`` (and not
-    ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate.
+    ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate;
+    without promotion it is the newest version unless a decision on ``promoted`` (the guard's rollback, an
+    operator's) says otherwise (``combee_core.guard.served_without_promotion``).
     """
 
     settings: CombeeSettings
@@ -43,6 +46,8 @@ class PlaybookFollower:
     candidates: bool = False
     """Run the newest candidate even with promotion on (``--candidates``)."""
     latest: dict[str, PlaybookVersion] = field(default_factory=dict)
+    parents: dict[str, dict[int, int]] = field(default_factory=dict)
+    """Per playbook, version -> parent_version."""
     ledger: PromotionLedger = field(default_factory=PromotionLedger)
     batch_sizes: dict[str, int] = field(default_factory=dict)
     decisions: list[ControlDecision] = field(default_factory=list)
@@ -91,6 +96,7 @@ class PlaybookFollower:
             if version.version != (current.version if current else 0) + 1:
                 return  # not the next version: a fenced writer's duplicate (docs/protocol.md, "Reading versions")
             self.latest[version.playbook_id] = version
+            self.parents.setdefault(version.playbook_id, {})[version.version] = version.parent_version
             self.covered.update(version.lineage)
             if self.on_version is not None:
                 self.on_version(version)
@@ -112,7 +118,8 @@ class PlaybookFollower:
 
     def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
         """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
-        agent in the canary share; else the newest version seen; (0, []) before the first."""
+        agent in the canary share; else the newest version seen, unless a rollback on ``promoted`` holds it back
+        (then the version it serves); (0, []) before the first."""
         if self.settings.promotion and not self.candidates:
             canary = self.ledger.canary(playbook_id)
             share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
@@ -121,6 +128,12 @@ class PlaybookFollower:
             served = self.ledger.served(playbook_id)
             return (served.version, list(served.entries)) if served else (0, [])
         version = self.latest.get(playbook_id)
+        decision = self.ledger.latest.get(playbook_id)
+        if decision is not None and not self.candidates:
+            newest = version.version if version else 0
+            if served_without_promotion(self.ledger, playbook_id, self.parents.get(playbook_id, {}), newest) != newest:
+                served = decision.served
+                return (served.version, list(served.entries)) if served else (0, [])
         return (version.version, version.entries) if version else (0, [])
 
     def batch_size(self, playbook_id: str) -> int:

@@ -188,6 +188,10 @@ class RunStatus:
     """playbook -> its latest promotion decision (runs with promotion on)"""
     decided: dict[str, int] = field(default_factory=dict)
     """playbook -> newest candidate version decided on"""
+    promotion_on: bool = False
+    """The run promotes (this command's settings say so, or the promoter has decided on a candidate)."""
+    guard: str = ""
+    """The guard as this command's settings configure it (``guard_state``)."""
 
 
 def waiting_batches(
@@ -249,7 +253,7 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     One consumer does all the reading: one metadata fetch, the end offsets of every partition in one call, then
     ``playbook``, ``batches``, ``control`` and ``dlq`` read up to those ends; the groups' committed offsets are
     asked for concurrently meanwhile."""
-    status = RunStatus(stall_warning_s=settings.stall_warning_s)
+    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion)
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await asyncio.gather(admin.start(), consumer.start())
@@ -297,6 +301,8 @@ def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[st
         ledger.apply(PromotionDecision.from_json_bytes(record.value))
     status.promotion = dict(ledger.latest)
     status.decided = {playbook: ledger.last_decided(playbook) for playbook in ledger.playbooks()}
+    status.promotion_on = status.promotion_on or any(status.decided.values())  # the promoter has decided
+    status.guard = guard_state(settings, status.promotion_on)
     status.dead_letters = status.end_offsets.get(settings.topic(Topic.DLQ), 0)
     status.dead_letter_kinds = dead_letter_breakdown(read_dead_letter(r.value) for r in records[Topic.DLQ])
 
@@ -320,6 +326,8 @@ def format_status(status: RunStatus) -> str:
     lines.append("lag per stage (records not yet committed):")
     for stage, lag in status.lag.items():
         lines.append(f"  {stage:<10} {lag}")
+    if status.guard:
+        lines.append(f"guard: {status.guard}")
     lines.append("playbooks:")
     for playbook in sorted(set(status.versions) | set(status.waiting)):
         line = (f"  {playbook:<30} version {status.versions.get(playbook, 0):<5} "
@@ -333,7 +341,11 @@ def format_status(status: RunStatus) -> str:
         if playbook in status.controller:
             lines.append(f"    controller: {status.controller[playbook]}")
         decision = status.promotion.get(playbook)
-        if decision is not None:
+        if decision is not None and not status.promotion_on:
+            paused = ", PAUSED (agents stay on it) until `combee promote`" if decision.paused else ""
+            lines.append(f"    served by the promoted pointer: v{decision.served_version}{paused}")
+            lines.append(f"    last decision: {describe_decision(decision)}")
+        elif decision is not None:
             newest = status.versions.get(playbook, 0)
             pending = list(range(status.decided.get(playbook, 0) + 1, newest + 1))
             paused = ", automatic promotion PAUSED" if decision.paused else ""
@@ -345,6 +357,18 @@ def format_status(status: RunStatus) -> str:
     lines.append(f"dead letters: {status.dead_letters}")
     lines += format_dead_letter_kinds(status.dead_letter_kinds)
     return "\n".join(lines)
+
+
+def guard_state(settings: CombeeSettings, promotion: bool = False) -> str:
+    """The guard's configuration in one line (``combee_core.guard``), as this command's settings say; ``promotion``:
+    the run promotes (its settings, or a promoter's decision on ``promoted``)."""
+    if settings.promotion or promotion:
+        return "off (promotion is on: the held-out rule gates versions)"
+    if not settings.guard:
+        return "off (COMBEE_GUARD=0)"
+    return (f"on: rolls a version back when its live {settings.guard_metric} is significantly below its parent's "
+            f"(mSPRT, alpha {settings.guard_alpha:g}, tau {settings.guard_tau:g}, >= {settings.guard_min_traces} "
+            "traces each)")
 
 
 def format_dead_letter_kinds(kinds: list[DeadLetterKind], example_chars: int = 100) -> list[str]:

@@ -20,6 +20,7 @@ from streams.topology.stages.aggregator import AggregatorStage
 from streams.topology.stages.batcher import BatcherStage
 from streams.topology.stages.controller import ControllerStage
 from streams.topology.stages.evaluator import EvaluatorStage
+from streams.topology.stages.guard import GuardStage
 from streams.topology.stages.otlp_ingest import OtlpIngestStage
 from streams.topology.stages.promoter import PromoterStage
 from streams.topology.stages.reducer import ReducerStage
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
-                                     PromoterStage, EvaluatorStage, OtlpIngestStage)
+                                     PromoterStage, EvaluatorStage, GuardStage, OtlpIngestStage)
 _BOUND = {binding.name: binding for binding in _BINDINGS}
 if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
     raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in "
@@ -43,6 +44,8 @@ ALL_STAGES = tuple(STAGES)
 LLM_STAGES = {spec.name for spec in TOPOLOGY if spec.llm}
 PROMOTION_STAGES = {spec.name for spec in TOPOLOGY if spec.promotion_only}
 """Run only when ``settings.promotion`` is on (then ``evaluate`` only where no other evaluator answers)."""
+GUARD_STAGES = {spec.name for spec in TOPOLOGY if spec.guard_only}
+"""Run only when ``settings.guard`` is on and promotion is off."""
 
 
 class UnknownStageError(SettingsError):
@@ -142,6 +145,8 @@ async def _run_stages(
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]
+    if settings.promotion or not settings.guard:
+        stages = [name for name in stages if name not in GUARD_STAGES]
     if off := [name for name in stages if not enabled(stage_spec(name), settings)]:
         log.info("not running %s: off by its setting (%s)", ", ".join(off),
                  ", ".join(f"COMBEE_{stage_spec(name).enabled_by.upper()}" for name in off))

@@ -85,4 +85,4 @@ def test_worker_with_an_unknown_stage_ends_in_one_line_naming_the_valid_stages()
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr == ("combee worker: unknown stage(s) ['reflekt']; choose from reflect, batch, aggregate, "
-                           "reduce, control, promote, evaluate, ingest-otlp\n")
+                           "reduce, control, promote, evaluate, guard, ingest-otlp\n")

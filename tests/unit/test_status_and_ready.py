@@ -1,13 +1,21 @@
-"""``combee status``'s dead-letter breakdown and ``combee worker``'s ready line (issue 20)."""
+"""``combee status``'s dead-letter breakdown and guard state, and ``combee worker``'s ready line (issues 20, 26)."""
 
 from __future__ import annotations
 
 import asyncio
 from datetime import datetime, timezone
 
-from combee_core.models import DeadLetter
+from combee_core.models import DeadLetter, LiveTest, PromotionDecision
+from combee_core.settings import CombeeSettings
 from streams.topology.health import WorkerReadiness, announce_ready, ready_line
-from streams.topology.observe import DeadLetterKind, RunStatus, dead_letter_breakdown, format_status, read_dead_letter
+from streams.topology.observe import (
+    DeadLetterKind,
+    RunStatus,
+    dead_letter_breakdown,
+    format_status,
+    guard_state,
+    read_dead_letter,
+)
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -114,3 +122,21 @@ def test_status_explains_the_controllers_latest_decision():
     assert "lowest at 80" in line and "rollouts 38 s per wave on 40 agents" in line and "= 79" in line
     report = format_status(RunStatus(versions={"pb": 9}, batch_sizes={"pb": "79 (fitted)"}, controller={"pb": line}))
     assert f"    controller: {line}" in report.splitlines()
+
+
+def test_status_shows_the_guard_and_its_rollback():
+    test = LiveTest(metric="success", version=3, parent_version=2, traces=41, parent_traces=60, mean=0.4,
+                    parent_mean=0.8, log_lr=3.4, threshold=3.0, alpha=0.05, tau=0.2, min_traces=30)
+    rollback = PromotionDecision(playbook_id="pb", decision_id=0, action="rollback", candidate_version=3,
+                                 served_version=2, served=None, previous_version=3, rule="r", paused=True,
+                                 reason="live success rate of v3 0.400 ...", live_test=test, by="guard",
+                                 decided_at=NOW)
+    on = CombeeSettings.load(env={})
+    report = format_status(RunStatus(versions={"pb": 4}, promotion={"pb": rollback}, guard=guard_state(on)))
+    assert "guard: on: rolls a version back when its live success" in report and "alpha 0.05" in report
+    assert "served by the promoted pointer: v2, PAUSED" in report
+    assert "rollback on candidate v3 -> serving v2 (was v3) by guard: live success rate of v3" in report
+    assert "pending candidates" not in report
+    assert guard_state(CombeeSettings.load(env={"COMBEE_GUARD": "0"})) == "off (COMBEE_GUARD=0)"
+    assert guard_state(CombeeSettings.load(env={}, promotion=True)).startswith("off (promotion is on")
+    assert guard_state(on, promotion=True).startswith("off (promotion is on"), "a run whose promoter decided"

@@ -55,7 +55,9 @@ def test_every_topic_is_written_by_a_stage_or_documented_as_external_input():
     assert topology.writers(Topic.TRACES) == ("ingest-otlp",)  # the OTLP door; agents write it directly too
     assert "agents" in topology.topic_spec(Topic.TRACES).external
     consumed = {topic for stage in STAGES for topic in stage.consumes}
-    assert Topic.TRACES in consumed and Topic.PROMOTED not in consumed
+    assert Topic.TRACES in consumed
+    # promoted is state every reader follows whole; the guard's group consumes it only to own the playbooks
+    assert {stage.name for stage in STAGES if Topic.PROMOTED in stage.consumes} == {"guard"}
 
 
 def test_every_topic_model_has_its_schema_file_and_every_schema_file_a_topic():
@@ -80,6 +82,7 @@ def test_the_registries_are_the_declaration():
     assert worker.LLM_STAGES == {"reflect", "aggregate", "reduce"}
     assert worker.PROMOTION_STAGES == {"promote", "evaluate"}
     assert {stage.name for stage in STAGES if stage.enabled_by} == {"ingest-otlp"}
+    assert worker.GUARD_STAGES == {"guard"}
     assert observe.STAGE_INPUTS == {stage.name: stage.consumes[0] for stage in STAGES}
     assert set(observe.STATUS_READS) <= set(Topic)
     for name, binding in worker.STAGES.items():

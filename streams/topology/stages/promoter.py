@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import orjson
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -88,6 +89,26 @@ class LiveScores:
         self._closed.set()
 
 
+def take_decision(stage: Stage, view: LogView, record: ConsumerRecord,
+                  apply: Callable[[PromotionDecision], bool]) -> None:
+    """A record of ``promoted`` for a stage's view: ``apply`` says whether it counts (its origin is then known)."""
+    decision = stage.read_state(record, PromotionDecision)
+    if decision is not None:
+        view.origin(record, (decision.playbook_id, decision.decision_id), apply(decision))
+
+
+async def write_decision(stage: Stage, view: LogView, publish: Publish) -> PromotionDecision | None:
+    """Write a numbered decision on ``promoted``: the decision once the view shows it counts, None when another
+    record took its id first (the stage decides again on the next tick)."""
+    decision = publish.value
+    assert publish.number is not None and isinstance(decision, PromotionDecision)
+    if await view.write(publish.number, decision.to_json_bytes()):
+        return decision
+    stage.ctx.count("decisions_lost")
+    log.warning("%s decision %d: another record took the id first; deciding again", *publish.number)
+    return None
+
+
 def held_out_set(settings) -> tuple[str, tuple]:
     """(name, tasks) of the pinned held-out set: the suite's held-out split, which no training trace comes from."""
     suite = build_suite(families=settings.eval_suite_families, seed=settings.eval_suite_seed)
@@ -143,12 +164,8 @@ class PromoterStage(Stage):
             self.promoter.apply_result(result)
 
     def _apply_decision(self, record: ConsumerRecord) -> None:
-        decision = self.read_state(record, PromotionDecision)
-        if decision is None:
-            return
         assert self._promoted_view is not None
-        counts = self.promoter.apply_decision(decision)
-        self._promoted_view.origin(record, (decision.playbook_id, decision.decision_id), counts)
+        take_decision(self, self._promoted_view, record, self.promoter.apply_decision)
 
     # ------------------------------------------------------------------------------------------ the loop
 
@@ -172,12 +189,9 @@ class PromoterStage(Stage):
         await self._batches_view.catch_up()
 
     async def _write_decision(self, publish: Publish) -> bool:
-        assert self._promoted_view is not None and publish.number is not None
-        decision = publish.value
-        assert isinstance(decision, PromotionDecision)
-        if not await self._promoted_view.write(publish.number, decision.to_json_bytes()):
-            self.ctx.count("decisions_lost")
-            log.warning("%s decision %d: another record took the id first; deciding again", *publish.number)
-            return False
-        log.info("%s v%s: %s (%s)", decision.playbook_id, decision.candidate_version, decision.action, decision.reason)
-        return True
+        assert self._promoted_view is not None
+        decision = await write_decision(self, self._promoted_view, publish)
+        if decision is not None:
+            log.info("%s v%s: %s (%s)", decision.playbook_id, decision.candidate_version, decision.action,
+                     decision.reason)
+        return decision is not None

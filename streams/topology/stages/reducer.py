@@ -24,6 +24,7 @@ from datetime import datetime
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.guard import guarded_base
 from combee_core.log_order import ContiguousNumbers
 from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
@@ -66,7 +67,9 @@ class ReducerStage(Stage):
         self._playbook_view: LogView | None = None
         self._batches_view: LogView | None = None
         self.ledger = PromotionLedger()
-        """With ``promotion``: the ``promoted`` log, which says what the next version is built on."""
+        """The ``promoted`` log, which says what the next version is built on (without promotion: after a rollback)."""
+        self.parents: dict[str, dict[int, int]] = {}
+        """Per playbook, version -> parent_version (``combee_core.guard.clean``)."""
         self._empty_notice = EmptyVersionNotice(settings.reflector_model)
         """Says when versions come out empty because the reflector is the simulator (``combee_core.model_notice``)."""
 
@@ -75,8 +78,7 @@ class ReducerStage(Stage):
         self._batches_view = LogView(self, Topic.BATCHES, self._apply_manifest, self._batches)
         await self._playbook_view.start()
         await self._batches_view.start()
-        if self.settings.promotion:
-            await LogView(self, Topic.PROMOTED, self._apply_decision).start()
+        await LogView(self, Topic.PROMOTED, self._apply_decision).start()  # without promotion: the guard's rollbacks
 
     def playbook(self, playbook_id: str) -> Playbook:
         if playbook_id not in self.playbooks:
@@ -116,7 +118,7 @@ class ReducerStage(Stage):
         """What the next version is built on: this playbook, or with ``promotion`` the version served after the
         decision on it (None while that decision is not on the log yet)."""
         if not self.settings.promotion:
-            return playbook, None
+            return guarded_base(playbook, self.ledger, self.parents.get(playbook.playbook_id, {}))
         base = next_base(self.ledger, playbook.playbook_id, playbook.version)
         if base is None:
             return None
@@ -133,6 +135,7 @@ class ReducerStage(Stage):
 
     def _take_version(self, version: PlaybookVersion, offset: int) -> None:
         playbook_id = version.playbook_id
+        self.parents.setdefault(playbook_id, {})[version.version] = version.parent_version
         self.playbooks[playbook_id] = Playbook.from_entries(
             playbook_id, version.version, version.entries, version.next_entry_number
         )
