@@ -32,7 +32,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_llm]
 TRACES = 6
 BATCH = 6  # one batch; k = floor(sqrt(n)) = 2 subgroups for 4 to 6 reflections, so the reducer's LLM is called too
 RETRIES = 1
-MAX_TOKENS = 96
+MAX_TOKENS = 256
+"""Room for the reflector's diagnosis before its insights (at 96 a 135M model spent the answer on the diagnosis)."""
 MAX_WAIT_S = 5.0
 SLACK = 4.0
 """Multiple of the measured worst case the run may take (aggregator prompts are longer than the warm-up's)."""
