@@ -155,7 +155,13 @@ class CombeeSettings(BaseModel):
     )
     llm_timeout_s: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
-    llm_concurrency: int = Field(default=8, ge=1)
+    llm_concurrency: int = Field(default=8, ge=1, description="LLM calls each role keeps in flight per worker at "
+                                 "the start; it adapts up to llm_concurrency_max (docs/operations.md, 'Capacity').")
+    llm_concurrency_max: int = Field(
+        default=64, ge=1, description="Ceiling of each role's adaptive concurrency per model: raised while latency "
+        "holds, halved on a 429 or a timeout. Set it to llm_concurrency to keep the concurrency fixed (it still backs "
+        "off)."
+    )
     sim_capacity: int = Field(default=12, ge=1, description="Simulator context capacity C (items per call).")
     sim_time_scale: float = Field(default=1.0, ge=0.0, description="Multiplier on the simulator's modelled latency.")
     sim_clock: Literal["real", "virtual"] = Field(default="real")

@@ -81,9 +81,11 @@ class ReflectorStage(Stage):
         return used_entries_text(playbook, used)
 
     def fetch_limit(self) -> int:
-        """Two calls per concurrency slot: a fetch's reflections are published (and committed) within about two
-        call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
-        return 2 * self.settings.llm_concurrency
+        """Two calls per concurrency slot (the reflector's current, adaptive limit): a fetch's reflections are
+        published (and committed) within about two call latencies, so progress is steady and a rebalance discards
+        little (a fetch of 500 took ~20 s)."""
+        llm = self.ctx.llm
+        return 2 * (llm.concurrency("reflector") if llm is not None else self.settings.llm_concurrency)
 
     def decode(self, raw: bytes | None) -> Trace:
         return decode_trace(raw)
