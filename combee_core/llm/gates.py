@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 from dataclasses import dataclass, field
 
 from combee_core.concurrency import AimdConfig, ConcurrencyController
@@ -30,7 +31,7 @@ class _Gate:
 class ConcurrencyGates:
     """One gate per (model, role): ``async with gates.slot(model, role) as report`` runs one call."""
 
-    def __init__(self, config: Callable[[str], AimdConfig], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, config: Callable[[Any], AimdConfig], clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         """The tuning of a role's gates (its start value and ceiling)."""
         self._clock = clock

@@ -26,8 +26,8 @@ from combee_core.concurrency import AimdConfig
 from combee_core.llm import prompts
 from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
 from combee_core.llm.gates import ConcurrencyGates
-from combee_core.llm.provider_errors import provider_errors, retry_after_s
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
+from combee_core.llm.provider_errors import provider_errors, retry_after_s
 from combee_core.llm.simulator import DEFAULT_MODEL, HIDDEN_PARAM, SIM_PARAM, SimulatorConfig, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
 
