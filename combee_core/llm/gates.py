@@ -12,8 +12,8 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
 from combee_core.concurrency import AimdConfig, ConcurrencyController
 
