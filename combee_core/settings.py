@@ -96,6 +96,15 @@ class CombeeSettings(BaseModel):
         default=100, ge=1, description="Upper bound on the batch size (the paper's bound against quality risk; 100 is "
         "the largest size the paper runs Combee at)."
     )
+    controller_objective: Literal["stream", "delay"] = Field(
+        default="stream", description="Async fleets: stream picks the batch size whose versions keep up with the "
+        "arrival rate at the lowest trace -> version latency (combee_core/streaming.py); delay minimises the per-trace "
+        "pipeline delay (the profiled power law). Sync fleets always fit the round time."
+    )
+    controller_max_utilisation: float = Field(
+        default=0.8, gt=0, lt=1, description="Streaming objective: the busiest the version chain may be at the chosen "
+        "size (headroom so a burst drains)."
+    )
     controller_clock: Literal["wall", "modelled"] = Field(
         default="wall", description="Delay the controller fits: wall seconds, or the LLM critical path (simulated)."
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from combee_core.llm.errors import LLMError
 from combee_core.models import BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
@@ -57,6 +57,7 @@ def batch_metrics(version: PlaybookVersion, previous_at: datetime | None) -> Bat
         llm_critical_path_s=stats.llm_critical_path_s,
         llm_calls=stats.llm_calls,
         round_s=max(0.0, (version.published_at - previous_at).total_seconds()) if previous_at else None,
+        batch_closed_at=version.published_at - timedelta(seconds=stats.delay_s),
     )
 
 
