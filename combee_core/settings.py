@@ -67,6 +67,18 @@ class CombeeSettings(BaseModel):
         default=2000, ge=1, description="Records of a state topic between two checkpoints of a stage's view of it "
         "(a restart resumes from the latest checkpoint instead of reading the topic from the beginning)."
     )
+    overload_policy: Literal["keep", "sample"] = Field(
+        default="keep", description="When a playbook falls behind its stream: keep every trace and fall behind (said "
+        "in the log, status and /metrics), or sample: shed successes first (failures carry the lessons) so what is "
+        "kept fits the rate out, each shed trace a dead letter (Shed) with the reason (docs/operations.md)."
+    )
+    backlog_window_s: float = Field(
+        default=20.0, gt=0, description="Window over which a playbook's rate in and rate out are measured."
+    )
+    backlog_warning_s: float = Field(
+        default=120.0, gt=0, description="A playbook whose oldest trace not yet in a version was sent longer ago than "
+        "this is falling behind (so is one whose lag grew over the window with more in than out)."
+    )
     stall_warning_s: float = Field(
         default=180.0, gt=0, description="Warn when a closed batch has waited this long for its playbook version."
     )

@@ -1,0 +1,154 @@
+"""Is a playbook falling behind its stream? Lag in traces and seconds, rate in vs out, an estimate to catch up; and
+the overload policy's choice of which traces to shed (docs/operations.md, "Capacity and overload").
+
+Pure: the reflector's binding feeds a :class:`BacklogMonitor` what it sees (each trace it consumes, with the time
+it was sent; the traces still unread on the playbook's partition; each version, from its live view of
+``playbook``) and the time; the monitor answers a :class:`Backlog` per playbook.
+
+- **rate in**: traces sent per second, from the growth of what was consumed plus what is still unread;
+- **rate out**: traces per second that reached a version (its lineage);
+- **lag**: traces sent but not yet in a version (consumed and not learned, plus unread), and the age of the oldest;
+- **falling behind**: over the last ``window_s``, the lag grew and more came in than went out, or the oldest trace
+  waits longer than ``warn_after_s``;
+- **catch up**: lag / (rate out - rate in) when out outruns in, else never at these rates.
+
+Beyond capacity, the policy (:func:`keep_fraction`): ``keep`` learns every trace and falls behind; ``sample`` sheds
+successes first (failures carry the lessons) so that what is kept fits the rate out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = ["Backlog", "BacklogMonitor", "OverloadPolicy", "keep_fraction", "kept"]
+
+OverloadPolicy = Literal["keep", "sample"]
+
+
+@dataclass(frozen=True)
+class Backlog:
+    """One playbook's backlog at one time."""
+
+    playbook_id: str
+    lag_traces: int
+    lag_s: float
+    rate_in: float
+    rate_out: float
+    falling_behind: bool
+    catch_up_s: float | None
+    """Seconds to clear the lag at the current rates (None: the lag does not shrink at these rates)."""
+
+    def describe(self) -> str:
+        catch_up = f"catches up in ~{self.catch_up_s:.0f} s" if self.catch_up_s is not None else "never catches up " \
+            "at these rates"
+        verdict = "FALLING BEHIND" if self.falling_behind else "keeping up"
+        return (f"{self.playbook_id}: {verdict}: {self.lag_traces} trace(s) not yet in a version, oldest sent "
+                f"{self.lag_s:.0f} s ago; in {self.rate_in:.3g} traces/s, out {self.rate_out:.3g} traces/s; "
+                f"{catch_up}")
+
+
+@dataclass
+class _Playbook:
+    pending: dict[str, float] = field(default_factory=dict)
+    """trace id -> when it was sent, for traces consumed and not yet in a version."""
+    unread: int = 0
+    consumed: int = 0
+    learned: int = 0
+    history: deque[tuple[float, int, int, int]] = field(default_factory=deque)
+    """(time, consumed + unread so far, learned so far, lag) samples within the window."""
+    oldest_unread_s: float | None = None
+    settled: dict[str, None] = field(default_factory=dict)
+    """Recently settled trace ids (a redelivered or resent trace is not pending again), the newest kept."""
+
+
+class BacklogMonitor:
+    """Per playbook, the traces consumed and learned, and what is still unread; :meth:`assess` answers."""
+
+    def __init__(self, window_s: float = 20.0, warn_after_s: float = 120.0, max_pending: int = 200_000) -> None:
+        if not (window_s > 0 and warn_after_s > 0 and max_pending >= 1):
+            raise ValueError(f"need window_s, warn_after_s > 0 and max_pending >= 1, got {window_s}, "
+                             f"{warn_after_s}, {max_pending}")
+        self.window_s, self.warn_after_s, self.max_pending = window_s, warn_after_s, max_pending
+        self._playbooks: dict[str, _Playbook] = {}
+
+    def _of(self, playbook_id: str) -> _Playbook:
+        return self._playbooks.setdefault(playbook_id, _Playbook())
+
+    def playbook_ids(self) -> list[str]:
+        return sorted(self._playbooks)
+
+    def consumed(self, playbook_id: str, trace_id: str, sent_at_s: float) -> None:
+        """A trace of the playbook was read (it was sent at ``sent_at_s``)."""
+        state = self._of(playbook_id)
+        if trace_id in state.pending or trace_id in state.settled:
+            return
+        if len(state.pending) >= self.max_pending:  # the oldest is forgotten, not the count
+            state.pending.pop(next(iter(state.pending)))
+        state.pending[trace_id] = sent_at_s
+        state.consumed += 1
+
+    def settled(self, playbook_id: str, trace_ids: list[str]) -> int:
+        """Traces that reached a version (or a dead letter): no longer pending. Returns how many were."""
+        state = self._of(playbook_id)
+        done = 0
+        for trace_id in trace_ids:
+            done += state.pending.pop(trace_id, None) is not None
+            state.settled[trace_id] = None
+        while len(state.settled) > self.max_pending:
+            state.settled.pop(next(iter(state.settled)))
+        state.learned += done
+        return done
+
+    def unread(self, playbook_id: str, records: int, oldest_sent_at_s: float | None = None) -> None:
+        """Records of the playbook's partition(s) not read yet (and when the next of them was sent, if known)."""
+        state = self._of(playbook_id)
+        state.unread = max(0, records)
+        state.oldest_unread_s = oldest_sent_at_s if records > 0 else None
+
+    def assess(self, playbook_id: str, now: float) -> Backlog:
+        """The playbook's backlog now; also records a sample for the rates (call it every few seconds)."""
+        state = self._of(playbook_id)
+        lag = len(state.pending) + state.unread
+        state.history.append((now, state.consumed + state.unread, state.learned, lag))
+        while len(state.history) > 2 and now - state.history[1][0] >= self.window_s:
+            state.history.popleft()
+        first = state.history[0]
+        span = now - first[0]
+        rate_in = (state.consumed + state.unread - first[1]) / span if span > 0 else 0.0
+        rate_out = (state.learned - first[2]) / span if span > 0 else 0.0
+        sent = [*state.pending.values(), *([state.oldest_unread_s] if state.oldest_unread_s is not None else [])]
+        lag_s = max(0.0, now - min(sent)) if sent else 0.0
+        grew = span >= self.window_s / 2 and lag > first[3] and rate_in > rate_out
+        falling = lag > 0 and (grew or lag_s > self.warn_after_s)
+        catch_up = lag / (rate_out - rate_in) if rate_out > rate_in else (0.0 if lag == 0 else None)
+        return Backlog(playbook_id, lag, lag_s, max(0.0, rate_in), max(0.0, rate_out), falling, catch_up)
+
+
+def keep_fraction(backlog: Backlog, failure_share: float, headroom: float = 0.9) -> tuple[float, float]:
+    """(share of failures kept, share of successes kept) so what is kept fits ``headroom`` x the rate out.
+
+    Successes are shed first: failures are all kept unless they alone exceed the rate out."""
+    if not 0 <= failure_share <= 1:
+        raise ValueError(f"failure_share must be in [0, 1], got {failure_share}")
+    if not backlog.falling_behind or backlog.rate_in <= 0:
+        return 1.0, 1.0
+    budget = headroom * backlog.rate_out
+    failures, successes = backlog.rate_in * failure_share, backlog.rate_in * (1 - failure_share)
+    if failures >= budget:
+        return (budget / failures if failures > 0 else 1.0), 0.0
+    return 1.0, (min(1.0, (budget - failures) / successes) if successes > 0 else 1.0)
+
+
+def kept(trace_id: str, share: float, seed: int) -> bool:
+    """Whether a trace is kept at ``share``: a stable draw from (seed, trace id), so a redelivered trace gets the
+    same answer."""
+    if share >= 1:
+        return True
+    if share <= 0:
+        return False
+    digest = hashlib.sha256(f"{seed}:{trace_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 < share if math.isfinite(share) else True

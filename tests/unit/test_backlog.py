@@ -1,0 +1,79 @@
+"""Falling behind, measured (``combee_core.backlog``): lag, rates in and out, the verdict, and what sampling sheds."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from combee_core.backlog import Backlog, BacklogMonitor, keep_fraction, kept
+
+
+def stream(monitor: BacklogMonitor, rate_in: float, rate_out: float, seconds: int, start: int = 0) -> Backlog:
+    """Traces sent at ``rate_in`` and learned at ``rate_out`` (oldest first), assessed every second."""
+    backlog = None
+    sent = learned = 0
+    for second in range(1, seconds + 1):
+        now = float(start + second)
+        while sent < rate_in * second:
+            monitor.consumed("pb", f"t{sent}", now)
+            sent += 1
+        done = min(sent, int(rate_out * second))
+        monitor.settled("pb", [f"t{i}" for i in range(learned, done)])
+        learned = done
+        backlog = monitor.assess("pb", now)
+    assert backlog is not None
+    return backlog
+
+
+def test_a_stream_faster_than_its_versions_is_falling_behind_with_rates_and_no_catch_up() -> None:
+    backlog = stream(BacklogMonitor(window_s=20), rate_in=20, rate_out=11, seconds=30)
+    assert backlog.falling_behind
+    assert backlog.rate_in == pytest.approx(20, rel=0.1) and backlog.rate_out == pytest.approx(11, rel=0.1)
+    assert backlog.lag_traces == 30 * 9 and backlog.lag_s > 10
+    assert backlog.catch_up_s is None and "never catches up" in backlog.describe()
+
+
+def test_a_stream_within_capacity_keeps_up() -> None:
+    backlog = stream(BacklogMonitor(window_s=20), rate_in=10, rate_out=10, seconds=30)
+    assert not backlog.falling_behind and backlog.lag_traces == 0 and backlog.catch_up_s == 0.0
+
+
+def test_unread_records_count_and_their_age_shows() -> None:
+    monitor = BacklogMonitor(window_s=10, warn_after_s=60)
+    monitor.unread("pb", 500, oldest_sent_at_s=0.0)
+    backlog = monitor.assess("pb", 100.0)
+    assert backlog.lag_traces == 500 and backlog.lag_s == 100.0 and backlog.falling_behind  # older than warn_after
+
+
+def test_a_settled_trace_read_again_is_not_pending_again() -> None:
+    monitor = BacklogMonitor()
+    monitor.consumed("pb", "t", 1.0)
+    assert monitor.settled("pb", ["t"]) == 1
+    monitor.consumed("pb", "t", 1.0)
+    assert monitor.assess("pb", 2.0).lag_traces == 0
+
+
+def test_sampling_sheds_successes_first() -> None:
+    behind = Backlog("pb", 100, 30.0, rate_in=20.0, rate_out=10.0, falling_behind=True, catch_up_s=None)
+    failures, successes = keep_fraction(behind, failure_share=0.3)
+    assert failures == 1.0 and successes == pytest.approx((9 - 6) / 14)
+    assert keep_fraction(behind, failure_share=0.8) == (pytest.approx(9 / 16), 0.0)
+    fine = Backlog("pb", 0, 0.0, 10.0, 10.0, False, 0.0)
+    assert keep_fraction(fine, 0.3) == (1.0, 1.0)
+
+
+@given(st.floats(0.01, 1000), st.floats(0, 1000), st.floats(0, 1))
+def test_what_is_kept_fits_the_rate_out(rate_in, rate_out, failure_share) -> None:
+    behind = Backlog("pb", 1, 1.0, rate_in, rate_out, True, None)
+    keep_failures, keep_successes = keep_fraction(behind, failure_share)
+    assert 0 <= keep_failures <= 1 and 0 <= keep_successes <= 1
+    kept_rate = rate_in * (failure_share * keep_failures + (1 - failure_share) * keep_successes)
+    assert kept_rate <= 0.9 * rate_out + 1e-6
+    assert keep_successes == 0 or keep_failures == 1  # successes go first
+
+
+def test_the_draw_is_stable_and_near_its_share() -> None:
+    draws = [kept(f"t{i}", 0.3, seed=1) for i in range(4000)]
+    assert draws == [kept(f"t{i}", 0.3, seed=1) for i in range(4000)]
+    assert sum(draws) / len(draws) == pytest.approx(0.3, abs=0.03)
