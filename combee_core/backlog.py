@@ -8,8 +8,8 @@ it was sent; the traces still unread on the playbook's partition; each version, 
 - **rate in**: traces sent per second, from the growth of what was consumed plus what is still unread;
 - **rate out**: traces per second that reached a version (its lineage);
 - **lag**: traces sent but not yet in a version (consumed and not learned, plus unread), and the age of the oldest;
-- **falling behind**: over the last ``window_s``, the lag grew and more came in than went out, or the oldest trace
-  waits longer than ``warn_after_s``;
+- **falling behind**: over the last ``window_s``, the lag grew, more came in than went out and the oldest trace
+  waits longer than half the window; or the oldest trace waits longer than ``warn_after_s``;
 - **catch up**: lag / (rate out - rate in) when out outruns in, else never at these rates.
 
 Beyond capacity, the policy (:func:`keep_fraction`): ``keep`` learns every trace and falls behind; ``sample`` sheds
@@ -122,7 +122,9 @@ class BacklogMonitor:
         rate_out = (state.learned - first[2]) / span if span > 0 else 0.0
         sent = [*state.pending.values(), *([state.oldest_unread_s] if state.oldest_unread_s is not None else [])]
         lag_s = max(0.0, now - min(sent)) if sent else 0.0
-        grew = span >= self.window_s / 2 and lag > first[3] and rate_in > rate_out
+        # over a whole window the lag grew, more came in than went out, and the oldest waits longer than half a window
+        # (below that it is a batch filling up; the window keeps one version's lumpiness from deciding)
+        grew = span >= self.window_s and lag > first[3] and rate_in > rate_out and lag_s > self.window_s / 2
         falling = lag > 0 and (grew or lag_s > self.warn_after_s)
         catch_up = lag / (rate_out - rate_in) if rate_out > rate_in else (0.0 if lag == 0 else None)
         return Backlog(playbook_id, lag, lag_s, max(0.0, rate_in), max(0.0, rate_out), falling, catch_up)

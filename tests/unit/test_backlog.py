@@ -77,3 +77,14 @@ def test_the_draw_is_stable_and_near_its_share() -> None:
     draws = [kept(f"t{i}", 0.3, seed=1) for i in range(4000)]
     assert draws == [kept(f"t{i}", 0.3, seed=1) for i in range(4000)]
     assert sum(draws) / len(draws) == pytest.approx(0.3, abs=0.03)
+
+
+def test_a_batch_filling_up_is_not_falling_behind() -> None:
+    """A few traces waiting a second or two for their batch (in > out for a moment) raise no flag."""
+    monitor = BacklogMonitor(window_s=20)
+    for second in range(25):
+        monitor.consumed("pb", f"t{second}", float(second))
+        if second >= 2:
+            monitor.settled("pb", [f"t{second - 2}"])
+        backlog = monitor.assess("pb", second + 0.5)
+        assert not backlog.falling_behind
