@@ -46,7 +46,7 @@ class CycleModel:
     fitted: bool
 
     def cycle_s(self, batch_size: int) -> float:
-        return self.c * batch_size**self.beta
+        return float(self.c * batch_size**self.beta)
 
     def describe(self) -> str:
         how = "fitted" if self.fitted else f"one size measured, beta {SHUFFLE_BETA:g} assumed"
