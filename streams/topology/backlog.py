@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from aiokafka import TopicPartition
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ASSESS_EVERY_S = 2.0
+RECENT = 200
 WARN_EVERY_S = 30.0
 """A playbook that stays behind is warned about again after this long."""
 
@@ -41,6 +42,8 @@ class BacklogWatch:
         self.shed = 0
         self._failures: dict[str, Counter[bool]] = {}
         self._partition_of: dict[str, set[tuple[str, int]]] = {}
+        self._recent: dict[tuple[str, int], deque[str]] = {}
+        """Per partition, the playbooks of its last :data:`RECENT` traces read (how its unread records are shared)."""
         self._last_sent: dict[tuple[str, int], float] = {}
         self._warned: dict[str, float] = {}
 
@@ -67,7 +70,7 @@ class BacklogWatch:
                 log.warning("playbook %s; %s", backlog.describe(), policy)
 
     async def _count_unread(self) -> None:
-        """Records not yet read on each partition, shared among the playbooks seen on it by how many each sent."""
+        """Records not yet read on each partition, shared among the playbooks of its recent traces by their share."""
         consumer = self.stage.consumer
         if consumer is None:
             return
@@ -84,8 +87,9 @@ class BacklogWatch:
                     continue
                 if highwater is None:
                     continue
-                sharers = [p for p, tps in self._partition_of.items() if (topic, partition) in tps]
-                unread += max(0, highwater - position) // max(1, len(sharers))
+                recent = self._recent.get((topic, partition), deque())
+                share = recent.count(playbook_id) / len(recent) if recent else 0.0
+                unread += round(max(0, highwater - position) * share)
                 oldest = self._last_sent.get((topic, partition), oldest)
             self.monitor.unread(playbook_id, unread, oldest)
 
@@ -101,6 +105,7 @@ class BacklogWatch:
             sent_at = record.timestamp / 1000 if record.timestamp is not None else time.time()
             self._partition_of.setdefault(trace.playbook_id, set()).add((record.topic, record.partition))
             self._last_sent[(record.topic, record.partition)] = sent_at
+            self._recent.setdefault((record.topic, record.partition), deque(maxlen=RECENT)).append(trace.playbook_id)
             failures = self._failures.setdefault(trace.playbook_id, Counter())
             failures[not trace.success] += 1
             backlog = self.latest.get(trace.playbook_id)
