@@ -5,8 +5,10 @@ at all (timeouts). :class:`ConcurrencyController` is the decision, pure (no cloc
 
 - **Raise while latency holds.** After a window of successful calls (as many as the current limit) made while the
   limit was in use (``in_flight`` at the limit: a role that is not saturated learns nothing about the provider),
-  the limit grows by ``increase`` if the window's mean latency is within ``latency_tolerance`` x the baseline (the
-  lowest window mean seen, so the first window's latency is the reference until a faster one is measured).
+  the limit grows if the window's mean latency is within ``latency_tolerance`` x the baseline (the lowest window
+  mean seen, so the first window's latency is the reference until a faster one is measured): it doubles until the
+  first sign of overload or of rising latency (TCP's slow start: a stream that needs 30 calls in flight gets there
+  in a few windows, not dozens), then grows by ``increase``.
 - **Ease off when latency does not hold.** A window slower than that shrinks the limit by ``latency_decrease``
   (the provider is queueing our calls: more concurrency would only add latency).
 - **Back off on overload.** A rate-limit answer or a timeout multiplies the limit by ``decrease`` (at most once per
@@ -64,6 +66,8 @@ class ConcurrencyController:
     resume_at: float = -math.inf
     """No new call before this time (a ``Retry-After``)."""
     last_reason: str = "initial"
+    slow_start: bool = True
+    """Doubling while latency holds, until the first back-off or ease-off."""
     _window: list[float] = field(default_factory=list)
     _last_backoff: float = -math.inf
 
@@ -89,9 +93,10 @@ class ConcurrencyController:
         if self.baseline_s is None or mean < self.baseline_s:
             self.baseline_s = mean
         if mean <= self.config.latency_tolerance * self.baseline_s:
-            self.limit = self._clamp(self.limit + self.config.increase)
+            self.limit = self._clamp(self.limit * 2 if self.slow_start else self.limit + self.config.increase)
             self.last_reason = f"latency held ({mean:.3g} s vs baseline {self.baseline_s:.3g} s): raised"
         else:
+            self.slow_start = False
             self.limit = self._clamp(self.limit * self.config.latency_decrease)
             self.last_reason = (f"latency rose ({mean:.3g} s > {self.config.latency_tolerance:g} x baseline "
                                 f"{self.baseline_s:.3g} s): eased off")
@@ -104,6 +109,7 @@ class ConcurrencyController:
         if now - self._last_backoff < self.config.backoff_window_s:
             return False
         self._last_backoff = now
+        self.slow_start = False
         before = self.limit
         self.limit = self._clamp(self.limit * self.config.decrease)
         self.last_reason = f"{reason}: backed off {before} -> {self.limit}"

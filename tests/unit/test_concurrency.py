@@ -22,13 +22,16 @@ def saturated_window(controller: ConcurrencyController, latency_s: float) -> Non
         controller.on_success(latency_s, in_flight=controller.limit)
 
 
-def test_raises_while_latency_holds_up_to_the_ceiling() -> None:
-    controller = ConcurrencyController(AimdConfig(initial=4, ceiling=10, increase=2))
+def test_raises_while_latency_holds_up_to_the_ceiling_doubling_until_the_first_backoff() -> None:
+    controller = ConcurrencyController(AimdConfig(initial=4, ceiling=40, increase=2))
     limits = []
-    for _ in range(6):
+    for _ in range(5):
         saturated_window(controller, 1.0)
         limits.append(controller.limit)
-    assert limits == [6, 8, 10, 10, 10, 10]
+    assert limits == [8, 16, 32, 40, 40]
+    controller.on_overload(0.0, "429")  # 20, and additive from now on
+    saturated_window(controller, 1.0)
+    assert controller.limit == 22
 
 
 def test_not_raised_when_the_role_does_not_use_its_limit() -> None:
@@ -40,7 +43,7 @@ def test_not_raised_when_the_role_does_not_use_its_limit() -> None:
 
 def test_eases_off_when_latency_rises_and_halves_on_overload_once_per_window() -> None:
     controller = ConcurrencyController(AimdConfig(initial=20, ceiling=40, latency_tolerance=1.5,
-                                                  latency_decrease=0.9, backoff_window_s=5))
+                                                  latency_decrease=0.9, backoff_window_s=5), slow_start=False)
     saturated_window(controller, 1.0)  # baseline 1 s, raised to 22
     assert controller.limit == 22
     saturated_window(controller, 2.0)  # twice the baseline: eased off
