@@ -102,7 +102,7 @@ class SustainedRun:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update({f"COMBEE_{k.upper()}": str(v) for k, v in self.values.items()},
                    COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap,
-                   COMBEE_BROKER_KIND=self.broker.profile.kind)
+                   COMBEE_BROKER_KIND=self.broker.profile.kind, COMBEE_LOG_LEVEL="INFO")
         await ensure_topics(self.settings, self.broker.bootstrap)
         for number in range(self.workers):
             log = open(self.log_dir / f"worker-{number}.log", "wb")  # noqa: SIM115 - the child owns it
