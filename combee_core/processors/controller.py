@@ -43,6 +43,7 @@ class Controller:
         self.seen_batches: dict[str, set[int]] = {}
         self.streaming: dict[str, StreamingObjective] = {}
         """Per playbook, the streaming objective (async fleets with ``controller_objective="stream"``)."""
+        self.over_capacity: dict[str, bool] = {}
 
     @property
     def streams(self) -> bool:
@@ -137,9 +138,13 @@ class Controller:
         if choice is None:
             return []
         current = self.current.get(playbook_id, (self.settings.batch_size, "fixed"))[0]
-        if choice.over_capacity:
-            log.warning("controller: %s is over capacity: %s", playbook_id,
-                        choice.reason(self.config.bs_min, self.config.bs_max, self.settings.controller_max_utilisation))
+        if choice.over_capacity != self.over_capacity.get(playbook_id, False):  # said when it changes
+            self.over_capacity[playbook_id] = choice.over_capacity
+            reason = choice.reason(self.config.bs_min, self.config.bs_max, self.settings.controller_max_utilisation)
+            if choice.over_capacity:
+                log.warning("controller: %s is over capacity: %s", playbook_id, reason)
+            else:
+                log.info("controller: %s is back within capacity: %s", playbook_id, reason)
         falls = choice.batch_size < current and (current - choice.batch_size) / current > self.config.hysteresis
         if not (choice.batch_size > current or falls):
             return []
