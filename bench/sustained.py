@@ -1,12 +1,14 @@
 """Sustained load at real LLM latency: does one playbook's stream keep up, minute after minute?
 
-    python -m bench.sustained [--rates 10,20,30] [--seconds 60] [--workers 1,2] [--out bench/results]
-                              [--set name=value ...] [--name sustained]
+    python -m bench.sustained [--rates 10,20,30] [--seconds 60] [--workers 1,2] [--playbooks 1]
+                              [--out bench/results] [--set name=value ...] [--name sustained]
 
 Each run is a fresh namespace, ``--workers`` fresh ``combee worker`` processes (all stages each) on the broker
-(``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded Tansu), and one playbook's traces sent at ``--rate``
-traces/s for ``--seconds`` seconds. The simulator's latency is **slept** (``sim_clock=real``, ``time_scale`` 1: a
-reflection ~1 s, an aggregator or reducer call 1-4 s, `docs/simulator.md`), as a real model's would be; the
+(``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded Tansu), and traces sent at ``--rate`` traces/s for
+``--seconds`` seconds, of one playbook (``--playbooks`` N: dealt round-robin over N, on distinct partitions; one
+playbook's reflection and versions stay on one worker, so a second worker helps only with a second playbook).
+The simulator's latency is **slept** (``sim_clock=real``, ``time_scale`` 1: a reflection ~1 s, an aggregator or
+reducer call 1-4 s, `docs/simulator.md`), as a real model's would be; the
 controller is on (``auto_batch_size``, async fleet: the streaming objective) and the LLM concurrency adapts
 (``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64). ``--set`` overrides any setting.
 
@@ -60,6 +62,21 @@ PLAYBOOK = "fleet"
 SCRAPE_EVERY_S = 5.0
 
 
+def playbook_ids(count: int, partitions: int) -> list[str]:
+    """``count`` playbook ids on distinct partitions where possible (``fleet``, ``fleet1``, ...): one playbook's
+    reflection and versions do not spread over workers, several playbooks' do."""
+    from streams.topology.kafka_clients import partition_for
+
+    chosen, used, n = [], set(), 0
+    while len(chosen) < count:
+        name = PLAYBOOK if n == 0 else f"{PLAYBOOK}{n}"
+        if partition_for(name, partitions) not in used or len(used) >= partitions:
+            chosen.append(name)
+            used.add(partition_for(name, partitions))
+        n += 1
+    return chosen
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -68,7 +85,8 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def scrape(port: int) -> dict[str, float]:
-    """The worker's combee_playbook_* gauges for the bench playbook (empty when it does not answer)."""
+    """The worker's combee_playbook_* gauges, summed over the bench's playbooks (max for ages and flags; empty when
+    it does not answer)."""
     try:
         reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), 2)
         writer.write(b"GET /metrics HTTP/1.0\r\n\r\n")
@@ -77,9 +95,10 @@ async def scrape(port: int) -> dict[str, float]:
         writer.close()
     except (OSError, TimeoutError):
         return {}
-    found = {}
-    for name, value in re.findall(rf'^(combee_playbook_\w+)\{{playbook="{PLAYBOOK}"\}} (\S+)$', body, re.M):
-        found[name] = float(value)
+    found: dict[str, float] = {}
+    for name, value in re.findall(rf'^(combee_playbook_\w+)\{{playbook="{PLAYBOOK}\d*"\}} (\S+)$', body, re.M):
+        keep_max = name.endswith(("_seconds", "_falling_behind"))
+        found[name] = max(found.get(name, 0.0), float(value)) if keep_max else found.get(name, 0.0) + float(value)
     return found
 
 
@@ -165,9 +184,11 @@ async def send(settings: CombeeSettings, broker, traces, rate: float) -> dict[st
     return sent
 
 
-async def measure(broker, rate: float, seconds: float, workers: int, overrides: dict[str, Any]) -> dict[str, Any]:
+async def measure(broker, rate: float, seconds: float, workers: int, overrides: dict[str, Any],
+                  playbooks: int = 1) -> dict[str, Any]:
     count = int(rate * seconds)
-    traces = train_traces(build_suite(seed=7), count, playbook_ids=[PLAYBOOK], run_seed=1)
+    partitions = int({**SETTINGS, **overrides}["partitions"])
+    traces = train_traces(build_suite(seed=7), count, playbook_ids=playbook_ids(playbooks, partitions), run_seed=1)
     load_before = os.getloadavg()
     async with SustainedRun(broker, workers, overrides) as run:
         scrapes: list[tuple[float, dict[str, float]]] = []
@@ -195,12 +216,12 @@ async def measure(broker, rate: float, seconds: float, workers: int, overrides: 
             scraping.cancel()
         dead = [d for d in run.follower.dead_letters if d.trace_id in ids]
         warnings = run.warnings()
-        versions = [v for v in run.versions if v.playbook_id == PLAYBOOK]
-    return summarise(rate, seconds, workers, traces, sent, stream_end, versions, dead, scrapes, started, warnings,
-                     load_before)
+        versions = [v for v in run.versions if v.playbook_id.startswith(PLAYBOOK)]
+    return summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started,
+                     warnings, load_before)
 
 
-def summarise(rate, seconds, workers, traces, sent, stream_end, versions, dead, scrapes, started, warnings,
+def summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started, warnings,
               load_before) -> dict[str, Any]:
     landed: dict[str, PlaybookVersion] = {}
     for version in versions:
@@ -213,12 +234,17 @@ def summarise(rate, seconds, workers, traces, sent, stream_end, versions, dead, 
     def latencies(ids: list[str]) -> list[float]:
         return [landed[t].published_at.timestamp() - sent[t] for t in ids if t in landed]
 
+    published_of: dict[str, list[float]] = {}
+    for version in versions:
+        published_of.setdefault(version.playbook_id, []).append(version.published_at.timestamp())
+
     def behind(trace_id: str) -> int:
         version = landed[trace_id]
-        return sum(1 for at in published if sent[trace_id] < at < version.published_at.timestamp())
+        return sum(1 for at in published_of[version.playbook_id]
+                   if sent[trace_id] < at < version.published_at.timestamp())
 
     first, last, whole = latencies(order[:fifth]), latencies(order[-fifth:]), latencies(order)
-    rounds = [b - a for a, b in zip(published, published[1:])]
+    rounds = [b - a for times in published_of.values() for a, b in zip(sorted(times), sorted(times)[1:])]
     cycle = statistics.median(rounds) if rounds else float("nan")
     drain = (published[-1] - stream_end) if published else float("nan")
     sizes = [v.stats.batch_size for v in sorted(versions, key=lambda v: v.version)]
@@ -229,7 +255,7 @@ def summarise(rate, seconds, workers, traces, sent, stream_end, versions, dead, 
     flagged = [at for at, g in scrapes if g.get("combee_playbook_falling_behind") == 1.0]
     p50_first, p50_last = percentile(first, 0.5), percentile(last, 0.5)
     return dict(
-        rate=rate, seconds=seconds, workers=workers, traces=len(order), versions=len(versions),
+        rate=rate, seconds=seconds, workers=workers, playbooks=playbooks, traces=len(order), versions=len(versions),
         p50_s=round(percentile(whole, 0.5), 2), p99_s=round(percentile(whole, 0.99), 2),
         first_fifth_p50_s=round(p50_first, 2), first_fifth_p99_s=round(percentile(first, 0.99), 2),
         last_fifth_p50_s=round(p50_last, 2), last_fifth_p99_s=round(percentile(last, 0.99), 2),
@@ -255,13 +281,14 @@ def parse_sets(pairs: list[str]) -> dict[str, Any]:
     return values
 
 
-async def run_all(rates: list[float], seconds: float, worker_counts: list[int], overrides: dict[str, Any]) -> dict:
+async def run_all(rates: list[float], seconds: float, worker_counts: list[int], overrides: dict[str, Any],
+                  playbooks: int = 1) -> dict:
     broker = start_broker()
     rows = []
     try:
         for workers in worker_counts:
             for rate in rates:
-                row = await measure(broker, rate, seconds, workers, overrides)
+                row = await measure(broker, rate, seconds, workers, overrides, playbooks)
                 print(f"  {workers} worker(s), {rate:g} traces/s: {row}", file=sys.stderr, flush=True)
                 rows.append(row)
     finally:
@@ -274,13 +301,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rates", default="10,20,30")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--workers", default="1")
+    parser.add_argument("--playbooks", type=int, default=1, help="playbooks the stream is dealt over (on distinct "
+                        "partitions): one playbook's versions do not spread over workers")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--name", default="sustained")
     args = parser.parse_args(argv)
     rates = [float(r) for r in args.rates.split(",")]
     workers = [int(w) for w in args.workers.split(",")]
-    result = asyncio.run(run_all(rates, args.seconds, workers, parse_sets(args.set)))
+    result = asyncio.run(run_all(rates, args.seconds, workers, parse_sets(args.set), args.playbooks))
     write_results(args.out / f"{args.name}.json", result)
     print(f"{'workers':>7} {'rate':>5} {'p50':>6} {'p99':>6} {'1st p50':>7} {'last p50':>8} {'last/1st':>8} "
           f"{'drain':>6} {'cycle':>6} {'lost':>4} {'max lag':>7} {'behind@':>7} sustainable")
