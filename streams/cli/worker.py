@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import sys
+import threading
 
 from combee_core.topology import STAGES
 from streams.cli.flags import add_common, add_loss_grace, add_pipeline, settings_from_args
@@ -28,6 +30,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 async def cmd_worker(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
+    if settings.llm_record != "replay":  # start importing litellm (seconds) now, while the broker is found
+        threading.Thread(target=importlib.import_module, args=("combee_core.llm.provider",), daemon=True,
+                         name="import-litellm").start()
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:
