@@ -8,8 +8,9 @@ it was sent; the traces still unread on the playbook's partition; each version, 
 - **rate in**: traces sent per second, from the growth of what was consumed plus what is still unread;
 - **rate out**: traces per second that reached a version (its lineage);
 - **lag**: traces sent but not yet in a version (consumed and not learned, plus unread), and the age of the oldest;
-- **falling behind**: over the last ``window_s``, the lag grew, more came in than went out and the oldest trace
-  waits longer than half the window; or the oldest trace waits longer than ``warn_after_s``;
+- **falling behind**: over the last ``window_s`` (counted from the playbook's first version: a pipeline filling up
+  before it is not behind), the lag grew, more came in than went out and the oldest trace waits longer than half
+  the window; or the oldest trace waits longer than ``warn_after_s`` (a pipeline that never makes a version too);
 - **catch up**: lag / (rate out - rate in) when out outruns in, else never at these rates.
 
 Beyond capacity, the policy (:func:`keep_fraction`): ``keep`` learns every trace and falls behind; ``sample`` sheds
@@ -113,10 +114,11 @@ class BacklogMonitor:
         """The playbook's backlog now; also records a sample for the rates (call it every few seconds)."""
         state = self._of(playbook_id)
         lag = len(state.pending) + state.unread
-        state.history.append((now, state.consumed + state.unread, state.learned, lag))
+        if state.learned:  # rates from the first version on: a pipeline filling up before it is not behind
+            state.history.append((now, state.consumed + state.unread, state.learned, lag))
         while len(state.history) > 2 and now - state.history[1][0] >= self.window_s:
             state.history.popleft()
-        first = state.history[0]
+        first = state.history[0] if state.history else (now, state.consumed + state.unread, state.learned, lag)
         span = now - first[0]
         rate_in = (state.consumed + state.unread - first[1]) / span if span > 0 else 0.0
         rate_out = (state.learned - first[2]) / span if span > 0 else 0.0

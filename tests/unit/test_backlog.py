@@ -88,3 +88,17 @@ def test_a_batch_filling_up_is_not_falling_behind() -> None:
             monitor.settled("pb", [f"t{second - 2}"])
         backlog = monitor.assess("pb", second + 0.5)
         assert not backlog.falling_behind
+
+
+def test_a_pipeline_filling_up_before_its_first_version_is_not_behind_but_one_that_never_makes_one_is() -> None:
+    monitor = BacklogMonitor(window_s=20, warn_after_s=60)
+    for second in range(30):  # 10 traces/s, the first version only at 25 s
+        for i in range(10):
+            monitor.consumed("pb", f"t{second}-{i}", float(second))
+        if second == 25:
+            monitor.settled("pb", [f"t{s}-{i}" for s in range(20) for i in range(10)])
+        assert not monitor.assess("pb", second + 0.5).falling_behind
+    stalled = BacklogMonitor(window_s=20, warn_after_s=60)
+    stalled.consumed("pb", "t", 0.0)
+    assert not stalled.assess("pb", 59.0).falling_behind
+    assert stalled.assess("pb", 61.0).falling_behind
