@@ -10,7 +10,8 @@ playbook's reflection and versions stay on one worker, so a second worker helps 
 The simulator's latency is **slept** (``sim_clock=real``, ``time_scale`` 1: a reflection ~1 s, an aggregator or
 reducer call 1-4 s, `docs/simulator.md`), as a real model's would be; the
 controller is on (``auto_batch_size``, async fleet: the streaming objective) and the LLM concurrency adapts
-(``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64). ``--set`` overrides any setting.
+(``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64); a batch closes after ``batch_idle_s`` 3 s
+without a new reflection (so the last traces are not held ``max_wait_s``). ``--set`` overrides any setting.
 
 Per run, from the topics (versions, dead letters) and the send times this process recorded:
 
@@ -56,7 +57,7 @@ from streams.topology.runtime import start_producer
 
 SETTINGS: dict[str, Any] = dict(
     sim_clock="real", sim_time_scale=1.0, batch_size=40, max_wait_s=10.0, partitions=4, p=2,
-    auto_batch_size=True, fleet_mode="async", llm_concurrency=8, llm_concurrency_max=64,
+    auto_batch_size=True, fleet_mode="async", llm_concurrency=8, llm_concurrency_max=64, batch_idle_s=3.0,
 )
 PLAYBOOK = "fleet"
 SCRAPE_EVERY_S = 5.0

@@ -93,3 +93,18 @@ def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() 
     assert decisions, "no decision"
     last = decisions[-1]
     assert isinstance(last, ControlDecision) and last.batch_size > 40 and "streaming" in last.reason
+
+
+def test_an_idle_batch_closes_before_max_wait() -> None:
+    """The stream stops: the open batch closes batch_idle_s after its last reflection, not max_wait_s after its first."""
+    from combee_core.batching import BatchAccumulator, ShuffleConfig
+    from tests.unit.test_processor_batcher import _reflection
+
+    accumulator = BatchAccumulator(ShuffleConfig(run_seed=0, p=2), default_batch_size=100)
+    for i in range(5):
+        accumulator.add(_reflection(i), float(i) * 0.1, T0)
+    assert accumulator.close_expired(2.0, max_wait_s=10.0, wall_time=T0, idle_s=3.0) == []
+    [closed] = accumulator.close_expired(3.5, max_wait_s=10.0, wall_time=T0, idle_s=3.0)
+    assert closed.manifest.closed_by == "idle" and closed.manifest.n == 5
+    accumulator.add(_reflection(9), 4.0, T0)
+    assert accumulator.close_expired(9.0, max_wait_s=10.0, wall_time=T0) == []  # off without idle_s
