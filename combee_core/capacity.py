@@ -44,10 +44,10 @@ class CapacityModel:
         return "; ".join(parts) or "no calls or versions measured yet"
 
 
-def recent_rate(times: Sequence[float], counts: Sequence[int] | None = None) -> float | None:
+def recent_rate(times: Sequence[float], counts: Sequence[int] | None = None, min_span_s: float = 0.0) -> float | None:
     """Items per second over ``times`` (ascending seconds; ``counts`` per time, default 1 each): the items after the
-    first over the span (None with fewer than two distinct times)."""
-    if len(times) < 2 or times[-1] <= times[0]:
+    first over the span (None with fewer than two distinct times, or a span shorter than ``min_span_s``)."""
+    if len(times) < 2 or times[-1] - times[0] <= max(0.0, min_span_s):
         return None
     items = sum(counts[1:]) if counts is not None else len(times) - 1
     return items / (times[-1] - times[0])
@@ -60,12 +60,14 @@ def version_cycles(published_s: Sequence[float], delays_s: Sequence[float]) -> l
 
 
 def status_backlog(playbook_id: str, lag_traces: int, oldest_sent_s: float | None, now: float,
-                   rate_in: float | None, rate_out: float | None, warn_after_s: float) -> Backlog:
+                   rate_in: float | None, rate_out: float | None, warn_after_s: float, window_s: float) -> Backlog:
     """A playbook's backlog as ``combee status`` sees it (one snapshot: falling behind when the oldest trace waits
-    longer than ``warn_after_s``, or more comes in than goes out with traces waiting)."""
+    longer than ``warn_after_s``; or longer than ``window_s`` while more comes in than goes out, both rates measured
+    (over at least ``window_s``: the caller's ``recent_rate``))."""
     lag_s = max(0.0, now - oldest_sent_s) if oldest_sent_s is not None and lag_traces else 0.0
     into, out = rate_in or 0.0, rate_out or 0.0
-    falling = lag_traces > 0 and (lag_s > warn_after_s or (rate_in is not None and into > 1.05 * out))
+    outrun = rate_in is not None and rate_out is not None and into > 1.05 * out and lag_s > window_s
+    falling = lag_traces > 0 and (lag_s > warn_after_s or outrun)
     catch_up = lag_traces / (out - into) if out > into else (0.0 if lag_traces == 0 else None)
     return Backlog(playbook_id, lag_traces, lag_s, into, out, falling, catch_up)
 

@@ -27,7 +27,7 @@ from streams.broker.admin import close_client
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import consumer_config, end_offsets
 
-TAIL = 200
+TAIL = 1000
 """Records read from the end of each partition for the rates and the latency."""
 
 
@@ -111,8 +111,9 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
         oldest_sent = min(candidates, default=None)
         health.backlogs[playbook] = status_backlog(
             playbook, unreflected[playbook] + batched, oldest_sent, now,
-            recent_rate(sorted(sent_times.get(playbook, []))), recent_rate(published, lineages),
-            settings.backlog_warning_s)
+            recent_rate(sorted(sent_times.get(playbook, [])), min_span_s=settings.backlog_window_s),
+            recent_rate(published, lineages, min_span_s=settings.backlog_window_s),
+            settings.backlog_warning_s, settings.backlog_window_s)
         health.capacity[playbook] = CapacityModel(
             latency, settings.llm_concurrency, settings.llm_concurrency_max,
             lineages[-1] if lineages else None, median_or_none(version_cycles(published, delays)))
