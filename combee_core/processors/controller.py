@@ -27,6 +27,8 @@ from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)
 
+STREAMING_CLOCK = "streaming: the arrival rate and each version's cycle (combee_core/streaming.py)"
+
 
 class Controller:
     """Batch metrics in, batch-size decisions out, per playbook."""
@@ -119,7 +121,7 @@ class Controller:
             samples=[DelaySample(batch_size=bs, delay_s=d, rollout_s=r) for bs, d, r in decision.samples],
             reason=decision.reason,
             decided_at=now,
-            clock=clock_description(self.settings),
+            clock=STREAMING_CLOCK if self.streams else clock_description(self.settings),
             plateau_batch_size=decision.plateau,
             bs_min=self.config.bs_min,
             bs_max=self.config.bs_max,

@@ -93,6 +93,9 @@ def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() 
     assert decisions, "no decision"
     last = decisions[-1]
     assert isinstance(last, ControlDecision) and last.batch_size > 40 and "streaming" in last.reason
+    from combee_core.controller import explain_decision
+
+    assert "tau" not in explain_decision(last) and "arrival rate" in explain_decision(last)
 
 
 def test_an_idle_batch_closes_before_max_wait() -> None:
