@@ -99,7 +99,8 @@ def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() 
 
 
 def test_an_idle_batch_closes_before_max_wait() -> None:
-    """The stream stops: the open batch closes batch_idle_s after its last reflection, not max_wait_s after its first."""
+    """The stream stops: the open batch closes batch_idle_s after its last reflection, not max_wait_s after the
+    first."""
     from combee_core.batching import BatchAccumulator, ShuffleConfig
     from tests.unit.test_processor_batcher import _reflection
 
