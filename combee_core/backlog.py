@@ -9,7 +9,8 @@ it was sent; the traces still unread on the playbook's partition; each version, 
 - **rate out**: traces per second that reached a version (its lineage);
 - **lag**: traces sent but not yet in a version (consumed and not learned, plus unread), and the age of the oldest;
 - **falling behind**: over the last ``window_s`` (counted from the playbook's first version: a pipeline filling up
-  before it is not behind), the lag grew, more came in than went out and the oldest trace waits longer than half
+  before it is not behind), the lag grew, more came in than went out (by over ``margin``, 10%: a stream at capacity
+  measures 20.4 in vs 20.0 out one window and the reverse the next) and the oldest trace waits longer than half
   the window; or the oldest trace waits longer than ``warn_after_s`` (a pipeline that never makes a version too);
 - **catch up**: lag / (rate out - rate in) when out outruns in, else never at these rates.
 
@@ -69,11 +70,15 @@ class _Playbook:
 class BacklogMonitor:
     """Per playbook, the traces consumed and learned, and what is still unread; :meth:`assess` answers."""
 
-    def __init__(self, window_s: float = 20.0, warn_after_s: float = 120.0, max_pending: int = 200_000) -> None:
-        if not (window_s > 0 and warn_after_s > 0 and max_pending >= 1):
-            raise ValueError(f"need window_s, warn_after_s > 0 and max_pending >= 1, got {window_s}, "
-                             f"{warn_after_s}, {max_pending}")
+    def __init__(self, window_s: float = 20.0, warn_after_s: float = 120.0, max_pending: int = 200_000,
+                 margin: float = 0.1) -> None:
+        if not (window_s > 0 and warn_after_s > 0 and max_pending >= 1 and margin >= 0):
+            raise ValueError(f"need window_s, warn_after_s > 0, max_pending >= 1 and margin >= 0, got {window_s}, "
+                             f"{warn_after_s}, {max_pending}, {margin}")
         self.window_s, self.warn_after_s, self.max_pending = window_s, warn_after_s, max_pending
+        self.margin = margin
+        """How much faster the rate in must be than the rate out (a share of it): a stream at capacity measures
+        20.4 in vs 20.0 out one window and the reverse the next."""
         self._playbooks: dict[str, _Playbook] = {}
 
     def _of(self, playbook_id: str) -> _Playbook:
@@ -126,7 +131,8 @@ class BacklogMonitor:
         lag_s = max(0.0, now - min(sent)) if sent else 0.0
         # over a whole window the lag grew, more came in than went out, and the oldest waits longer than half a window
         # (below that it is a batch filling up; the window keeps one version's lumpiness from deciding)
-        grew = span >= self.window_s and lag > first[3] and rate_in > rate_out and lag_s > self.window_s / 2
+        grew = (span >= self.window_s and lag > first[3] and rate_in > (1 + self.margin) * rate_out
+                and lag_s > self.window_s / 2)
         falling = lag > 0 and (grew or lag_s > self.warn_after_s)
         catch_up = lag / (rate_out - rate_in) if rate_out > rate_in else (0.0 if lag == 0 else None)
         return Backlog(playbook_id, lag, lag_s, max(0.0, rate_in), max(0.0, rate_out), falling, catch_up)
