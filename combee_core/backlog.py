@@ -62,6 +62,8 @@ class _Playbook:
     learned: int = 0
     history: deque[tuple[float, int, int, int]] = field(default_factory=deque)
     """(time, consumed + unread so far, learned so far, lag) samples within the window."""
+    outs: deque[tuple[float, int]] = field(default_factory=deque)
+    """(time, traces settled) of each settling (a version) within the window, and the one before it."""
     oldest_unread_s: float | None = None
     settled: dict[str, None] = field(default_factory=dict)
     """Recently settled trace ids (a redelivered or resent trace is not pending again), the newest kept."""
@@ -97,8 +99,19 @@ class BacklogMonitor:
         state.pending[trace_id] = sent_at_s
         state.consumed += 1
 
-    def settled(self, playbook_id: str, trace_ids: list[str]) -> int:
-        """Traces that reached a version (or a dead letter): no longer pending. Returns how many were."""
+    def shed(self, playbook_id: str, trace_id: str) -> None:
+        """A trace read and shed by the overload policy: it came in (the rate in counts it), it is not waited for,
+        and it did not go out (the rate out is what the pipeline learns)."""
+        state = self._of(playbook_id)
+        state.consumed += 1
+        state.settled[trace_id] = None
+
+    def settled(self, playbook_id: str, trace_ids: list[str], at_s: float | None = None) -> int:
+        """Traces that reached a version (or a dead letter) at ``at_s``: no longer pending. Returns how many were.
+
+        With ``at_s``, the rate out is measured between versions (traces learned after the first version of the
+        window over the time to the last): a window holding 3 or 4 versions of 100 would otherwise read 15 or
+        20 traces/s of a steady 20."""
         state = self._of(playbook_id)
         done = 0
         for trace_id in trace_ids:
@@ -107,6 +120,8 @@ class BacklogMonitor:
         while len(state.settled) > self.max_pending:
             state.settled.pop(next(iter(state.settled)))
         state.learned += done
+        if at_s is not None and done:
+            state.outs.append((at_s, done))
         return done
 
     def unread(self, playbook_id: str, records: int, oldest_sent_at_s: float | None = None) -> None:
@@ -114,6 +129,9 @@ class BacklogMonitor:
         state = self._of(playbook_id)
         state.unread = max(0, records)
         state.oldest_unread_s = oldest_sent_at_s if records > 0 else None
+
+    def _rate_out(self, state: _Playbook, now: float) -> float | None:
+        return _between_versions(state.outs, now, self.window_s)
 
     def assess(self, playbook_id: str, now: float) -> Backlog:
         """The playbook's backlog now; also records a sample for the rates (call it every few seconds)."""
@@ -126,7 +144,9 @@ class BacklogMonitor:
         first = state.history[0] if state.history else (now, state.consumed + state.unread, state.learned, lag)
         span = now - first[0]
         rate_in = (state.consumed + state.unread - first[1]) / span if span > 0 else 0.0
-        rate_out = (state.learned - first[2]) / span if span > 0 else 0.0
+        rate_out = self._rate_out(state, now)
+        if rate_out is None:
+            rate_out = (state.learned - first[2]) / span if span > 0 else 0.0
         sent = [*state.pending.values(), *([state.oldest_unread_s] if state.oldest_unread_s is not None else [])]
         lag_s = max(0.0, now - min(sent)) if sent else 0.0
         # over a whole window the lag grew, more came in than went out, and the oldest waits longer than half a window
@@ -136,6 +156,17 @@ class BacklogMonitor:
         falling = lag > 0 and (grew or lag_s > self.warn_after_s)
         catch_up = lag / (rate_out - rate_in) if rate_out > rate_in else (0.0 if lag == 0 else None)
         return Backlog(playbook_id, lag, lag_s, max(0.0, rate_in), max(0.0, rate_out), falling, catch_up)
+
+
+def _between_versions(outs: deque[tuple[float, int]], now: float, window_s: float) -> float | None:
+    while len(outs) > 2 and now - outs[1][0] >= window_s:
+        outs.popleft()
+    if len(outs) < 2 or outs[-1][0] <= outs[0][0]:
+        return None
+    first, last = outs[0][0], outs[-1][0]
+    gap = (last - first) / (len(outs) - 1)
+    end = last if now - last <= 2 * gap else now  # no version for two gaps: the rate out is falling, say so
+    return sum(count for _, count in list(outs)[1:]) / (end - first)
 
 
 def keep_fraction(backlog: Backlog, failure_share: float, headroom: float = 0.9) -> tuple[float, float]:

@@ -48,7 +48,7 @@ class BacklogWatch:
         self._warned: dict[str, float] = {}
 
     def on_version(self, playbook_id: str, lineage: list[str]) -> None:
-        self.monitor.settled(playbook_id, lineage)
+        self.monitor.settled(playbook_id, lineage, time.time())
 
     def start(self) -> None:
         self.stage.spawn(self._assess_forever(), name="backlog-watch", service=True)
@@ -115,6 +115,7 @@ class BacklogWatch:
                 if not kept(trace.trace_id, keep_failures if not trace.success else keep_successes,
                             self.stage.settings.run_seed):
                     self.shed += 1
+                    self.monitor.shed(trace.playbook_id, trace.trace_id)
                     effects += [Reject(record, f"shed: playbook {trace.playbook_id} falls behind (in "
                                        f"{backlog.rate_in:.3g} traces/s, out {backlog.rate_out:.3g} traces/s, "
                                        f"{backlog.lag_traces} waiting); overload_policy=sample keeps failures "

@@ -108,3 +108,33 @@ def test_a_stream_at_capacity_with_noisy_rates_is_keeping_up() -> None:
     """20.4 in vs 20 out with a 12 s latency (measured in the sustained bench at 20 traces/s) is not falling behind."""
     backlog = stream(BacklogMonitor(window_s=20), rate_in=20.4, rate_out=20.0, seconds=30)
     assert backlog.lag_traces > 0 and not backlog.falling_behind
+
+
+def test_the_rate_out_of_a_steady_chain_is_measured_between_versions() -> None:
+    """Versions of 100 every 5 s against 20 traces/s sent: 20 out, whatever the window's phase (the sustained bench
+    read 15 out of a window holding 3 versions, and flagged a stream that kept up)."""
+    monitor = BacklogMonitor(window_s=20)
+    sent = 0
+    for tenth in range(1, 1201):  # 120 s
+        now = tenth / 10
+        while sent < 20 * now:
+            monitor.consumed("pb", f"t{sent}", now)
+            sent += 1
+        if tenth % 50 == 0 and now > 10:  # a version every 5 s learns the 100 traces sent 10-5 s before it
+            first = int(20 * (now - 10))
+            monitor.settled("pb", [f"t{i}" for i in range(first, first + 100)], now)
+        backlog = monitor.assess("pb", now)
+        if now > 40:
+            assert backlog.rate_out == pytest.approx(20.0, rel=0.05), now
+            assert not backlog.falling_behind, now
+
+
+def test_shed_traces_count_in_not_out() -> None:
+    monitor = BacklogMonitor(window_s=10)
+    monitor.consumed("pb", "kept", 0.0)
+    monitor.settled("pb", ["kept"], 1.0)
+    monitor.assess("pb", 1.0)
+    for i in range(20):
+        monitor.shed("pb", f"s{i}")
+    backlog = monitor.assess("pb", 11.0)
+    assert backlog.lag_traces == 0 and backlog.rate_in == pytest.approx(2.0) and backlog.rate_out == 0.0
