@@ -46,17 +46,16 @@ class BacklogWatch:
         """Per partition, the playbooks of its last :data:`RECENT` traces read (how its unread records are shared)."""
         self._last_sent: dict[tuple[str, int], float] = {}
         self._warned: dict[str, float] = {}
+        self._assessed = 0.0
 
     def on_version(self, playbook_id: str, lineage: list[str]) -> None:
         self.monitor.settled(playbook_id, lineage, time.time())
 
-    def start(self) -> None:
-        self.stage.spawn(self._assess_forever(), name="backlog-watch", service=True)
-
-    async def _assess_forever(self) -> None:
-        while True:
-            await asyncio.sleep(ASSESS_EVERY_S)
-            await self.assess(time.time())
+    async def tick(self, now: float) -> None:
+        """Called by the stage's tick: assess every :data:`ASSESS_EVERY_S` (wall seconds)."""
+        if now - self._assessed >= ASSESS_EVERY_S:
+            self._assessed = now
+            await self.assess(now)
 
     async def assess(self, now: float) -> None:
         await self._count_unread()

@@ -9,6 +9,7 @@ are ``combee_core.processors.reflector``'s, the runtime decodes the traces (``de
 from __future__ import annotations
 
 import logging
+import time
 
 import orjson
 from pydantic import ValidationError
@@ -72,7 +73,9 @@ class ReflectorStage(Stage):
 
     async def prepare(self) -> None:
         await self.playbooks.start()
-        self.backlog.start()
+
+    async def tick(self, now: float) -> None:
+        await self.backlog.tick(time.time())
 
     async def used_entries(self, trace: Trace) -> str | None:
         """The entries the agent used, as they read in the version it ran with (``None`` when it used none)."""
