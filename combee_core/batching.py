@@ -41,7 +41,7 @@ def deal_batch(
     config: ShuffleConfig,
     *,
     target_batch_size: int,
-    closed_by: Literal["size", "max_wait"],
+    closed_by: Literal["size", "max_wait", "idle"],
     closed_at: datetime,
 ) -> ClosedBatch:
     """Augmented shuffle of one batch: p copies of each reflection dealt to k subgroups, seeded by the batch."""
@@ -102,6 +102,7 @@ class _PlaybookBatches:
     target_batch_size: int = 40
     open_reflections: list[Reflection] = field(default_factory=list)
     opened_at: float | None = None
+    last_added_at: float | None = None
 
 
 class BatchAccumulator:
@@ -184,16 +185,23 @@ class BatchAccumulator:
         if not state.open_reflections:
             state.opened_at = now
         state.open_reflections.append(reflection)
+        state.last_added_at = now
         if len(state.open_reflections) >= state.target_batch_size:
             return self._close(reflection.playbook_id, "size", wall_time)
         return None
 
-    def close_expired(self, now: float, max_wait_s: float, wall_time: datetime) -> list[ClosedBatch]:
-        """Close every non-empty batch that has waited at least ``max_wait_s``."""
+    def close_expired(self, now: float, max_wait_s: float, wall_time: datetime,
+                      idle_s: float | None = None) -> list[ClosedBatch]:
+        """Close every non-empty batch that has waited at least ``max_wait_s``, or (with ``idle_s``) that has had no
+        new reflection for ``idle_s`` (the stream paused or stopped: its last traces need not wait ``max_wait_s``)."""
         closed = []
         for playbook_id, state in sorted(self._playbooks.items()):
-            if state.open_reflections and state.opened_at is not None and now - state.opened_at >= max_wait_s:
+            if not state.open_reflections or state.opened_at is None:
+                continue
+            if now - state.opened_at >= max_wait_s:
                 closed.append(self._close(playbook_id, "max_wait", wall_time))
+            elif idle_s is not None and state.last_added_at is not None and now - state.last_added_at >= idle_s:
+                closed.append(self._close(playbook_id, "idle", wall_time))
         return closed
 
     def playbook_ids(self) -> list[str]:
@@ -202,7 +210,8 @@ class BatchAccumulator:
     def open_count(self, playbook_id: str) -> int:
         return len(self._state(playbook_id).open_reflections)
 
-    def _close(self, playbook_id: str, closed_by: Literal["size", "max_wait"], wall_time: datetime) -> ClosedBatch:
+    def _close(self, playbook_id: str, closed_by: Literal["size", "max_wait", "idle"],
+               wall_time: datetime) -> ClosedBatch:
         state = self._state(playbook_id)
         batch = deal_batch(
             playbook_id,

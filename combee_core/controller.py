@@ -359,7 +359,8 @@ def explain_decision(decision: ControlDecision) -> str:
         parts.append(f"fitting {decision.clock}")
     if decision.bs_min is not None and decision.bs_max is not None:
         parts.append(f"bounds [{decision.bs_min}, {decision.bs_max}]")
-    parts.append(f"tau {decision.tau:g} (bs* = the smallest size within tau of the lowest delay in the bounds)")
+    if not (decision.clock or "").startswith("streaming"):  # the streaming objective does not use tau
+        parts.append(f"tau {decision.tau:g} (bs* = the smallest size within tau of the lowest delay in the bounds)")
     if decision.best_batch_size is not None:
         parts.append(f"lowest at {decision.best_batch_size}")
     if decision.rollout_task_s is not None:

@@ -62,6 +62,11 @@ class CombeeSettings(BaseModel):
     batch_size: int = Field(default=40, ge=1, le=10_000, description="Fixed batch size, or the start size in auto.")
     auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
     max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
+    batch_idle_s: float | None = Field(
+        default=None, gt=0, description="Close a non-empty batch after this many seconds without a new reflection "
+        "(a stream that pauses or stops gets its last traces learned without waiting max_wait_s); none: off. "
+        "For streams, a few times the gap between the reflector's fetches (~2 call latencies), e.g. 3."
+    )
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
     deterministic_merge: bool = Field(
         default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
@@ -87,6 +92,18 @@ class CombeeSettings(BaseModel):
     view_checkpoint_every: int = Field(
         default=2000, ge=1, description="Records of a state topic between two checkpoints of a stage's view of it "
         "(a restart resumes from the latest checkpoint instead of reading the topic from the beginning)."
+    )
+    overload_policy: Literal["keep", "sample"] = Field(
+        default="keep", description="When a playbook falls behind its stream: keep every trace and fall behind (said "
+        "in the log, status and /metrics), or sample: shed successes first (failures carry the lessons) so what is "
+        "kept fits the rate out, each shed trace a dead letter (Shed) with the reason (docs/operations.md)."
+    )
+    backlog_window_s: float = Field(
+        default=20.0, gt=0, description="Window over which a playbook's rate in and rate out are measured."
+    )
+    backlog_warning_s: float = Field(
+        default=120.0, gt=0, description="A playbook whose oldest trace not yet in a version was sent longer ago than "
+        "this is falling behind (so is one whose lag grew over the window with more in than out)."
     )
     stall_warning_s: float = Field(
         default=180.0, gt=0, description="Warn when a closed batch has waited this long for its playbook version."
@@ -130,6 +147,15 @@ class CombeeSettings(BaseModel):
     controller_bs_max: int = Field(
         default=100, ge=1, description="Upper bound on the batch size (the paper's bound against quality risk; 100 is "
         "the largest size the paper runs Combee at)."
+    )
+    controller_objective: Literal["stream", "delay"] = Field(
+        default="stream", description="Async fleets: stream picks the batch size whose versions keep up with the "
+        "arrival rate at the lowest trace -> version latency (combee_core/streaming.py); delay minimises the per-trace "
+        "pipeline delay (the profiled power law). Sync fleets always fit the round time."
+    )
+    controller_max_utilisation: float = Field(
+        default=0.8, gt=0, lt=1, description="Streaming objective: the busiest the version chain may be at the chosen "
+        "size (headroom so a burst drains)."
     )
     controller_clock: Literal["wall", "modelled"] = Field(
         default="wall", description="Delay the controller fits: wall seconds, or the LLM critical path (simulated)."
@@ -219,7 +245,13 @@ class CombeeSettings(BaseModel):
     )
     llm_timeout_s: float = Field(default=120.0, gt=0)
     llm_max_retries: int = Field(default=2, ge=0)
-    llm_concurrency: int = Field(default=8, ge=1)
+    llm_concurrency: int = Field(default=8, ge=1, description="LLM calls each role keeps in flight per worker at "
+                                 "the start; it adapts up to llm_concurrency_max (docs/operations.md, 'Capacity').")
+    llm_concurrency_max: int = Field(
+        default=64, ge=1, description="Ceiling of each role's adaptive concurrency per model: raised while latency "
+        "holds, halved on a 429 or a timeout. Set it to llm_concurrency to keep the concurrency fixed (it still backs "
+        "off)."
+    )
     sim_capacity: int = Field(default=12, ge=1, description="Simulator context capacity C (items per call).")
     sim_time_scale: float = Field(default=1.0, ge=0.0, description="Multiplier on the simulator's modelled latency.")
     sim_clock: Literal["real", "virtual"] = Field(default="real")

@@ -33,8 +33,13 @@ class LLMError(CombeeError):
 class LLMCallError(LLMError):
     """The call itself failed (timeout, connection, provider error) and retries did not help."""
 
-    def __init__(self, role: str, model: str, reason: str, attempts: int = 0, retryable: bool = True) -> None:
+    def __init__(self, role: str, model: str, reason: str, attempts: int = 0, retryable: bool = True,
+                 overload: bool = False, retry_after_s: float | None = None) -> None:
         self.retryable = retryable
+        self.overload = overload
+        """A rate-limit answer (429) or a timeout: the model's calls back off (:mod:`combee_core.concurrency`)."""
+        self.retry_after_s = retry_after_s
+        """The provider's ``Retry-After``, seconds, when it sent one."""
         super().__init__(role, model, reason, attempts)
 
 

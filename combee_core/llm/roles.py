@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import hashlib
 import inspect
 import logging
@@ -23,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from combee_core.concurrency import AimdConfig
 from combee_core.llm import prompts
 from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, PromptTooLarge
+from combee_core.llm.gates import ConcurrencyGates
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
+from combee_core.llm.provider_errors import provider_errors, retry_after_s
 from combee_core.llm.simulator import DEFAULT_MODEL, HIDDEN_PARAM, SIM_PARAM, SimulatorConfig, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
 
@@ -52,7 +54,8 @@ class RoleConfig(BaseModel):
     timeout_s: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=2, ge=0, description="Further attempts after the first one.")
     backoff_s: float = Field(default=0.5, ge=0, description="Wait before retry n: backoff_s * 2**(n-1), no jitter.")
-    concurrency: int = Field(default=8, ge=1, description="Calls of this role in flight at once, per LLMRoles.")
+    concurrency: int = Field(default=8, ge=1, description="Calls of this role in flight at once at the start, per "
+                             "LLMRoles; it adapts within [1, LLMConfig.concurrency_ceiling] (combee_core.concurrency).")
     temperature: float = Field(default=0.0, ge=0)
     api_base: str | None = None
     api_key: SecretStr | None = None
@@ -79,6 +82,13 @@ class LLMConfig(BaseModel):
                                 "made (PromptTooLarge).")
     trace_tokens: int = Field(default=prompts.TRACE_TOKENS, ge=2_000, description="Cap on the trace a reflector prompt "
                               "carries (texts cut, middle steps dropped, visibly).")
+    concurrency_ceiling: int | None = Field(default=None, ge=1, description="Most calls a role may keep in flight "
+                                            "per model as its concurrency adapts; None: its start value (fixed).")
+
+    def aimd(self, role: Role) -> AimdConfig:
+        """The adaptive concurrency of ``role``'s calls: from its start value up to the ceiling."""
+        start = self.role(role).concurrency
+        return AimdConfig(initial=start, ceiling=max(start, self.concurrency_ceiling or start))
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> LLMConfig:
@@ -112,6 +122,7 @@ class LLMConfig(BaseModel):
             context_tokens=settings.llm_context_tokens,
             trace_tokens=settings.llm_trace_tokens,
             payload_tokens=settings.llm_payload_tokens,
+            concurrency_ceiling=settings.llm_concurrency_max,
         )
 
     def role(self, role: Role) -> RoleConfig:
@@ -199,7 +210,7 @@ class LLMRoles:
         self.config = config or LLMConfig()
         self._on_call = on_call
         self._responder = responder
-        self._semaphores: dict[Role, tuple[asyncio.AbstractEventLoop, asyncio.Semaphore]] = {}
+        self.gates = ConcurrencyGates(self.config.aimd)
         self._litellm: Any = None
         self._quiet: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         self._unpriced: set[str] = set()
@@ -273,13 +284,9 @@ class LLMRoles:
             params[SIM_PARAM] = self.config.simulator.model_dump(mode="json")
         return params
 
-    def _semaphore(self, role: Role) -> asyncio.Semaphore:
-        loop = asyncio.get_running_loop()
-        current = self._semaphores.get(role)
-        if current is None or current[0] is not loop:
-            current = (loop, asyncio.Semaphore(self.config.role(role).concurrency))
-            self._semaphores[role] = current
-        return current[1]
+    def concurrency(self, role: Role) -> int:
+        """The current concurrency limit of ``role``'s calls (adaptive: :mod:`combee_core.concurrency`)."""
+        return self.gates.limit(self.config.role(role).model, role)
 
     async def _emit(self, record: CallRecord) -> None:
         if self._on_call is None:
@@ -311,11 +318,13 @@ class LLMRoles:
                 "attempt": attempt,
             }
             request = LLMRequest(role, cfg.model, key, messages, params, attempt)
-            async with self._semaphore(role):
+            async with self.gates.slot(cfg.model, role) as succeeded:
                 try:
                     reply = await self._complete(request, cfg)
                 except _Attempted as failed:
                     last = failed.error
+                    if isinstance(failed.error, LLMCallError) and failed.error.overload:
+                        self.gates.overloaded(cfg.model, failed.error.reason, failed.error.retry_after_s)
                     record = CallRecord(**base, error=f"{type(failed.error).__name__}: {failed.error.reason}")
                     records.append(record)
                     await self._emit(record)
@@ -323,6 +332,7 @@ class LLMRoles:
                         break
                     logger.warning("%s attempt %d/%d failed: %s", role, attempt, attempts, failed.error.reason)
                     continue
+                succeeded(reply.latency_s)
             total_usage += reply.usage
             total_latency += reply.latency_s
             common = {
@@ -378,12 +388,16 @@ class LLMRoles:
             with self._quiet():  # no litellm logging payload per call: the CallRecord is our log
                 response = await asyncio.wait_for(litellm.acompletion(**kwargs), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
         except TimeoutError as error:
-            raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s")) from error
-        except _provider_errors()[0] as error:
+            raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s",
+                                          overload=True)) from error
+        except provider_errors()[2] as error:  # 429 or the provider's timeout: back off (Retry-After if sent)
+            raise _Attempted(LLMCallError(request.role, request.model, f"{type(error).__name__}: {error}",
+                                          overload=True, retry_after_s=retry_after_s(error))) from error
+        except provider_errors()[0] as error:
             raise _Attempted(
                 LLMCallError(request.role, request.model, f"{type(error).__name__}: {error}", retryable=False)
             ) from error
-        except _provider_errors()[1] as error:
+        except provider_errors()[1] as error:
             raise _Attempted(LLMCallError(request.role, request.model, f"{type(error).__name__}: {error}")) from error
         wall = time.perf_counter() - started
         return self._reply_from(response, wall)
@@ -426,19 +440,3 @@ class LLMRoles:
                 logger.warning("no cost for model %r (%s); recording 0.0 for its calls", model, reason)
             return 0.0
         return float(cost)
-
-
-@functools.cache
-def _provider_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
-    """(non-retryable, retryable) provider exceptions; litellm's types derive from the openai SDK's."""
-    import openai
-
-    non_retryable = (
-        openai.BadRequestError,
-        openai.AuthenticationError,
-        openai.PermissionDeniedError,
-        openai.NotFoundError,
-        openai.UnprocessableEntityError,
-    )
-    return non_retryable, (openai.APIError,)
-

@@ -24,7 +24,9 @@ class BatchManifest(CombeeModel):
     seed: int
     subgroup_sizes: list[int]
     target_batch_size: int = Field(ge=1)
-    closed_by: Literal["size", "max_wait"]
+    closed_by: Literal["size", "max_wait", "idle"] = Field(description="size: it reached its target; max_wait: "
+                                                          "max_wait_s passed; idle: batch_idle_s without a new "
+                                                          "reflection")
     closed_at: Timestamp
     trace_digests: list[str | None] | None = Field(
         default=None, description="Trace.digest() of each trace, in batch order, when the reflections carried them."

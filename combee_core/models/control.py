@@ -25,6 +25,8 @@ class BatchMetrics(CombeeModel):
     round_s: float | None = Field(
         default=None, ge=0.0, description="Previous version published -> this version published (wall seconds): a "
         "sync fleet's round time. None for the first version its reducer published since it started.")
+    batch_closed_at: Timestamp | None = Field(
+        default=None, description="When the batcher closed the batch: the streaming controller's arrival rate.")
 
 
 class DelaySample(CombeeModel):

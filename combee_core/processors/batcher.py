@@ -36,6 +36,8 @@ class BatcherConfig:
     dedupe_horizon: int
     max_staleness: int | None = None
     max_wait_s: float = 5.0
+    idle_s: float | None = None
+    """Close a non-empty batch after this long without a new reflection (None: only by size or max_wait_s)."""
     plan_name: str | None = None
     """The topic the batch plan was read from (replay), named in the dead letter of a trace it does not list."""
 
@@ -77,7 +79,7 @@ class Batcher:
     def tick(self, now: float, wall: datetime) -> list[Effect]:
         """Batches open longer than ``max_wait_s`` (with at least one reflection) close."""
         effects: list[Effect] = []
-        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall):
+        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall, self.config.idle_s):
             effects += self._close(closed)
         return effects
 

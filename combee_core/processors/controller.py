@@ -22,9 +22,12 @@ from combee_core.controller import (
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.processors.effects import Count, Effect, Publish, acknowledge
 from combee_core.settings import CombeeSettings
+from combee_core.streaming import StreamChoice, StreamingObjective
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)
+
+STREAMING_CLOCK = "streaming: the arrival rate and each version's cycle (combee_core/streaming.py)"
 
 
 class Controller:
@@ -40,6 +43,19 @@ class Controller:
         self.next_decision_id: dict[str, int] = {}
         self.current: dict[str, tuple[int, str]] = {}  # playbook -> (batch size, phase) last published
         self.seen_batches: dict[str, set[int]] = {}
+        self.streaming: dict[str, StreamingObjective] = {}
+        """Per playbook, the streaming objective (async fleets with ``controller_objective="stream"``)."""
+        self.over_capacity: dict[str, bool] = {}
+
+    @property
+    def streams(self) -> bool:
+        return self.settings.fleet_mode == "async" and self.settings.controller_objective == "stream"
+
+    def stream(self, playbook_id: str) -> StreamingObjective:
+        if playbook_id not in self.streaming:
+            self.streaming[playbook_id] = StreamingObjective(
+                self.config.bs_min, self.config.bs_max, self.settings.controller_max_utilisation)
+        return self.streaming[playbook_id]
 
     def controller(self, playbook_id: str) -> BatchSizeController:
         if playbook_id not in self.controllers:
@@ -64,12 +80,26 @@ class Controller:
             return False
         rollout = sample_rollout(self.settings, metrics, delay)
         self.controller(metrics.playbook_id).observe(metrics.batch_size, delay, rollout)
+        if self.streams and metrics.batch_closed_at is not None:
+            self.stream(metrics.playbook_id).observe(metrics.batch_size, metrics.batch_closed_at.timestamp(),
+                                                     self._cycle_s(metrics))
         return True
+
+    def _cycle_s(self, metrics: BatchMetrics) -> float:
+        """The version's own time (module ``combee_core.streaming``): on the wall clock its delay less its wait for
+        the previous version (the round, when shorter); modelled, the LLM critical path."""
+        if self.settings.controller_clock == "modelled":
+            return metrics.llm_critical_path_s
+        return min(metrics.delay_s, metrics.round_s) if metrics.round_s is not None else metrics.delay_s
 
     def take(self, metrics: BatchMetrics, token: object, now: datetime) -> list[Effect]:
         """A new metric: its sample, and with ``auto_batch_size`` a decision when the size or the phase changes."""
         effects: list[Effect] = []
-        if self.observe(metrics) and self.settings.auto_batch_size:
+        if not (self.observe(metrics) and self.settings.auto_batch_size):
+            pass
+        elif self.streams:
+            effects += self._streaming_decision(metrics.playbook_id, now)
+        else:
             decision = self.controller(metrics.playbook_id).decide()
             # a new size, or the first fitted decision (so the published reason says why profiling ended there)
             if (decision.batch_size, decision.phase) != self.current.get(metrics.playbook_id):
@@ -91,7 +121,7 @@ class Controller:
             samples=[DelaySample(batch_size=bs, delay_s=d, rollout_s=r) for bs, d, r in decision.samples],
             reason=decision.reason,
             decided_at=now,
-            clock=clock_description(self.settings),
+            clock=STREAMING_CLOCK if self.streams else clock_description(self.settings),
             plateau_batch_size=decision.plateau,
             bs_min=self.config.bs_min,
             bs_max=self.config.bs_max,
@@ -103,3 +133,26 @@ class Controller:
         self.current[playbook_id] = (decision.batch_size, decision.phase)
         log.info("controller: %s batch size -> %d (%s)", playbook_id, decision.batch_size, decision.reason)
         return [Publish(Topic.CONTROL, playbook_id, record), Count("decisions")]
+
+    def _streaming_decision(self, playbook_id: str, now: datetime) -> list[Effect]:
+        """The streaming objective's size, published when it rises, or falls by more than the hysteresis."""
+        choice = self.stream(playbook_id).choose()
+        if choice is None:
+            return []
+        current = self.current.get(playbook_id, (self.settings.batch_size, "fixed"))[0]
+        if choice.over_capacity != self.over_capacity.get(playbook_id, False):  # said when it changes
+            self.over_capacity[playbook_id] = choice.over_capacity
+            reason = choice.reason(self.config.bs_min, self.config.bs_max, self.settings.controller_max_utilisation)
+            if choice.over_capacity:
+                log.warning("controller: %s is over capacity: %s", playbook_id, reason)
+            else:
+                log.info("controller: %s is back within capacity: %s", playbook_id, reason)
+        falls = choice.batch_size < current and (current - choice.batch_size) / current > self.config.hysteresis
+        if not (choice.batch_size > current or falls):
+            return []
+        return self._decision(playbook_id, self._as_decision(playbook_id, choice), now)
+
+    def _as_decision(self, playbook_id: str, choice: StreamChoice) -> Decision:
+        reason = choice.reason(self.config.bs_min, self.config.bs_max, self.settings.controller_max_utilisation)
+        return Decision(batch_size=choice.batch_size, phase="fitted", fit=None, reason=reason,
+                        samples=self.controller(playbook_id).samples, best=choice.batch_size)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from combee_core.budget import DEFAULT_MIN_EVIDENCE
 from combee_core.llm.errors import LLMError
@@ -77,6 +77,7 @@ def batch_metrics(version: PlaybookVersion, previous_at: datetime | None) -> Bat
         llm_critical_path_s=stats.llm_critical_path_s,
         llm_calls=stats.llm_calls,
         round_s=max(0.0, (version.published_at - previous_at).total_seconds()) if previous_at else None,
+        batch_closed_at=version.published_at - timedelta(seconds=stats.delay_s),
     )
 
 

@@ -16,9 +16,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 async def cmd_status(args: argparse.Namespace) -> int:
     from streams.topology.observe import collect_status, format_status
+    from streams.topology.stream_health import collect_stream_health, format_stream_health
 
     settings = settings_from_args(args)
     async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
         status = await collect_status(settings, bootstrap, profile)
+        health = await collect_stream_health(settings, bootstrap, profile, status.waiting)
     print(format_status(status))
+    print(format_stream_health(health))
     return 0

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import sys
+import threading
 
 from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES
@@ -39,6 +41,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 async def cmd_worker(args: argparse.Namespace) -> int:
     settings = CombeeSettings.load(**flag_overrides(args, (*PIPELINE_FLAGS, *WORKER_FLAGS)))
+    if settings.llm_record != "replay":  # start importing litellm (seconds) now, while the broker is found
+        threading.Thread(target=importlib.import_module, args=("combee_core.llm.provider",), daemon=True,
+                         name="import-litellm").start()
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:

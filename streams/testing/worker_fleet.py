@@ -52,13 +52,15 @@ class WorkerFleet:
     exits: list[tuple[int, int, float]] = field(default_factory=list)
     """(worker number, exit code, seconds from SIGTERM to exit, or 0.0)"""
     logs: dict[int, Path] = field(default_factory=dict)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """More ``COMBEE_*`` settings for the workers (over :data:`WORKER_SETTINGS`)."""
     _starts: int = 0
 
     def start(self, number: int) -> None:
         self._starts += 1
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap, COMBEE_BROKER_KIND=self.broker.profile.kind,
-                   COMBEE_TOPIC_PREFIX=self.prefix, **WORKER_SETTINGS)
+                   COMBEE_TOPIC_PREFIX=self.prefix, **{**WORKER_SETTINGS, **self.extra_env})
         log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # noqa: SIM115 - closed by the child
         self.processes[number] = subprocess.Popen(
             [sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"], env=env, stdout=log,

@@ -152,6 +152,7 @@ class _StageCollector(Collector):
         yield lag
         yield GaugeMetricFamily("combee_worker_ready", "1 when /readyz answers 200.", value=1.0 if ready else 0.0)
         yield from _playbook_families(stages)
+        yield from _backlog_families(stages)
 
 
 def _counter_families(counters: dict[str, int]) -> Iterator[Metric]:
@@ -191,3 +192,35 @@ def _playbook_families(stages: list[Stage]) -> Iterator[Metric]:
     yield version
     yield entries
     yield batch_size
+
+
+BACKLOG_GAUGES = (
+    ("combee_playbook_lag_traces", "Traces of the playbook sent but not yet in a version (the reflector's watch).",
+     "lag_traces"),
+    ("combee_playbook_lag_seconds", "Age of the oldest trace of the playbook not yet in a version.", "lag_s"),
+    ("combee_playbook_rate_in", "Traces of the playbook sent per second (over backlog_window_s).", "rate_in"),
+    ("combee_playbook_rate_out", "Traces of the playbook that reached a version per second.", "rate_out"),
+    ("combee_playbook_falling_behind", "1 while the playbook falls behind its stream, else 0.", "falling_behind"),
+    ("combee_playbook_catch_up_seconds", "Seconds to clear the lag at the current rates (absent: never).",
+     "catch_up_s"),
+)
+
+
+def _backlog_families(stages: list[Stage]) -> Iterator[Metric]:
+    """Per playbook, the reflector's backlog assessment (``combee_core.backlog``), and the traces it shed."""
+    from streams.topology.stages.reflector import ReflectorStage
+
+    families = [(GaugeMetricFamily(name, help_text, labels=("playbook",)), field)
+                for name, help_text, field in BACKLOG_GAUGES]
+    shed = CounterMetricFamily("combee_traces_shed", "Traces shed by overload_policy=sample (each a dead letter).")
+    for stage in stages:
+        if isinstance(stage, ReflectorStage):
+            shed.add_metric((), float(stage.backlog.shed))
+            for playbook_id, backlog in sorted(stage.backlog.latest.items()):
+                for family, field in families:
+                    value = getattr(backlog, field)
+                    if value is not None:
+                        family.add_metric((playbook_id,), float(value))
+    for family, _ in families:
+        yield family
+    yield shed

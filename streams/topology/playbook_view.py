@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import orjson
 from aiokafka.structs import ConsumerRecord
@@ -38,8 +39,10 @@ class PlaybookVersions:
     replay finds every call in its record. :meth:`at` waits for that version when the view has not applied it yet.
     """
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, on_version: Callable[[str, list[str]], None] | None = None) -> None:
         self._stage = stage
+        self._on_version = on_version
+        """Told each new version's playbook and lineage (the reflector's backlog watch)."""
         self._state = GatedState(ContiguousNumbers[str](start=1), load=self._load)
         self._raw: dict[str, dict[int, bytes]] = {}
         self._cache: dict[tuple[str, int], Playbook] = {}
@@ -70,6 +73,9 @@ class PlaybookVersions:
             return
         if self._state.gate.accept(*number):
             self._take(*number, record)
+            if self._on_version is not None and record.value is not None:
+                lineage = orjson.loads(record.value).get("lineage")
+                self._on_version(number[0], [str(t) for t in lineage] if isinstance(lineage, list) else [])
 
     def _load(self, record: ConsumerRecord) -> None:
         number = self._number(record)

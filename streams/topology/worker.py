@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -142,6 +143,8 @@ async def _run_stages(
                 stop.set()
 
             responder = await replay_responder(settings, ctx.bootstrap, ctx.profile, on_miss=on_miss)
+        else:  # litellm takes seconds to import: in a thread, so the event loop (health, the broker) keeps going
+            await asyncio.to_thread(importlib.import_module, "combee_core.llm.provider")
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]

@@ -37,3 +37,11 @@ def test_models_and_settings_import_without_the_llm_layer():
     code = ("import sys, combee_core, combee_core.models, combee_core.settings;"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiokafka', 'faust', 'kafka', 'litellm'}))")
     assert _run(code)[-1] == "[]"
+
+
+def test_the_command_line_imports_without_a_kafka_client_or_the_llm_layer():
+    """``combee --help`` and every sub-command's parser load neither aiokafka nor litellm: a command imports what it
+    needs when it runs (issue 27: `import streams.cli` loaded aiokafka through `combee promote`)."""
+    code = ("import sys, streams.cli; streams.cli.build_parser();"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiokafka', 'litellm'}))")
+    assert _run(code)[-1] == "[]"

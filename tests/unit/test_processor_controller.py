@@ -14,7 +14,8 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _settings(**values: object) -> CombeeSettings:
-    return CombeeSettings.load(env={}, **{"auto_batch_size": True, "fleet_mode": "async", **values})
+    return CombeeSettings.load(
+        env={}, **{"auto_batch_size": True, "fleet_mode": "async", "controller_objective": "delay", **values})
 
 
 def _metrics(batch_id: int, batch_size: int, delay_s: float = 10.0) -> BatchMetrics:

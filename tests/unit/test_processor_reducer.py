@@ -79,7 +79,8 @@ def test_a_version_is_published_numbered_then_its_metrics_then_its_partials_are_
     stats = record.stats
     assert metrics.value == BatchMetrics(playbook_id="pb", batch_id=0, version=1, batch_size=2, k=2,
                                          delay_s=stats.delay_s, llm_critical_path_s=stats.llm_critical_path_s,
-                                         llm_calls=stats.llm_calls, round_s=30.0)
+                                         llm_calls=stats.llm_calls, round_s=30.0,
+                                         batch_closed_at=NOW - timedelta(seconds=stats.delay_s))
     assert log.rejected() == [] and log.acknowledged() == ["p0", "p1"]
     assert len(roles.contexts) == 1  # two partials, fan-in 32: one reducer call
 

@@ -59,7 +59,7 @@ class BatcherStage(Stage):
             shuffle=ShuffleConfig(run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in,
                                   subgroups=settings.subgroups),
             batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
-            max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s,
+            max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s, idle_s=settings.batch_idle_s,
             plan_name=settings.batch_plan_topic,
         )
         self.batcher = Batcher(self.config)

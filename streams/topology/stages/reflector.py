@@ -9,6 +9,7 @@ are ``combee_core.processors.reflector``'s, the runtime decodes the traces (``de
 from __future__ import annotations
 
 import logging
+import time
 
 import orjson
 from pydantic import ValidationError
@@ -16,9 +17,10 @@ from pydantic import ValidationError
 from combee_core import limits
 from combee_core.errors import CombeeError
 from combee_core.models import Trace
-from combee_core.processors.effects import Effect, acknowledge
+from combee_core.processors.effects import Reject, acknowledge
 from combee_core.processors.reflector import reflect_all
 from combee_core.topology import REFLECT
+from streams.topology.backlog import BacklogWatch
 from streams.topology.effects import perform
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
 from streams.topology.runtime import Delivery, Stage
@@ -66,24 +68,29 @@ class ReflectorStage(Stage):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        self.playbooks = PlaybookVersions(self) if self.settings.llm_context else None
+        self.backlog = BacklogWatch(self)
+        self.playbooks = PlaybookVersions(self, on_version=self.backlog.on_version)
 
     async def prepare(self) -> None:
-        if self.playbooks is not None:
-            await self.playbooks.start()
+        await self.playbooks.start()
+
+    async def tick(self, now: float) -> None:
+        await self.backlog.tick(time.time())
 
     async def used_entries(self, trace: Trace) -> str | None:
         """The entries the agent used, as they read in the version it ran with (``None`` when it used none)."""
         used = trace.metadata.get("used_entries")
-        if self.playbooks is None or not used:
+        if not self.settings.llm_context or not used:
             return None
         playbook = await self.playbooks.at(trace.playbook_id, trace.playbook_version, CONTEXT_WAIT_S)
         return used_entries_text(playbook, used)
 
     def fetch_limit(self) -> int:
-        """Two calls per concurrency slot: a fetch's reflections are published (and committed) within about two
-        call latencies, so progress is steady and a rebalance discards little (a fetch of 500 took ~20 s)."""
-        return 2 * self.settings.llm_concurrency
+        """Two calls per concurrency slot (the reflector's current, adaptive limit): a fetch's reflections are
+        published (and committed) within about two call latencies, so progress is steady and a rebalance discards
+        little (a fetch of 500 took ~20 s)."""
+        llm = self.ctx.llm
+        return 2 * (llm.concurrency("reflector") if llm is not None else self.settings.llm_concurrency)
 
     def decode(self, raw: bytes | None) -> Trace:
         return decode_trace(raw)
@@ -93,10 +100,12 @@ class ReflectorStage(Stage):
 
     async def handle_many(self, deliveries: list[Delivery]) -> None:
         assert self.ctx.llm is not None, "the reflector needs LLM roles"
-        answered = await reflect_all([(d.value, d.record) for d in deliveries], self.ctx.roles.reflect,
+        admitted, effects = self.backlog.admit(deliveries)
+        answered = await reflect_all([(d.value, d.record) for d in admitted], self.ctx.roles.reflect,
                                      self.used_entries)
-        effects: list[Effect] = []
-        for delivery, (_, outcome) in zip(deliveries, answered, strict=True):
+        for delivery, (_, outcome) in zip(admitted, answered, strict=True):
             if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
                 effects += outcome
+                if any(isinstance(effect, Reject) for effect in outcome):  # a dead letter: no longer waited for
+                    self.backlog.on_version(delivery.value.playbook_id, [delivery.value.trace_id])
         await perform(self, [*effects, *acknowledge([d.record for d in deliveries])])

@@ -1,0 +1,76 @@
+"""What ``combee status`` says about capacity and backlog, from what the topics hold (pure; docs/operations.md,
+"Capacity and overload").
+
+**The capacity model.** A trace costs one reflector call; a worker's reflector takes ``concurrency / latency``
+traces/s (:func:`combee_core.concurrency.reflector_capacity`), and reflection spreads over workers by partition.
+One playbook's versions are made one after the other, a batch per cycle: ``batch / cycle`` traces/s
+(:func:`combee_core.concurrency.version_chain_capacity`), whatever the number of workers. A playbook keeps up when
+its rate is below both.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from combee_core.backlog import Backlog
+from combee_core.concurrency import reflector_capacity, version_chain_capacity
+
+__all__ = ["CapacityModel", "recent_rate", "status_backlog", "version_cycles"]
+
+
+@dataclass(frozen=True)
+class CapacityModel:
+    """The figures behind a playbook's capacity, as measured from the topics."""
+
+    reflect_latency_s: float | None
+    concurrency: int
+    concurrency_max: int
+    batch_size: int | None
+    cycle_s: float | None
+
+    def describe(self) -> str:
+        parts = []
+        if self.reflect_latency_s:
+            start = reflector_capacity(self.concurrency, self.reflect_latency_s)
+            ceiling = reflector_capacity(self.concurrency_max, self.reflect_latency_s)
+            parts.append(f"reflector {self.reflect_latency_s:.2f} s per call (p50, recent calls): {start:.3g} "
+                         f"traces/s per worker at concurrency {self.concurrency}, up to {ceiling:.3g} at the ceiling "
+                         f"{self.concurrency_max}")
+        if self.batch_size and self.cycle_s:
+            parts.append(f"version chain: batch {self.batch_size} every {self.cycle_s:.2f} s (median cycle) = "
+                         f"{version_chain_capacity(self.batch_size, self.cycle_s):.3g} traces/s per playbook")
+        return "; ".join(parts) or "no calls or versions measured yet"
+
+
+def recent_rate(times: Sequence[float], counts: Sequence[int] | None = None, min_span_s: float = 0.0) -> float | None:
+    """Items per second over ``times`` (ascending seconds; ``counts`` per time, default 1 each): the items after the
+    first over the span (None with fewer than two distinct times, or a span shorter than ``min_span_s``)."""
+    if len(times) < 2 or times[-1] - times[0] <= max(0.0, min_span_s):
+        return None
+    items = sum(counts[1:]) if counts is not None else len(times) - 1
+    return items / (times[-1] - times[0])
+
+
+def version_cycles(published_s: Sequence[float], delays_s: Sequence[float]) -> list[float]:
+    """Each version's own time: batch closed or previous version out, whichever is later -> published."""
+    return [min(delay, published - previous)
+            for previous, published, delay in zip(published_s, published_s[1:], delays_s[1:], strict=False)]
+
+
+def status_backlog(playbook_id: str, lag_traces: int, oldest_sent_s: float | None, now: float,
+                   rate_in: float | None, rate_out: float | None, warn_after_s: float, window_s: float) -> Backlog:
+    """A playbook's backlog as ``combee status`` sees it (one snapshot: falling behind when the oldest trace waits
+    longer than ``warn_after_s``; or longer than ``window_s`` while more comes in than goes out, both rates measured
+    (over at least ``window_s``: the caller's ``recent_rate``))."""
+    lag_s = max(0.0, now - oldest_sent_s) if oldest_sent_s is not None and lag_traces else 0.0
+    into, out = rate_in or 0.0, rate_out or 0.0
+    outrun = rate_in is not None and rate_out is not None and into > 1.05 * out and lag_s > window_s
+    falling = lag_traces > 0 and (lag_s > warn_after_s or outrun)
+    catch_up = lag_traces / (out - into) if out > into else (0.0 if lag_traces == 0 else None)
+    return Backlog(playbook_id, lag_traces, lag_s, into, out, falling, catch_up)
+
+
+def median_or_none(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None

@@ -1,0 +1,145 @@
+"""The controller's streaming objective (async fleets): a batch size whose versions keep up with the arrival rate.
+
+One playbook's versions are made one after the other: a batch of ``bs`` traces takes a *cycle* ``C(bs)`` (its
+aggregator calls, in parallel, then the reduce) from when the previous version is out to when its own is, so the
+version chain takes at most ``bs / C(bs)`` traces per second. Reflections arrive at the batcher at ``rate``; below
+``bs >= rate * C(bs)`` the backlog grows every cycle, whatever else the batch size buys. Above it, a larger batch
+only makes traces wait longer for their batch to fill. So the controller picks the size that minimises the modelled
+trace -> version latency
+
+    L(bs) = bs / (2 * rate)          the mean wait for the batch to fill
+          + C(bs)                    the batch's own cycle
+          + C(bs) * u / (2 * (1 - u))  the queue for the version chain, u = rate * C(bs) / bs (M/D/1)
+
+over the sizes in [bs_min, bs_max] that keep the chain's utilisation ``u`` below ``max_utilisation`` (headroom, so
+that a burst drains). ``bs_max`` is the quality bound. When no size in the bounds keeps up, the choice is
+``bs_max`` and the decision says the playbook is over capacity (:attr:`StreamChoice.over_capacity`).
+
+The cycle is measured per version (batch closed or previous version out, whichever is later -> version out: the
+version's delay less its wait for the previous one) and modelled as ``C(bs) = c * bs**beta``: fitted in log space
+once two sizes are measured (beta clamped to [0, 1]); with one size, beta = 1/2, what the augmented shuffle implies
+(k = sqrt(bs) subgroups of 2 * sqrt(bs) copies each, read in parallel; the reduce reads k partials). The arrival
+rate is the traces of the recent batches over the time between their closes.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import deque
+from dataclasses import dataclass
+
+from combee_core.delay_model import fit_power_law
+
+__all__ = ["CycleModel", "StreamChoice", "StreamingObjective"]
+
+SHUFFLE_BETA = 0.5
+"""Growth of the cycle with the batch size before two sizes are measured (module docstring)."""
+
+
+@dataclass(frozen=True)
+class CycleModel:
+    """``C(bs) = c * bs**beta`` seconds per version."""
+
+    c: float
+    beta: float
+    fitted: bool
+
+    def cycle_s(self, batch_size: int) -> float:
+        return float(self.c * batch_size**self.beta)
+
+    def describe(self) -> str:
+        how = "fitted" if self.fitted else f"one size measured, beta {SHUFFLE_BETA:g} assumed"
+        return f"cycle {self.c:.3g}*bs^{self.beta:.2f} s ({how})"
+
+
+@dataclass(frozen=True)
+class StreamChoice:
+    """The streaming objective's choice and what it rests on."""
+
+    batch_size: int
+    rate_per_s: float
+    cycle: CycleModel
+    latency_s: float | None
+    """Modelled trace -> version latency at the choice (None when over capacity)."""
+    capacity_per_s: float
+    """Traces per second the version chain takes at the choice (``bs / C(bs)``)."""
+    over_capacity: bool
+
+    def reason(self, bs_min: int, bs_max: int, max_utilisation: float) -> str:
+        head = f"streaming: arrivals {self.rate_per_s:.3g} traces/s, {self.cycle.describe()}"
+        if self.latency_s is None:
+            verdict = "the playbook falls behind" if self.over_capacity else "it keeps up without headroom"
+            return (f"{head}; no size in [{bs_min}, {bs_max}] keeps the version chain below {max_utilisation:.0%} "
+                    f"busy: {self.batch_size} (the quality bound) takes {self.capacity_per_s:.3g} traces/s, {verdict}")
+        return (f"{head}; {self.batch_size} minimises the modelled trace -> version latency "
+                f"({self.latency_s:.3g} s) among the sizes that keep up (chain capacity there "
+                f"{self.capacity_per_s:.3g} traces/s)")
+
+
+class StreamingObjective:
+    """Per playbook: recent batches' closes and cycles in, the batch size that keeps up out."""
+
+    def __init__(self, bs_min: int, bs_max: int, max_utilisation: float = 0.8, window: int = 8) -> None:
+        if not 1 <= bs_min <= bs_max:
+            raise ValueError(f"need 1 <= bs_min <= bs_max, got {bs_min}, {bs_max}")
+        if not 0 < max_utilisation < 1:
+            raise ValueError(f"max_utilisation must be in (0, 1), got {max_utilisation}")
+        if window < 2:
+            raise ValueError(f"window must be >= 2, got {window}")
+        self.bs_min, self.bs_max, self.max_utilisation = bs_min, bs_max, max_utilisation
+        self._closes: deque[tuple[float, int]] = deque(maxlen=window)
+        self._cycles: deque[tuple[int, float]] = deque(maxlen=4 * window)
+
+    def observe(self, batch_size: int, closed_at_s: float, cycle_s: float) -> None:
+        """One version: its batch's size, when the batch closed (epoch seconds), and its cycle (seconds)."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if not (math.isfinite(closed_at_s) and math.isfinite(cycle_s) and cycle_s >= 0):
+            raise ValueError(f"closed_at_s and cycle_s must be finite (cycle_s >= 0), got {closed_at_s}, {cycle_s}")
+        self._closes.append((closed_at_s, batch_size))
+        if cycle_s > 0:
+            self._cycles.append((batch_size, cycle_s))
+
+    def rate_per_s(self) -> float | None:
+        """Traces per second reaching the batcher: the recent batches after the first over the time their closes
+        span (None before two batches with distinct close times)."""
+        closes = sorted(self._closes)
+        if len(closes) < 2 or closes[-1][0] <= closes[0][0]:
+            return None
+        return sum(size for _, size in closes[1:]) / (closes[-1][0] - closes[0][0])
+
+    def cycle_model(self) -> CycleModel | None:
+        if not self._cycles:
+            return None
+        sizes = [size for size, _ in self._cycles]
+        if len(set(sizes)) >= 2:
+            fit = fit_power_law(sizes, [cycle for _, cycle in self._cycles])
+            beta = min(1.0, max(0.0, -fit.alpha))
+            # refit c with beta fixed (least squares in log space): the mean of log(cycle / bs**beta)
+            c = math.exp(statistics.fmean(math.log(cycle / size**beta) for size, cycle in self._cycles))
+            return CycleModel(c, beta, fitted=True)
+        c = statistics.fmean(cycle / size**SHUFFLE_BETA for size, cycle in self._cycles)
+        return CycleModel(c, SHUFFLE_BETA, fitted=False)
+
+    def choose(self) -> StreamChoice | None:
+        """The size that minimises the modelled latency among those that keep up (None until rate and cycle are
+        known)."""
+        rate, cycle = self.rate_per_s(), self.cycle_model()
+        if rate is None or cycle is None:
+            return None
+        best: tuple[float, int] | None = None
+        for size in range(self.bs_min, self.bs_max + 1):
+            c = cycle.cycle_s(size)
+            utilisation = rate * c / size
+            if utilisation >= self.max_utilisation:
+                continue
+            latency = size / (2 * rate) + c + c * utilisation / (2 * (1 - utilisation))
+            if best is None or latency < best[0]:
+                best = (latency, size)
+        if best is None:
+            size = self.bs_max
+            capacity = size / cycle.cycle_s(size)
+            return StreamChoice(size, rate, cycle, None, capacity, over_capacity=rate >= capacity)
+        latency, size = best
+        return StreamChoice(size, rate, cycle, latency, size / cycle.cycle_s(size), over_capacity=False)

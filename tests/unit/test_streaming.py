@@ -1,0 +1,114 @@
+"""The controller's streaming objective (async fleets): the batch grows with the arrival rate so versions keep up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from combee_core.models import BatchMetrics, ControlDecision
+from combee_core.processors.controller import Controller
+from combee_core.processors.testing import EffectLog
+from combee_core.settings import CombeeSettings
+from combee_core.streaming import StreamingObjective
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def fed(rate: float, cycle_of, sizes=(40,) * 6, bs_max: int = 100) -> StreamingObjective:
+    """An objective that saw batches of ``sizes`` arrive at ``rate`` traces/s with cycles ``cycle_of(bs)``."""
+    objective, at = StreamingObjective(1, bs_max), 0.0
+    for size in sizes:
+        at += size / rate
+        objective.observe(size, at, cycle_of(size))
+    return objective
+
+
+def test_the_issue_stream_gets_a_batch_that_keeps_up() -> None:
+    """20 traces/s, batch 40 took 3.6 s per version (the issue's measurement): the chain took ~11 traces/s; the
+    cycle grows as bs^0.3 (benchmarks.md §1: ~4.2 s at 30, ~6 s at 100)."""
+    choice = fed(20.0, lambda bs: 3.6 * (bs / 40) ** 0.3, sizes=(30, 40, 60) * 2).choose()
+    assert choice is not None and not choice.over_capacity
+    assert choice.rate_per_s == pytest.approx(20.0)
+    assert choice.batch_size == 100 and choice.capacity_per_s > 20  # keeps up, without the 20% headroom
+    assert "without headroom" in choice.reason(1, 100, 0.8)
+    slower = fed(12.0, lambda bs: 3.6 * (bs / 40) ** 0.3, sizes=(30, 40, 60) * 2).choose()
+    assert slower is not None and slower.latency_s is not None and 40 < slower.batch_size < 100
+    assert 12.0 * slower.cycle.cycle_s(slower.batch_size) / slower.batch_size < 0.8  # the chain has headroom
+
+
+def test_a_slow_stream_gets_small_fresh_batches() -> None:
+    choice = fed(1.0, lambda bs: 2.0, sizes=(10,) * 5).choose()
+    assert choice is not None and choice.batch_size < 10 and not choice.over_capacity
+
+
+def test_beyond_the_quality_bound_it_says_over_capacity() -> None:
+    choice = fed(200.0, lambda bs: 3.6 * (bs / 40) ** 0.5).choose()
+    assert choice is not None and choice.over_capacity and choice.batch_size == 100
+    assert "falls behind" in choice.reason(1, 100, 0.8)
+
+
+def test_nothing_chosen_before_rate_and_cycle_are_known() -> None:
+    objective = StreamingObjective(1, 100)
+    assert objective.choose() is None
+    objective.observe(40, 10.0, 3.0)
+    assert objective.choose() is None  # one close: no rate yet
+
+
+def test_two_sizes_fit_the_cycle_exponent() -> None:
+    objective = fed(20.0, lambda bs: 0.5 * bs**0.8, sizes=(20, 40, 80, 20, 40, 80))
+    model = objective.cycle_model()
+    assert model is not None and model.fitted and model.beta == pytest.approx(0.8, abs=1e-6)
+
+
+@given(st.floats(0.05, 500), st.floats(0.05, 20), st.floats(0, 1))
+def test_a_choice_within_bounds_keeps_up_or_says_it_cannot(rate, c, beta) -> None:
+    choice = fed(rate, lambda bs: c * bs**beta).choose()
+    assert choice is not None and 1 <= choice.batch_size <= 100
+    utilisation = rate * choice.cycle.cycle_s(choice.batch_size) / choice.batch_size
+    assert choice.latency_s is None or utilisation < 0.8
+    if choice.latency_s is None:  # then no size in the bounds has the headroom, and the bound is the most it takes
+        assert choice.batch_size == 100
+        assert all(rate * choice.cycle.cycle_s(bs) / bs >= 0.8 for bs in range(1, 101))
+        assert choice.over_capacity == (utilisation >= 1)
+
+
+def metrics(batch_id: int, size: int, closed_s: float, delay_s: float, round_s: float | None) -> BatchMetrics:
+    return BatchMetrics(playbook_id="pb", batch_id=batch_id, version=batch_id + 1, batch_size=size, k=6,
+                        delay_s=delay_s, llm_critical_path_s=delay_s, llm_calls=7, round_s=round_s,
+                        batch_closed_at=T0 + timedelta(seconds=closed_s))
+
+
+def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() -> None:
+    """Batches of 40 close every 2 s (20/s); each version waits for the previous one: the delay grows, the cycle
+    (the round, when shorter) stays 3.6 s. The async controller no longer shrinks the batch: it raises it."""
+    settings = CombeeSettings.load(env={}, auto_batch_size=True, fleet_mode="async")
+    controller, log = Controller(settings), EffectLog()
+    for batch in range(6):
+        delay = 3.6 + batch * 1.6  # the backlog: each version is later after its close than the last
+        log.extend(controller.take(metrics(batch, 40, 2.0 * batch, delay, 3.6 if batch else None), f"m{batch}", T0))
+    decisions = log.published("control")
+    assert decisions, "no decision"
+    last = decisions[-1]
+    assert isinstance(last, ControlDecision) and last.batch_size > 40 and "streaming" in last.reason
+    from combee_core.controller import explain_decision
+
+    assert "tau" not in explain_decision(last) and "arrival rate" in explain_decision(last)
+
+
+def test_an_idle_batch_closes_before_max_wait() -> None:
+    """The stream stops: the open batch closes batch_idle_s after its last reflection, not max_wait_s after the
+    first."""
+    from combee_core.batching import BatchAccumulator, ShuffleConfig
+    from tests.unit.test_processor_batcher import _reflection
+
+    accumulator = BatchAccumulator(ShuffleConfig(run_seed=0, p=2), default_batch_size=100)
+    for i in range(5):
+        accumulator.add(_reflection(i), float(i) * 0.1, T0)
+    assert accumulator.close_expired(2.0, max_wait_s=10.0, wall_time=T0, idle_s=3.0) == []
+    [closed] = accumulator.close_expired(3.5, max_wait_s=10.0, wall_time=T0, idle_s=3.0)
+    assert closed.manifest.closed_by == "idle" and closed.manifest.n == 5
+    accumulator.add(_reflection(9), 4.0, T0)
+    assert accumulator.close_expired(9.0, max_wait_s=10.0, wall_time=T0) == []  # off without idle_s
