@@ -123,7 +123,7 @@ class SustainedRun:
         env.update({f"COMBEE_{k.upper()}": str(v) for k, v in self.values.items()},
                    COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap,
                    COMBEE_BROKER_KIND=self.broker.profile.kind, COMBEE_LOG_LEVEL="INFO")
-        await ensure_topics(self.settings, self.broker.bootstrap)
+        await ensure_topics(self.settings, self.broker.bootstrap, connection=self.broker.profile.connection)
         for number in range(self.workers):
             log = open(self.log_dir / f"worker-{number}.log", "wb")  # noqa: SIM115 - the child owns it
             self.procs.append(subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"],

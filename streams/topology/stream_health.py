@@ -24,6 +24,7 @@ from combee_core.capacity import CapacityModel, median_or_none, recent_rate, sta
 from combee_core.settings import CombeeSettings
 from combee_core.topology import REFLECT, Topic
 from streams.broker.admin import close_client
+from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import consumer_config, end_offsets
 
@@ -57,7 +58,7 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
     """``waiting``: per playbook, the traces batched and not yet in a version and the oldest batch's age (as
     ``combee status`` found them)."""
     health = StreamHealth(policy=settings.overload_policy)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
     await admin.start()
     await consumer.start()
