@@ -87,7 +87,7 @@ async def test_worker_with_health_port_is_alive_then_ready_and_stops_on_sigterm(
             assert f'"{stage}":"consuming"'.encode() in body
         # The worker says so on stderr too, once (for whoever runs it without a probe).
         seen = await _stderr_until(process, "worker: ready", 30)
-        assert "worker: ready (reflect, batch, aggregate, reduce, control)" in seen
+        assert "worker: ready (reflect, batch, aggregate, reduce, control, guard)" in seen
     finally:
         process.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(process.wait, 30)
