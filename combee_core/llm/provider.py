@@ -27,6 +27,9 @@ import litellm as litellm  # noqa: E402  (after the offline switch above; re-exp
 from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
 from litellm.types.utils import Usage as LitellmUsage  # noqa: E402
 
+if "LITELLM_LOG" not in os.environ:  # litellm logs two INFO lines per call; every attempt is already a CallRecord
+    logging.getLogger("LiteLLM").setLevel(logging.WARNING)
+
 try:  # litellm's marker for its own nested calls: no success/failure logging payload, no callbacks
     from litellm._internal_context import is_internal_call as _litellm_internal_call  # noqa: E402
 except ImportError:  # another litellm layout: its logging then simply runs
