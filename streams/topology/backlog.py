@@ -77,7 +77,7 @@ class BacklogWatch:
             unread, oldest = 0, None
             for topic, partition in partitions:
                 tp = TopicPartition(topic, partition)
-                if tp not in self.stage.assigned:
+                if tp not in self.stage.held_by_client():
                     continue
                 highwater = consumer.highwater(tp)
                 try:

@@ -105,15 +105,16 @@ class WorkerMetrics:
             consumer = stage.consumer
             if consumer is None:
                 continue
-            owned = [tp for tp in sorted(stage.assigned) if consumer.highwater(tp) is not None]
+            owned = [tp for tp in sorted(stage.held_by_client()) if consumer.highwater(tp) is not None]
             try:
                 committed = await asyncio.wait_for(asyncio.gather(*(consumer.committed(tp) for tp in owned)),
                                                    LAG_REFRESH_TIMEOUT_S)
             except (TimeoutError, KafkaError) as error:
                 log.debug("metrics: lag of %s not refreshed: %s", stage.name, error)
                 continue
+            held = consumer.assignment()  # the client may have dropped some while the committed offsets came
             self.lag[stage.name] = sum(max(0, (consumer.highwater(tp) or 0) - (offset or 0))
-                                       for tp, offset in zip(owned, committed))
+                                       for tp, offset in zip(owned, committed) if tp in held)
 
     async def render(self) -> bytes:
         """The text exposition of every metric (refreshed first)."""

@@ -222,6 +222,11 @@ class Stage:
     def owns(self, tp: TopicPartition) -> bool:
         return tp in self.assigned
 
+    def held_by_client(self) -> set[TopicPartition]:
+        """Owned partitions the Kafka client still holds: in a rebalance the client drops a partition before the
+        stage's release runs, and asking the client about a partition it dropped raises."""
+        return self.assigned & self._consumer.assignment() if self._consumer is not None else set()
+
     def owner_partition(self, key: str) -> TopicPartition:
         """The input partition records keyed ``key`` arrive on (stages consuming one keyed topic)."""
         topic = self.settings.topic(self.consumes[0])

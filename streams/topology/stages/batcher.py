@@ -28,6 +28,7 @@ import logging
 import time
 
 from aiokafka import TopicPartition
+from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.batching import BatchAccumulator, ShuffleConfig
@@ -154,13 +155,17 @@ class BatcherStage(Stage):
         confirmed before: release the reflections held for it (a client's partial resend must not pin the offset)."""
         if self._consumer is None:
             return
+        held = self.held_by_client()
         for tp, end in list(self._redelivery_end.items()):
-            if tp not in self.assigned:
+            if tp not in held:
                 continue
             if end is None:
                 self._redelivery_end[tp] = self._consumer.highwater(tp)
                 continue
-            if await self._consumer.position(tp) < end:
+            try:
+                if await self._consumer.position(tp) < end:
+                    continue
+            except IllegalStateError:  # dropped by the client while asking: the release follows
                 continue
             del self._redelivery_end[tp]
             for playbook_id in self._playbooks_of({tp}):
