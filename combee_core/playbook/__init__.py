@@ -5,7 +5,7 @@ Nothing iterates over a ``set`` or a hash-ordered structure, and no randomness i
 its modules, one job each: ``value`` (ids, :class:`Playbook` and its invariants), ``similarity`` (near-duplicates
 and paraphrases), ``embedding`` (the embedder seam, the offline model, the cache), ``conflict`` (when two rules
 contradict), ``meaning`` (the judges curation consults), ``operations`` (the operation algebra and deduplication),
-``render`` (prompt text, tokens).
+``render`` (prompt text, tokens), ``retrieval`` (the entries one task needs).
 """
 
 from combee_core.playbook.operations import MAX_MERGE_IDS, apply_operations, deduplicate, deduplication_operations
@@ -17,6 +17,7 @@ from combee_core.playbook.render import (
     render_playbook,
     section_header,
 )
+from combee_core.playbook.retrieval import DEFAULT_TOP_K, rank_for_task, render_for_task
 from combee_core.playbook.similarity import (
     NEAR_DUPLICATE_THRESHOLD,
     PARAPHRASE_MIN_JACCARD,
@@ -39,6 +40,9 @@ from combee_core.playbook.value import (
 )
 
 __all__ = [
+    "DEFAULT_TOP_K",
+    "rank_for_task",
+    "render_for_task",
     "ID_COUNTER_DIGITS",
     "ID_PREFIX_CHARS",
     "MAX_MERGE_IDS",

@@ -68,12 +68,19 @@ def render_playbook(playbook: Playbook, token_budget: int | None = None) -> Rend
     full = _render_text(playbook.entries)
     if token_budget is None or estimate_tokens(full) <= token_budget:
         return RenderedPlaybook(full, estimate_tokens(full), playbook.entry_ids, ())
+    return render_in_priority(playbook, sorted(playbook.entries, key=entry_value), token_budget)
 
-    max_chars = token_budget * 4
+
+def render_in_priority(playbook: Playbook, priority: Sequence[PlaybookEntry], token_budget: int | None
+                       ) -> RenderedPlaybook:
+    """Render the entries of ``priority`` (a subset of ``playbook``, most wanted first) within ``token_budget``:
+    taken in that order until the first that does not fit, rendered in playbook order; every other entry of the
+    playbook is listed as omitted."""
+    max_chars = token_budget * 4 if token_budget is not None else math.inf
     chosen: dict[str, None] = {}
     sections: dict[str, None] = {}
     length = 0
-    for entry in sorted(playbook.entries, key=entry_value):
+    for entry in priority:
         line = len(render_entry(entry))
         if entry.section in sections:
             extra = line + 1  # "\n" + line

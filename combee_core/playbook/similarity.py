@@ -113,7 +113,8 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 4 and word.endswith("e") else word
 
 
-def _content_words(text: ComparableText) -> frozenset[str]:
+def content_words(text: ComparableText) -> frozenset[str]:
+    """The stemmed words of a text that carry its meaning (no stop words, no negations)."""
     return frozenset(_stem(w) for w in text.vocabulary if w not in _STOPWORDS and w not in _NEGATIONS)
 
 
@@ -121,7 +122,7 @@ def paraphrase_score(a: ComparableText, b: ComparableText) -> float | None:
     """Jaccard similarity of the content words when two texts read as one lesson in other words, else ``None``."""
     if a.negations != b.negations:
         return None
-    words_a, words_b = _content_words(a), _content_words(b)
+    words_a, words_b = content_words(a), content_words(b)
     if len(words_a) < 3 or len(words_b) < 3:
         return None
     if {w for w in words_a if any(c.isdigit() for c in w)} != {w for w in words_b if any(c.isdigit() for c in w)}:
