@@ -7,8 +7,11 @@ the record (``llm_record_file``, else ``llm_record_topic``, else the run's own `
 
 from __future__ import annotations
 
+import asyncio
+import importlib
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -25,6 +28,38 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OnCall = Callable[[CallRecord], Awaitable[None] | None]
+
+LLM_LAYER = "combee_core.llm.provider"
+"""What takes seconds to import (litellm): imported off the event loop."""
+
+
+async def import_off_loop(module: str = LLM_LAYER) -> None:
+    """Import ``module`` in a daemon thread while the loop keeps going (health, the broker). Not the default
+    executor: ``asyncio.run`` joins its threads at the end, so a SIGTERM during the import would wait for it."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle(error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    def work() -> None:
+        error: BaseException | None = None
+        try:
+            importlib.import_module(module)
+        except BaseException as raised:  # handed to the awaiting task
+            error = raised
+        try:
+            loop.call_soon_threadsafe(settle, error)
+        except RuntimeError:  # the loop closed meanwhile: nobody waits any more
+            pass
+
+    threading.Thread(target=work, daemon=True, name=f"import-{module}").start()
+    await done
 
 
 def build_llm_roles(

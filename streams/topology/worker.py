@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -15,7 +14,7 @@ from combee_core.topology import enabled, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
-from streams.topology.llm_setup import OnCall, build_llm_roles, replay_responder
+from streams.topology.llm_setup import OnCall, build_llm_roles, import_off_loop, replay_responder
 from streams.topology.runtime import Stage, StageContext, start_producer
 from streams.topology.stages.aggregator import AggregatorStage
 from streams.topology.stages.batcher import BatcherStage
@@ -145,7 +144,7 @@ async def _run_stages(
 
             responder = await replay_responder(settings, ctx.bootstrap, ctx.profile, on_miss=on_miss)
         else:  # litellm takes seconds to import: in a thread, so the event loop (health, the broker) keeps going
-            await asyncio.to_thread(importlib.import_module, "combee_core.llm.provider")
+            await import_off_loop()
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     if not settings.promotion:
         stages = [name for name in stages if name not in PROMOTION_STAGES]
