@@ -53,6 +53,8 @@ class PlaybookFollower:
     decisions: list[ControlDecision] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    read_to: dict[TopicPartition, int] = field(default_factory=dict)
+    """Per partition, the offset after the last record read (``combee serve`` waits until it reaches the end)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
     _consumer: AIOKafkaConsumer | None = None
@@ -86,6 +88,8 @@ class PlaybookFollower:
             for tp, records in batch.items():
                 for record in records:
                     self._take(topics[tp.topic], record.value)
+                if records:
+                    self.read_to[tp] = records[-1].offset + 1
             if batch:
                 self._changed.set()
 
@@ -125,16 +129,20 @@ class PlaybookFollower:
             share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
             if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
                 return canary.version, list(canary.entries)
-            served = self.ledger.served(playbook_id)
-            return (served.version, list(served.entries)) if served else (0, [])
+        served = self.served(playbook_id)
+        return (served.version, list(served.entries)) if served else (0, [])
+
+    def served(self, playbook_id: str) -> PlaybookVersion | None:
+        """The version every agent outside a canary runs, as :meth:`playbook` says (None: the empty version 0)."""
+        if self.settings.promotion and not self.candidates:
+            return self.ledger.served(playbook_id)
         version = self.latest.get(playbook_id)
         decision = self.ledger.latest.get(playbook_id)
         if decision is not None and not self.candidates:
             newest = version.version if version else 0
             if served_without_promotion(self.ledger, playbook_id, self.parents.get(playbook_id, {}), newest) != newest:
-                served = decision.served
-                return (served.version, list(served.entries)) if served else (0, [])
-        return (version.version, version.entries) if version else (0, [])
+                return decision.served
+        return version
 
     def batch_size(self, playbook_id: str) -> int:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""
