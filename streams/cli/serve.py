@@ -6,9 +6,15 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from typing import TYPE_CHECKING, Any
 
 from streams.cli.flags import add_common, add_loss_grace, settings_from_args
 from streams.cli.running import broker_for, stop_on_signals
+
+if TYPE_CHECKING:
+    from combee_core.settings import CombeeSettings
+    from streams.broker.profile import BrokerProfile
+    from streams.serving.served import ServedPlaybooks
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -45,7 +51,8 @@ async def cmd_serve(args: argparse.Namespace) -> int:
         return await _serve(settings, bootstrap, profile, stop, mcp=args.mcp, http_on=http_on)
 
 
-async def _serve(settings, bootstrap, profile, stop: asyncio.Event, *, mcp: str, http_on: bool) -> int:
+async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, stop: asyncio.Event, *, mcp: str,
+                 http_on: bool) -> int:
     from combee_core.topology import Topic
     from streams.broker.watchdog import BrokerWatchdog, watching
     from streams.cli.promote import read_ledger
@@ -70,7 +77,7 @@ async def _serve(settings, bootstrap, profile, stop: asyncio.Event, *, mcp: str,
         if http_on:
             http = await running.enter_async_context(ServeHttp(settings, served))
             say(f"HTTP API on {http.url}/playbooks")
-        tasks = [asyncio.create_task(stop.wait(), name="stop")]
+        tasks: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait(), name="stop")]
         if mcp != "none":
             from streams.serving.mcp_server import PlaybookMcp
 
@@ -91,14 +98,15 @@ async def _serve(settings, bootstrap, profile, stop: asyncio.Event, *, mcp: str,
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         for task in done:
-            if task.get_name() != "stop" and not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # type: ignore[misc]
+            error = None if task.get_name() == "stop" or task.cancelled() else task.exception()
+            if error is not None:
+                raise error
     if watchdog.cause is not None:
         raise watchdog.cause
     return 0
 
 
-async def _following(served) -> None:
+async def _following(served: ServedPlaybooks) -> None:
     """Returns (raising its error) when the follower stops."""
     while True:
         served.check_following()
