@@ -11,6 +11,7 @@ token (``COMBEE_SERVE_TOKEN``) every request needs ``Authorization: Bearer <toke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 SSE_HEARTBEAT_S = 15.0
 """An event stream sends a comment line this often, so proxies and clients see it alive."""
+
+SHUTDOWN_S = 2.0
+"""On stop, open long-polls and event streams are given this long, then closed (they reconnect elsewhere)."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -68,7 +72,8 @@ class ServeHttp:
         app.router.add_get("/playbooks/{playbook_id}/versions/{version}", self.version)
         app.router.add_get("/playbooks/{playbook_id}/context", self.context)
         app.router.add_get("/playbooks/{playbook_id}/events", self.events)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
+                                     shutdown_timeout=SHUTDOWN_S)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host or self.settings.serve_host,
                            self.settings.serve_port if self.port is None else self.port)
@@ -158,7 +163,7 @@ class ServeHttp:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         last = request.headers.get("Last-Event-ID")
-        with self.served.listen() as listener:
+        with self.served.listen() as listener, contextlib.suppress(ConnectionResetError):
             while True:
                 served = self.served.served(playbook_id)
                 if served is not None and etag(served) != last:
@@ -171,6 +176,7 @@ class ServeHttp:
                     if not changed:
                         await response.write(b": alive\n\n")
                     self.served.check_following()
+        return response  # the client went away
 
     def _missing(self, playbook_id: str) -> str:
         if self.served.known(playbook_id):

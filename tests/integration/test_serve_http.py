@@ -4,7 +4,12 @@ version, a rollback served, versions kept, the context for a task within k and a
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -22,6 +27,9 @@ from tests.integration.topology_support import env_without_combee, run_settings
 pytestmark = pytest.mark.integration
 
 TASK = "the network call timed out: retry it"
+ROOT = Path(__file__).resolve().parents[2]
+STOP_WITHIN_S = 10.0
+"""As a worker: SIGTERM to exit (open event streams get 2 s, streams.serving.http.SHUTDOWN_S)."""
 
 
 async def wait_for(condition, timeout_s: float, what: str) -> None:
@@ -135,3 +143,37 @@ async def test_serve_refuses_to_bind_beyond_loopback_without_a_token(kafka, uniq
                                    "--host", "0.0.0.0", "--port", "0", env=env_without_combee())
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and "COMBEE_SERVE_TOKEN" in err
+
+
+async def test_serve_stops_on_sigterm_with_an_event_stream_open(kafka, unique_prefix):
+    settings = run_settings(unique_prefix)
+    await create_run_topics(settings, kafka)
+    await publish_versions(settings, kafka, make_version(1))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "streams.cli", "serve", "--port", "0", "--bootstrap", kafka.bootstrap, "--prefix",
+        unique_prefix, cwd=str(ROOT), env=env_without_combee(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        url = await announced(process, r"HTTP API on (\S+)/playbooks")
+        async with aiohttp.ClientSession(url) as client, client.get("/playbooks/pb/events") as response:
+            assert (await asyncio.wait_for(response.content.readline(), 30)).startswith(b"event: version")
+            process.send_signal(signal.SIGTERM)
+            started = time.monotonic()
+            assert await asyncio.wait_for(process.wait(), 30) == 0
+        assert time.monotonic() - started < STOP_WITHIN_S
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def announced(process: asyncio.subprocess.Process, pattern: str) -> str:
+    """What ``combee serve`` says on stderr once it listens (the group of ``pattern``)."""
+    assert process.stderr is not None
+    seen = []
+    while True:
+        line = (await asyncio.wait_for(process.stderr.readline(), 120)).decode()
+        assert line, f"combee serve exited: {''.join(seen)}"
+        seen.append(line)
+        found = re.search(pattern, line)
+        if found:
+            return found.group(1)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ from mcp.client.subscriptions import ResourceUpdated
 from combee_core.playbook import rank_for_task
 from combee_core.serving import as_playbook
 from tests.integration.serve_support import create_run_topics, make_version, publish_versions
+from tests.integration.test_serve_http import announced
 from tests.integration.topology_support import env_without_combee, run_settings
 
 pytestmark = pytest.mark.integration
@@ -100,7 +100,7 @@ async def test_mcp_over_streamable_http_needs_the_token_and_notifies(kafka, uniq
         "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix, cwd=str(ROOT), env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        url = await _announced_url(process)
+        url = await announced(process, r"MCP \(streamable HTTP\) on (\S+)")
         import httpx2
 
         unauthorised = await asyncio.to_thread(httpx2.post, url, json={})
@@ -120,15 +120,3 @@ async def test_mcp_over_streamable_http_needs_the_token_and_notifies(kafka, uniq
             process.terminate()
         await asyncio.wait_for(process.wait(), 30)
 
-
-async def _announced_url(process: asyncio.subprocess.Process) -> str:
-    """The MCP URL ``combee serve`` prints on stderr once it listens."""
-    assert process.stderr is not None
-    seen = []
-    while True:
-        line = (await asyncio.wait_for(process.stderr.readline(), 120)).decode()
-        assert line, f"combee serve exited: {''.join(seen)}"
-        seen.append(line)
-        found = re.search(r"MCP \(streamable HTTP\) on (\S+)", line)
-        if found:
-            return found.group(1)
