@@ -63,7 +63,7 @@ class ServedPlaybooks:
         self.settings = settings
         self.table = ServedTable(keep=settings.serve_keep_versions)
         self.follower = PlaybookFollower(settings, bootstrap, profile, on_version=self._on_version,
-                                         on_promotion=self._on_promotion)
+                                         on_promotion=self._on_promotion, history=False)
         self._bootstrap, self._profile = bootstrap, profile
         self._catch_up_timeout_s = catch_up_timeout_s
         self._listeners: set[Listener] = set()

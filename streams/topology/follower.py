@@ -45,6 +45,9 @@ class PlaybookFollower:
     """Called for each decision on the promoted topic that counts."""
     candidates: bool = False
     """Run the newest candidate even with promotion on (``--candidates``)."""
+    history: bool = True
+    """Keep ``covered``, ``dead_letters`` and ``decisions`` (what a run's waits need); False for a long-running reader
+    that needs only the served versions (``combee serve``): they grow with every trace."""
     latest: dict[str, PlaybookVersion] = field(default_factory=dict)
     parents: dict[str, dict[int, int]] = field(default_factory=dict)
     """Per playbook, version -> parent_version."""
@@ -101,7 +104,8 @@ class PlaybookFollower:
                 return  # not the next version: a fenced writer's duplicate (docs/protocol.md, "Reading versions")
             self.latest[version.playbook_id] = version
             self.parents.setdefault(version.playbook_id, {})[version.version] = version.parent_version
-            self.covered.update(version.lineage)
+            if self.history:
+                self.covered.update(version.lineage)
             if self.on_version is not None:
                 self.on_version(version)
         elif topic == Topic.PROMOTED:
@@ -110,11 +114,12 @@ class PlaybookFollower:
                 self.on_promotion(promotion)
         elif topic == Topic.CONTROL:
             decision = ControlDecision.from_json_bytes(value)
-            self.decisions.append(decision)
+            if self.history:
+                self.decisions.append(decision)
             self.batch_sizes[decision.playbook_id] = decision.batch_size
             if self.on_decision is not None:
                 self.on_decision(decision)
-        else:
+        elif self.history:
             letter = DeadLetter.from_json_bytes(value)
             self.dead_letters.append(letter)
             if letter.trace_id:

@@ -177,3 +177,21 @@ async def announced(process: asyncio.subprocess.Process, pattern: str) -> str:
         found = re.search(pattern, line)
         if found:
             return found.group(1)
+
+
+async def test_with_promotion_on_the_promoted_version_is_served_not_the_newest(kafka, unique_prefix):
+    settings = run_settings(unique_prefix, serve_port=0, promotion=True)
+    await create_run_topics(settings, kafka)
+    await publish_versions(settings, kafka, make_version(1), make_version(2))
+    async with ServedPlaybooks(settings, kafka.bootstrap, kafka.profile) as served, \
+            ServeHttp(settings, served) as http, aiohttp.ClientSession(http.url) as client:
+        async with client.get("/playbooks/pb") as response:
+            assert response.status == 404, "no candidate is promoted yet"
+            nothing = response.headers["ETag"]
+        poll = asyncio.create_task(client.get("/playbooks/pb?wait=60", headers={"If-None-Match": nothing}))
+        await operator_act(settings, kafka.bootstrap, kafka.profile, "pb", "operator-promote", 1, why="test")
+        async with await asyncio.wait_for(poll, 30) as response:
+            assert response.status == 200 and (await response.json())["version"] == 1
+        async with client.get("/playbooks") as response:
+            (summary,) = await response.json()
+        assert (summary["served_version"], summary["newest_version"]) == (1, 2)
