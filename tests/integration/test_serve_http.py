@@ -20,7 +20,7 @@ from combee_core.serving import as_playbook
 from streams.cli.promote import operator_act
 from streams.serving.http import ServeHttp
 from streams.serving.served import ServedPlaybooks
-from tests.integration.serve_support import create_run_topics, make_version, publish_versions
+from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from tests.integration.test_cli import _combee
 from tests.integration.topology_support import env_without_combee, run_settings
 

@@ -18,7 +18,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from combee_core.playbook import rank_for_task
 from combee_core.serving import as_playbook
-from tests.integration.serve_support import create_run_topics, make_version, publish_versions
+from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from tests.integration.test_serve_http import announced
 from tests.integration.topology_support import env_without_combee, run_settings
 

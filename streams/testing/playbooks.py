@@ -1,4 +1,4 @@
-"""Helpers for the ``combee serve`` tests: playbook versions written to a run's topics as the reducer writes them."""
+"""Playbook versions written to a run's topics as the reducer writes them (the `combee serve` tests and bench)."""
 
 from __future__ import annotations
 
