@@ -53,6 +53,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, stop: asyncio.Event, *, mcp: str,
                  http_on: bool) -> int:
+    from combee_core.serving import ServeConfigError
     from combee_core.topology import Topic
     from streams.broker.watchdog import BrokerWatchdog, watching
     from streams.cli.promote import read_ledger
@@ -79,7 +80,11 @@ async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfil
             say(f"HTTP API on {http.url}/playbooks")
         tasks: list[asyncio.Task[Any]] = [asyncio.create_task(stop.wait(), name="stop")]
         if mcp != "none":
-            from streams.serving.mcp_server import PlaybookMcp
+            try:
+                from streams.serving.mcp_server import PlaybookMcp
+            except ModuleNotFoundError as missing:
+                raise ServeConfigError(f"the MCP server needs the [serve] extra ({missing.name} is not installed): "
+                                       "pip install 'combee-streams[serve]'") from missing
 
             server = PlaybookMcp(served)
             tasks.append(asyncio.create_task(server.notify(), name="mcp-notify"))
@@ -98,9 +103,9 @@ async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfil
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
         for task in done:
-            error = None if task.get_name() == "stop" or task.cancelled() else task.exception()
-            if error is not None:
-                raise error
+            failure = None if task.get_name() == "stop" or task.cancelled() else task.exception()
+            if failure is not None:
+                raise failure
     if watchdog.cause is not None:
         raise watchdog.cause
     return 0
