@@ -312,6 +312,16 @@ class CombeeSettings(BaseModel):
         default=10_000, ge=0, description="Records of the OTLP topic the ingest-otlp group may lag behind before the "
         "receiver answers 429 with Retry-After (the pipeline cannot keep up; 0: never)."
     )
+    serve_host: str = Field(default="127.0.0.1", description="Address `combee serve` binds (HTTP and MCP over "
+                            "HTTP); beyond loopback it needs serve_token.")
+    serve_port: int = Field(default=8765, ge=0, le=65535, description="`combee serve` HTTP port (0: any free one).")
+    serve_mcp_port: int | None = Field(default=None, ge=0, le=65535, description="`combee serve` MCP streamable-HTTP "
+                                       "port (none: no MCP over HTTP; `--mcp stdio` serves MCP on stdin/stdout).")
+    serve_token: SecretStr | None = Field(default=None, description="Bearer token `combee serve` requires on every "
+                                          "request (required when it binds beyond loopback).")
+    serve_max_wait_s: float = Field(default=300.0, gt=0, description="Longest `?wait=` a long-poll may ask for.")
+    serve_keep_versions: int = Field(default=256, ge=1, description="Versions per playbook `combee serve` keeps for "
+                                     "GET /playbooks/{id}/versions/{v} (older ones: 410, read the topic).")
 
     @field_validator("kafka_bootstrap", "llm_record_file", "llm_record_topic", "batch_plan_topic",
                      "otlp_default_playbook")

@@ -22,13 +22,14 @@ from streams.cli import (
     promote,
     replay,
     schemas,
+    serve,
     status,
     tail,
     worker,
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      otlp_receiver)
+                      otlp_receiver, serve)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

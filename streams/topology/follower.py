@@ -45,6 +45,9 @@ class PlaybookFollower:
     """Called for each decision on the promoted topic that counts."""
     candidates: bool = False
     """Run the newest candidate even with promotion on (``--candidates``)."""
+    history: bool = True
+    """Keep ``covered``, ``dead_letters`` and ``decisions`` (what a run's waits need); False for a long-running reader
+    that needs only the served versions (``combee serve``): they grow with every trace."""
     latest: dict[str, PlaybookVersion] = field(default_factory=dict)
     parents: dict[str, dict[int, int]] = field(default_factory=dict)
     """Per playbook, version -> parent_version."""
@@ -53,6 +56,8 @@ class PlaybookFollower:
     decisions: list[ControlDecision] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    read_to: dict[TopicPartition, int] = field(default_factory=dict)
+    """Per partition, the offset after the last record read (``combee serve`` waits until it reaches the end)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
     _consumer: AIOKafkaConsumer | None = None
@@ -86,6 +91,8 @@ class PlaybookFollower:
             for tp, records in batch.items():
                 for record in records:
                     self._take(topics[tp.topic], record.value)
+                if records:
+                    self.read_to[tp] = records[-1].offset + 1
             if batch:
                 self._changed.set()
 
@@ -97,7 +104,8 @@ class PlaybookFollower:
                 return  # not the next version: a fenced writer's duplicate (docs/protocol.md, "Reading versions")
             self.latest[version.playbook_id] = version
             self.parents.setdefault(version.playbook_id, {})[version.version] = version.parent_version
-            self.covered.update(version.lineage)
+            if self.history:
+                self.covered.update(version.lineage)
             if self.on_version is not None:
                 self.on_version(version)
         elif topic == Topic.PROMOTED:
@@ -106,11 +114,12 @@ class PlaybookFollower:
                 self.on_promotion(promotion)
         elif topic == Topic.CONTROL:
             decision = ControlDecision.from_json_bytes(value)
-            self.decisions.append(decision)
+            if self.history:
+                self.decisions.append(decision)
             self.batch_sizes[decision.playbook_id] = decision.batch_size
             if self.on_decision is not None:
                 self.on_decision(decision)
-        else:
+        elif self.history:
             letter = DeadLetter.from_json_bytes(value)
             self.dead_letters.append(letter)
             if letter.trace_id:
@@ -125,16 +134,20 @@ class PlaybookFollower:
             share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
             if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
                 return canary.version, list(canary.entries)
-            served = self.ledger.served(playbook_id)
-            return (served.version, list(served.entries)) if served else (0, [])
+        served = self.served(playbook_id)
+        return (served.version, list(served.entries)) if served else (0, [])
+
+    def served(self, playbook_id: str) -> PlaybookVersion | None:
+        """The version every agent outside a canary runs, as :meth:`playbook` says (None: the empty version 0)."""
+        if self.settings.promotion and not self.candidates:
+            return self.ledger.served(playbook_id)
         version = self.latest.get(playbook_id)
         decision = self.ledger.latest.get(playbook_id)
         if decision is not None and not self.candidates:
             newest = version.version if version else 0
             if served_without_promotion(self.ledger, playbook_id, self.parents.get(playbook_id, {}), newest) != newest:
-                served = decision.served
-                return (served.version, list(served.entries)) if served else (0, [])
-        return (version.version, version.entries) if version else (0, [])
+                return decision.served
+        return version
 
     def batch_size(self, playbook_id: str) -> int:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""

@@ -1,0 +1,1 @@
+"""``combee serve``: the served playbook versions over HTTP and MCP (docs/serving.md)."""

@@ -1,0 +1,209 @@
+"""``combee serve``'s HTTP API (aiohttp, as the OTLP receiver): the served version of each playbook, read-only.
+
+``GET /playbooks`` lists them; ``GET /playbooks/{id}`` answers the served version (the ``PlaybookVersion`` JSON)
+with an ``ETag``: ``If-None-Match`` with the same tag is 304, and ``?wait=S`` holds the request until another version
+is served or ``S`` seconds pass (a long-poll); ``GET /playbooks/{id}/versions/{v}`` any version kept;
+``GET /playbooks/{id}/context?task=...&k=...&budget=...`` the top ``k`` entries for a task within a token budget;
+``GET /playbooks/{id}/events`` a server-sent event stream, one ``version`` event per newly served version. With a
+token (``COMBEE_SERVE_TOKEN``) every request needs ``Authorization: Bearer <token>`` (401 otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import orjson
+from aiohttp import web
+from pydantic import ValidationError
+
+from combee_core.serving import (
+    ContextQuery,
+    VersionNotKept,
+    authorized,
+    context_for_task,
+    etag,
+    etag_matches,
+    keep_waiting,
+    parse_wait,
+    summarize,
+)
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.serving.served import ServedPlaybooks
+
+log = logging.getLogger(__name__)
+
+SSE_HEARTBEAT_S = 15.0
+"""An event stream sends a comment line this often, so proxies and clients see it alive."""
+
+SHUTDOWN_S = 2.0
+"""On stop, open long-polls and event streams are given this long, then closed (they reconnect elsewhere)."""
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, message: str, **headers: str) -> web.Response:
+    return web.json_response({"error": message}, status=status, headers=headers)
+
+
+@dataclass
+class ServeHttp:
+    """``async with ServeHttp(settings, served) as http``: the API on ``settings.serve_host:serve_port``."""
+
+    settings: CombeeSettings
+    served: ServedPlaybooks
+    host: str | None = None
+    port: int | None = None
+    _runner: web.AppRunner | None = None
+
+    @property
+    def token(self) -> str | None:
+        return self.settings.serve_token.get_secret_value() if self.settings.serve_token else None
+
+    async def __aenter__(self) -> ServeHttp:
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/healthz", self.healthz)
+        app.router.add_get("/playbooks", self.playbooks)
+        app.router.add_get("/playbooks/{playbook_id}", self.playbook)
+        app.router.add_get("/playbooks/{playbook_id}/versions/{version}", self.version)
+        app.router.add_get("/playbooks/{playbook_id}/context", self.context)
+        app.router.add_get("/playbooks/{playbook_id}/events", self.events)
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
+                                     shutdown_timeout=SHUTDOWN_S)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host or self.settings.serve_host,
+                           self.settings.serve_port if self.port is None else self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        host = self.host or self.settings.serve_host
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if not authorized(request.headers.get("Authorization"), self.token):
+            return _error(401, "a bearer token is required (Authorization: Bearer <COMBEE_SERVE_TOKEN>)",
+                          **{"WWW-Authenticate": 'Bearer realm="combee"'})
+        return await handler(request)
+
+    async def healthz(self, request: web.Request) -> web.Response:
+        self.served.check_following()
+        return web.json_response({"status": "ok"})
+
+    async def playbooks(self, request: web.Request) -> web.Response:
+        table = self.served.table
+        return web.json_response([summarize(table, pid).model_dump(mode="json") for pid in table.playbook_ids()],
+                                 dumps=lambda obj: orjson.dumps(obj).decode())
+
+    async def playbook(self, request: web.Request) -> web.Response:
+        playbook_id = request.match_info["playbook_id"]
+        if_none_match = request.headers.get("If-None-Match")
+        try:
+            wait_s = parse_wait(request.query.get("wait"), self.settings.serve_max_wait_s)
+        except ValueError as error:
+            return _error(400, str(error))
+        if wait_s > 0:
+            await self.served.wait_until(
+                lambda: not keep_waiting(if_none_match, etag(self.served.served(playbook_id))), wait_s)
+        served = self.served.served(playbook_id)
+        tag = etag(served)
+        headers = {"ETag": tag, "Cache-Control": "no-cache"}
+        if etag_matches(if_none_match, tag):
+            return web.Response(status=304, headers=headers)
+        if served is None:
+            return _error(404, self._missing(playbook_id), **headers)
+        return web.Response(body=served.to_json_bytes(), content_type="application/json", headers=headers)
+
+    async def version(self, request: web.Request) -> web.Response:
+        playbook_id = request.match_info["playbook_id"]
+        try:
+            number = int(request.match_info["version"])
+        except ValueError:
+            return _error(400, f"a version is a number, got {request.match_info['version']!r}")
+        try:
+            found = self.served.table.version(playbook_id, number)
+        except VersionNotKept as error:
+            return _error(410, str(error))
+        if found is None:
+            return _error(404, f"{playbook_id} has no version {number} (newest seen: "
+                               f"v{self.served.table.newest.get(playbook_id, 0)})")
+        return web.Response(body=found.to_json_bytes(), content_type="application/json",
+                            headers={"ETag": etag(found), "Cache-Control": "max-age=31536000, immutable"})
+
+    async def context(self, request: web.Request) -> web.Response:
+        playbook_id = request.match_info["playbook_id"]
+        query = request.query
+        try:
+            numbers = {name: _integer(key, query[key]) for key, name in (("k", "k"), ("budget", "token_budget"))
+                       if query.get(key)}
+            asked = ContextQuery(playbook_id=playbook_id, task=query.get("task", ""), **numbers)
+        except (ValueError, ValidationError) as error:
+            return _error(400, _one_line(error))
+        if not self.served.known(playbook_id):
+            return _error(404, self._missing(playbook_id))
+        found = context_for_task(self.served.served(playbook_id), asked)
+        return web.Response(body=orjson.dumps(found.model_dump(mode="json")), content_type="application/json",
+                            headers={"ETag": found.etag, "Cache-Control": "no-cache"})
+
+    async def events(self, request: web.Request) -> web.StreamResponse:
+        """Server-sent events: ``event: version`` with the served version's JSON (``id:`` its ETag) now and on every
+        newly served version; a client reconnecting with ``Last-Event-ID`` gets the current one only if it differs."""
+        playbook_id = request.match_info["playbook_id"]
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        last = request.headers.get("Last-Event-ID")
+        with self.served.listen() as listener, contextlib.suppress(ConnectionResetError):
+            while True:
+                served = self.served.served(playbook_id)
+                if served is not None and etag(served) != last:
+                    last = etag(served)
+                    await response.write(f"event: version\nid: {last}\ndata: ".encode() + served.to_json_bytes()
+                                         + b"\n\n")
+                changed: set[str] = set()
+                while playbook_id not in changed:
+                    changed = await listener.next(SSE_HEARTBEAT_S)
+                    if not changed:
+                        await response.write(b": alive\n\n")
+                    self.served.check_following()
+        return response  # the client went away
+
+    def _missing(self, playbook_id: str) -> str:
+        if self.served.known(playbook_id):
+            return f"{playbook_id}: no version served yet"
+        known = ", ".join(self.served.table.playbook_ids()) or "none yet"
+        return f"no playbook {playbook_id} on {self.settings.topic(Topic.PLAYBOOK)} (known: {known})"
+
+
+def _integer(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {value!r}") from None
+
+
+def _one_line(error: Exception) -> str:
+    if isinstance(error, ValidationError):
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        name = {"token_budget": "budget"}.get(where, where)
+        return f"{name}: {first['msg']}"
+    return str(error).splitlines()[0]
+
+
+async def serve_http(settings: CombeeSettings, served: ServedPlaybooks, stop: asyncio.Event,
+                     on_ready: Callable[[ServeHttp], None] | None = None) -> None:
+    async with ServeHttp(settings, served) as http:
+        if on_ready is not None:
+            on_ready(http)
+        await stop.wait()

@@ -1,0 +1,146 @@
+"""The served version of every playbook, kept in memory from the topics (``combee serve``'s one reader).
+
+A :class:`~streams.topology.follower.PlaybookFollower` reads the playbook, control, ``promoted`` and dead-letter
+topics from their beginning and says which version is served (``PlaybookFollower.served``); each version it counts
+and each decision it applies re-reads the playbook's served version into a
+:class:`~combee_core.serving.ServedTable`, and a change wakes every :class:`Listener` (long-polls, event streams,
+the MCP notifier). A listener holds the *ids* of the playbooks that changed since it last looked, never versions,
+so a slow one costs a set the size of the playbooks, and then reads the current served version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.serving import ServedTable
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.broker.profile import BrokerProfile
+from streams.topology.follower import PlaybookFollower
+from streams.topology.runtime import consumer_config, end_offsets
+
+log = logging.getLogger(__name__)
+
+CATCH_UP_TIMEOUT_S = 120.0
+"""Longest ``combee serve`` reads the topics' existing records before answering (then it fails, one line)."""
+
+
+@dataclass(eq=False)
+class Listener:
+    """The playbooks whose served version changed since :meth:`next` last returned."""
+
+    pending: set[str] = field(default_factory=set)
+    _woken: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, playbook_id: str) -> None:
+        self.pending.add(playbook_id)
+        self._woken.set()
+
+    async def next(self, timeout_s: float | None = None) -> set[str]:
+        """The changed playbook ids (empty when ``timeout_s`` passed first)."""
+        if not self.pending:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), timeout_s)
+        changed, self.pending = self.pending, set()
+        self._woken.clear()
+        return changed
+
+
+class ServedPlaybooks:
+    """``async with ServedPlaybooks(settings, bootstrap, profile) as served``: the topics read up to their end, then
+    followed; :meth:`served` is a playbook's served version now."""
+
+    def __init__(self, settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, *,
+                 catch_up_timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
+        self.settings = settings
+        self.table = ServedTable(keep=settings.serve_keep_versions)
+        self.follower = PlaybookFollower(settings, bootstrap, profile, on_version=self._on_version,
+                                         on_promotion=self._on_promotion, history=False)
+        self._bootstrap, self._profile = bootstrap, profile
+        self._catch_up_timeout_s = catch_up_timeout_s
+        self._listeners: set[Listener] = set()
+
+    async def __aenter__(self) -> ServedPlaybooks:
+        ends = await topic_ends(self._bootstrap, self._profile,
+                                [self.settings.topic(Topic.PLAYBOOK), self.settings.topic(Topic.PROMOTED)])
+        await self.follower.__aenter__()
+        try:
+            await self.follower.wait_until(
+                lambda: all(self.follower.read_to.get(tp, 0) >= end for tp, end in ends.items()),
+                self._catch_up_timeout_s, "the playbook and promoted topics to be read to their end")
+        except BaseException:
+            await self.follower.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.follower.__aexit__(*exc)
+
+    def served(self, playbook_id: str) -> PlaybookVersion | None:
+        """The served version (None: none yet, the empty version 0)."""
+        return self.table.served.get(playbook_id)
+
+    def known(self, playbook_id: str) -> bool:
+        return playbook_id in self.table.served or playbook_id in self.table.versions
+
+    @contextlib.contextmanager
+    def listen(self) -> Iterator[Listener]:
+        listener = Listener()
+        self._listeners.add(listener)
+        try:
+            yield listener
+        finally:
+            self._listeners.discard(listener)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``condition()`` holds after a served version changed, up to ``timeout_s``; its last value."""
+        deadline = time.monotonic() + timeout_s
+        with self.listen() as listener:
+            while not condition():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.check_following()
+                await listener.next(min(remaining, 1.0))
+        return True
+
+    def check_following(self) -> None:
+        """Raise the follower's error when it stopped (a lost broker, an unreadable record)."""
+        task = self.follower._task  # noqa: SLF001 - the follower's own task, owned through this object
+        if task is not None and task.done():
+            task.result()
+            raise RuntimeError("the playbook follower stopped")
+
+    def _on_version(self, version: PlaybookVersion) -> None:
+        self.table.record(version)
+        self._refresh(version.playbook_id)
+
+    def _on_promotion(self, decision: PromotionDecision) -> None:
+        self._refresh(decision.playbook_id)
+
+    def _refresh(self, playbook_id: str) -> None:
+        served = self.follower.served(playbook_id)
+        if self.table.update(playbook_id, served):
+            log.info("%s: serving v%d", playbook_id, served.version if served else 0)
+            for listener in list(self._listeners):
+                listener.push(playbook_id)
+
+
+async def topic_ends(bootstrap: str, profile: BrokerProfile, topics: list[str]) -> dict[TopicPartition, int]:
+    """The end offset of partition 0 of each single-partition topic that exists (a missing one is left out)."""
+    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    await consumer.start()
+    try:
+        existing = await consumer.topics()
+        tps = [TopicPartition(topic, 0) for topic in topics if topic in existing]
+        return await end_offsets(consumer, profile, tps)
+    finally:
+        await consumer.stop()
