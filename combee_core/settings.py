@@ -193,6 +193,11 @@ class CombeeSettings(BaseModel):
     canary_min_traces: int = Field(
         default=20, ge=1, description="Live scored traces the canary and the incumbent each need before the verdict.",
     )
+    review_playbooks: str = Field(
+        default="", pattern=r"^[A-Za-z0-9._*,\s-]*$", description="Review mode (docs/review.md): playbooks whose new "
+        "and changed entries agents get only once a reviewer approves them (comma-separated ids, '*' for every one; "
+        "default none).",
+    )
     guard: bool = Field(
         default=True, description="With promotion off: roll a version back to its parent, and pause the playbook "
         "until `combee promote`, when its live traces do significantly worse than its parent's (combee_core/guard.py; "

@@ -1,0 +1,135 @@
+"""Review mode's pure core: decisions, the fold, the reviewed served view, replay."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from pydantic import ValidationError
+
+from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, UpdateOp, VersionStats
+from combee_core.review import (
+    entry_changes,
+    inbox,
+    items_for,
+    load_book,
+    review_on,
+    review_state,
+    reviewed_view,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def entry(entry_id: str, content: str, version: int, section: str = "general") -> PlaybookEntry:
+    return PlaybookEntry(entry_id=entry_id, section=section, content=content, created_version=version,
+                         updated_version=version)
+
+
+def version(number: int, entries: list[PlaybookEntry], pb: str = "pb") -> PlaybookVersion:
+    return PlaybookVersion(playbook_id=pb, version=number, parent_version=number - 1, batch_id=number - 1,
+                           entries=entries, next_entry_number=len(entries) + 1, operations=[], lineage=[],
+                           stats=VersionStats(batch_size=1, k=1, p=1), content_hash="h", published_at=T0)
+
+
+def decide(v: PlaybookVersion, action: str, *ids: str, note: str = "", content: str | None = None,
+           minute: int = 0, reviewer: str = "ana@host") -> ReviewDecision:
+    edit = UpdateOp(entry_id=ids[0], content=content) if content is not None else None
+    return ReviewDecision.make(playbook_id=v.playbook_id, action=action, items=items_for(v, list(ids)), note=note,
+                               edit=edit, reviewer=reviewer, decided_at=T0 + timedelta(minutes=minute))
+
+
+V1 = version(1, [entry("e1", "Check units first.", 1), entry("e2", "Round at the end.", 1)])
+V2 = version(2, [entry("e1", "Check units before computing.", 1), entry("e2", "Round at the end.", 1),
+                 entry("e3", "Sort dates ascending.", 2)])
+
+
+def served(decisions: list[ReviewDecision], v: PlaybookVersion = V2) -> dict[str, str]:
+    view = reviewed_view(v.playbook_id, v.version, v.entries, load_book(decisions))
+    return {e.entry_id: e.content for e in view.entries}
+
+
+def test_review_mode_is_per_playbook_and_off_by_default():
+    assert not review_on("", "pb")
+    assert review_on("pb, other", "pb") and not review_on("other", "pb")
+    assert review_on("*", "anything")
+
+
+def test_a_decision_id_is_a_function_of_the_record_and_a_tampered_one_is_refused():
+    a, b = decide(V1, "approve", "e1"), decide(V1, "approve", "e1")
+    assert a.decision_id == b.decision_id and a != decide(V1, "approve", "e1", minute=1)
+    forged = a.model_dump(mode="json") | {"reviewer": "mallory@host"}
+    with pytest.raises(ValidationError, match="decision_id"):
+        ReviewDecision.model_validate(forged)
+    assert ReviewDecision.from_json_bytes(a.to_json_bytes()) == a
+
+
+def test_a_rejection_needs_a_note_and_an_edit_names_the_one_entry_it_updates():
+    with pytest.raises(ValidationError, match="note"):
+        decide(V1, "reject", "e1")
+    with pytest.raises(ValidationError, match="exactly one entry"):
+        decide(V1, "edit", "e1", "e2", content="New text.")
+    with pytest.raises(KeyError, match="no entry e9"):
+        items_for(V1, ["e9"])
+
+
+def test_only_approved_entries_are_served_and_an_edit_serves_the_reviewers_text():
+    assert served([], V1) == {}
+    decisions = [decide(V1, "approve", "e1"), decide(V1, "edit", "e2", content="Round only the final answer.")]
+    view = reviewed_view("pb", 1, V1.entries, load_book(decisions))
+    assert {e.entry_id: e.content for e in view.entries} == {"e1": "Check units first.",
+                                                            "e2": "Round only the final answer."}
+    assert [(edit.entry_id, edit.reviewer) for edit in view.edits] == [("e2", "ana@host")]
+    rejected = served([decide(V1, "reject", "e1", note="too vague")], V1)
+    assert rejected == {}
+
+
+def test_a_changed_entry_keeps_its_approved_text_until_the_change_is_approved():
+    approved_v1 = [decide(V1, "approve", "e1", "e2")]  # bulk
+    assert served(approved_v1) == {"e1": "Check units first.", "e2": "Round at the end."}  # e3 withheld, e1 held
+    view = reviewed_view("pb", 2, V2.entries, load_book(approved_v1))
+    assert view.withheld == ["e3"] and view.held_back == ["e1"]
+    rejected_change = [*approved_v1, decide(V2, "reject", "e1", note="worse", minute=1)]
+    assert served(rejected_change)["e1"] == "Check units first."
+    approved_change = [*rejected_change, decide(V2, "approve", "e1", "e3", minute=2)]
+    assert served(approved_change) == {"e1": "Check units before computing.", "e2": "Round at the end.",
+                                       "e3": "Sort dates ascending."}
+
+
+def test_the_latest_decision_on_a_proposal_counts_and_a_resent_record_counts_once():
+    approve, reject = decide(V2, "approve", "e3"), decide(V2, "reject", "e3", note="wrong", minute=1)
+    assert served([approve, reject]) == {}
+    assert served([reject, approve]) == {"e3": "Sort dates ascending."}
+    book = load_book([approve, reject, approve])  # the re-sent approval is the same decision: it does not count again
+    assert [d.decision_id for d in book.decisions["pb"]] == [approve.decision_id, reject.decision_id]
+
+
+def test_statuses_inbox_and_rejection_rate():
+    decisions = [decide(V1, "approve", "e1", "e2"), decide(V2, "reject", "e3", note="not a rule", minute=1)]
+    state = review_state("pb", [V1, V2], V2, decisions)
+    status = {(row.entry_id, row.content): row.status for row in state.proposals}
+    assert status == {("e1", "Check units first."): "approved", ("e2", "Round at the end."): "approved",
+                      ("e1", "Check units before computing."): "proposed", ("e3", "Sort dates ascending."): "rejected"}
+    assert [row.entry_id for row in inbox(state.proposals)] == ["e1"]
+    assert state.rejection_rate == pytest.approx(1 / 3)
+    undecided = review_state("pb", [V1, V2], V2, [])
+    assert undecided.rejection_rate is None
+    superseded = {row.content: row.status for row in undecided.proposals}["Check units first."]
+    assert superseded == "superseded"
+
+
+def test_the_same_log_replays_byte_identically():
+    decisions = [decide(V1, "approve", "e1", "e2"), decide(V2, "edit", "e3", content="Sort dates newest last.",
+                                                           minute=1), decide(V2, "reject", "e1", note="no", minute=2)]
+    wire = [d.to_json_bytes() for d in decisions]
+    first = review_state("pb", [V1, V2], V2, decisions).to_json_bytes()
+    again = review_state("pb", [V1, V2], V2, [ReviewDecision.from_json_bytes(b) for b in wire]).to_json_bytes()
+    assert first == again
+    assert review_state("pb", [V1, V2], V2, decisions[:2]).to_json_bytes() != first
+
+
+def test_entry_changes_between_served_versions():
+    changes = entry_changes(V1.entries, V2.entries)
+    assert [(c.kind, c.entry_id) for c in changes] == [("changed", "e1"), ("added", "e3")]
+    assert [(c.kind, c.entry_id) for c in entry_changes(V2.entries, V1.entries)] == [("changed", "e1"),
+                                                                                    ("removed", "e3")]
