@@ -59,10 +59,13 @@ class ReviewBook:
             verdicts[(item.entry_id, item.proposal)] = (len(taken), item, decision)
         return True
 
+    def apply_json(self, value: bytes | None) -> bool:
+        """:meth:`apply` a record's value (``ValueError`` for one that is not a valid decision)."""
+        return self.apply(ReviewDecision.from_json_bytes(value))
+
     def verdict(self, playbook_id: str, entry: PlaybookEntry) -> ReviewDecision | None:
         """The decision that counts on ``entry``'s current text (None: undecided)."""
-        found = self.verdicts.get(playbook_id, {}).get((entry.entry_id, proposal_digest(entry.section,
-                                                                                        entry.content)))
+        found = self.verdicts.get(playbook_id, {}).get(_key(entry))
         return found[2] if found is not None else None
 
     def last_approved(self, playbook_id: str, entry_id: str) -> tuple[ReviewItem, ReviewDecision] | None:
@@ -161,13 +164,13 @@ def proposals(playbook_id: str, versions: Sequence[PlaybookVersion], served: Seq
               book: ReviewBook) -> list[ProposalRow]:
     """Every proposal of the playbook's versions (in order of first appearance), with its status: the decision's
     (approved, edited counts as approved; rejected), else proposed while it is the served text, else superseded."""
-    current = {(e.entry_id, proposal_digest(e.section, e.content)) for e in served}
+    current = {_key(e) for e in served}
     first: dict[tuple[str, str], tuple[PlaybookEntry, int]] = {}
     for version in versions:
         for entry in version.entries:
-            first.setdefault((entry.entry_id, proposal_digest(entry.section, entry.content)), (entry, version.version))
+            first.setdefault(_key(entry), (entry, version.version))
     for entry in served:  # a served entry is a proposal even when its version is not among ``versions``
-        first.setdefault((entry.entry_id, proposal_digest(entry.section, entry.content)), (entry, entry.updated_version))
+        first.setdefault(_key(entry), (entry, entry.updated_version))
     rows = []
     for key, (entry, seen_in) in first.items():
         found = book.verdicts.get(playbook_id, {}).get(key)
@@ -178,8 +181,13 @@ def proposals(playbook_id: str, versions: Sequence[PlaybookVersion], served: Seq
             entry_id=entry.entry_id, section=entry.section, content=entry.content, proposal=key[1],
             first_version=seen_in, status=status, current=key in current,
             decision_id=decision.decision_id if decision else None, reviewer=decision.reviewer if decision else None,
-            note=decision.note if decision else "", edited_to=decision.edit.content if decision and decision.edit else None))
+            note=decision.note if decision else "",
+            edited_to=decision.edit.content if decision and decision.edit else None))
     return rows
+
+
+def _key(entry: PlaybookEntry) -> tuple[str, str]:
+    return entry.entry_id, proposal_digest(entry.section, entry.content)
 
 
 def inbox(rows: Sequence[ProposalRow]) -> list[ProposalRow]:

@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from combee_core.guard import served_without_promotion
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
 from combee_core.promotion import PromotionLedger, in_canary
+from combee_core.review import ReviewBook, review_on, reviewed_view
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -53,6 +54,8 @@ class PlaybookFollower:
     decisions: list[ControlDecision] = field(default_factory=list)
     covered: set[str] = field(default_factory=set)
     dead_letters: list[DeadLetter] = field(default_factory=list)
+    review: ReviewBook = field(default_factory=ReviewBook)
+    """The ``review`` log (followed when ``settings.review_playbooks`` names any playbook)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
     _consumer: AIOKafkaConsumer | None = None
@@ -62,6 +65,8 @@ class PlaybookFollower:
         await consumer.start()
         self._consumer = consumer
         tps = [TopicPartition(self.settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED)]
+        if self.settings.review_playbooks:
+            tps.append(TopicPartition(self.settings.topic(Topic.REVIEW), 0))
         dlq = self.settings.topic(Topic.DLQ)
         await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
         tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
@@ -79,7 +84,7 @@ class PlaybookFollower:
             await self._consumer.stop()
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
-        followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ)
+        followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ, Topic.REVIEW)
         topics = {self.settings.topic(name): name for name in followed}
         while True:
             batch = await consumer.getmany(timeout_ms=200)
@@ -104,6 +109,8 @@ class PlaybookFollower:
             promotion = PromotionDecision.from_json_bytes(value)
             if self.ledger.apply(promotion) and self.on_promotion is not None:
                 self.on_promotion(promotion)
+        elif topic == Topic.REVIEW:
+            self.review.apply_json(value)
         elif topic == Topic.CONTROL:
             decision = ControlDecision.from_json_bytes(value)
             self.decisions.append(decision)
@@ -117,6 +124,14 @@ class PlaybookFollower:
                 self.covered.add(letter.trace_id)
 
     def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
+        """(version, entries) an agent runs: :meth:`unreviewed`, filtered to the approved entries when the playbook is
+        in review mode (``combee_core.review.reviewed_view``)."""
+        version, entries = self.unreviewed(playbook_id, agent_id)
+        if review_on(self.settings.review_playbooks, playbook_id):
+            entries = reviewed_view(playbook_id, version, entries, self.review).entries
+        return version, entries
+
+    def unreviewed(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
         """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
         agent in the canary share; else the newest version seen, unless a rollback on ``promoted`` holds it back
         (then the version it serves); (0, []) before the first."""
