@@ -14,12 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, ReviewItem, proposal_digest
+from combee_core.errors import CombeeError
+from combee_core.models import (
+    PlaybookEntry,
+    PlaybookVersion,
+    ReviewDecision,
+    ReviewItem,
+    UpdateOp,
+    first_error,
+    proposal_digest,
+)
 
 EVERY_PLAYBOOK = "*"
 
@@ -201,14 +211,36 @@ def rejection_rate(rows: Sequence[ProposalRow]) -> float | None:
     return sum(row.status == "rejected" for row in decided) / len(decided) if decided else None
 
 
+class ReviewInputError(CombeeError, ValueError):
+    """A decision that cannot be made: an entry the version lacks, a rejection without a note, ... (one line)."""
+
+
 def items_for(version: PlaybookVersion, entry_ids: Sequence[str]) -> list[ReviewItem]:
-    """The review items of ``entry_ids`` as ``version`` has them; KeyError naming an id the version lacks."""
+    """The review items of ``entry_ids`` as ``version`` has them (each once, in the order given)."""
     entries = {entry.entry_id: entry for entry in version.entries}
     missing = [entry_id for entry_id in entry_ids if entry_id not in entries]
     if missing:
-        raise KeyError(f"{version.playbook_id} v{version.version} has no entry {', '.join(missing)}")
+        raise ReviewInputError(f"{version.playbook_id} v{version.version} has no entry {', '.join(missing)}")
+    if not entry_ids:
+        raise ReviewInputError("name at least one entry")
     return [ReviewItem(entry_id=e.entry_id, version=version.version, section=e.section, content=e.content)
-            for e in (entries[entry_id] for entry_id in entry_ids)]
+            for e in (entries[entry_id] for entry_id in dict.fromkeys(entry_ids))]
+
+
+def make_decision(version: PlaybookVersion, action: str, entry_ids: Sequence[str], *, reviewer: str,
+                  decided_at: datetime, note: str = "", content: str | None = None) -> ReviewDecision:
+    """A reviewer's decision on entries of ``version``; :class:`ReviewInputError` (one line) when it cannot be."""
+    if action not in ("approve", "reject", "edit"):
+        raise ReviewInputError(f"unknown review action {action!r} (approve, reject or edit)")
+    if (action == "edit") != (content is not None):
+        raise ReviewInputError("an edit needs the new content (and only an edit takes one)")
+    items = items_for(version, entry_ids)
+    try:
+        edit = UpdateOp(entry_id=items[0].entry_id, content=content.strip()) if content is not None else None
+        return ReviewDecision.make(playbook_id=version.playbook_id, action=action, items=items, note=note.strip(),
+                                   edit=edit, reviewer=reviewer, decided_at=decided_at)
+    except ValidationError as error:
+        raise ReviewInputError(f"cannot {action}: {first_error(error)}") from error
 
 
 class ReviewState(_Frozen):

@@ -21,6 +21,7 @@ from streams.cli import (
     produce,
     promote,
     replay,
+    review,
     schemas,
     status,
     tail,
@@ -28,7 +29,7 @@ from streams.cli import (
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      otlp_receiver)
+                      review, otlp_receiver)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

@@ -9,10 +9,12 @@ from pydantic import ValidationError
 
 from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, UpdateOp, VersionStats
 from combee_core.review import (
+    ReviewInputError,
     entry_changes,
     inbox,
     items_for,
     load_book,
+    make_decision,
     review_on,
     review_state,
     reviewed_view,
@@ -69,8 +71,14 @@ def test_a_rejection_needs_a_note_and_an_edit_names_the_one_entry_it_updates():
         decide(V1, "reject", "e1")
     with pytest.raises(ValidationError, match="exactly one entry"):
         decide(V1, "edit", "e1", "e2", content="New text.")
-    with pytest.raises(KeyError, match="no entry e9"):
+    with pytest.raises(ReviewInputError, match="no entry e9"):
         items_for(V1, ["e9"])
+    with pytest.raises(ReviewInputError, match="cannot reject: .*note"):
+        make_decision(V1, "reject", ["e1"], reviewer="ana@host", decided_at=T0, note="  ")
+    with pytest.raises(ReviewInputError, match="new content"):
+        make_decision(V1, "edit", ["e1"], reviewer="ana@host", decided_at=T0)
+    bulk = make_decision(V1, "approve", ["e2", "e1", "e2"], reviewer="ana@host", decided_at=T0)
+    assert [item.entry_id for item in bulk.items] == ["e2", "e1"]
 
 
 def test_only_approved_entries_are_served_and_an_edit_serves_the_reviewers_text():
