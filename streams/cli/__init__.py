@@ -25,11 +25,12 @@ from streams.cli import (
     schemas,
     status,
     tail,
+    ui,
     worker,
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      review, otlp_receiver)
+                      review, ui, otlp_receiver)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 
