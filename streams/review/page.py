@@ -21,7 +21,7 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;pad
 text-align:left}th{font-weight:600;background:#f6f6f6}.muted{color:#777}.tag{font-size:.8em;padding:0 .4em;
 border-radius:.3em;background:#eee}.approved{background:#d8f0d8}.rejected{background:#f6d6d6}
 .proposed{background:#fff0c0}.added{color:#176117}.removed{color:#9b1c1c}.changed{color:#8a5a00}
-textarea{width:100%;font:inherit}input[type=text]{width:100%}button{margin:.1em}.flash{background:#e8f0fe;
+textarea{width:100%;font:inherit}.decide{white-space:nowrap}.decide input{width:11em}button{margin:.1em}.flash{background:#e8f0fe;
 padding:.5em;border-radius:.3em}.stats span{margin-right:1.5em}
 """
 
@@ -84,8 +84,8 @@ def _inbox(pb: str, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> st
             f"<td class=content>{_e(row.content)}<details><summary>edit</summary>"
             f"<textarea name='content:{key}' rows=2>{_e(row.content)}</textarea>"
             f"<button name=one value='edit:{key}'>Save edit</button></details></td>"
-            f"<td><button name=one value='approve:{key}'>Approve</button>"
-            f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'>"
+            f"<td class=decide><button name=one value='approve:{key}'>Approve</button> "
+            f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
     return (f"<h2>Inbox</h2><form method=post action='/p/{quote(pb)}/decide' id=inbox>"
             f"<input type=hidden name=csrf value='{_e(csrf)}'>"
@@ -114,7 +114,8 @@ def _served(snapshot: ReviewSnapshot) -> str:
         tag = (f" <span class=tag>edited by {_e(edited[entry.entry_id].reviewer)}</span>"
                if entry.entry_id in edited else "")
         tag += " <span class=tag>earlier approved text</span>" if entry.entry_id in held else ""
-        rows.append(f"<tr class=approved data-entry='{_e(entry.entry_id)}'><td>{_e(entry.entry_id)}</td>"
+        link = f"<a href='/p/{quote(view.playbook_id)}/entry/{quote(entry.entry_id)}'>{_e(entry.entry_id)}</a>"
+        rows.append(f"<tr class=approved data-entry='{_e(entry.entry_id)}'><td>{link}</td>"
                     f"<td>{_e(entry.section)}</td><td>{_e(entry.content)}{tag}</td></tr>")
     withheld = f"<p class=muted>Withheld: {_e(', '.join(view.withheld))}</p>" if view.withheld else ""
     return (f"<h2>What agents are served (v{view.version}, approved entries)</h2><table id=served>"
