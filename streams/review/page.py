@@ -21,8 +21,8 @@ table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eee;pad
 text-align:left}th{font-weight:600;background:#f6f6f6}.muted{color:#777}.tag{font-size:.8em;padding:0 .4em;
 border-radius:.3em;background:#eee}.approved{background:#d8f0d8}.rejected{background:#f6d6d6}
 .proposed{background:#fff0c0}.added{color:#176117}.removed{color:#9b1c1c}.changed{color:#8a5a00}
-textarea{width:100%;font:inherit}.decide{white-space:nowrap}.decide input{width:11em}button{margin:.1em}.flash{background:#e8f0fe;
-padding:.5em;border-radius:.3em}.stats span{margin-right:1.5em}
+textarea{width:100%;font:inherit}.decide{white-space:nowrap}.decide input{width:11em}button{margin:.1em}
+.flash{background:#e8f0fe;padding:.5em;border-radius:.3em}.stats span{margin-right:1.5em}
 """
 
 
