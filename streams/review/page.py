@@ -137,10 +137,10 @@ def _diff(snapshot: ReviewSnapshot) -> str:
 
 def _review_log(snapshot: ReviewSnapshot) -> str:
     rows = "".join(
-        f"<tr><td>{_e(d.decided_at.isoformat(timespec='seconds'))}</td><td>{_e(d.reviewer)}</td><td>{d.action}</td>"
+        f"<tr><td>{_e(d.decided_at.strftime('%Y-%m-%d %H:%M:%S'))}</td><td>{_e(d.reviewer)}</td><td>{d.action}</td>"
         f"<td>{_e(', '.join(f'{i.entry_id} (v{i.version})' for i in d.items))}</td>"
         f"<td>{_e(d.edit.content if d.edit else d.note)}</td></tr>" for d in reversed(snapshot.decisions[-50:]))
-    return ("<h2>Review decisions (newest first)</h2><table id=decisions><tr><th>when</th><th>reviewer</th>"
+    return ("<h2>Review decisions (newest first)</h2><table id=decisions><tr><th>when (UTC)</th><th>reviewer</th>"
             f"<th>action</th><th>entries</th><th>note / new text</th></tr>{rows}</table>")
 
 

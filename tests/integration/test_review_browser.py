@@ -80,7 +80,8 @@ def click_through(url: str, screenshot: str | None) -> dict:
         seen["rejection_rate"] = browser.find_element(By.ID, "rejection-rate").text
         seen["served_rows"] = {r.get_attribute("data-entry"): r.text for r in
                                browser.find_elements(By.CSS_SELECTOR, "#served tr[data-entry]")}
-        if screenshot:
+        if screenshot:  # the whole page (docs/review.md)
+            browser.set_window_size(1280, min(4000, browser.execute_script("return document.body.scrollHeight") + 40))
             browser.save_screenshot(screenshot)
         browser.find_element(By.CSS_SELECTOR, f"#served a[href$='/entry/{a}']").click()  # its provenance
         wait.until(lambda drv: drv.find_elements(By.ID, "reflections"))
