@@ -20,7 +20,8 @@ ALLOWED = {
     "local_model": {"broker"},
     "testing": {"topology", "broker"},
     "ingest": {"topology", "broker"},
-    "cli": {"demo", "runs", "local_model", "ingest", "topology", "broker"},
+    "review": {"topology", "broker"},
+    "cli": {"demo", "runs", "local_model", "ingest", "review", "topology", "broker"},
 }
 """Which ``streams`` packages each package may import (besides itself and ``combee_core``)."""
 
