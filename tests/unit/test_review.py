@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, UpdateOp, VersionStats
@@ -141,3 +143,47 @@ def test_entry_changes_between_served_versions():
     assert [(c.kind, c.entry_id) for c in changes] == [("changed", "e1"), ("added", "e3")]
     assert [(c.kind, c.entry_id) for c in entry_changes(V2.entries, V1.entries)] == [("changed", "e1"),
                                                                                     ("removed", "e3")]
+
+
+ACTIONS = st.sampled_from(["approve", "reject", "edit"])
+
+
+@st.composite
+def review_logs(draw):
+    """Two versions of up to 6 entries (some texts changed, some removed, some added) and decisions on them."""
+    texts = ["Check units.", "Round last.", "Cite sources.", "Sort dates.", "Show steps.", "Quote errors."]
+    first = [entry(f"e{i}", texts[i], 1) for i in range(draw(st.integers(1, 6)))]
+    second = []
+    for e in first:
+        fate = draw(st.sampled_from(["same", "changed", "removed"]))
+        if fate != "removed":
+            second.append(e if fate == "same" else entry(e.entry_id, e.content + " Always.", 1))
+    second += [entry(f"n{i}", f"New lesson {i}.", 2) for i in range(draw(st.integers(0, 3)))]
+    v1, v2 = version(1, first), version(2, second)
+    decisions = []
+    for minute in range(draw(st.integers(0, 8))):
+        v = draw(st.sampled_from([v for v in (v1, v2) if v.entries]))
+        ids = draw(st.lists(st.sampled_from([e.entry_id for e in v.entries]), min_size=1, max_size=3, unique=True))
+        action = draw(ACTIONS)
+        ids = ids[:1] if action == "edit" else ids
+        decisions.append(decide(v, action, *ids, note="because" if action == "reject" else "", minute=minute,
+                                content=f"Edited {minute}." if action == "edit" else None))
+    return v1, v2, decisions
+
+
+@settings(max_examples=150, deadline=None)
+@given(review_logs(), st.randoms(use_true_random=False))
+def test_agents_get_only_approved_or_edited_texts_and_a_resent_record_changes_nothing(log, rng):
+    v1, v2, decisions = log
+    view = reviewed_view("pb", 2, v2.entries, load_book(decisions))
+    approved = {(i.entry_id, i.section, d.edit.content if d.edit else i.content)
+                for d in decisions if d.action != "reject" for i in d.items}
+    assert {(e.entry_id, e.section, e.content) for e in view.entries} <= approved
+    assert [e.entry_id for e in view.entries] == [e.entry_id for e in v2.entries
+                                                  if e.entry_id not in view.withheld]
+    resent = list(decisions)
+    for d in decisions:  # a producer's retry: some records again, later in the log
+        if rng.random() < 0.5:
+            resent.insert(rng.randrange(resent.index(d) + 1, len(resent) + 1), d)
+    assert review_state("pb", [v1, v2], v2, resent).to_json_bytes() == \
+        review_state("pb", [v1, v2], v2, decisions).to_json_bytes()
