@@ -60,7 +60,7 @@ def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str,
              f"<span>inbox <b id=inbox-count>{len(waiting)}</b></span>"
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
-             _inbox(pb, waiting, reviewer, csrf),
+             _inbox(pb, state.served_version, waiting, reviewer, csrf),
              _pairs(likely_pairs([_entry(row) for row in waiting], served)),
              _served(snapshot), _diff(snapshot), _review_log(snapshot), _promotions(snapshot)]
     return _page(f"Review {pb}", "".join(parts))
@@ -71,7 +71,7 @@ def _entry(row: ProposalRow) -> PlaybookEntry:
                          created_version=row.first_version, updated_version=row.first_version)
 
 
-def _inbox(pb: str, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> str:
+def _inbox(pb: str, version: int, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> str:
     if not rows:
         return "<h2>Inbox</h2><p id=inbox-empty>Nothing waits for review.</p>"
     body = []
@@ -88,7 +88,7 @@ def _inbox(pb: str, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> st
             f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
     return (f"<h2>Inbox</h2><form method=post action='/p/{quote(pb)}/decide' id=inbox>"
-            f"<input type=hidden name=csrf value='{_e(csrf)}'>"
+            f"<input type=hidden name=csrf value='{_e(csrf)}'><input type=hidden name=version value='{version}'>"
             f"<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' style='width:16em'></p>"
             "<table><tr><th></th><th>entry</th><th>proposed text</th><th>decide</th></tr>"
             f"{''.join(body)}</table><p>Ticked entries: <button name=bulk value=approve id=bulk-approve>Approve "

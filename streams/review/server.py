@@ -137,12 +137,14 @@ class ReviewServer:
             return _html(error_page("the form is stale or not from this page: reload it"), status=403)
         try:
             action, entries, note, content = _chosen(form)
+            shown = str(form.get("version", ""))
+            if not shown.isdigit():
+                raise ReviewInputError("the form names no version: reload the page")
             snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
-            if snapshot.served is None:
-                raise ReviewInputError(f"{pb} serves no version yet")
             reviewer = str(form.get("reviewer", "")).strip() or self.reviewer
-            decision = make_decision(snapshot.served, action, entries, reviewer=reviewer, decided_at=utc_now(),
-                                     note=note, content=content)
+            # the entries as the page showed them (the served version may have moved on since)
+            decision = make_decision(snapshot.version(int(shown)), action, entries, reviewer=reviewer,
+                                     decided_at=utc_now(), note=note, content=content)
         except ReviewInputError as error:
             return _html(error_page(str(error)), status=400)
         await write_decision(self.settings, self.bootstrap, self.profile, decision)
