@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from combee_core.models import AppliedOperation, PlaybookEntry, PlaybookVersion, Reflection
-from combee_core.playbook.meaning import Judge, LexicalJudge
+from combee_core.playbook.embedding import Embedder, EmbeddingCache
+from combee_core.playbook.meaning import Judge, LexicalJudge, SemanticJudge
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,14 @@ class LikelyPair:
     kind: Literal["same", "conflict"]
     score: float
     reason: str
+
+
+def curation_judge(embedder: Embedder | None, same_meaning: float, cache: EmbeddingCache | None = None) -> Judge:
+    """The judge curation uses under the same settings (``embedding_model``, ``same_meaning``): by meaning with an
+    embedder, else the lexical one. ``cache`` keeps vectors across calls (one per playbook)."""
+    if embedder is None:
+        return LexicalJudge()
+    return SemanticJudge(cache if cache is not None else EmbeddingCache(embedder), same_meaning)
 
 
 def likely_pairs(proposed: Sequence[PlaybookEntry], entries: Sequence[PlaybookEntry],

@@ -10,6 +10,8 @@ from html import escape
 from urllib.parse import quote
 
 from combee_core.models import PlaybookEntry, Trace
+from combee_core.playbook.embedding import EmbeddingError
+from combee_core.playbook.meaning import Judge
 from combee_core.review import ProposalRow, entry_changes, inbox
 from combee_core.review_context import HistoryRow, LikelyPair, NearReflection, likely_pairs, operations_on
 from streams.review.log import ReviewSnapshot
@@ -46,7 +48,10 @@ def error_page(message: str) -> str:
                  "<p><a href='javascript:history.back()'>Back</a></p>")
 
 
-def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "") -> str:
+def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "",
+                  judge: Judge | None = None) -> str:
+    """The playbook's review page; ``judge``: curation's (:func:`~combee_core.review_context.curation_judge`; None:
+    the lexical one)."""
     state, pb = snapshot.state, snapshot.playbook_id
     waiting = inbox(state.proposals)
     served = snapshot.served.entries if snapshot.served else []
@@ -61,7 +66,7 @@ def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str,
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
              _inbox(pb, state.served_version, waiting, reviewer, csrf),
-             _pairs(likely_pairs([_entry(row) for row in waiting], served)),
+             _pairs_or_why(waiting, served, judge),
              _served(snapshot), _diff(snapshot), _review_log(snapshot), _promotions(snapshot)]
     return _page(f"Review {pb}", "".join(parts))
 
@@ -94,6 +99,13 @@ def _inbox(pb: str, version: int, rows: Sequence[ProposalRow], reviewer: str, cs
             f"{''.join(body)}</table><p>Ticked entries: <button name=bulk value=approve id=bulk-approve>Approve "
             "selected</button> <input type=text name=bulk_note placeholder='why reject' style='width:20em'> "
             "<button name=bulk value=reject id=bulk-reject>Reject selected</button></p></form>")
+
+
+def _pairs_or_why(waiting: Sequence[ProposalRow], served: Sequence[PlaybookEntry], judge: Judge | None) -> str:
+    try:
+        return _pairs(likely_pairs([_entry(row) for row in waiting], served, judge))
+    except EmbeddingError as error:  # the page still serves its reviewers without the judge
+        return f"<h2>Likely duplicates and conflicts</h2><p class=muted>Not judged: {_e(error)}</p>"
 
 
 def _pairs(pairs: Sequence[LikelyPair]) -> str:

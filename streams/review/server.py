@@ -18,8 +18,10 @@ from multidict import MultiDictProxy
 
 from combee_core.errors import CombeeError
 from combee_core.models import utc_now
+from combee_core.playbook.embedding import Embedder, EmbeddingCache, embedder_from
+from combee_core.playbook.meaning import Judge
 from combee_core.review import ReviewInputError, make_decision, review_on
-from combee_core.review_context import closest_reflections, entry_history, making_version
+from combee_core.review_context import closest_reflections, curation_judge, entry_history, making_version
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision
@@ -62,6 +64,10 @@ class ReviewServer:
     token: str | None = None
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     _runner: web.AppRunner | None = None
+    _embedder: tuple[Embedder | None] | None = None
+    """(curation's embedder, or None for the lexical judge), once made."""
+    _embeddings: dict[str, EmbeddingCache] = field(default_factory=dict)
+    """Per playbook, the vectors of the texts judged so far (curation's embedder, made on first use)."""
 
     def __post_init__(self) -> None:
         check_bind(self.host, self.token)
@@ -114,7 +120,16 @@ class ReviewServer:
         pb = request.match_info["pb"]
         snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
         return _html(playbook_page(snapshot, review_mode=review_on(self.settings.review_playbooks, pb),
-                                   reviewer=self.reviewer, csrf=self.csrf, flash=request.query.get("done", "")))
+                                   reviewer=self.reviewer, csrf=self.csrf, flash=request.query.get("done", ""),
+                                   judge=self._judge(pb)))
+
+    def _judge(self, playbook_id: str) -> Judge:
+        """Curation's judge for ``playbook_id`` (the embedder made once), its vectors kept between pages."""
+        if self._embedder is None:
+            self._embedder = (embedder_from(self.settings),)
+        embedder = self._embedder[0]
+        cache = self._embeddings.setdefault(playbook_id, EmbeddingCache(embedder)) if embedder else None
+        return curation_judge(embedder, self.settings.same_meaning, cache)
 
     async def entry(self, request: web.Request) -> web.Response:
         pb, entry_id = request.match_info["pb"], request.match_info["entry"]

@@ -187,3 +187,26 @@ def test_agents_get_only_approved_or_edited_texts_and_a_resent_record_changes_no
             resent.insert(rng.randrange(resent.index(d) + 1, len(resent) + 1), d)
     assert review_state("pb", [v1, v2], v2, resent).to_json_bytes() == \
         review_state("pb", [v1, v2], v2, decisions).to_json_bytes()
+
+
+def test_history_provenance_ranking_and_likely_pairs():
+    from combee_core.models import Insight, Reflection
+    from combee_core.playbook.meaning import LexicalJudge
+    from combee_core.review_context import closest_reflections, entry_history, likely_pairs, making_version
+
+    v3 = version(3, [entry("e2", "Round at the end.", 1), entry("e3", "Sort dates ascending.", 2)])
+    assert [(h.version, h.change) for h in entry_history([V1, V2, v3], "e1")] == [(1, "added"), (2, "changed"),
+                                                                                  (3, "removed")]
+    assert making_version([V1, V2, v3], V2.entries[0]) is V2
+    reflections = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=1,
+                              insights=[Insight(section="general", content=text)], model="sim")
+                   for i, text in enumerate(["Cite every source.", "Check units before computing."])]
+    assert [n.reflection.reflection_id for n in closest_reflections("Check units before computing.", reflections)] \
+        == ["r1", "r0"]
+    served = [entry("s1", "Always sort the dates in ascending order before comparing them.", 1),
+              entry("s2", "Check the units of every quantity before computing.", 1)]
+    proposed = [entry("p1", "Always sort the dates in descending order before comparing them.", 2),
+                entry("p2", "Check the units of every quantity before computing anything.", 2),
+                entry("p3", "Cite the source of every figure.", 2)]
+    pairs = {(p.entry_id, p.other_id): p.kind for p in likely_pairs(proposed, served, LexicalJudge())}
+    assert pairs == {("p1", "s1"): "conflict", ("p2", "s2"): "same"}
