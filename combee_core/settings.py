@@ -193,6 +193,16 @@ class CombeeSettings(BaseModel):
     canary_min_traces: int = Field(
         default=20, ge=1, description="Live scored traces the canary and the incumbent each need before the verdict.",
     )
+    review_playbooks: str = Field(
+        default="", pattern=r"^[A-Za-z0-9._*,\s-]*$", description="Review mode (docs/review.md): playbooks whose new "
+        "and changed entries agents get only once a reviewer approves them (comma-separated ids, '*' for every one; "
+        "default none).",
+    )
+    ui_host: str = Field(default="127.0.0.1", description="Address `combee ui` binds: loopback by default; any other "
+                         "needs ui_token.")
+    ui_port: int = Field(default=8765, ge=0, le=65535, description="Port of `combee ui` (0: any free one).")
+    ui_token: SecretStr | None = Field(default=None, description="Token every request to `combee ui` must carry "
+                                       "(required to bind beyond loopback).")
     guard: bool = Field(
         default=True, description="With promotion off: roll a version back to its parent, and pause the playbook "
         "until `combee promote`, when its live traces do significantly worse than its parent's (combee_core/guard.py; "

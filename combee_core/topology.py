@@ -31,6 +31,7 @@ from combee_core.models import (
     PlaybookVersion,
     PromotionDecision,
     Reflection,
+    ReviewDecision,
     ShuffledReflection,
     Trace,
     ViewCheckpoint,
@@ -55,6 +56,7 @@ class Topic(StrEnum):
     EVAL_REQUESTS = "eval-requests"
     EVAL_RESULTS = "eval-results"
     PROMOTED = "promoted"
+    REVIEW = "review"
     OTLP_SPANS = "otlp_spans"
 
 
@@ -120,6 +122,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True),
     TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
     TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",
+              state=True),
+    TopicSpec(Topic.REVIEW, ReviewDecision, "playbook_id", False, external="combee review / combee ui (reviewers)",
               state=True),
     TopicSpec(Topic.OTLP_SPANS, None, "OTel trace id (or none)", True,
               external="the OpenTelemetry Collector's Kafka exporter, combee otlp-receiver", validated_on_read=False,

@@ -9,7 +9,7 @@ exception: it has no ``schema_version`` and is not strict.)
 
 One module per job: ``base`` (the base class, field types, JSON helpers), ``traces``, ``reflections``,
 ``operations`` (and partial updates), ``batches``, ``versions``, ``control``, ``dead_letters``, ``checkpoints``,
-``llm_calls``, ``promotion``. Import from ``combee_core.models``.
+``llm_calls``, ``promotion``, ``review``. Import from ``combee_core.models``.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ from combee_core.models.promotion import (
     entries_digest,
 )
 from combee_core.models.reflections import EntryTag, Insight, Reflection, ShuffledReflection
+from combee_core.models.review import ReviewDecision, ReviewItem, proposal_digest
 from combee_core.models.traces import MetadataValue, Trace, TraceStep
 from combee_core.models.versions import PlaybookEntry, PlaybookVersion, VersionStats
 
@@ -108,6 +109,8 @@ __all__ = [
     "PromotionDecision",
     "ProposerModels",
     "Reflection",
+    "ReviewDecision",
+    "ReviewItem",
     "Role",
     "SectionName",
     "ShuffledReflection",
@@ -125,4 +128,5 @@ __all__ = [
     "entries_digest",
     "first_error",
     "utc_now",
+    "proposal_digest",
 ]

@@ -21,15 +21,17 @@ from streams.cli import (
     produce,
     promote,
     replay,
+    review,
     schemas,
     serve,
     status,
     tail,
+    ui,
     worker,
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      otlp_receiver, serve)
+                      review, ui, otlp_receiver, serve)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

@@ -63,7 +63,8 @@ class ServedPlaybooks:
         self.settings = settings
         self.table = ServedTable(keep=settings.serve_keep_versions)
         self.follower = PlaybookFollower(settings, bootstrap, profile, on_version=self._on_version,
-                                         on_promotion=self._on_promotion, history=False)
+                                         on_promotion=self._on_promotion, on_review=self._refresh,
+                                         history=False)
         self._bootstrap, self._profile = bootstrap, profile
         self._catch_up_timeout_s = catch_up_timeout_s
         self._listeners: set[Listener] = set()
@@ -127,7 +128,7 @@ class ServedPlaybooks:
         self._refresh(decision.playbook_id)
 
     def _refresh(self, playbook_id: str) -> None:
-        served = self.follower.served(playbook_id)
+        served = self.follower.served_reviewed(playbook_id)
         if self.table.update(playbook_id, served):
             log.info("%s: serving v%d", playbook_id, served.version if served else 0)
             for listener in list(self._listeners):

@@ -13,8 +13,16 @@ from dataclasses import dataclass, field
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from combee_core.guard import served_without_promotion
-from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
+from combee_core.models import (
+    ControlDecision,
+    DeadLetter,
+    PlaybookEntry,
+    PlaybookVersion,
+    PromotionDecision,
+    ReviewDecision,
+)
 from combee_core.promotion import PromotionLedger, in_canary
+from combee_core.review import ReviewBook, review_on, reviewed_view
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -43,6 +51,8 @@ class PlaybookFollower:
     """Called while waiting; raises if what should produce the awaited records has died (e.g. the worker)."""
     on_promotion: Callable[[PromotionDecision], None] | None = None
     """Called for each decision on the promoted topic that counts."""
+    on_review: Callable[[str], None] | None = None
+    """Called with the playbook id of each review decision that counts."""
     candidates: bool = False
     """Run the newest candidate even with promotion on (``--candidates``)."""
     history: bool = True
@@ -58,6 +68,8 @@ class PlaybookFollower:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     read_to: dict[TopicPartition, int] = field(default_factory=dict)
     """Per partition, the offset after the last record read (``combee serve`` waits until it reaches the end)."""
+    review: ReviewBook = field(default_factory=ReviewBook)
+    """The ``review`` log (followed when ``settings.review_playbooks`` names any playbook)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
     _consumer: AIOKafkaConsumer | None = None
@@ -67,6 +79,8 @@ class PlaybookFollower:
         await consumer.start()
         self._consumer = consumer
         tps = [TopicPartition(self.settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED)]
+        if self.settings.review_playbooks:
+            tps.append(TopicPartition(self.settings.topic(Topic.REVIEW), 0))
         dlq = self.settings.topic(Topic.DLQ)
         await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
         tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
@@ -84,7 +98,7 @@ class PlaybookFollower:
             await self._consumer.stop()
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
-        followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ)
+        followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ, Topic.REVIEW)
         topics = {self.settings.topic(name): name for name in followed}
         while True:
             batch = await consumer.getmany(timeout_ms=200)
@@ -112,6 +126,10 @@ class PlaybookFollower:
             promotion = PromotionDecision.from_json_bytes(value)
             if self.ledger.apply(promotion) and self.on_promotion is not None:
                 self.on_promotion(promotion)
+        elif topic == Topic.REVIEW:
+            review = ReviewDecision.from_json_bytes(value)
+            if self.review.apply(review) and self.on_review is not None:
+                self.on_review(review.playbook_id)
         elif topic == Topic.CONTROL:
             decision = ControlDecision.from_json_bytes(value)
             if self.history:
@@ -126,6 +144,14 @@ class PlaybookFollower:
                 self.covered.add(letter.trace_id)
 
     def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
+        """(version, entries) an agent runs: :meth:`unreviewed`, filtered to the approved entries when the playbook is
+        in review mode (``combee_core.review.reviewed_view``)."""
+        version, entries = self.unreviewed(playbook_id, agent_id)
+        if review_on(self.settings.review_playbooks, playbook_id):
+            entries = reviewed_view(playbook_id, version, entries, self.review).entries
+        return version, entries
+
+    def unreviewed(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
         """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
         agent in the canary share; else the newest version seen, unless a rollback on ``promoted`` holds it back
         (then the version it serves); (0, []) before the first."""
@@ -136,6 +162,14 @@ class PlaybookFollower:
                 return canary.version, list(canary.entries)
         served = self.served(playbook_id)
         return (served.version, list(served.entries)) if served else (0, [])
+
+    def served_reviewed(self, playbook_id: str) -> PlaybookVersion | None:
+        """:meth:`served`, with only the approved entries when the playbook is in review mode."""
+        served = self.served(playbook_id)
+        if served is None or not review_on(self.settings.review_playbooks, playbook_id):
+            return served
+        view = reviewed_view(playbook_id, served.version, served.entries, self.review)
+        return served.model_copy(update={"entries": view.entries})
 
     def served(self, playbook_id: str) -> PlaybookVersion | None:
         """The version every agent outside a canary runs, as :meth:`playbook` says (None: the empty version 0)."""

@@ -21,7 +21,8 @@ ALLOWED = {
     "testing": {"topology", "broker"},
     "ingest": {"topology", "broker"},
     "serving": {"topology", "broker"},
-    "cli": {"demo", "runs", "local_model", "ingest", "serving", "topology", "broker"},
+    "review": {"topology", "broker"},
+    "cli": {"demo", "runs", "local_model", "ingest", "serving", "review", "topology", "broker"},
 }
 """Which ``streams`` packages each package may import (besides itself and ``combee_core``)."""
 

@@ -1,0 +1,127 @@
+"""The review side's reads and writes on the broker: a playbook's versions, promotion and review decisions read from
+their topics (:class:`ReviewSnapshot`), a decision written to ``review``, and the records behind an entry."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from combee_core.log_order import valid_versions
+from combee_core.models import CombeeModel, PlaybookVersion, PromotionDecision, Reflection, ReviewDecision, Trace
+from combee_core.promotion import load_ledger
+from combee_core.review import ReviewInputError, ReviewState, review_state
+from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
+from streams.broker.profile import BrokerProfile
+
+M = TypeVar("M", bound=CombeeModel)
+
+
+@dataclass(frozen=True)
+class ReviewSnapshot:
+    """One playbook as its topics hold it now, and the review fold over it."""
+
+    playbook_id: str
+    versions: list[PlaybookVersion]
+    promotions: list[PromotionDecision]
+    decisions: list[ReviewDecision]
+    served: PlaybookVersion | None
+    previous: PlaybookVersion | None
+    """The version served before ``served`` (with promotion: the previous pointer; else its parent)."""
+    state: ReviewState
+
+    def version(self, number: int) -> PlaybookVersion:
+        for version in self.versions:
+            if version.version == number:
+                return version
+        raise ReviewInputError(f"{self.playbook_id} has no version {number} (it has 1..{len(self.versions)})")
+
+
+async def _models(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, topic: Topic,
+                  model: type[M]) -> list[M]:
+    from streams.topology.runtime import read_topic  # here: `import streams.cli` must not load aiokafka
+
+    return [model.from_json_bytes(record.value)
+            for record in await read_topic(bootstrap, profile, settings.topic(topic))]
+
+
+async def playbook_ids(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> list[str]:
+    """Every playbook with a version on the ``playbook`` topic."""
+    versions = await _models(settings, bootstrap, profile, Topic.PLAYBOOK, PlaybookVersion)
+    return sorted({version.playbook_id for version in versions})
+
+
+def served_of(settings: CombeeSettings, playbook_id: str, versions: Sequence[PlaybookVersion],
+              promotions: Sequence[PromotionDecision]) -> PlaybookVersion | None:
+    """The version agents are served before review, by the followers' own rule (``PlaybookFollower.unreviewed``)."""
+    from streams.topology.follower import PlaybookFollower
+
+    follower = PlaybookFollower(settings, "", BrokerProfile.for_tansu(), ledger=load_ledger(promotions))  # no I/O
+    if versions:
+        follower.latest[playbook_id] = versions[-1]
+        follower.parents[playbook_id] = {v.version: v.parent_version for v in versions}
+    number, _ = follower.unreviewed(playbook_id)
+    by_number = {v.version: v for v in versions}
+    return by_number.get(number) if number else None
+
+
+async def read_snapshot(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
+                        playbook_id: str) -> ReviewSnapshot:
+    """Read the playbook's versions, the promotion decisions and the review log, and fold them."""
+    versions = [v for v in valid_versions(await _models(settings, bootstrap, profile, Topic.PLAYBOOK,
+                                                        PlaybookVersion)) if v.playbook_id == playbook_id]
+    promotions = [d for d in await _models(settings, bootstrap, profile, Topic.PROMOTED, PromotionDecision)
+                  if d.playbook_id == playbook_id]
+    decisions = [d for d in await _models(settings, bootstrap, profile, Topic.REVIEW, ReviewDecision)
+                 if d.playbook_id == playbook_id]
+    served = served_of(settings, playbook_id, versions, promotions)
+    ledger = load_ledger([])
+    counted = [d for d in promotions if ledger.apply(d)]
+    history = ledger.served_history.get(playbook_id, [])
+    by_number = {v.version: v for v in versions}
+    if served is None:
+        previous = None
+    elif len(history) >= 2 and history[-1] == served.version:
+        previous = by_number.get(history[-2])
+    else:
+        previous = by_number.get(served.parent_version)
+    return ReviewSnapshot(playbook_id=playbook_id, versions=versions, promotions=counted, decisions=decisions,
+                          served=served, previous=previous,
+                          state=review_state(playbook_id, versions, served, decisions))
+
+
+async def write_decision(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
+                         decision: ReviewDecision) -> None:
+    """Append ``decision`` to the ``review`` topic (acknowledged by every replica)."""
+    from streams.topology.runtime import start_producer
+
+    producer = await start_producer(bootstrap, profile)
+    try:
+        await producer.send_and_wait(settings.topic(Topic.REVIEW), decision.to_json_bytes(),
+                                     key=decision.playbook_id.encode())
+    finally:
+        await producer.stop()
+
+
+async def provenance(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
+                     trace_ids: Sequence[str]) -> tuple[list[Reflection], list[Trace]]:
+    """The reflections and traces of ``trace_ids`` (a version's lineage), read from their topics."""
+    wanted = set(trace_ids)
+    reflections = [r for r in await _models(settings, bootstrap, profile, Topic.REFLECTIONS, Reflection)
+                   if r.trace_id in wanted]
+    traces = []
+    for record in await _read(settings, bootstrap, profile, Topic.TRACES):
+        try:
+            trace = Trace.from_json_bytes(record)
+        except ValueError:
+            continue  # an invalid trace is a dead letter of the run, not provenance
+        if trace.trace_id in wanted:
+            traces.append(trace)
+    return reflections, traces
+
+
+async def _read(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, topic: Topic) -> list[bytes]:
+    from streams.topology.runtime import read_topic
+
+    return [record.value for record in await read_topic(bootstrap, profile, settings.topic(topic))]

@@ -1,0 +1,186 @@
+"""The review web server (``combee ui``): an aiohttp app that reads the topics at each request and writes decisions
+to ``review``. Loopback by default; bound to any other address it refuses to start without a token
+(``COMBEE_UI_TOKEN``), and then every request must carry it (``?token=`` once, kept in a cookie, or
+``Authorization: Bearer``). Every form carries a per-process secret, so another site cannot post decisions."""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import secrets
+from dataclasses import dataclass, field
+from urllib.parse import quote
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from multidict import MultiDictProxy
+
+from combee_core.errors import CombeeError
+from combee_core.models import utc_now
+from combee_core.playbook.embedding import Embedder, EmbeddingCache, embedder_from
+from combee_core.playbook.meaning import Judge
+from combee_core.review import ReviewInputError, make_decision, review_on
+from combee_core.review_context import closest_reflections, curation_judge, entry_history, making_version
+from combee_core.settings import CombeeSettings
+from streams.broker.profile import BrokerProfile
+from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision
+from streams.review.page import entry_page, error_page, index_page, playbook_page, reflections_traces
+
+log = logging.getLogger(__name__)
+COOKIE = "combee_ui_token"
+
+
+class UiBindError(CombeeError, ValueError):
+    """``combee ui`` asked to listen beyond this machine without a token."""
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """:class:`UiBindError` for an address beyond loopback without a token."""
+    if not is_loopback(host) and not token:
+        raise UiBindError(f"combee ui will not listen on {host} without a token: set COMBEE_UI_TOKEN (every request "
+                          "must then carry it), or bind 127.0.0.1")
+
+
+@dataclass
+class ReviewServer:
+    """``async with ReviewServer(settings, bootstrap, profile) as server``: serves until the context ends."""
+
+    settings: CombeeSettings
+    bootstrap: str
+    profile: BrokerProfile
+    reviewer: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    token: str | None = None
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    _runner: web.AppRunner | None = None
+    _embedder: tuple[Embedder | None] | None = None
+    """(curation's embedder, or None for the lexical judge), once made."""
+    _embeddings: dict[str, EmbeddingCache] = field(default_factory=dict)
+    """Per playbook, the vectors of the texts judged so far (curation's embedder, made on first use)."""
+
+    def __post_init__(self) -> None:
+        check_bind(self.host, self.token)
+
+    async def __aenter__(self) -> ReviewServer:
+        app = web.Application(middlewares=[self._auth])
+        app.router.add_get("/", self.index)
+        app.router.add_get("/p/{pb}", self.playbook)
+        app.router.add_get("/p/{pb}/entry/{entry}", self.entry)
+        app.router.add_post("/p/{pb}/decide", self.decide)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/"
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.token is None:
+            return await handler(request)
+        given = request.query.get("token") or request.cookies.get(COOKIE) or \
+            request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
+            return web.Response(status=401, text="a token is required (COMBEE_UI_TOKEN): open the page with "
+                                "?token=...", content_type="text/plain")
+        if "token" in request.query:  # keep it in a cookie, and out of the address bar and the history
+            response = web.HTTPSeeOther(request.rel_url.with_query({k: v for k, v in request.query.items()
+                                                                   if k != "token"}))
+            response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
+            raise response
+        return await handler(request)
+
+    async def index(self, request: web.Request) -> web.Response:
+        ids = await playbook_ids(self.settings, self.bootstrap, self.profile)
+        if len(ids) == 1:
+            raise web.HTTPSeeOther(f"/p/{quote(ids[0])}")
+        return _html(index_page(ids))
+
+    async def playbook(self, request: web.Request) -> web.Response:
+        pb = request.match_info["pb"]
+        snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
+        return _html(playbook_page(snapshot, review_mode=review_on(self.settings.review_playbooks, pb),
+                                   reviewer=self.reviewer, csrf=self.csrf, flash=request.query.get("done", ""),
+                                   judge=self._judge(pb)))
+
+    def _judge(self, playbook_id: str) -> Judge:
+        """Curation's judge for ``playbook_id`` (the embedder made once), its vectors kept between pages."""
+        if self._embedder is None:
+            self._embedder = (embedder_from(self.settings),)
+        embedder = self._embedder[0]
+        cache = self._embeddings.setdefault(playbook_id, EmbeddingCache(embedder)) if embedder else None
+        return curation_judge(embedder, self.settings.same_meaning, cache)
+
+    async def entry(self, request: web.Request) -> web.Response:
+        pb, entry_id = request.match_info["pb"], request.match_info["entry"]
+        snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
+        history = entry_history(snapshot.versions, entry_id)
+        current = next((e for v in reversed(snapshot.versions) for e in v.entries if e.entry_id == entry_id), None)
+        if current is None:
+            return _html(error_page(f"{pb} has no entry {entry_id}"), status=404)
+        made = making_version(snapshot.versions, current)
+        reflections, traces = await provenance(self.settings, self.bootstrap, self.profile,
+                                               made.lineage if made else [])
+        near = closest_reflections(current.content, reflections)
+        return _html(entry_page(snapshot, entry_id, history, near, reflections_traces(near, traces),
+                                made.version if made else None))
+
+    async def decide(self, request: web.Request) -> web.Response:
+        pb = request.match_info["pb"]
+        form = await request.post()
+        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf.encode()):
+            return _html(error_page("the form is stale or not from this page: reload it"), status=403)
+        try:
+            action, entries, note, content = _chosen(form)
+            shown = str(form.get("version", ""))
+            if not shown.isdigit():
+                raise ReviewInputError("the form names no version: reload the page")
+            snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
+            reviewer = str(form.get("reviewer", "")).strip() or self.reviewer
+            # the entries as the page showed them (the served version may have moved on since)
+            decision = make_decision(snapshot.version(int(shown)), action, entries, reviewer=reviewer,
+                                     decided_at=utc_now(), note=note, content=content)
+        except ReviewInputError as error:
+            return _html(error_page(str(error)), status=400)
+        await write_decision(self.settings, self.bootstrap, self.profile, decision)
+        done = f"{decision.action} {', '.join(i.entry_id for i in decision.items)} by {decision.reviewer}"
+        raise web.HTTPSeeOther(f"/p/{quote(pb)}?done={quote(done)}")
+
+
+def _chosen(form: MultiDictProxy) -> tuple[str, list[str], str, str | None]:
+    """(action, entry ids, note, new content) from the inbox form: one entry's button, or a bulk button."""
+    one = str(form.get("one", ""))
+    if one:
+        action, _, entry_id = one.partition(":")
+        content = str(form.get(f"content:{entry_id}", "")) if action == "edit" else None
+        return action, [entry_id], str(form.get(f"note:{entry_id}", "")), content
+    action = str(form.get("bulk", ""))
+    entries = [str(value) for value in form.getall("entry", [])]
+    if not entries:
+        raise ReviewInputError("tick at least one entry for a bulk decision")
+    return action, entries, str(form.get("bulk_note", "")), None
+
+
+def _html(text: str, status: int = 200) -> web.Response:
+    return web.Response(text=text, status=status, content_type="text/html", charset="utf-8",
+                        headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"})

@@ -1,0 +1,59 @@
+"""The review page's HTML and form reading, without a broker."""
+
+from __future__ import annotations
+
+import pytest
+from multidict import MultiDict, MultiDictProxy
+
+from combee_core.review import ReviewInputError, review_state
+from streams.review.log import ReviewSnapshot
+from streams.review.page import playbook_page
+from streams.review.server import _chosen, check_bind, is_loopback
+from tests.unit.test_review import V1, V2, decide, entry, version
+
+HOSTILE = version(1, [entry("e1", "<script>alert(1)</script> & 'quotes'", 1), entry("e2", "Round last.", 1)])
+
+
+def snapshot(v, decisions) -> ReviewSnapshot:
+    return ReviewSnapshot(playbook_id="pb", versions=[v], promotions=[], decisions=decisions, served=v, previous=None,
+                          state=review_state("pb", [v], v, decisions))
+
+
+def test_entry_text_is_escaped_and_the_form_names_the_version_it_shows():
+    html = playbook_page(snapshot(HOSTILE, []), review_mode=True, reviewer="ana@host", csrf="tok")
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &#x27;quotes&#x27;" in html
+    assert "name=csrf value='tok'" in html and "name=version value='1'" in html
+    assert "id=inbox-count>2<" in html and "id=approved-count>0<" in html
+
+
+def test_the_page_shows_served_entries_edits_and_the_rejection_rate():
+    decisions = [decide(V1, "approve", "e1"), decide(V1, "edit", "e2", content="Round only at the end."),
+                 decide(V1, "reject", "e1", note="no", minute=1)]
+    html = playbook_page(snapshot(V1, decisions), review_mode=True, reviewer="ana@host", csrf="tok")
+    assert "edited by ana@host" in html and "Round only at the end." in html
+    assert "id=rejection-rate>50%<" in html and "id=approved-count>1<" in html
+    assert "review mode <b>on" in html
+    changed = snapshot(V2, [])
+    assert "id=inbox-count>3<" in playbook_page(changed, review_mode=False, reviewer="a", csrf="t")
+
+
+def form(*pairs: tuple[str, str]) -> MultiDictProxy:
+    return MultiDictProxy(MultiDict(pairs))
+
+
+def test_the_form_is_read_as_one_entrys_decision_or_a_bulk_one():
+    assert _chosen(form(("one", "reject:e2"), ("note:e2", "vague"), ("entry", "e1"))) == ("reject", ["e2"], "vague",
+                                                                                          None)
+    assert _chosen(form(("one", "edit:e1"), ("content:e1", "New."))) == ("edit", ["e1"], "", "New.")
+    assert _chosen(form(("bulk", "approve"), ("entry", "e1"), ("entry", "e3"))) == ("approve", ["e1", "e3"], "",
+                                                                                     None)
+    with pytest.raises(ReviewInputError, match="tick at least one"):
+        _chosen(form(("bulk", "approve")))
+
+
+def test_the_page_binds_beyond_loopback_only_with_a_token():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+    check_bind("0.0.0.0", "tok")
+    with pytest.raises(ValueError, match="COMBEE_UI_TOKEN"):
+        check_bind("0.0.0.0", None)
