@@ -22,7 +22,7 @@ import hashlib
 import hmac
 import re
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,7 +90,7 @@ _SECRET_SHAPES = "|".join((
     r"\bxox[abposr]-[A-Za-z0-9-]{10,}", r"\bAKIA[0-9A-Z]{16}\b", r"\bAIza[0-9A-Za-z_-]{35}", r"\bhf_[A-Za-z0-9]{30,}",
     r"(?i:\bbearer\s+)(?P<value>[A-Za-z0-9._~+/-]{12,}=*)",
     r"(?i:\b(?:api[_-]?key|access[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|"
-    r"refresh[_-]?token|token|secret|password|passwd|pwd)\b[\"']?\s*[:=]\s*[\"']?)(?P<value2>[^\s\"',;&]{6,})",
+    r"refresh[_-]?token|token|secret|password|passwd|pwd)\b[\"']?\s*[:=]\s*[\"']?)(?P<value2>[^\s\"',;&[][^\s\"',;&]{5,})",
     r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:(?P<value3>[^\s@/]+)@",
 ))
 
@@ -257,8 +257,3 @@ def redact_trace(trace: Trace, config: RedactionConfig | None = None) -> tuple[T
     redactor = Redactor(config or RedactionConfig())
     redacted = redactor.trace(trace)
     return redacted, {name: count for name, count in redactor.counts.items() if count}
-
-
-def counts_of(counts: Mapping[str, int]) -> dict[str, int]:
-    """Only the non-zero counts."""
-    return {name: count for name, count in counts.items() if count}
