@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from combee_core.models import Trace, TraceStep
+from combee_core.models import Trace
 
 SEEDED: dict[str, str] = {
     "email": "alice.smith+billing@example.com",
@@ -30,19 +30,19 @@ def seeded_trace(base: Trace, n: int = 0) -> Trace:
     learns from, so a missed redaction would reach the playbook), steps' role, content and tool, metadata keys and
     values."""
     s = SEEDED
-    return base.model_copy(update={
-        "trace_id": f"run-{n}-{s['email']}",
+    return Trace.model_validate({**base.model_dump(), **{
+        "trace_id": f"run-{n}-{s['email2']}",
         "agent_id": f"agent-{s['email2']}",
-        "task_id": f"{base.task_id}-{s['email']}",
+        "task_id": f"{base.task_id}-{s['email2']}",
         "input": f"{base.input}\nCustomer {s['email']} (phone {s['phone']}) paid with card {s['card']}.",
         "output": (f"{base.output}\nCalled {s['phone2']}; used key {s['openai']} and "
                    f"Authorization: Bearer {s['bearer']}"),
         "feedback": (f"{base.feedback}\nLESSON[strategies]: confirm the invoice with {s['email2']} or "
                      f"{s['phone3']} before refunding card {s['card2']}"),
         "steps": [*base.steps,
-                  TraceStep(role=f"user {s['email']}", content=f"password={s['password']} jwt {s['jwt']}",
-                            tool=f"lookup {s['phone']}"),
-                  TraceStep(role="tool", content=f"aws {s['aws']} github {s['github']} staff {s['employee']}")],
+                  {"role": f"user {s['email']}", "content": f"password={s['password']} jwt {s['jwt']}",
+                   "tool": f"lookup {s['phone']}"},
+                  {"role": "tool", "content": f"aws {s['aws']} github {s['github']} staff {s['employee']}"}],
         "metadata": {**base.metadata, f"contact {s['email2']}": f"card {s['card']} staff {s['employee']}",
                      "note": f"call {s['phone3']}"},
-    })
+    }})
