@@ -154,3 +154,49 @@ def test_an_otlp_request_is_redacted_in_place_but_attribute_keys_kept():
     (decoded,) = decode_spans(encoded)
     assert decoded.attributes["gen_ai.prompt"] == "card [CARD] phone [PHONE]" and decoded.name == "chat [EMAIL]"
     assert redactor.counts == {"EMAIL": 1, "CARD": 1, "PHONE": 1, "SECRET": 1, "EMPLOYEE": 0}
+
+
+async def test_the_otlp_receiver_and_ingest_otlp_redact_before_producing_when_asked():
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    import asyncio
+
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from combee_core.otlp.wire import decode_spans
+    from combee_core.processors.effects import Count, Publish
+    from combee_core.processors.otlp_ingest import OtlpIngest
+    from streams.ingest.otlp_receiver import OtlpReceiver
+    from streams.testing.otel_agent import run_agent, tracer_provider
+
+    memory = InMemorySpanExporter()
+    provider = tracer_provider(memory)
+    run_agent(provider, seeded_trace(BASE[0]))
+    settings = CombeeSettings.load(env={}, otlp_receiver_port=0, redact_before_produce=True,
+                                   redact_patterns=EMPLOYEE_PATTERN, otlp_idle_s=0.1, otlp_feedback_wait_s=0.1)
+    written: list[tuple[str, bytes]] = []
+
+    async def sink(records):
+        written.extend(records)
+
+    async with OtlpReceiver(settings, sink) as receiver:
+        exporter = OTLPSpanExporter(endpoint=receiver.url)
+        await asyncio.to_thread(exporter.export, memory.get_finished_spans())
+    assert written and [leaks for _, record in written if (leaks := [n for n, v in SEEDED.items()
+                                                                      if v.encode() in record])] == []
+    assert receiver.counters["redactions.otlp-receiver.EMAIL"] > 0
+
+    # the ingest stage's own redaction (for spans the Collector wrote raw): its traces carry placeholders only
+    raw = CombeeSettings.load(env={}, otlp_idle_s=0.1, otlp_feedback_wait_s=0.1)
+    spans = [span for span in memory.get_finished_spans()]
+    from combee_core.otlp.wire import encode_request
+    from streams.testing.otel_agent import export_request
+
+    record = encode_request(export_request(spans), "otlp_proto")
+    for redact, expect_leak in ((True, False), (False, True)):
+        ingest = OtlpIngest.from_settings(settings if redact else raw)
+        effects = ingest.take(decode_spans(record, "otlp_proto"), "t", 0.0) + ingest.tick(100.0)
+        (trace,) = [e.value for e in effects if isinstance(e, Publish)]
+        wire = trace.to_json_bytes().decode()
+        assert bool([n for n, v in SEEDED.items() if v in wire]) is expect_leak
+        assert any(isinstance(e, Count) and e.name == "redactions.ingest-otlp.EMAIL" for e in effects) is redact
