@@ -140,3 +140,12 @@ def render_view(playbook_id: str, entries: Sequence[ScopedEntry]) -> str:
             lines.append(section_header(item.entry.section))
         lines.append(_line(item.scope, item.entry))
     return "\n\n".join("\n".join(lines) for lines in blocks.values())
+
+
+def served_view(playbook_id: str, served: Mapping[str, Sequence[PlaybookEntry]], parents: Mapping[str, str],
+                token_budget: int | None = None) -> ServedView:
+    """The view an agent of ``playbook_id`` is served: its chain (:func:`scope_chain`) composed from ``served``
+    (playbook id -> the entries of the version it serves: the promoted one, else the latest; a playbook with no
+    version yet has none)."""
+    return compose_view([(scope, served.get(scope, ())) for scope in scope_chain(playbook_id, parents)],
+                        token_budget)
