@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from combee_core.errors import CombeeError
 from combee_core.models import PlaybookEntry
-from combee_core.playbook import Playbook, render_entry, section_header
+from combee_core.playbook import Playbook, make_entry_id, normalise_text, render_entry, section_header
 from combee_core.playbook.render import estimate_tokens
 from combee_core.playbook.value import entry_value
 
@@ -81,6 +81,8 @@ class ServedView:
     text: str
     tokens: int
     omitted: tuple[str, ...]
+    shadowed: tuple[str, ...] = ()
+    """Qualified ids of ancestors' entries not repeated: a nearer scope holds the same text (a lifted lesson)."""
 
 
 def _inherited(scope: str) -> str:
@@ -105,9 +107,15 @@ def compose_view(chain: Sequence[tuple[str, Sequence[PlaybookEntry]]], token_bud
     sections: set[tuple[str, str]] = set()
     blocks: set[str] = set()
     omitted: list[str] = []
+    shadowed: list[str] = []
+    nearer: set[str] = set()
     length, full = 0, False
     for index, (scope, entries) in enumerate(ordered):
+        texts = {normalise_text(entry.content) for entry in entries}
         for entry in sorted(entries, key=entry_value):
+            if normalise_text(entry.content) in nearer:
+                shadowed.append(f"{scope}/{entry.entry_id}")
+                continue
             extra = len(_line(scope, entry)) + 1
             if (scope, entry.section) not in sections:
                 extra += len(section_header(entry.section)) + 1
@@ -121,11 +129,12 @@ def compose_view(chain: Sequence[tuple[str, Sequence[PlaybookEntry]]], token_bud
             kept.add((scope, entry.entry_id))
             sections.add((scope, entry.section))
             blocks.add(scope)
+        nearer |= texts
     chosen = tuple(ScopedEntry(scope, entry) for scope, entries in ordered for entry in entries
                    if (scope, entry.entry_id) in kept)
     text = render_view(chain[0][0], chosen)
     return ServedView(chain[0][0], tuple(scope for scope, _ in chain), chosen, text, estimate_tokens(text),
-                      tuple(omitted))
+                      tuple(omitted), tuple(shadowed))
 
 
 def render_view(playbook_id: str, entries: Sequence[ScopedEntry]) -> str:
@@ -149,3 +158,25 @@ def served_view(playbook_id: str, served: Mapping[str, Sequence[PlaybookEntry]],
     version yet has none)."""
     return compose_view([(scope, served.get(scope, ())) for scope in scope_chain(playbook_id, parents)],
                         token_budget)
+
+
+def lift_entries(child: Sequence[PlaybookEntry], entry_ids: Sequence[str], parent: Sequence[PlaybookEntry],
+                 next_entry_number: int, version: int) -> list[PlaybookEntry]:
+    """The parent's next entries with copies of the chosen child entries: new ids from the parent's counter
+    (``next_entry_number``), made in ``version``, counters reset (the child's evidence is not the parent's). An entry
+    whose text the parent already holds is not copied again; raises :class:`ScopeError` for an id the child lacks."""
+    by_id = {entry.entry_id: entry for entry in child}
+    missing = [entry_id for entry_id in entry_ids if entry_id not in by_id]
+    if missing:
+        raise ScopeError(f"the child playbook has no entry {', '.join(missing)}")
+    held = {normalise_text(entry.content) for entry in parent}
+    lifted = list(parent)
+    for entry_id in dict.fromkeys(entry_ids):
+        entry = by_id[entry_id]
+        if normalise_text(entry.content) in held:
+            continue
+        held.add(normalise_text(entry.content))
+        lifted.append(PlaybookEntry(entry_id=make_entry_id(entry.section, next_entry_number), section=entry.section,
+                                    content=entry.content, created_version=version, updated_version=version))
+        next_entry_number += 1
+    return lifted

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from combee_core.models import PlaybookEntry
 from combee_core.playbook import estimate_tokens, make_entry_id
-from combee_core.scopes import ScopeError, compose_view, parse_parents, render_view, scope_chain
+from combee_core.scopes import ScopeError, compose_view, lift_entries, parse_parents, render_view, scope_chain
 from combee_core.settings import CombeeSettings, SettingsError
 
 
@@ -71,6 +71,20 @@ def test_the_composed_text_is_within_the_budget_and_never_holds_a_parent_entry_w
              ("p", [entry("s", i + 1, text) for i, text in enumerate(parent)])]
     view = compose_view(chain, token_budget=budget)
     assert view.tokens <= budget and view.text == render_view("c", view.entries)
-    assert len(view.entries) + len(view.omitted) == len(child) + len(parent)
+    assert len(view.entries) + len(view.omitted) + len(view.shadowed) == len(child) + len(parent)
     if any(name.startswith("c/") for name in view.omitted):
         assert all(item.scope == "c" for item in view.entries)
+
+
+def test_a_lifted_lesson_is_added_to_the_parent_once_and_not_repeated_in_the_childs_view():
+    lifted = lift_entries(CHILD, ["str-00001", "str-00001"], PARENT, next_entry_number=3, version=5)
+    assert [e.entry_id for e in lifted] == ["str-00001", "str-00002", "str-00003"]
+    new = lifted[-1]
+    assert new.content == CHILD[0].content and (new.helpful, new.created_version) == (0, 5)
+    assert lift_entries(CHILD, ["str-00001"], lifted, next_entry_number=4, version=6) == lifted  # already held
+    with pytest.raises(ScopeError, match="no entry str-09999"):
+        lift_entries(CHILD, ["str-09999"], PARENT, 3, 5)
+    view = compose_view([("tenant-a", CHILD), ("shared", lifted)])
+    assert view.shadowed == ("shared/str-00003",)
+    assert view.text.count("invoices are in euros") == 1
+    assert "invoices are in euros" in compose_view([("tenant-b", []), ("shared", lifted)]).text
