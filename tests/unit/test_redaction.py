@@ -200,3 +200,11 @@ async def test_the_otlp_receiver_and_ingest_otlp_redact_before_producing_when_as
         wire = trace.to_json_bytes().decode()
         assert bool([n for n, v in SEEDED.items() if v in wire]) is expect_leak
         assert any(isinstance(e, Count) and e.name == "redactions.ingest-otlp.EMAIL" for e in effects) is redact
+
+
+def test_redaction_counters_are_a_labelled_metric_family_by_stage_and_type():
+    from streams.topology.metrics import LABELLED_COUNTERS, split_counter
+
+    assert split_counter("redactions.reflect.EMAIL") == ("redactions", ("reflect", "EMAIL"))
+    assert split_counter("redactions.ingest-otlp.EMPLOYEE_ID") == ("redactions", ("ingest-otlp", "EMPLOYEE_ID"))
+    assert LABELLED_COUNTERS["redactions"][0] == "combee_redactions"
