@@ -333,6 +333,39 @@ class CombeeSettings(BaseModel):
     serve_keep_versions: int = Field(default=256, ge=1, description="Versions per playbook `combee serve` keeps for "
                                      "GET /playbooks/{id}/versions/{v} (older ones: 410, read the topic).")
 
+    redact: bool = Field(
+        default=True, description="Replace personal data and secrets in every text field of a trace with typed "
+        "placeholders ([EMAIL], [PHONE], [CARD], [SECRET], the user's) where traces enter the pipeline, and in dead "
+        "letters of traces and OTLP records (docs/redaction.md); the counts are metrics, the values never logged.",
+    )
+    redact_detectors: str = Field(default="email,phone,card,secret", description="Built-in detectors to apply.")
+    redact_patterns: str = Field(
+        default="", description="User detectors: NAME=regex lines, or a JSON object {\"NAME\": \"regex\"}; a match "
+        "becomes [NAME]. Applied before the built-in ones.",
+    )
+    redact_salt: SecretStr = Field(
+        default=SecretStr(""), description="Key of the digest that replaces a match inside an id (trace_id, "
+        "agent_id, task_id); without one, a digest can confirm a guessed value.",
+    )
+    redact_before_produce: bool = Field(
+        default=False, description="Also redact before producing (combee produce, combee otlp-receiver, the "
+        "ingest-otlp stage, the Python client): raw traces never reach Kafka's traces topic.",
+    )
+    playbook_parents: str = Field(
+        default="", description="Scopes: child=parent pairs, comma-separated (tenant-a=shared,tenant-b=shared); an "
+        "agent of the child is served the parent's entries after its own (docs/scopes.md).",
+    )
+
+    @field_validator("redact_detectors", "redact_patterns", "playbook_parents")
+    @classmethod
+    def _parsable(cls, value: str, info: Any) -> str:
+        from combee_core import redaction, scopes
+
+        parse = {"redact_detectors": redaction.parse_detectors, "redact_patterns": redaction.parse_patterns,
+                 "playbook_parents": scopes.parse_parents}[info.field_name]
+        parse(value)
+        return value
+
     @field_validator("kafka_bootstrap", "llm_record_file", "llm_record_topic", "batch_plan_topic",
                      "otlp_default_playbook")
     @classmethod

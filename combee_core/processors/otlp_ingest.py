@@ -13,10 +13,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from combee_core.models import Trace
 from combee_core.otlp.assembler import TraceAssembler
 from combee_core.otlp.mapping import UnmappableTrace, map_trace, playbook_of, trace_id_for
 from combee_core.otlp.wire import OtlpSpan
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.redaction import RedactionConfig, RedactionError, Redactor
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 
@@ -27,6 +29,8 @@ class OtlpIngest:
 
     assembler: TraceAssembler
     default_playbook: str | None = None
+    redaction: RedactionConfig | None = None
+    """Redact each trace before it is published (``redact_before_produce``); None: published as mapped."""
     _counted: Counter[str] = field(default_factory=Counter)
 
     @classmethod
@@ -34,7 +38,9 @@ class OtlpIngest:
         return cls(TraceAssembler(idle_s=settings.otlp_idle_s, feedback_wait_s=settings.otlp_feedback_wait_s,
                                   window_s=settings.otlp_window_s, max_pending=settings.otlp_max_pending,
                                   group_by=settings.otlp_group_by),
-                   default_playbook=settings.otlp_default_playbook)
+                   default_playbook=settings.otlp_default_playbook,
+                   redaction=RedactionConfig.from_settings(settings)
+                   if settings.redact and settings.redact_before_produce else None)
 
     def take(self, spans: Sequence[OtlpSpan], token: object, now: float) -> list[Effect]:
         """One record's spans: held until their runs are ready (settled at once when it adds nothing pending)."""
@@ -50,12 +56,13 @@ class OtlpIngest:
             try:
                 trace = map_trace(run.key, run.spans, default_playbook=self.default_playbook,
                                   metadata={"otlp.feedback": run.feedback})
-            except UnmappableTrace as error:
+                trace, redacted = self._redact(trace)
+            except (UnmappableTrace, RedactionError) as error:
                 effects += [Reject(None, str(error), type(error).__name__, trace_id=trace_id_for(run.key),
                                    playbook_id=playbook_of(run.spans)),
                             Count("otlp_runs_dead_lettered")]
                 continue
-            effects += [Publish(Topic.TRACES, trace.playbook_id, trace), Count("otlp_traces")]
+            effects += [*redacted, Publish(Topic.TRACES, trace.playbook_id, trace), Count("otlp_traces")]
             if run.feedback.startswith("none"):
                 effects.append(Count("otlp_traces_without_feedback"))
         return effects + acknowledge(settled) + self._counts()
@@ -63,6 +70,14 @@ class OtlpIngest:
     def reset(self) -> list[object]:
         """Forget pending runs (partitions lost); the tokens they held must be delivered again."""
         return self.assembler.reset()
+
+    def _redact(self, trace: Trace) -> tuple[Trace, list[Effect]]:
+        """The trace redacted (when on) and a count per placeholder type put in."""
+        if self.redaction is None:
+            return trace, []
+        redactor = Redactor(self.redaction)
+        trace = redactor.trace(trace)
+        return trace, [Count(f"redactions.ingest-otlp.{name}", n) for name, n in redactor.counts.items() if n]
 
     def _counts(self) -> list[Effect]:
         """The assembler's counters since the last call, as :class:`Count` effects."""

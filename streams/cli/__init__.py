@@ -53,6 +53,8 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if verbose else os.environ.get("COMBEE_LOG_LEVEL", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    if verbose and "COMBEE_KAFKA_DEBUG" not in os.environ:  # aiokafka's DEBUG lines hold every record's raw bytes:
+        logging.getLogger("aiokafka").setLevel(logging.INFO)  # raw traces, personal data (docs/redaction.md)
     if not verbose:  # only on the handler made here (a host's own logging, e.g. pytest's, is left alone)
         from streams.cli.log_flood import limit_repeated_logs
 

@@ -30,6 +30,15 @@ def add_parser(subparsers) -> None:
                       "topics (seeding before any worker ran)")
     load.set_defaults(handler=cmd_import)
 
+    lift = actions.add_parser("lift", help="propose entries of a child playbook up to its parent (the parent's next "
+                              "version, a candidate like any other: docs/scopes.md)")
+    add_common(lift, run=False)
+    lift.add_argument("--from", dest="child", required=True, help="child playbook id")
+    lift.add_argument("--to", dest="parent", required=True, help="parent playbook id")
+    lift.add_argument("--entry", dest="entries", action="append", required=True, help="entry id of the child's "
+                      "latest version (repeat for several)")
+    lift.set_defaults(handler=cmd_lift)
+
     dump = actions.add_parser("export", help="write one version of a playbook as ACE text, JSON or Markdown")
     add_common(dump, run=False)
     dump.add_argument("--playbook", help="playbook id (optional when the run has one)")
@@ -102,6 +111,23 @@ async def cmd_import(args: argparse.Namespace) -> int:
     done = "finished an earlier import: " if result.resumed else ""
     print(f"{done}{args.playbook} v{version.version} published on {settings.topic(Topic.PLAYBOOK)}: "
           f"{len(version.entries)} entries ({result.seeded.import_id})")
+    return 0
+
+
+async def cmd_lift(args: argparse.Namespace) -> int:
+    from streams.runs.playbook_io import PlaybookIOError, lift_to_parent, require_run_topics
+
+    settings = settings_from_args(args)
+    try:
+        async with broker_for(settings, embedded=args.embedded) as (bootstrap, profile):
+            await require_run_topics(settings, bootstrap, (Topic.PLAYBOOK, Topic.BATCHES),
+                                     connection=profile.connection)
+            result = await lift_to_parent(settings, bootstrap, profile, args.child, args.parent, args.entries)
+    except PlaybookIOError as error:
+        return _fail("lift", error)
+    version = result.seeded.version
+    print(f"{args.parent} v{version.version} published with {len(version.entries)} entries, "
+          f"{len(args.entries)} proposed from {args.child} ({result.seeded.import_id})")
     return 0
 
 

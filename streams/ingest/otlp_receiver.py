@@ -22,7 +22,9 @@ from aiohttp import web
 
 from combee_core.errors import CombeeError
 from combee_core.otlp.export import WireEncoding, export_response, split_by_trace, status_body
+from combee_core.otlp.redaction import redact_message
 from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
+from combee_core.redaction import RedactionConfig, Redactor
 from combee_core.settings import CombeeSettings
 
 log = logging.getLogger(__name__)
@@ -53,8 +55,14 @@ class OtlpReceiver:
     counters: dict[str, int] = field(default_factory=dict)
     backlog: int | None = None
     """Records the ingest-otlp group has not consumed yet (None: not measured), kept by :func:`follow_backlog`."""
+    redaction: RedactionConfig | None = None
+    """Set from the settings when ``redact`` and ``redact_before_produce`` are on: requests are redacted first."""
     _inflight: int = 0
     _runner: web.AppRunner | None = None
+
+    def __post_init__(self) -> None:
+        if self.redaction is None and self.settings.redact and self.settings.redact_before_produce:
+            self.redaction = RedactionConfig.from_settings(self.settings)
 
     async def __aenter__(self) -> OtlpReceiver:
         app = web.Application(client_max_size=self.settings.otlp_max_body_bytes + 1)
@@ -105,6 +113,12 @@ class OtlpReceiver:
         except OtlpDecodeError as error:
             return self._error(encoding, 400, 3, f"unreadable request: {error}")
         split = split_by_trace(parsed)
+        if self.redaction is not None:  # redact_before_produce: raw content never reaches the OTLP topic
+            redactor = Redactor(self.redaction)
+            for _, part in split.parts:
+                redact_message(part, redactor)
+            for name, amount in redactor.counts.items():
+                self._count(f"redactions.otlp-receiver.{name}", amount)
         records = [(trace_id, encode_request(part, "otlp_proto")) for trace_id, part in split.parts]
         try:
             await asyncio.wait_for(self.sink(records), SINK_TIMEOUT_S)

@@ -10,6 +10,7 @@ from combee_core.connection import PLAINTEXT, KafkaConnection
 from combee_core.errors import CombeeError
 from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, PlaybookEntry, PlaybookVersion, utc_now
+from combee_core.scopes import ScopeError, lift_entries
 from combee_core.seed import SeededVersion, is_import_manifest, seed_version
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -99,6 +100,23 @@ async def import_playbook(
     log.info("imported %s v%d (%d entries, %s)", playbook_id, seeded.version.version, len(entries),
              seeded.import_id)
     return ImportResult(seeded, resumed)
+
+
+async def lift_to_parent(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, child: str, parent: str,
+                         entry_ids: list[str]) -> ImportResult:
+    """Propose child entries up to the parent: the parent's next version with copies of them
+    (``combee_core.scopes.lift_entries``), published through :func:`import_playbook` (so, with promotion, a candidate
+    the promoter decides on). Raises :class:`PlaybookIOError` for a child without versions or an unknown entry."""
+    versions = await read_versions(settings, bootstrap, profile)
+    source = pick_version(versions, child, None)
+    mine = [v for v in versions if v.playbook_id == parent]
+    latest = mine[-1] if mine else None
+    try:
+        entries = lift_entries(source.entries, entry_ids, latest.entries if latest else [],
+                               latest.next_entry_number if latest else 1, (latest.version if latest else 0) + 1)
+    except ScopeError as error:
+        raise PlaybookIOError(f"{child}: {error}") from error
+    return await import_playbook(settings, bootstrap, profile, parent, entries)
 
 
 async def require_run_topics(settings: CombeeSettings, bootstrap: str, names: tuple[str, ...], *,

@@ -42,6 +42,8 @@ LABELLED_COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "records_out": ("combee_records_out", "Records written to a topic by this worker.", ("topic",)),
     "dead_letters": ("combee_dead_letters", "Dead letters by stage and reason class (error_type).",
                      ("stage", "error_type")),
+    "redactions": ("combee_redactions", "Matches replaced by a placeholder (redaction), by stage and type; the "
+                   "values are never logged.", ("stage", "type")),
     "partitions_acquired": ("combee_partitions_acquired", "Partitions a stage took over (rebalances).", ("stage",)),
     "partitions_released": ("combee_partitions_released", "Partitions a stage gave up (rebalances, resets).",
                             ("stage",)),

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from combee_core.models import Trace
+from combee_core.redaction import RedactionConfig, redact_trace
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -52,8 +53,12 @@ async def produce_traces(
 
 
 async def send_traces(producer, settings: CombeeSettings, traces: Sequence[Trace]) -> None:
-    """Send with an already started producer and wait until every trace is acknowledged."""
+    """Send with an already started producer and wait until every trace is acknowledged; redacted first with
+    ``redact_before_produce`` (raw traces never reach the topic)."""
     topic = settings.topic(Topic.TRACES)
+    if settings.redact and settings.redact_before_produce:
+        config = RedactionConfig.from_settings(settings)
+        traces = [redact_trace(trace, config)[0] for trace in traces]
     for trace in traces:
         await producer.send(topic, trace.to_json_bytes(), key=trace.playbook_id.encode(),
                             headers=[("schema_version", b"1")])

@@ -5,15 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
 from combee_core.models import CombeeModel, DeadLetter
+from combee_core.redaction import RedactionConfig
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
+from streams.topology.redaction import redact_dead_letter
 
 if TYPE_CHECKING:
     from combee_core.llm.roles import LLMRoles
@@ -40,6 +43,11 @@ class StageContext:
             raise RuntimeError("this worker has no LLM roles: only the reflect, aggregate and reduce stages get them")
         return self.llm
 
+    @cached_property
+    def redaction(self) -> RedactionConfig:
+        """What redaction applies (``settings.redact*``), parsed once."""
+        return RedactionConfig.from_settings(self.settings)
+
     def count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
 
@@ -57,7 +65,9 @@ class StageContext:
         return None
 
     async def dead_letter(self, letter: DeadLetter) -> None:
-        """Publish a dead letter (always waits: a dead letter must never be lost)."""
+        """Publish a dead letter (always waits: a dead letter must never be lost), redacted before it is logged or
+        sent (``streams.topology.redaction``)."""
+        letter = redact_dead_letter(self.redaction, self.settings, self.count, letter)
         self.count("dead_letters")
         self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
         log.warning("dead letter from %s: %s", letter.stage, letter.reason)

@@ -23,6 +23,7 @@ from combee_core.topology import REFLECT
 from streams.topology.backlog import BacklogWatch
 from streams.topology.effects import perform
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
+from streams.topology.redaction import redact_trace_counted
 from streams.topology.runtime import Delivery, Stage
 
 log = logging.getLogger(__name__)
@@ -93,7 +94,8 @@ class ReflectorStage(Stage):
         return 2 * (llm.concurrency("reflector") if llm is not None else self.settings.llm_concurrency)
 
     def decode(self, raw: bytes | None) -> Trace:
-        return decode_trace(raw)
+        """The strictest reading, then redaction: the one place a trace enters the pipeline (docs/redaction.md)."""
+        return redact_trace_counted(self.ctx.redaction, self.ctx.count, self.name, decode_trace(raw))
 
     def unreadable_reason(self, error: ValueError) -> str:
         return str(error)  # decode_trace says exactly what is wrong

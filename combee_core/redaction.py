@@ -1,0 +1,259 @@
+"""Redaction at ingest (no Kafka): detectors that replace personal data and secrets with typed placeholders in every
+text field of a trace, and count what they replaced (never keeping the values).
+
+Built-in detectors, applied after the user's own patterns (so a user pattern never sees a built-in placeholder):
+
+- ``SECRET``: API keys and tokens of known shapes (``sk-...``, ``ghp_...``, ``AKIA...``, ``xoxb-...``, ...),
+  JWT-like ``eyJ...`` triples, PEM private keys, the token after ``Bearer``, the value of ``password=...``,
+  ``api_key: ...`` and the like, and the password in a ``scheme://user:password@host`` URL;
+- ``EMAIL``: ``local@domain.tld``;
+- ``CARD``: 13 to 19 digits (spaces or dashes allowed) with a card network's prefix that pass the Luhn check;
+- ``PHONE``: ``+`` and 8 to 15 digits, or a national number written in groups (``(415) 555-0134``,
+  ``020 7946 0958``).
+
+Free text gets ``[NAME]``; an identifier (``trace_id``, ``agent_id``, ``task_id``) keeps its shape and stays unique:
+a match becomes ``name-<10 hex of a keyed sha256 of the match>`` (``salt``), so resends still deduplicate.
+``playbook_id`` (the routing key, chosen by the operator), numbers and timestamps are not text and are kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from combee_core import limits
+from combee_core.errors import CombeeError
+from combee_core.models import DeadLetter, Trace
+from combee_core.models.base import first_error
+
+BUILT_IN = ("email", "phone", "card", "secret")
+IDENTIFIER_FIELDS = frozenset({"trace_id", "agent_id", "task_id"})
+KEPT_FIELDS = frozenset({"playbook_id", "schema_version"})
+_NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
+
+
+class RedactionError(CombeeError, ValueError):
+    """Redaction could not be applied (a bad pattern, or a trace over a limit once redacted)."""
+
+
+@dataclass(frozen=True)
+class Detector:
+    """One kind of data: matches of ``pattern`` (its ``value`` group when it has one) that pass ``check`` are
+    replaced by ``[name]``."""
+
+    name: str
+    pattern: re.Pattern[str]
+    check: Callable[[str], bool] | None = None
+
+    @property
+    def placeholder(self) -> str:
+        return f"[{self.name}]"
+
+
+def luhn_valid(digits: str) -> bool:
+    """The Luhn checksum of a string of digits (what every payment card number passes)."""
+    total = 0
+    for position, char in enumerate(reversed(digits)):
+        value = int(char)
+        if position % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+_CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|3[0689]|6(?:011|5|4[4-9]|2))")
+
+
+def _card(text: str) -> bool:
+    digits = re.sub(r"\D", "", text)
+    return 13 <= len(digits) <= 19 and bool(_CARD_PREFIX.match(digits)) and luhn_valid(digits)
+
+
+def _phone(text: str) -> bool:
+    return 7 <= sum(char.isdigit() for char in text) <= 15
+
+
+_SECRET_SHAPES = "|".join((
+    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
+    r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",
+    r"\b(?:sk|rk|pk)-[A-Za-z0-9_-]{16,}",
+    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}",
+    r"\bgh[pousr]_[A-Za-z0-9]{30,}", r"\bgithub_pat_[A-Za-z0-9_]{30,}", r"\bglpat-[A-Za-z0-9_-]{20,}",
+    r"\bxox[abposr]-[A-Za-z0-9-]{10,}", r"\bAKIA[0-9A-Z]{16}\b", r"\bAIza[0-9A-Za-z_-]{35}", r"\bhf_[A-Za-z0-9]{30,}",
+    r"(?i:\bbearer\s+)(?P<value>[A-Za-z0-9._~+/-]{12,}=*)",
+    r"(?i:\b(?:api[_-]?key|access[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|"
+    r"refresh[_-]?token|token|secret|password|passwd|pwd)\b[\"']?\s*[:=]\s*[\"']?)(?P<value2>[^\s\"',;&[][^\s\"',;&]{5,})",
+    r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:(?P<value3>[^\s@/]+)@",
+))
+
+DETECTORS: dict[str, Detector] = {
+    "secret": Detector("SECRET", re.compile(_SECRET_SHAPES)),
+    "email": Detector("EMAIL", re.compile(
+        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9])")),
+    "card": Detector("CARD", re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
+    "phone": Detector("PHONE", re.compile(
+        r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w-])"
+        r"|(?<![\w+.-])\(?0?\d{2,4}\)?[ .-]\d{3,4}[ .-]\d{4}(?![\w-])"), _phone),
+}
+"""The built-in detectors by setting name, in the order they apply."""
+
+
+def parse_patterns(text: str) -> tuple[Detector, ...]:
+    """User detectors from a setting: a JSON object ``{"NAME": "regex"}``, or ``NAME=regex`` lines. A name is an
+    upper-case word (its placeholder is ``[NAME]``); raises :class:`RedactionError` for a bad name or regex."""
+    text = text.strip()
+    if not text:
+        return ()
+    if text.startswith("{"):
+        try:
+            pairs = list(orjson.loads(text).items())
+        except (orjson.JSONDecodeError, AttributeError) as error:
+            raise RedactionError(f"redaction patterns: not a JSON object of NAME: regex ({error})") from error
+    else:
+        pairs = [tuple(line.split("=", 1)) for line in text.splitlines() if line.strip()]
+    detectors = []
+    for pair in pairs:
+        if len(pair) != 2 or not _NAME.match(str(pair[0]).strip()):
+            raise RedactionError(f"redaction pattern {str(pair[0])[:40]!r}: expected NAME=regex with NAME an "
+                                 "upper-case word (A-Z, 0-9, _)")
+        name, regex = str(pair[0]).strip(), str(pair[1])
+        try:
+            detectors.append(Detector(name, re.compile(regex)))
+        except re.error as error:
+            raise RedactionError(f"redaction pattern {name}: invalid regex ({error})") from error
+        if detectors[-1].pattern.search("") is not None:
+            raise RedactionError(f"redaction pattern {name}: matches the empty string")
+    return tuple(detectors)
+
+
+def parse_detectors(text: str) -> tuple[Detector, ...]:
+    """The built-in detectors named in a comma-separated list (``email,phone,card,secret``; empty: none)."""
+    names = [name.strip().lower() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in DETECTORS]
+    if unknown:
+        raise RedactionError(f"unknown redaction detector(s) {', '.join(unknown)}: choose from {', '.join(BUILT_IN)}")
+    return tuple(detector for key, detector in DETECTORS.items() if key in names)
+
+
+@dataclass(frozen=True)
+class RedactionConfig:
+    """What to redact: the detectors in the order they apply (the user's first), and the key of identifiers'
+    digests. ``enabled`` False: everything passes unchanged."""
+
+    detectors: tuple[Detector, ...] = tuple(DETECTORS.values())
+    salt: bytes = b""
+    enabled: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> RedactionConfig:
+        """From ``CombeeSettings`` (``redact``, ``redact_detectors``, ``redact_patterns``, ``redact_salt``)."""
+        return cls(detectors=parse_patterns(settings.redact_patterns) + parse_detectors(settings.redact_detectors),
+                   salt=settings.redact_salt.get_secret_value().encode(), enabled=settings.redact)
+
+
+@dataclass
+class Redactor:
+    """Applies a :class:`RedactionConfig` and counts replacements per placeholder name (``counts``)."""
+
+    config: RedactionConfig
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def _spans(self, detector: Detector, text: str) -> list[tuple[int, int]]:
+        spans = []
+        for match in detector.pattern.finditer(text):
+            group = next((name for name, value in match.groupdict().items() if value is not None), None)
+            start, end = match.span(group) if group is not None else match.span()
+            if detector.check is None or detector.check(text[start:end]):
+                spans.append((start, end))
+        return spans
+
+    def _replace(self, text: str, make: Callable[[Detector, str], str]) -> str:
+        if not self.config.enabled:
+            return text
+        for detector in self.config.detectors:
+            spans = self._spans(detector, text)
+            for start, end in reversed(spans):
+                text = text[:start] + make(detector, text[start:end]) + text[end:]
+            self.counts[detector.name] += len(spans)
+        return text
+
+    def text(self, text: str) -> str:
+        """Free text with every match replaced by its ``[NAME]`` placeholder."""
+        return self._replace(text, lambda detector, _: detector.placeholder)
+
+    def identifier(self, value: str) -> str:
+        """An id with every match replaced by ``name-<digest>``: still a valid, unique, stable identifier."""
+        def pseudonym(detector: Detector, found: str) -> str:
+            digest = hmac.new(self.config.salt, found.encode(), hashlib.sha256).hexdigest()[:10]
+            return f"{detector.name.lower().replace('_', '-')}-{digest}"
+        return self._replace(value, pseudonym)
+
+    def value(self, value: Any, name: str = "") -> Any:
+        """Walk a dumped model: strings redacted (identifiers by name as identifiers, kept fields kept), lists and
+        dicts walked, keys included (two keys that redact alike are both kept, the later one suffixed)."""
+        if isinstance(value, str):
+            if name in KEPT_FIELDS:
+                return value
+            return self.identifier(value) if name in IDENTIFIER_FIELDS else self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            walked: dict[str, Any] = {}
+            for key, item in value.items():
+                new_key = self.text(key) if name == "metadata" else key
+                while new_key in walked:
+                    new_key += "'"
+                walked[new_key] = self.value(item, key if name != "metadata" else "")
+            return walked
+        return value
+
+    def trace(self, trace: Trace) -> Trace:
+        """The trace with every text field redacted. Raises :class:`RedactionError` when a field is over its
+        limit once redacted (a placeholder longer than what it replaced)."""
+        if not self.config.enabled:
+            return trace
+        try:
+            return Trace.model_validate(self.value(trace.model_dump()))
+        except ValidationError as error:
+            raise RedactionError(f"trace over a limit once redacted: {first_error(error)}") from error
+
+    def raw(self, raw: bytes | None) -> bytes | None:
+        """Bytes that may hold personal data (an unreadable trace or OTLP record): redacted as UTF-8 text; None when
+        they are not UTF-8 (binary cannot be redacted, so it is not kept)."""
+        if not self.config.enabled or not raw:
+            return raw
+        try:
+            return self.text(raw.decode("utf-8")).encode()
+        except UnicodeDecodeError:
+            return None
+
+    def dead_letter(self, letter: DeadLetter, original: bool) -> DeadLetter:
+        """A dead letter with its reason redacted, its trace id as an identifier, and (``original``: it came from
+        a topic before the ingest point) its kept original redacted, or dropped when it is binary."""
+        if not self.config.enabled:
+            return letter
+        update: dict[str, Any] = {"reason": self.text(letter.reason),
+                                  "trace_id": self.identifier(letter.trace_id) if letter.trace_id else None}
+        if original and (letter.original_text is not None or letter.original_base64 is not None):
+            kept = self.text(letter.original_text) if letter.original_text is not None else None
+            truncated = letter.truncated
+            if kept is not None and len(kept) > limits.MAX_DEAD_LETTER_ORIGINAL_BYTES:
+                kept, truncated = kept[:limits.MAX_DEAD_LETTER_ORIGINAL_BYTES], True
+            update.update(original_text=kept, original_base64=None, truncated=truncated)
+        return letter.model_copy(update=update)
+
+
+def redact_trace(trace: Trace, config: RedactionConfig | None = None) -> tuple[Trace, dict[str, int]]:
+    """The trace with every text field redacted, and how many of each placeholder were put in (for a client that
+    redacts before producing). ``config`` None: the built-in detectors."""
+    redactor = Redactor(config or RedactionConfig())
+    redacted = redactor.trace(trace)
+    return redacted, {name: count for name, count in redactor.counts.items() if count}
