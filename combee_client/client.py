@@ -108,7 +108,7 @@ class CombeeClient:
             log.info("combee client: version %d of %s from %s", cached.served.version if cached.served else 0,
                      playbook_id, self.cache_path)
         self._follower = ServedFollower(playbook_id, self.topic_prefix, self.promotion, self.agent_id,
-                                        self._client_kwargs, state, self._save)
+                                        self.bootstrap, self.connection, state, self._save)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"combee-client-{playbook_id}",
                                         daemon=True)
@@ -117,9 +117,6 @@ class CombeeClient:
 
     async def _start_following(self) -> asyncio.Task[None]:
         return asyncio.create_task(self._follower.run())
-
-    def _client_kwargs(self) -> dict[str, Any]:
-        return client_kwargs(self.bootstrap, self.connection)
 
     def _save(self, served: PlaybookVersion | None) -> None:
         try:
@@ -214,8 +211,9 @@ class CombeeClient:
     async def _send(self, trace: Trace) -> None:
         async def send() -> None:
             if self._producer is None:
-                producer = AIOKafkaProducer(**self._client_kwargs(), acks="all", enable_idempotence=False,
-                                            linger_ms=5, request_timeout_ms=int(self.report_timeout_s * 1000))
+                producer = AIOKafkaProducer(**client_kwargs(self.bootstrap, self.connection), acks="all",
+                                            enable_idempotence=False, linger_ms=5,
+                                            request_timeout_ms=int(self.report_timeout_s * 1000))
                 try:
                     await producer.start()
                 except BaseException:

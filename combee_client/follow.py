@@ -9,14 +9,15 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
+from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision
 from combee_core.served import ServedLog
 from combee_core.topology import Topic
+from streams.broker.connection import client_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,8 @@ class ServedFollower:
     topic_prefix: str
     promotion: bool
     agent_id: str
-    consumer_kwargs: Callable[[], dict[str, Any]]
-    """aiokafka's connection arguments (from ``streams.broker.connection.client_kwargs``), made at each attempt."""
+    bootstrap: str
+    connection: KafkaConnection
     state: FollowState = field(default_factory=FollowState)
     on_served: Callable[[PlaybookVersion | None], None] | None = None
     log_state: ServedLog = field(default_factory=ServedLog)
@@ -64,8 +65,9 @@ class ServedFollower:
         """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
         attempt = 0
         while True:
-            consumer = AIOKafkaConsumer(**self.consumer_kwargs(), group_id=None, enable_auto_commit=False,
-                                        auto_offset_reset="earliest", fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+            consumer = AIOKafkaConsumer(**client_kwargs(self.bootstrap, self.connection), group_id=None,
+                                        enable_auto_commit=False, auto_offset_reset="earliest",
+                                        fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
             try:
                 await consumer.start()
                 attempt = 0
