@@ -1,8 +1,9 @@
 """The served version: which playbook version an agent runs, read from the ``playbook`` and ``promoted`` logs (no
 Kafka). :class:`ServedLog` keeps both logs' reading rules (docs/protocol.md: the first record of each version, and
-of each decision id, counts); :func:`served_playbook` is the one rule every follower applies (``PlaybookFollower``,
-the Python client ``combee_client``): with promotion on, the ``promoted`` pointer (or the canary for an agent in
-the canary share); without, the newest version unless a decision on ``promoted`` holds it back
+of each decision id, counts); :func:`served_playbook` is the rule every follower applies: ``PlaybookFollower``
+(``streams.topology.follower``; tests/unit/test_client.py holds the two to the same answers) and the Python client
+``combee_client`` (which does not import the pipeline). With promotion on, the ``promoted`` pointer (or the canary
+for an agent in the canary share); without, the newest version unless a decision on ``promoted`` holds it back
 (``combee_core.guard.served_without_promotion``).
 """
 

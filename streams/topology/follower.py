@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from combee_core.guard import served_without_promotion
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
-from combee_core.promotion import PromotionLedger
-from combee_core.served import served_playbook
+from combee_core.promotion import PromotionLedger, in_canary
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -30,7 +30,7 @@ class PlaybookFollower:
     or in a dead letter; ``on_version`` is called for each new version. With ``settings.promotion`` (and not
     ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate;
     without promotion it is the newest version unless a decision on ``promoted`` (the guard's rollback, an
-    operator's) says otherwise (``combee_core.served.served_playbook``).
+    operator's) says otherwise (``combee_core.guard.served_without_promotion``).
     """
 
     settings: CombeeSettings
@@ -120,10 +120,21 @@ class PlaybookFollower:
         """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
         agent in the canary share; else the newest version seen, unless a rollback on ``promoted`` holds it back
         (then the version it serves); (0, []) before the first."""
-        served = served_playbook(playbook_id, promotion=self.settings.promotion, newest=self.latest.get(playbook_id),
-                                 parents=self.parents.get(playbook_id, {}), ledger=self.ledger, agent_id=agent_id,
-                                 candidates=self.candidates)
-        return (served.version, list(served.entries)) if served else (0, [])
+        if self.settings.promotion and not self.candidates:
+            canary = self.ledger.canary(playbook_id)
+            share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
+            if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
+                return canary.version, list(canary.entries)
+            served = self.ledger.served(playbook_id)
+            return (served.version, list(served.entries)) if served else (0, [])
+        version = self.latest.get(playbook_id)
+        decision = self.ledger.latest.get(playbook_id)
+        if decision is not None and not self.candidates:
+            newest = version.version if version else 0
+            if served_without_promotion(self.ledger, playbook_id, self.parents.get(playbook_id, {}), newest) != newest:
+                served = decision.served
+                return (served.version, list(served.entries)) if served else (0, [])
+        return (version.version, version.entries) if version else (0, [])
 
     def batch_size(self, playbook_id: str) -> int:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""

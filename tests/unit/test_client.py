@@ -94,6 +94,30 @@ def test_the_served_rule_is_the_one_every_follower_applies():
     assert log.served("pb", promotion=False).version == 1
 
 
+@pytest.mark.parametrize("promotion", [True, False])
+@pytest.mark.parametrize("decisions", [(), ("operator-promote", 1), ("rollback", 1), ("operator-promote", 2),
+                                       ("rollback", 0)])
+def test_the_client_serves_what_the_pipelines_playbook_follower_serves(promotion, decisions):
+    from streams.broker.profile import BrokerProfile
+    from streams.topology.follower import PlaybookFollower
+
+    versions = {0: None, 1: _version(1, ["a"]), 2: _version(2, ["a", "b"]), 3: _version(3, ["a", "b", "c"])}
+    pipeline = PlaybookFollower(CombeeSettings.load(env={}, promotion=promotion), "localhost:1",
+                                BrokerProfile.for_tansu())
+    client, _ = _follower(promotion)
+    ledger = PromotionLedger()
+    for n in (1, 2, 3):
+        pipeline._take("playbook", versions[n].to_json_bytes())
+        client._take(True, versions[n].to_json_bytes())
+    for action, n in zip(decisions[::2], decisions[1::2]):
+        record = _decision(ledger, action, versions[n])
+        pipeline._take("promoted", record)
+        client._take(False, record)
+    client._publish()
+    served = client.state.served
+    assert pipeline.playbook("pb", "agent") == ((served.version, list(served.entries)) if served else (0, []))
+
+
 def test_a_log_without_the_playbook_does_not_undo_the_cached_version():
     cached = _version(3, ["kept"])
     follower, seen = _follower(promotion=False, state=FollowState(served=cached, source="cache"))
