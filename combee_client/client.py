@@ -28,7 +28,7 @@ from combee_core.errors import CombeeError
 from combee_core.models import PlaybookEntry, PlaybookVersion, Trace, TraceStep
 from combee_core.models.traces import MetadataValue
 from combee_core.playbook.embedding import Embedder
-from combee_core.playbook.retrieval import DEFAULT_TOP_K, render_for_task
+from combee_core.playbook.retrieval import DEFAULT_TOP_K, RetrievalIndex
 from combee_core.playbook.value import Playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -99,7 +99,7 @@ class CombeeClient:
         self.forgotten_renderings = 0
         self._lock = threading.Lock()
         self._pending: OrderedDict[str, Rendering] = OrderedDict()
-        self._playbooks: dict[tuple[int, str], Playbook] = {}
+        self._index: tuple[tuple[int, str], RetrievalIndex] | None = None
         self._producer: AIOKafkaProducer | None = None
         state = FollowState()
         cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion)
@@ -152,10 +152,10 @@ class CombeeClient:
 
     def render(self, task: str, k: int = DEFAULT_TOP_K, token_budget: int | None = None) -> Rendering:
         """The ``k`` entries of the served version most relevant to ``task`` as prompt text, within ``token_budget``
-        (``combee_core.playbook.retrieval``: deterministic for a version and task). Remembered for :meth:`report`."""
+        (``combee_core.playbook.retrieval``: deterministic for a version and task; the version's index is built at its
+        first render). Remembered for :meth:`report`."""
         served = self.get()
-        playbook = self._playbook(served)
-        rendered = render_for_task(playbook, task, k=k, token_budget=token_budget, embedder=self.embedder)
+        rendered = self._retrieval_index(served).render(task, k=k, token_budget=token_budget)
         rendering = Rendering(self.playbook_id, served.version, task, rendered.text, rendered.tokens,
                               rendered.included_entry_ids)
         with self._lock:
@@ -168,15 +168,15 @@ class CombeeClient:
                             PENDING_RENDERINGS)
         return rendering
 
-    def _playbook(self, served: ServedPlaybook) -> Playbook:
+    def _retrieval_index(self, served: ServedPlaybook) -> RetrievalIndex:
+        """The served version's retrieval index, built once per version (the previous one is dropped)."""
         key = (served.version, served.published.content_hash if served.published else "")
         with self._lock:
-            playbook = self._playbooks.get(key)
-            if playbook is None:
+            if self._index is None or self._index[0] != key:
                 next_number = served.published.next_entry_number if served.published else None
                 playbook = Playbook.from_entries(self.playbook_id, served.version, served.entries, next_number)
-                self._playbooks = {key: playbook}  # the served version only: older ones are not rendered again
-        return playbook
+                self._index = (key, RetrievalIndex.build(playbook, self.embedder))
+            return self._index[1]
 
     # ------------------------------------------------------------------------------------------------ reporting
 
