@@ -104,7 +104,7 @@ class CombeeClient:
         state = FollowState()
         cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion)
         if cached is not None:
-            state.served, state.source = cached.served, "cache"
+            state = FollowState(cached.served, "cache")
             log.info("combee client: version %d of %s from %s", cached.served.version if cached.served else 0,
                      playbook_id, self.cache_path)
         self._follower = ServedFollower(playbook_id, self.topic_prefix, self.promotion, self.agent_id,
@@ -133,8 +133,7 @@ class CombeeClient:
 
     def get(self) -> ServedPlaybook:
         """The served version now (promoted with promotion on, else the newest): never waits on the broker."""
-        state = self._follower.state
-        served, source = state.served, state.source
+        served, source = self._follower.state.current
         return ServedPlaybook(self.playbook_id, served.version if served else 0,
                               tuple(served.entries) if served else (), source, served)
 

@@ -28,19 +28,33 @@ RETRY_S = (0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to reach the broker (the last one repeats)."""
 
 
-@dataclass
 class FollowState:
-    """What the follower saw: read by the client's thread, written by the follower's (assignments are atomic)."""
+    """What the follower saw: written by the follower's thread, read by the agent's. The served version and where it
+    came from change together (one tuple, assigned at once), so a reader never pairs one with the other's."""
 
-    served: PlaybookVersion | None = None
-    source: str = "empty"
-    """``empty`` (nothing yet), ``cache`` (the cache file, not yet confirmed by the log) or ``log``."""
-    caught_up: bool = False
-    """The log was read to its end at least once since the follower started."""
-    seen_at: float | None = None
-    """``time.monotonic()`` when the served version last changed from the log."""
-    errors: int = 0
-    last_error: str = ""
+    def __init__(self, served: PlaybookVersion | None = None, source: str = "empty") -> None:
+        self.current: tuple[PlaybookVersion | None, str] = (served, source)
+        self.caught_up = False
+        """The log was read to its end at least once since the follower (re)connected."""
+        self.seen_at: float | None = None
+        """``time.monotonic()`` when the served version last changed from the log."""
+        self.errors = 0
+        self.last_error = ""
+
+    @property
+    def served(self) -> PlaybookVersion | None:
+        """The served version (None: the empty version 0)."""
+        return self.current[0]
+
+    @property
+    def source(self) -> str:
+        """``empty`` (nothing yet), ``cache`` (the cache file, not yet confirmed by the log) or ``log``."""
+        return self.current[1]
+
+    def __repr__(self) -> str:
+        version = self.served.version if self.served is not None else 0
+        return (f"FollowState(version={version}, source={self.source}, caught_up={self.caught_up}, "
+                f"errors={self.errors}, last_error={self.last_error!r})")
 
 
 @dataclass
@@ -138,7 +152,7 @@ class ServedFollower:
         if self.state.source == "log" and version == self._version() and (
                 served is None or current is None or served.content_hash == current.content_hash):
             return
-        self.state.served, self.state.source, self.state.seen_at = served, "log", time.monotonic()
+        self.state.current, self.state.seen_at = (served, "log"), time.monotonic()
         if self.on_served is not None:
             self.on_served(served)
 
