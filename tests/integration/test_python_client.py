@@ -11,6 +11,7 @@ import time
 import pytest
 
 from combee_client import CombeeClient, Rendering, ReportNotDelivered
+from combee_client.follow import FETCH_MAX_WAIT_MS
 from combee_client.runs import USED_ENTRIES
 from combee_core.models import PlaybookVersion, PromotionDecision, Trace
 from combee_core.settings import CombeeSettings
@@ -136,7 +137,7 @@ async def test_the_client_follows_served_versions_keeps_its_cache_without_the_br
         served = client.get()
         text = client.render("any task about refunds", k=5).text
         broker.stop()
-        time.sleep(2.0)
+        time.sleep(20 * FETCH_MAX_WAIT_MS / 1000)  # no condition to wait on: the follower polls a dead broker 20 times
         assert client.get().version == served.version == v2.version and client.get().entries == served.entries
         assert client.render("any task about refunds", k=5).text == text
         with pytest.raises(ReportNotDelivered) as refused:
