@@ -158,9 +158,12 @@ def test_used_entries_that_do_not_fit_the_metadata_value_are_counted_not_dropped
 
 
 def test_span_attributes_are_the_ones_the_otlp_ingest_reads():
+    from combee_core.otlp.mapping import PLAYBOOK_ID, PLAYBOOK_VERSION, TASK_ID
+    from combee_core.otlp.mapping import USED_ENTRIES as SPAN_USED
+
     rendering = Rendering("pb", 4, "t", "", 0, ("e1", "e2"))
-    assert rendering.span_attributes("task-1") == {"combee.playbook.id": "pb", "combee.playbook.version": 4,
-                                                   "combee.used_entries": "e1,e2", "combee.task.id": "task-1"}
+    assert rendering.span_attributes("task-1") == {PLAYBOOK_ID: "pb", PLAYBOOK_VERSION: 4, SPAN_USED: "e1,e2",
+                                                   TASK_ID: "task-1"}
 
 
 def _closed_port() -> str:
