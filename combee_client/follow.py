@@ -108,6 +108,7 @@ class ServedFollower:
         self.log_state = ServedLog()  # read from the beginning again: a fresh consumer starts at offset 0
         self.state.caught_up = False
         playbook_topic, promoted_topic = self.topics()
+        await self._wait_for_topics(consumer)
         tps = [TopicPartition(playbook_topic, 0), TopicPartition(promoted_topic, 0)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
@@ -123,6 +124,21 @@ class ServedFollower:
                          self.playbook_id, self._served_from_log()[0])
             if self.state.caught_up:
                 self._publish()
+
+    async def _wait_for_topics(self, consumer: AIOKafkaConsumer) -> None:
+        """Until the broker knows both topics (a client may start before the pipeline creates them): a partition
+        assigned before its topic exists is never fetched once it does."""
+        said = False
+        while True:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            missing = [topic for topic in self.topics() if not consumer.partitions_for_topic(topic)]
+            if not missing:
+                return
+            if not said:
+                log.info("combee client: waiting for %s to exist; serving version %d from %s meanwhile",
+                         " and ".join(missing), self._version(), self.state.source)
+                said = True
+            await asyncio.sleep(RETRY_S[1])
 
     def _take(self, is_version: bool, value: bytes | None) -> None:
         try:

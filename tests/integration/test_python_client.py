@@ -7,20 +7,22 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from datetime import datetime, timezone
 
 import pytest
 
 from combee_client import CombeeClient, Rendering, ReportNotDelivered
 from combee_client.follow import FETCH_MAX_WAIT_MS
 from combee_client.runs import USED_ENTRIES
-from combee_core.models import PlaybookVersion, PromotionDecision, Trace
+from combee_core.models import PlaybookVersion, PromotionDecision, Trace, VersionStats
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, build_suite, run_task
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.broker.tansu import EmbeddedBroker
-from streams.topology.kafka_clients import read_topic
+from streams.topology.kafka_clients import read_topic, start_producer
 from streams.topology.pipeline import InProcessPipeline
+from streams.topology.worker import ensure_topics
 from tests.integration.topology_support import run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -156,3 +158,27 @@ async def test_the_client_follows_served_versions_keeps_its_cache_without_the_br
             if each is not None:
                 each.stop() if isinstance(each, VersionWatch) else each.close()
         broker.cleanup()
+
+
+async def test_a_client_started_before_the_pipeline_s_topics_exist_serves_the_first_version_once_they_do(
+        kafka, unique_prefix, tmp_path):
+    settings = CombeeSettings.load(env={}, topic_prefix=unique_prefix)
+    client = CombeeClient(PB, bootstrap=kafka.bootstrap, topic_prefix=unique_prefix, promotion=False,
+                          cache_path=tmp_path / "cache.json", settings=CombeeSettings.load(env={}))
+    try:
+        await asyncio.sleep(1.0)  # the client is up and polling for topics that are not there
+        assert (client.get().version, client.state.caught_up) == (0, False)
+        await ensure_topics(settings, kafka.bootstrap, connection=kafka.profile.connection)
+        first = PlaybookVersion(playbook_id=PB, version=1, parent_version=0, batch_id=0, entries=[],
+                                next_entry_number=1, operations=[], lineage=["t1"],
+                                stats=VersionStats(batch_size=1, k=1, p=1), content_hash="0" * 64,
+                                published_at=datetime.now(timezone.utc))
+        producer = await start_producer(kafka.bootstrap, kafka.profile)
+        try:
+            await producer.send_and_wait(settings.topic(Topic.PLAYBOOK), first.to_json_bytes(), key=PB.encode())
+        finally:
+            await producer.stop()
+        served = await asyncio.to_thread(client.wait_for_version, 1, 30)  # a topic check every second, then a read
+        assert served.published == first
+    finally:
+        client.close()
