@@ -169,10 +169,10 @@ def _calls(paths):
 
 
 def test_every_kafka_client_the_project_builds_gets_its_arguments_from_the_one_connection_builder():
-    """Statically, over streams/ and bench/: each aiokafka client is built with ``**client_kwargs(...)`` (or the
-    producer/consumer configs made with it), nothing sets ``bootstrap_servers`` by hand, and every helper that makes
-    its own client is handed the connection."""
-    files = [p for d in ("streams", "bench") for p in (ROOT / d).rglob("*.py")]
+    """Statically, over streams/, bench/ and combee_client/: each aiokafka client is built with
+    ``**client_kwargs(...)`` (or the producer/consumer configs made with it), nothing sets ``bootstrap_servers`` by
+    hand, and every helper that makes its own client is handed the connection."""
+    files = [p for d in ("streams", "bench", "combee_client") for p in (ROOT / d).rglob("*.py")]
     assert len(files) > 50
     problems = []
     for path, node, name in _calls(files):

@@ -8,7 +8,7 @@ import pytest
 from combee_core.models import PlaybookEntry
 from combee_core.playbook import Playbook
 from combee_core.playbook.render import render_entry
-from combee_core.playbook.retrieval import lexical_relevance, rank_for_task, render_for_task
+from combee_core.playbook.retrieval import RetrievalIndex, lexical_relevance, rank_for_task, render_for_task
 
 
 def _entry(n: int, section: str, content: str, helpful: int = 0) -> PlaybookEntry:
@@ -68,3 +68,30 @@ class _AxisEmbedder:
 def test_with_an_embedder_relevance_is_the_cosine():
     ranked = rank_for_task(PLAYBOOK, "write SQL", embedder=_AxisEmbedder())
     assert ranked[0].entry_id == "sql-00005"
+
+
+class _CountingEmbedder(_AxisEmbedder):
+    def __init__(self):
+        self.texts = 0
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("embedder", [None, _AxisEmbedder()])
+def test_an_index_built_once_per_version_renders_what_render_for_task_renders(embedder):
+    index = RetrievalIndex.build(PLAYBOOK, embedder)
+    for task in ("write SQL", "tax on the invoice total, dates in UTC", "zzz", ""):
+        for k, budget in ((1, None), (3, None), (5, 30)):
+            assert index.render(task, k=k, token_budget=budget) == render_for_task(
+                PLAYBOOK, task, k=k, token_budget=budget, embedder=embedder)
+
+
+def test_an_index_embeds_each_entry_once_and_then_only_the_task():
+    embedder = _CountingEmbedder()
+    index = RetrievalIndex.build(PLAYBOOK, embedder)
+    assert embedder.texts == len(PLAYBOOK.entries)
+    index.render("write SQL", k=2)
+    index.render("dates", k=2)
+    assert embedder.texts == len(PLAYBOOK.entries) + 2

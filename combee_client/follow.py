@@ -1,0 +1,181 @@
+"""Following the served version of one playbook in the background: the ``playbook`` and ``promoted`` topics read
+from their beginning (no consumer group), with their reading rules and the served-version rule of every follower
+(``combee_core.served``); a broker that is away is retried with backoff while the last served version stays."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from combee_core.connection import KafkaConnection
+from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.served import ServedLog
+from combee_core.topology import Topic
+from streams.broker.connection import client_kwargs
+
+log = logging.getLogger(__name__)
+
+FETCH_MAX_WAIT_MS = 100
+"""A fetch with nothing new returns after this: Tansu holds a fetch for its whole wait even when a record arrives
+(docs/broker.md), so this bounds how late a new version is seen; Kafka answers as soon as one arrives."""
+RETRY_S = (0.5, 1.0, 2.0, 5.0)
+"""Waits between attempts to reach the broker (the last one repeats)."""
+
+
+class FollowState:
+    """What the follower saw: written by the follower's thread, read by the agent's. The served version and where it
+    came from change together (one tuple, assigned at once), so a reader never pairs one with the other's."""
+
+    def __init__(self, served: PlaybookVersion | None = None, source: str = "empty") -> None:
+        self.current: tuple[PlaybookVersion | None, str] = (served, source)
+        self.caught_up = False
+        """The log was read to its end at least once since the follower (re)connected."""
+        self.seen_at: float | None = None
+        """``time.monotonic()`` when the served version last changed from the log."""
+        self.errors = 0
+        self.last_error = ""
+
+    @property
+    def served(self) -> PlaybookVersion | None:
+        """The served version (None: the empty version 0)."""
+        return self.current[0]
+
+    @property
+    def source(self) -> str:
+        """``empty`` (nothing yet), ``cache`` (the cache file, not yet confirmed by the log) or ``log``."""
+        return self.current[1]
+
+    def __repr__(self) -> str:
+        version = self.served.version if self.served is not None else 0
+        return (f"FollowState(version={version}, source={self.source}, caught_up={self.caught_up}, "
+                f"errors={self.errors}, last_error={self.last_error!r})")
+
+
+@dataclass
+class ServedFollower:
+    """Follows ``playbook_id``'s served version on ``topic_prefix``'s topics, updating ``state``; ``on_served`` is
+    called (in the follower's thread) with each new served version from the log."""
+
+    playbook_id: str
+    topic_prefix: str
+    promotion: bool
+    agent_id: str
+    bootstrap: str
+    connection: KafkaConnection
+    state: FollowState = field(default_factory=FollowState)
+    on_served: Callable[[PlaybookVersion | None], None] | None = None
+    log_state: ServedLog = field(default_factory=ServedLog)
+
+    def topics(self) -> tuple[str, str]:
+        return f"{self.topic_prefix}{Topic.PLAYBOOK}", f"{self.topic_prefix}{Topic.PROMOTED}"
+
+    async def run(self) -> None:
+        """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
+        attempt = 0
+        while True:
+            consumer = AIOKafkaConsumer(**client_kwargs(self.bootstrap, self.connection), group_id=None,
+                                        enable_auto_commit=False, auto_offset_reset="earliest",
+                                        fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+            try:
+                await consumer.start()
+                attempt = 0
+                await self._follow(consumer)
+            except (KafkaError, OSError) as error:
+                self._failed(error)
+            finally:
+                await consumer.stop()
+            await asyncio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
+            attempt += 1
+
+    def _failed(self, error: BaseException) -> None:
+        self.state.errors += 1
+        message = f"{type(error).__name__}: {error}".splitlines()[0]
+        if message != self.state.last_error:
+            log.warning("combee client: cannot follow %s%s (%s); serving version %d from %s meanwhile",
+                        self.topic_prefix, self.playbook_id, message, self._version(), self.state.source)
+        self.state.last_error = message
+
+    def _version(self) -> int:
+        return self.state.served.version if self.state.served is not None else 0
+
+    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+        self.log_state = ServedLog()  # read from the beginning again: a fresh consumer starts at offset 0
+        self.state.caught_up = False
+        playbook_topic, promoted_topic = self.topics()
+        await self._wait_for_topics(consumer)
+        tps = [TopicPartition(playbook_topic, 0), TopicPartition(promoted_topic, 0)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        while True:
+            batch = await consumer.getmany(timeout_ms=FETCH_MAX_WAIT_MS * 2)
+            for tp, records in batch.items():
+                for record in records:
+                    self._take(tp.topic == playbook_topic, record.value)
+            ends = [consumer.highwater(tp) for tp in tps]
+            if not self.state.caught_up and await _at_ends(consumer, tps, ends):
+                self.state.caught_up = True
+                log.info("combee client: read %s%s to its end; served version %d", self.topic_prefix,
+                         self.playbook_id, self._served_from_log()[0])
+            if self.state.caught_up:
+                self._publish()
+
+    async def _wait_for_topics(self, consumer: AIOKafkaConsumer) -> None:
+        """Until the broker knows both topics (a client may start before the pipeline creates them): a partition
+        assigned before its topic exists is never fetched once it does."""
+        said = False
+        while True:
+            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            missing = [topic for topic in self.topics() if not consumer.partitions_for_topic(topic)]
+            if not missing:
+                return
+            if not said:
+                log.info("combee client: waiting for %s to exist; serving version %d from %s meanwhile",
+                         " and ".join(missing), self._version(), self.state.source)
+                said = True
+            await asyncio.sleep(RETRY_S[1])
+
+    def _take(self, is_version: bool, value: bytes | None) -> None:
+        try:
+            if is_version:
+                version = PlaybookVersion.from_json_bytes(value)
+                if version.playbook_id == self.playbook_id:
+                    self.log_state.take_version(version)
+            else:
+                decision = PromotionDecision.from_json_bytes(value)
+                if decision.playbook_id == self.playbook_id:
+                    self.log_state.take_decision(decision)
+        except ValueError as error:  # not ours to dead-letter: the pipeline's readers skip it too
+            log.warning("combee client: skipping a record that is not a valid %s: %s",
+                        "PlaybookVersion" if is_version else "PromotionDecision", str(error).splitlines()[0])
+
+    def _served_from_log(self) -> tuple[int, PlaybookVersion | None, bool]:
+        """(version, served, whether the log says anything about this playbook)."""
+        served = self.log_state.served(self.playbook_id, promotion=self.promotion, agent_id=self.agent_id)
+        says = self.playbook_id in self.log_state.latest or self.playbook_id in self.log_state.ledger.latest
+        return (served.version if served else 0), served, says
+
+    def _publish(self) -> None:
+        version, served, says = self._served_from_log()
+        if not says and self.state.served is not None:
+            return  # a log without this playbook (a broker back without its data) does not undo a served version
+        current = self.state.served
+        if self.state.source == "log" and version == self._version() and (
+                served is None or current is None or served.content_hash == current.content_hash):
+            return
+        self.state.current, self.state.seen_at = (served, "log"), time.monotonic()
+        if self.on_served is not None:
+            self.on_served(served)
+
+
+async def _at_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition], ends: list[int | None]) -> bool:
+    """Every partition read to the high watermark its last fetch reported (right on Tansu too, docs/broker.md)."""
+    for tp, end in zip(tps, ends):
+        if end is None or await consumer.position(tp) < end:
+            return False
+    return True

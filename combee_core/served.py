@@ -1,0 +1,66 @@
+"""The served version: which playbook version an agent runs, read from the ``playbook`` and ``promoted`` logs (no
+Kafka). :class:`ServedLog` keeps both logs' reading rules (docs/protocol.md: the first record of each version, and
+of each decision id, counts); :func:`served_playbook` is the rule every follower applies: ``PlaybookFollower``
+(``streams.topology.follower``; tests/unit/test_client.py holds the two to the same answers) and the Python client
+``combee_client`` (which does not import the pipeline). With promotion on, the ``promoted`` pointer (or the canary
+for an agent in the canary share); without, the newest version unless a decision on ``promoted`` holds it back
+(``combee_core.guard.served_without_promotion``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from combee_core.guard import served_without_promotion
+from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.promotion import PromotionLedger, in_canary
+
+
+def served_playbook(playbook_id: str, *, promotion: bool, newest: PlaybookVersion | None,
+                    parents: Mapping[int, int], ledger: PromotionLedger, agent_id: str | None = None,
+                    candidates: bool = False) -> PlaybookVersion | None:
+    """The version an agent runs (None: the empty version 0). ``newest``: the newest version of the ``playbook`` log
+    that counts; ``parents``: version -> parent_version of the playbook's versions; ``candidates``: run the newest
+    candidate even with promotion on (``combee tail --candidates``)."""
+    if promotion and not candidates:
+        canary = ledger.canary(playbook_id)
+        share = ledger.latest[playbook_id].canary_share if canary is not None else None
+        if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
+            return canary
+        return ledger.served(playbook_id)
+    decision = ledger.latest.get(playbook_id)
+    if decision is not None and not candidates:
+        version = newest.version if newest else 0
+        if served_without_promotion(ledger, playbook_id, parents, version) != version:
+            return decision.served
+    return newest
+
+
+@dataclass
+class ServedLog:
+    """The ``playbook`` and ``promoted`` logs of one or more playbooks, each read with its reading rule."""
+
+    latest: dict[str, PlaybookVersion] = field(default_factory=dict)
+    parents: dict[str, dict[int, int]] = field(default_factory=dict)
+    ledger: PromotionLedger = field(default_factory=PromotionLedger)
+
+    def take_version(self, version: PlaybookVersion) -> bool:
+        """Take one ``playbook`` record in log order; False when it does not count (not the next version)."""
+        current = self.latest.get(version.playbook_id)
+        if version.version != (current.version if current else 0) + 1:
+            return False
+        self.latest[version.playbook_id] = version
+        self.parents.setdefault(version.playbook_id, {})[version.version] = version.parent_version
+        return True
+
+    def take_decision(self, decision: PromotionDecision) -> bool:
+        """Take one ``promoted`` record in log order; False when it does not count."""
+        return self.ledger.apply(decision)
+
+    def served(self, playbook_id: str, *, promotion: bool, agent_id: str | None = None,
+               candidates: bool = False) -> PlaybookVersion | None:
+        """:func:`served_playbook` for ``playbook_id`` from what was taken so far."""
+        return served_playbook(playbook_id, promotion=promotion, newest=self.latest.get(playbook_id),
+                               parents=self.parents.get(playbook_id, {}), ledger=self.ledger, agent_id=agent_id,
+                               candidates=candidates)
