@@ -11,6 +11,8 @@ a 1,000-token budget). Variants:
 
 - sequential: batch 3, p = 1, one aggregator call per batch;
 - combee: batch 100, p = 2, k = floor(sqrt(n)) subgroups;
+- combee fan-in=C: the same with ``COMBEE_MAX_FAN_IN`` = C, so k rises until no aggregator call reads more than C
+  copies (and the reducer's scan reads at most C partials per call): the setting sized to the model's capacity;
 - copy (control): combee, with a reflector that copies every feedback line verbatim;
 - oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
   canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach.
@@ -53,11 +55,15 @@ class Spec:
     p: int
     subgroups: Literal["sqrt", "single"]
     reflection: Literal["honest", "verbatim"]
+    fan_in_at_capacity: bool = False
+    """``COMBEE_MAX_FAN_IN`` set to the simulated capacity C (no call reads more items than the model keeps), for
+    the aggregators' subgroups and the reducer's scan; otherwise the default, 32."""
 
 
 VARIANTS = {
     "sequential": Spec(batch=3, p=1, subgroups="single", reflection="honest"),
     "combee": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
+    "combee fan-in=C": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", fan_in_at_capacity=True),
     "copy (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="verbatim"),
     "oracle consolidation": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
 }
@@ -112,8 +118,9 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     suite = build_suite(seed=7, feedback="honest")
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
-    shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=32, run_seed=seed)
-    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget)
+    fan_in = capacity if spec.fan_in_at_capacity else 32
+    shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=fan_in, run_seed=seed)
+    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in)
     run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
                       context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_change_cap, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
@@ -128,6 +135,7 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
         "families_both": count.families_both, "unknown": count.unknown,
         "tokens_final": playbook_tokens(run.playbook), "tokens_max": max(version_tokens),
         "within_budget": all(t <= budget for t in version_tokens),
+        "versions_over_budget": sum(1 for t in version_tokens if t > budget),
         "evictions": sum(1 for v in run.versions for a in v.operations if a.reason.startswith("evicted")),
         **realised_rates(suite, run),
     }
@@ -186,6 +194,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    "unknown": round(mean("unknown"), 1),
                    "tokens_max": max(r["tokens_max"] for r in group),
                    "within_budget": all(r["within_budget"] for r in group),
+                   "versions_checked": sum(r["versions"] for r in group),
+                   "versions_over_budget": sum(r["versions_over_budget"] for r in group),
                    "evictions": round(mean("evictions"), 1),
                    "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3)}
             row["passes"] = bool(seq and acc >= statistics.mean(seq) - 0.01 and row["entries_per_lesson"] <= 1.2
@@ -228,6 +238,9 @@ def main() -> None:
              for key in ("feedback_rule", "feedback_hint", "feedback_outcome", "wrong_lesson_rate")}
     print(f"honest mode, {args.traces} traces per run, budget {args.budget} tokens, seeds {args.seeds}")
     print(table(summary, COLUMNS))
+    print("\nevery version against the budget (all seeds)")
+    print(table(summary, [("capacity", "C"), ("variant", "variant"), ("versions_checked", "versions"),
+                          ("versions_over_budget", "over budget"), ("tokens_max", "largest (tokens)")]))
     print(f"\nrealised (honest runs, mean): {rates}")
     print("\nwhat the scoring credits (held-out accuracy of hand-made playbooks; default_mode = the old scoring)")
     print(table(checks, [("playbook", "playbook"), ("honest", "honest scoring"), ("default_mode", "default scoring")]))

@@ -9,29 +9,20 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from combee_core.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
+from combee_core.deterministic_merge import PARAPHRASE_SIMILARITY as PARAPHRASE_SIMILARITY
+from combee_core.deterministic_merge import ContestedMerge as ContestedMerge
+from combee_core.deterministic_merge import merge_contested as merge_contested
+from combee_core.deterministic_merge import merge_without_conflict as merge_without_conflict
 from combee_core.models import (
-    AddOp,
     AppliedOperation,
-    DeleteOp,
-    MergeOp,
     Operation,
     PartialUpdate,
     PlaybookEntry,
     PlaybookVersion,
-    TagOp,
-    TagValue,
-    UpdateOp,
     Usage,
     VersionStats,
 )
-from combee_core.playbook import (
-    ApplyResult,
-    Playbook,
-    apply_operations,
-    normalise_text,
-    playbook_tokens,
-    text_similarity,
-)
+from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
 from combee_core.playbook.meaning import Judge
 from combee_core.scan import plan_scan
 
@@ -59,10 +50,13 @@ class ScanResult:
     critical_path_s: float
     merged_without_call: int = 0
     """Groups merged by :func:`merge_without_conflict` instead of a reducer call."""
+    narrowed_calls: int = 0
+    """Groups whose reducer call read only their contested operations (:class:`ContestedMerge`)."""
 
 
-MergeRule = Callable[[Sequence[list[Operation]]], "list[Operation] | None"]
-"""Merges children's operation lists without an LLM call, or returns None when a call must judge them."""
+MergeRule = Callable[[Sequence[list[Operation]]], "list[Operation] | ContestedMerge | None"]
+"""Merges children's operation lists without an LLM call; or merges all but the contested operations
+(:class:`ContestedMerge`); or returns None when a call must judge the whole group."""
 
 
 async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: int, reduce: ReduceCall,
@@ -71,7 +65,9 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
 
     A single leaf needs no merge and makes no call; a group of one child passes through unchanged. With ``merge``
     (e.g. :func:`merge_without_conflict`), a group whose children do not conflict is merged by it, with no call
-    and no latency; a group that conflicts falls back to the ``reduce`` call.
+    and no latency; a group that conflicts falls back to the ``reduce`` call, over the whole group, or, when
+    ``merge`` returns a :class:`ContestedMerge` (:func:`merge_contested`), over its contested operations only, the
+    rest merged without the call.
     """
     if not children:
         raise ValueError("nothing to reduce")
@@ -81,15 +77,20 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
     current = [list(ops) for ops in children]
     usage = Usage()
     critical_path = 0.0
-    merged = 0
+    merged = narrowed = 0
     for groups in plan.levels:
 
         async def run_group(group: tuple[int, ...]) -> ReduceOutcome:
-            nonlocal merged
+            nonlocal merged, narrowed
             if len(group) == 1:
                 return ReduceOutcome(operations=current[group[0]], usage=Usage(), latency_s=0.0)  # noqa: B023
             if merge is not None:
                 operations = merge([current[i] for i in group])  # noqa: B023 (run within its level)
+                if isinstance(operations, ContestedMerge):
+                    narrowed += 1
+                    judged = await reduce(operations.contested)
+                    return ReduceOutcome(operations=[*operations.merged, *judged.operations], usage=judged.usage,
+                                         latency_s=judged.latency_s)
                 if operations is not None:
                     merged += 1
                     return ReduceOutcome(operations=operations, usage=Usage(), latency_s=0.0)
@@ -102,107 +103,7 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
     if len(current) != 1:
         raise AssertionError(f"scan plan ended with {len(current)} nodes instead of one root")
     return ScanResult(operations=current[0], usage=usage, levels=len(plan.levels), critical_path_s=critical_path,
-                      merged_without_call=merged)
-
-
-# ---------------------------------------------------------------------------------------------- deterministic merge
-
-PARAPHRASE_SIMILARITY = 0.6
-"""Two ADDs of different children in one section at least this similar (but not the same text) may say one
-lesson in two wordings, or contradict each other: a reducer call judges them. Below it, or in different sections,
-they are distinct lessons (the playbook, too, compares entries within a section only, and itself merges
-near-duplicates from 0.9 on: ``combee_core.playbook.NEAR_DUPLICATE_THRESHOLD``)."""
-
-
-def merge_without_conflict(children: Sequence[list[Operation]],
-                           paraphrase_similarity: float = PARAPHRASE_SIMILARITY,
-                           judge: Judge | None = None) -> list[Operation] | None:
-    """The children's operations merged without an LLM call, or None when they conflict.
-
-    Merged: ADDs of the same normalised text and section become one ADD (support summed; the lexicographically
-    smallest wording kept), TAGs are summed per (entry, tag), identical edits are kept once. Conflicts (None):
-    ADDs of different children in one section whose texts are similar (``>= paraphrase_similarity``) but not
-    the same, or the same text in different sections; two different UPDATE/MERGE/DELETE operations touching one
-    entry.
-
-    With ``judge`` (:class:`~combee_core.playbook.meaning.SemanticJudge`), ADDs are grouped by meaning instead,
-    across sections: an ADD that states the lesson of an earlier group (visited in (section, content) order) joins
-    it (support summed, the group's first wording and section kept); an ADD that contradicts one is a conflict
-    (None), so the reducer call sees both texts with their support. The result is sorted (ADD by section and
-    content, then UPDATE, MERGE, DELETE by JSON, then TAG by entry and tag), so it does not depend on the order
-    of the children.
-    """
-    if judge is not None:
-        return _merge_by_meaning(children, judge)
-    adds: dict[str, tuple[AddOp, int]] = {}  # normalised text -> (representative ADD, child)
-    support: dict[str, int] = {}
-    for child, operations in enumerate(children):
-        for op in operations:
-            if not isinstance(op, AddOp):
-                continue
-            key = normalise_text(op.content)
-            seen = adds.get(key)
-            if seen is not None:
-                if seen[0].section != op.section:
-                    return None
-                if op.content < seen[0].content:
-                    adds[key] = (op, seen[1])
-                support[key] += op.support
-                continue
-            for other, other_child in adds.values():
-                if (other_child != child and other.section == op.section
-                        and text_similarity(op.content, other.content) >= paraphrase_similarity):
-                    return None
-            adds[key] = (op, child)
-            support[key] = op.support
-    merged_adds = [add.model_copy(update={"support": support[key]}) for key, (add, _) in adds.items()]
-    return _merge_rest(children, merged_adds)
-
-
-def _merge_by_meaning(children: Sequence[list[Operation]], judge: Judge) -> list[Operation] | None:
-    adds = sorted((op for ops in children for op in ops if isinstance(op, AddOp)),
-                  key=lambda a: (a.section, a.content, a.support))
-    judge.prepare([a.content for a in adds])
-    groups: list[tuple[AddOp, int]] = []  # (representative, summed support)
-    for add in adds:
-        for index, (head, support) in enumerate(groups):
-            if head.content == add.content:
-                verdict_kind = "same"
-            else:
-                verdict_kind = judge.judge(add.content, add.section, head.content, head.section).kind
-            if verdict_kind == "conflict":
-                return None
-            if verdict_kind == "same":
-                groups[index] = (head, support + add.support)
-                break
-        else:
-            groups.append((add, add.support))
-    return _merge_rest(children, [head.model_copy(update={"support": support}) for head, support in groups])
-
-
-def _merge_rest(children: Sequence[list[Operation]], merged_adds: list[AddOp]) -> list[Operation] | None:
-    """The merged ADDs, then the children's edits (None when two differ on one entry) and summed TAGs."""
-    tags: dict[tuple[str, TagValue], int] = {}
-    edits: dict[str, Operation] = {}
-    touched: dict[str, str] = {}  # entry id -> JSON of the one edit that touches it
-    for operations in children:
-        for op in operations:
-            if isinstance(op, AddOp):
-                continue
-            if isinstance(op, TagOp):
-                tags[(op.entry_id, op.tag)] = tags.get((op.entry_id, op.tag), 0) + op.count
-                continue
-            text = op.model_dump_json()
-            ids = op.entry_ids if isinstance(op, MergeOp) else [op.entry_id]
-            for entry_id in ids:
-                if touched.setdefault(entry_id, text) != text:
-                    return None
-            edits[text] = op
-    merged: list[Operation] = [*sorted(merged_adds, key=lambda a: (a.section, a.content))]
-    for kind in (UpdateOp, MergeOp, DeleteOp):
-        merged += [edits[text] for text in sorted(edits) if isinstance(edits[text], kind)]
-    merged += [TagOp(entry_id=entry, tag=tag, count=count) for (entry, tag), count in sorted(tags.items())]
-    return merged
+                      merged_without_call=merged, narrowed_calls=narrowed)
 
 
 @dataclass

@@ -70,7 +70,8 @@ class CombeeSettings(BaseModel):
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
     deterministic_merge: bool = Field(
         default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
-        "(combee_core.reduction.merge_without_conflict); the reducer call still judges conflicting ones."
+        "(combee_core.deterministic_merge); the reducer call judges only the contested ones (lessons that "
+        "contradict one another, edits that disagree), the rest is merged without it."
     )
     embedding_model: str = Field(
         default="combee-static/wordllama-l2-256", description="How curation tells lessons apart by meaning: the "

@@ -24,10 +24,11 @@ from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingEr
 from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import (
+    ContestedMerge,
     PendingPartials,
     ReduceOutcome,
     build_version,
-    merge_without_conflict,
+    merge_contested,
     reduce_through_scan,
 )
 from combee_core.settings import CombeeSettings
@@ -165,8 +166,8 @@ class Reducer:
                                       type(error).__name__, playbook_id=first.playbook_id))
                 judge = None
 
-        def merge(children: Sequence[list[Operation]]) -> list[Operation] | None:
-            return merge_without_conflict(children, judge=judge)
+        def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
+            return merge_contested(children, judge=judge)
 
         scan = await reduce_through_scan(
             [partial.operations for partial in partials], self.config.max_fan_in, reduce,
