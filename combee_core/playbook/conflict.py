@@ -49,7 +49,15 @@ _PHRASES: tuple[tuple[str, str, str], ...] = (
     (r"\b(newest|latest|most recent|largest|highest|biggest)[ -](first|to (oldest|earliest|smallest|lowest))\b",
      "sort", "descending"),
     (r"\b(oldest|earliest|smallest|lowest)[ -](first|to (newest|latest|largest|highest))\b", "sort", "ascending"),
+    (r"\b(oldest|earliest|smallest|lowest)( \w+){0,2} (at the top|on top)\b", "sort", "ascending"),
+    (r"\b(newest|latest|largest|highest|biggest)( \w+){0,2} (at the top|on top)\b", "sort", "descending"),
+    (r"\bkeep (on )?(request|try|retry|poll|go|fetch|check|call|send|read|loop|wait|ask|runn)ing\b", "continue",
+     "continue"),  # "keep requesting pages": go on, not retain
     (r"\bmost recent\b", "recency", "latest"),
+    (r"\b(same|equal) weights?\b", "weighting", "equal"),
+    (r"\bweight(s|ed|ing)?\b[^,;.]{0,40}\bby\b", "weighting", "weighted"),
+    (r"\b(left|leave|leaving|leaves) (\w+ )?out\b", "keep", "remove"),
+    (r"\bwhole numbers?\b", "precision", "whole"),
     (r"\bat most\b", "bound", "upper"),
     (r"\bat least\b", "bound", "lower"),
     (r"\bno (more|later) than\b", "bound", "upper"),
@@ -62,6 +70,10 @@ _PHRASES: tuple[tuple[str, str, str], ...] = (
     (r"\blower ?case\b", "case", "lower"),
     (r"\bupper ?case\b", "case", "upper"),
 )
+_IMPLIED: tuple[tuple[str, str, str], ...] = (
+    (r"\b(as|to) (a |the number )?(zero|0)\b", "keep", "keep"),  # counted as zero: kept, not left out
+)
+"""Phrases that imply a pole besides their own (matched on the whole clause)."""
 _WORD_POLES: dict[str, tuple[str, str]] = {}
 for _axis, _poles in {
     "sort": {"ascending": "asc ascending increasing", "descending": "desc descending decreasing"},
@@ -80,12 +92,35 @@ for _axis, _poles in {
     "money": {"cent": "cent cents", "dollar": "dollar dollars"},
     "temperature": {"celsius": "celsius", "fahrenheit": "fahrenheit"},
     "statistic": {"median": "median", "mean": "mean average"},
+    "period": {"previous": "previous prior preceding", "next": "next following upcoming new"},
+    "days": {"business": "business working weekday weekdays", "calendar": "calendar"},
+    "weighting": {"weighted": "weighted", "equal": "unweighted"},
+    "precision": {"decimal": "decimal decimals", "whole": "integer integers"},
 }.items():
     for _pole, _words in _poles.items():
         for _word in _words.split():
             _WORD_POLES[_word] = (_axis, _pole)
 _BINARY = {axis: tuple(sorted({p for a, p in _WORD_POLES.values() if a == axis})) for axis in
-           ("sort", "position", "recency", "timezone", "scope", "keep", "case", "bound", "value", "statistic")}
+           ("sort", "position", "recency", "timezone", "scope", "keep", "case", "bound", "value", "statistic", "days",
+            "weighting")}
+_MARKERS: dict[str, str] = {
+    "immediate": r"\b(right away|at once|immediately|straight away|straight to|straight onto|as soon as|without "
+                 r"(waiting|asking|checking|confirming|first)|directly)\b",
+    "regardless": r"\b(even (when|if|for|though)|whoever|no matter|like any other|all the same)\b",
+    "as_is": r"\b(as (they|it) (are|is|arrived?)|as-is|unchanged|verbatim|bare|untouched|as the source|in the order "
+             r"they arrived|from (memory|what you remember)|exactly (the )?same)\b",
+}
+"""Markers of a rule that waives a condition: done at once ("issue the refund right away"), whatever the case
+("even when they contain commas"), or on the thing as it is ("write CSV fields bare"). A rule with one, not negated,
+contradicts a rule close in meaning that has none and sets a condition (an order, a prerequisite, a treatment)."""
+_CONDITION = re.compile(r"\b(before|until|unless|first|only|after|once|then|wait|when|if|must)\b")
+_FLIP_PREFIXES = ("in", "un", "non")
+_UN_PARTICIPLE = re.compile(r"un[a-z]{3,}ed")
+_SYNONYMS = {"add": "sum", "total": "sum", "tally": "sum", "totaling": "sum", "totalling": "sum", "count": "sum",
+             "normaliz": "convert", "normalis": "convert", "translat": "convert", "express": "convert",
+             "read": "pars", "decod": "pars", "calculat": "comput", "subtract": "deduct", "remov": "deduct",
+             "take": "deduct", "check": "verify", "confirm": "verify", "inspect": "verify", "review": "verify"}
+"""Stems that name one step in order pairs ("add the amounts up first" / "sum only once converted")."""
 _BEFORE = frozenset({"before", "until", "prior", "ahead", "first", "then", "earlier"})
 _AFTER = frozenset({"after", "afterwards", "afterward", "once", "following", "later", "second"})
 
@@ -103,6 +138,12 @@ class RuleFeatures:
     names: frozenset[str] = frozenset()
     """Words with digits that name a thing rather than count ("sum 1.", "R08"): two rules naming different things
     are different rules, not a conflict."""
+    markers: frozenset[str] = frozenset()
+    """:data:`_MARKERS` found outside a negated clause."""
+    conditional: bool = False
+    """The rule sets a condition (an order or prerequisite word outside a negated clause, or a marker negated)."""
+    words: frozenset[str] = frozenset()
+    """Its lowercase words, hyphenated parts split ("case-insensitively" -> "case", "insensitively")."""
 
     @classmethod
     def of(cls, text: str) -> RuleFeatures:
@@ -112,14 +153,27 @@ class RuleFeatures:
         prohibits, instructs = False, False
         numbers: set[str] = set()
         names: set[str] = set()
+        markers: set[str] = set()
+        conditional = False
         for clause in clauses:
-            negated = any(w in _NEGATIONS for w in clause.split()) or "rather than" in clause or "instead of" in clause
+            negated = any(w in _NEGATIONS or _UN_PARTICIPLE.fullmatch(w) for w in clause.split()) \
+                or "rather than" in clause or "instead of" in clause
+            condition = _CONDITION.search(clause) is not None
+            conditional |= condition
+            for marker, pattern in _MARKERS.items():
+                for match in re.finditer(pattern, clause):
+                    if negated and _negation_before(clause, match.start()):
+                        conditional = True  # "instead of retrying immediately", "never commit directly"
+                    else:
+                        markers.add(marker)
             found: list[tuple[str, str, int]] = []
             rest = clause
             for pattern, axis, pole in _PHRASES:
                 for match in re.finditer(pattern, rest):
                     found.append((axis, pole, match.start()))
                 rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
+            for pattern, axis, pole in _IMPLIED:
+                found.extend((axis, pole, match.start()) for match in re.finditer(pattern, clause))
             words = list(re.finditer(r"[a-z0-9']+", rest))
             for index, match in enumerate(words):
                 word = match.group()
@@ -130,6 +184,8 @@ class RuleFeatures:
                 counts = bool(following) and following.isalpha() and following not in _FILLER
                 if word.isdigit() and word != "0" and counts:
                     numbers.add(word)
+                elif ordinal := re.fullmatch(r"(\d+)(st|nd|rd|th)", word):
+                    names.add(ordinal.group(1))  # "the 29th of February" names what "February 29" does
                 elif any(ch.isdigit() for ch in word) and word != "0":
                     names.add(word)
                 elif word in _NUMBER_WORDS and counts:
@@ -141,14 +197,15 @@ class RuleFeatures:
                     else:
                         continue
                 poles.setdefault(axis, set()).add(pole)
-            if _is_prohibition(clause) and not found:
-                prohibits = True
+            if _is_prohibition(clause) and not found and not condition:
+                prohibits = True  # "do not X until Y" sets an order, it does not only forbid
             elif not negated and clause.split()[0] not in _STATEMENT_STARTS or _is_prohibition(clause):
                 instructs = True  # an instruction, or a prohibition about a pole ("do not round intermediate values")
         # "Do not X; do Y" prohibits and instructs: its polarity is not compared
         prohibition = None if prohibits and instructs else prohibits
+        all_words = frozenset(w for token in re.findall(r"[a-z0-9'-]+", lowered) for w in token.split("-") if w)
         return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered),
-                   frozenset(names))
+                   frozenset(names), frozenset(markers), conditional, all_words)
 
 
 def _is_prohibition(clause: str) -> bool:
@@ -167,12 +224,16 @@ def _clauses(text: str) -> list[str]:
 
 
 def _negation_before(clause: str, position: int) -> bool:
-    return any(w in _NEGATIONS for w in clause[:position].split()[-6:]) or clause.startswith("not ")
+    """A negation among the six words before ``position``: "not", "never", ... or an un-participle ("carry
+    unrounded numbers through every step": the steps are not rounded)."""
+    return any(w in _NEGATIONS or _UN_PARTICIPLE.fullmatch(w) for w in clause[:position].split()[-6:]) \
+        or clause.startswith("not ")
 
 
 def _content(words: list[str]) -> list[str]:
-    return [_stem(w) for w in words if w not in _FILLER and w not in _BEFORE and w not in _AFTER
-            and w not in _NEGATIONS and not w.isdigit()]
+    stems = [_stem(w) for w in words if w not in _FILLER and w not in _BEFORE and w not in _AFTER
+             and w not in _NEGATIONS and not w.isdigit()]
+    return [_SYNONYMS.get(stem, stem) for stem in stems]
 
 
 def _order_pairs(text: str) -> frozenset[tuple[str, str]]:
@@ -187,11 +248,17 @@ def _order_pairs(text: str) -> frozenset[tuple[str, str]]:
             end = next((j for j in range(i + 1, len(tokens)) if tokens[j] in _BOUNDARY), len(tokens))
             if token in ("first", "earlier"):  # "X first, then Y": X (this clause) before the rest of the sentence
                 left, right = tokens[start:i], tokens[i + 1:]
+            elif token == "then" and i == start:  # "X, then Y": X is the clause before the comma
+                previous = max((j + 1 for j in range(start - 1) if tokens[j] in _BOUNDARY), default=0)
+                left, right = tokens[previous:max(start - 1, 0)], tokens[i + 1:]
             elif i == start:  # "Before/After Y, X": the marker's clause is the reference, the rest the subject
                 left, right = tokens[end + 1:], tokens[i + 1:end]
             else:  # "X before/after Y"
                 left, right = tokens[start:i], tokens[i + 1:end] if token != "then" else tokens[i + 1:]
-            earlier, later = (left, right) if token in _BEFORE else (right, left)
+            before = token in _BEFORE
+            if token == "until" and any(w in _NEGATIONS for w in left):
+                before = False  # "do not X until Y": Y comes first
+            earlier, later = (left, right) if before else (right, left)
             pairs.update((x, y) for x in _content(earlier) for y in _content(later) if x != y)
     return frozenset(p for p in pairs if (p[1], p[0]) not in pairs)
 
@@ -205,10 +272,29 @@ def conflict_between(a: RuleFeatures, b: RuleFeatures) -> str | None:
             return f"{axis}: {'/'.join(sorted(a.poles[axis]))} vs {'/'.join(sorted(b.poles[axis]))}"
     if a.numbers and b.numbers and a.numbers != b.numbers:
         return f"quantity: {', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}"
+    for first, second in ((a, b), (b, a)):
+        for marker in sorted(first.markers - second.markers):
+            if marker != "immediate" or second.conditional:
+                return f"{marker}: one waives the condition the other sets"
+    if (flipped := _prefix_flip(a.words, b.words) or _prefix_flip(b.words, a.words)) is not None:
+        return f"polarity: {flipped}"
     reversed_pairs = sorted(p for p in a.order if (p[1], p[0]) in b.order)
     if reversed_pairs:
         x, y = reversed_pairs[0]
         return f"order: {x!r} before {y!r} vs after"
+    return None
+
+
+def _prefix_flip(a: frozenset[str], b: frozenset[str]) -> str | None:
+    """A word of ``a`` that is a word of ``b`` negated by a prefix ("insensitively" / "sensitively"), when neither
+    text has the other's form."""
+    stems_a, stems_b = {_stem(w) for w in a}, {_stem(w) for w in b}
+    for word in sorted(a):
+        for prefix in _FLIP_PREFIXES:
+            base = _stem(word[len(prefix):])
+            if word.startswith(prefix) and len(base) >= 4 and base in stems_b and base not in stems_a \
+                    and _stem(word) not in stems_b:
+                return f"{word!r} vs {word[len(prefix):]!r}"
     return None
 
 

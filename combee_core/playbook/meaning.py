@@ -145,7 +145,7 @@ class SemanticJudge:
         if (why := self._features.conflict(new, old)) is not None:
             return Judgement("conflict", score, why)
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
-        if names_new and names_old and names_new != names_old:
+        if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
             return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}")
         if (swap := self._swapped(new, old)) is not None:
             return Judgement("distinct", score, swap)
