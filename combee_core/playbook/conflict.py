@@ -20,6 +20,7 @@ a false paraphrase would reinforce the rule being corrected. Measured by ``bench
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -54,6 +55,9 @@ _PHRASES: tuple[tuple[str, str, str], ...] = (
     (r"\bkeep (on )?(request|try|retry|poll|go|fetch|check|call|send|read|loop|wait|ask|runn)ing\b", "continue",
      "continue"),  # "keep requesting pages": go on, not retain
     (r"\bmost recent\b", "recency", "latest"),
+    (r"\bround\w* (\w+ ){0,3}?up\b|\bceil\w*", "rounding", "up"),
+    (r"\bround\w* (\w+ ){0,3}?down\b|\btruncat\w*|\bfloor\b", "rounding", "down"),
+    (r"\bnearest\b", "rounding", "nearest"),
     (r"\b(same|equal) weights?\b", "weighting", "equal"),
     (r"\bweight(s|ed|ing)?\b[^,;.]{0,40}\bby\b", "weighting", "weighted"),
     (r"\b(left|leave|leaving|leaves) (\w+ )?out\b", "keep", "remove"),
@@ -70,6 +74,18 @@ _PHRASES: tuple[tuple[str, str, str], ...] = (
     (r"\blower ?case\b", "case", "lower"),
     (r"\bupper ?case\b", "case", "upper"),
 )
+_NAMED_POLES: tuple[tuple[str, str], ...] = (
+    (r"\b([a-z]+)-first\b", "leading"),  # "day-first" / "month-first" dates, "newest-first" is a sort (above)
+    (r"\b((dd|mm|yyyy|yy)([/.-](dd|mm|yyyy|yy))+)\b", "format"),
+)
+"""Axes whose pole is the matched text itself (any two different ones conflict)."""
+_CLOSED_CLASSES: tuple[frozenset[str], ...] = (
+    frozenset("monday tuesday wednesday thursday friday saturday sunday".split()),
+    frozenset("january february march april june july august september october november december".split()),
+    frozenset("up down".split()), frozenset("linear exponential constant".split()),
+    frozenset("gram grams g kilogram kilograms kg pound pounds lb lbs ounce ounces oz".split()),
+)
+"""Words of one closed class: a rule with one swapped for another ("on Monday" / "on Sunday") is another rule."""
 _IMPLIED: tuple[tuple[str, str, str], ...] = (
     (r"\b(as|to) (a |the number )?(zero|0)\b", "keep", "keep"),  # counted as zero: kept, not left out
 )
@@ -92,7 +108,11 @@ for _axis, _poles in {
     "money": {"cent": "cent cents", "dollar": "dollar dollars"},
     "temperature": {"celsius": "celsius", "fahrenheit": "fahrenheit"},
     "statistic": {"median": "median", "mean": "mean average"},
-    "period": {"previous": "previous prior preceding", "next": "next following upcoming new"},
+    "period": {"previous": "previous prior preceding old original initial starting",
+               "next": "next following upcoming new"},
+    "weekday": {d: d for d in "monday tuesday wednesday thursday friday saturday sunday".split()},
+    "month": {m: m for m in
+              "january february march april june july august september october november december".split()},
     "days": {"business": "business working weekday weekdays", "calendar": "calendar"},
     "weighting": {"weighted": "weighted", "equal": "unweighted"},
     "precision": {"decimal": "decimal decimals", "whole": "integer integers"},
@@ -107,19 +127,23 @@ _MARKERS: dict[str, str] = {
     "immediate": r"\b(right away|at once|immediately|straight away|straight to|straight onto|as soon as|without "
                  r"(waiting|asking|checking|confirming|first)|directly)\b",
     "regardless": r"\b(even (when|if|for|though)|whoever|no matter|like any other|all the same)\b",
-    "as_is": r"\b(as (they|it) (are|is|arrived?)|as-is|unchanged|verbatim|bare|untouched|as the source|in the order "
-             r"they arrived|from (memory|what you remember)|exactly (the )?same)\b",
+    "as_is": r"\b(as (they|it) (are|is|arrived?)(?! now)|as-is|unchanged|verbatim|bare|untouched|as the source|"
+             r"in the order they arrived|from (memory|what you remember)|exactly (the )?same)\b",
 }
 """Markers of a rule that waives a condition: done at once ("issue the refund right away"), whatever the case
 ("even when they contain commas"), or on the thing as it is ("write CSV fields bare"). A rule with one, not negated,
 contradicts a rule close in meaning that has none and sets a condition (an order, a prerequisite, a treatment)."""
 _CONDITION = re.compile(r"\b(before|until|unless|first|only|after|once|then|wait|when|if|must)\b")
+_UNIT_AXES = frozenset({"distance", "duration", "money", "temperature", "weekday", "month"})
+"""Axes of units and names ("never answer in miles"): their words are compared by the axis, not as an action."""
+_ADVERBS = frozenset("again ever yourself itself still also too".split())
 _FLIP_PREFIXES = ("in", "un", "non")
 _UN_PARTICIPLE = re.compile(r"un[a-z]{3,}ed")
 _SYNONYMS = {"add": "sum", "total": "sum", "tally": "sum", "totaling": "sum", "totalling": "sum", "count": "sum",
              "normaliz": "convert", "normalis": "convert", "translat": "convert", "express": "convert",
              "read": "pars", "decod": "pars", "calculat": "comput", "subtract": "deduct", "remov": "deduct",
-             "take": "deduct", "check": "verify", "confirm": "verify", "inspect": "verify", "review": "verify"}
+             "take": "deduct", "check": "verify", "confirm": "verify", "inspect": "verify", "review": "verify",
+             "averag": "mean"}
 """Stems that name one step in order pairs ("add the amounts up first" / "sum only once converted")."""
 _BEFORE = frozenset({"before", "until", "prior", "ahead", "first", "then", "earlier"})
 _AFTER = frozenset({"after", "afterwards", "afterward", "once", "following", "later", "second"})
@@ -144,6 +168,12 @@ class RuleFeatures:
     """The rule sets a condition (an order or prerequisite word outside a negated clause, or a marker negated)."""
     words: frozenset[str] = frozenset()
     """Its lowercase words, hyphenated parts split ("case-insensitively" -> "case", "insensitively")."""
+    sequence: tuple[str, ...] = ()
+    """Its lowercase words in order."""
+    forbidden: tuple[frozenset[str], ...] = ()
+    """Per negated clause of at least two content stems, those stems ("do not add VAT again": add, vat)."""
+    asked: tuple[frozenset[str], ...] = ()
+    """Per clause not negated, its content stems."""
 
     @classmethod
     def of(cls, text: str) -> RuleFeatures:
@@ -155,19 +185,33 @@ class RuleFeatures:
         names: set[str] = set()
         markers: set[str] = set()
         conditional = False
+        forbidden: list[frozenset[str]] = []
+        asked: list[frozenset[str]] = []
         for clause in clauses:
             negated = any(w in _NEGATIONS or _UN_PARTICIPLE.fullmatch(w) for w in clause.split()) \
                 or "rather than" in clause or "instead of" in clause
             condition = _CONDITION.search(clause) is not None
             conditional |= condition
+            # poles have their axes; what is left says what is done ("never answer in miles": answer)
+            stems = frozenset(_content([t for t in _TOKEN.findall(clause)
+                                        if t not in _BOUNDARY and t not in _ADVERBS
+                                        and _WORD_POLES.get(t, ("", ""))[0] not in _UNIT_AXES]))
+            if not negated:
+                asked.append(stems)
+            elif len(stems) >= 2 and not condition:
+                forbidden.append(stems)
             for marker, pattern in _MARKERS.items():
                 for match in re.finditer(pattern, clause):
-                    if negated and _negation_before(clause, match.start()):
+                    if negated and (_negation_before(clause, match.start()) or _is_prohibition(clause)):
                         conditional = True  # "instead of retrying immediately", "never commit directly"
                     else:
                         markers.add(marker)
             found: list[tuple[str, str, int]] = []
             rest = clause
+            for pattern, axis in _NAMED_POLES:
+                for match in re.finditer(pattern, rest):
+                    found.append((axis, match.group(1), match.start()))
+                rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
             for pattern, axis, pole in _PHRASES:
                 for match in re.finditer(pattern, rest):
                     found.append((axis, pole, match.start()))
@@ -205,10 +249,12 @@ class RuleFeatures:
         prohibition = None if prohibits and instructs else prohibits
         all_words = frozenset(w for token in re.findall(r"[a-z0-9'-]+", lowered) for w in token.split("-") if w)
         return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered),
-                   frozenset(names), frozenset(markers), conditional, all_words)
+                   frozenset(names), frozenset(markers), conditional, all_words,
+                   tuple(re.findall(r"[a-z0-9']+", lowered)), tuple(forbidden), tuple(asked))
 
 
 def _is_prohibition(clause: str) -> bool:
+    clause = re.sub(r"^(so|and|but|or|then|thus) ", "", clause)
     return clause.startswith(_PROHIBITION_STARTS) or any(f" {m} " in f" {clause} " for m in _MODAL_PROHIBITIONS)
 
 
@@ -278,10 +324,31 @@ def conflict_between(a: RuleFeatures, b: RuleFeatures) -> str | None:
                 return f"{marker}: one waives the condition the other sets"
     if (flipped := _prefix_flip(a.words, b.words) or _prefix_flip(b.words, a.words)) is not None:
         return f"polarity: {flipped}"
+    for first, second in ((a, b), (b, a)):
+        for stems in first.forbidden:
+            if any(stems <= other for other in second.asked) and not any(stems <= own for own in first.asked):
+                return f"polarity: one forbids what the other asks ({', '.join(sorted(stems))})"
+    if (swap := _class_swap(a.sequence, b.sequence)) is not None:
+        return f"swapped within a closed class: {swap}"
     reversed_pairs = sorted(p for p in a.order if (p[1], p[0]) in b.order)
-    if reversed_pairs:
+    if reversed_pairs and len(reversed_pairs) >= len(a.order & b.order):  # not outnumbered by agreeing pairs
         x, y = reversed_pairs[0]
         return f"order: {x!r} before {y!r} vs after"
+    return None
+
+
+def _class_swap(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
+    """One word of a closed class replaced by another of it, the rest of the sentence alike."""
+    if not a or not b:
+        return None
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < 0.6:
+        return None
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1:
+            x, y = a[i1], b[j1]
+            if any(x in words and y in words for words in _CLOSED_CLASSES):
+                return f"{x!r} vs {y!r}"
     return None
 
 

@@ -49,6 +49,13 @@ _REWORDED = [
     ("Percentages should be written with two digits after the decimal point.",
      "Percentages should be rounded to whole numbers."),
     ("Search for product names case-insensitively.", "Product names must match with exactly the same capitalization."),
+    # second round, from sets C and D (read after their runs)
+    ("Weeks start on Monday when grouping sales by week.", "Weeks start on Sunday when grouping sales by week."),
+    ("Dates in the supplier files are day-first.", "Dates in the supplier files are month-first."),
+    ("Round a person's age down to whole years.", "Round a person's age up to whole years."),
+    ("Compute percent change relative to the old value.", "Compute percent change relative to the new value."),
+    ("Do not average the daily conversion rates; divide total conversions by total visits.",
+     "The overall conversion rate is the mean of the daily conversion rates."),
 ]
 
 
@@ -69,6 +76,10 @@ def test_a_reworded_opposite_is_a_conflict_in_both_directions(a: str, b: str) ->
     ("Round only the final result, not intermediate values.",
      "Carry unrounded numbers through every step and apply rounding only to the answer you report."),
     ("Wait before retrying, longer each time.", "Back off with a growing delay instead of retrying immediately."),
+    ("Give lengths of routes in kilometers; never answer in miles.",
+     "Convert miles to kilometers before writing distances in the final answer."),
+    ("Read a file's current contents before editing it.",
+     "An edit must be based on the file as it is now, so read it before writing."),
 ])
 def test_a_rewording_with_a_condition_negation_or_ordinal_is_the_same_lesson(a: str, b: str) -> None:
     assert conflict_reason(a, b) is None
