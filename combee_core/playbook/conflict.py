@@ -133,6 +133,7 @@ _MARKERS: dict[str, str] = {
 """Markers of a rule that waives a condition: done at once ("issue the refund right away"), whatever the case
 ("even when they contain commas"), or on the thing as it is ("write CSV fields bare"). A rule with one, not negated,
 contradicts a rule close in meaning that has none and sets a condition (an order, a prerequisite, a treatment)."""
+_ORDER = re.compile(r"\b(before|until|unless|after|once|first|then)\b")
 _CONDITION = re.compile(r"\b(before|until|unless|first|only|after|once|then|wait|when|if|must)\b")
 _UNIT_AXES = frozenset({"distance", "duration", "money", "temperature", "weekday", "month"})
 """Axes of units and names ("never answer in miles"): their words are compared by the axis, not as an action."""
@@ -190,8 +191,8 @@ class RuleFeatures:
         for clause in clauses:
             negated = any(w in _NEGATIONS or _UN_PARTICIPLE.fullmatch(w) for w in clause.split()) \
                 or "rather than" in clause or "instead of" in clause
-            condition = _CONDITION.search(clause) is not None
-            conditional |= condition
+            conditional |= _CONDITION.search(clause) is not None
+            condition = _ORDER.search(clause) is not None  # "do not X until Y" orders; "never X when Y" forbids
             # poles have their axes; what is left says what is done ("never answer in miles": answer)
             stems = frozenset(_content([t for t in _TOKEN.findall(clause)
                                         if t not in _BOUNDARY and t not in _ADVERBS

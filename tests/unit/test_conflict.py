@@ -49,6 +49,7 @@ _REWORDED = [
     ("Percentages should be written with two digits after the decimal point.",
      "Percentages should be rounded to whole numbers."),
     ("Search for product names case-insensitively.", "Product names must match with exactly the same capitalization."),
+    ("Always quote column names when they contain spaces.", "Never quote column names when they contain spaces."),
     # second round, from sets C and D (read after their runs)
     ("Weeks start on Monday when grouping sales by week.", "Weeks start on Sunday when grouping sales by week."),
     ("Dates in the supplier files are day-first.", "Dates in the supplier files are month-first."),
