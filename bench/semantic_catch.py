@@ -7,8 +7,10 @@
 Pairs: every two wordings of one lesson (should be consolidated), every two wordings of two different lessons
 (should not), the set's opposite pairs (one-word and reworded flips: must not be consolidated) and corrections
 (a rule and its correction: must not be consolidated). Methods: ``lexical`` (the old test: ``is_near_duplicate`` or
-``is_paraphrase``, all pairs taken as one section), ``lexical+conflict`` (:class:`LexicalJudge`, no model) and
-``semantic`` (:class:`SemanticJudge` over the offline static embedding model). Writes
+``is_paraphrase``, all pairs taken as one section), ``lexical+conflict`` (:class:`LexicalJudge`, no model),
+``static`` (:class:`SemanticJudge` over the static model, ``combee-static/wordllama-l2-256``) and ``semantic`` (the
+default: :class:`SemanticJudge` over all-MiniLM-L6-v2, ``combee-onnx/all-minilm-l6-v2-int8``), each model at its
+own threshold unless ``--same-meaning`` is given. Writes
 ``bench/results/semantic_catch_<set>.json``.
 """
 
@@ -24,12 +26,14 @@ from pathlib import Path
 from bench.common import machine, write_results
 from combee_core.playbook import is_near_duplicate, is_paraphrase
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
-from combee_core.playbook.meaning import SAME_MEANING, LexicalJudge, SemanticJudge
+from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
+from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results"
 SETS = {"heldout": DATA / "lessons_heldout.json", "heldout_b": DATA / "lessons_heldout_b.json",
-        "heldout_c": DATA / "lessons_heldout_c.json",
+        "heldout_c": DATA / "lessons_heldout_c.json", "heldout_d": DATA / "lessons_heldout_d.json",
+        "heldout_e": DATA / "lessons_heldout_e.json",
         "dev": DATA / "lessons_dev.json"}
 
 
@@ -44,12 +48,14 @@ def pairs_of(data: dict) -> dict[str, list[tuple[str, str]]]:
     }
 
 
-def methods(same_meaning: float = SAME_MEANING) -> dict[str, Callable[[str, str], bool]]:
+def methods(same_meaning: float | None = None) -> dict[str, Callable[[str, str], bool]]:
     lexical = LexicalJudge()
-    semantic = SemanticJudge(EmbeddingCache(StaticEmbedder()), same_meaning)
+    static = SemanticJudge(EmbeddingCache(StaticEmbedder()), same_meaning)
+    semantic = SemanticJudge(EmbeddingCache(MiniLMEmbedder()), same_meaning)
     return {
         "lexical": lambda a, b: is_near_duplicate(a, b) or is_paraphrase(a, b),
         "lexical+conflict": lambda a, b: lexical.judge(a, "s", b, "s").kind == "same",
+        "static": lambda a, b: static.judge(a, "s", b, "s").kind == "same",
         "semantic": lambda a, b: semantic.judge(a, "s", b, "s").kind == "same",
     }
 
@@ -68,8 +74,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--set", choices=sorted(SETS), default="heldout")
     parser.add_argument("--show", action="store_true", help="list misses and false merges")
-    parser.add_argument("--same-meaning", type=float, default=SAME_MEANING,
-                        help="the semantic judge's threshold (a sensitivity check: the default is the tuned one)")
+    parser.add_argument("--same-meaning", type=float, default=None,
+                        help="both models' threshold (a sensitivity check: unset, each model's tuned one)")
     args = parser.parse_args()
     data = json.loads(SETS[args.set].read_text())
     pairs = pairs_of(data)
@@ -78,8 +84,8 @@ def main() -> None:
         started = time.perf_counter()
         results[name] = measure(pairs, consolidated)
         results[name]["seconds"] = round(time.perf_counter() - started, 3)
-    print(f"set: {args.set} ({SETS[args.set].name}), same_meaning {args.same_meaning}; consolidated share per kind of "
-          "pair (either direction)")
+    print(f"set: {args.set} ({SETS[args.set].name}), same_meaning {args.same_meaning or 'per model'}; "
+          "consolidated share per kind of pair (either direction)")
     print("| method | paraphrase pairs caught | other-lesson pairs merged | one-word opposites merged | "
           "reworded opposites merged | corrections merged |")
     print("|---|---|---|---|---|---|")
@@ -92,7 +98,7 @@ def main() -> None:
         print("\nsemantic misses:", *(f"  {a} | {b}" for a, b in missed), sep="\n")
         for kind in ("other_lesson", "opposite_one_word", "opposite_reworded", "correction"):
             print(f"\nsemantic merged {kind}:", *(f"  {a} | {b}" for a, b in semantic[kind]["which"]), sep="\n")
-    suffix = "" if args.same_meaning == SAME_MEANING else f"_at_{args.same_meaning}"
+    suffix = "" if args.same_meaning is None else f"_at_{args.same_meaning}"
     write_results(RESULTS / f"semantic_catch_{args.set}{suffix}.json",
                   {"set": args.set, "same_meaning": args.same_meaning, "results": results, "machine": machine()})
 

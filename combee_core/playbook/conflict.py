@@ -20,6 +20,7 @@ a false paraphrase would reinforce the rule being corrected. Measured by ``bench
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -49,7 +50,18 @@ _PHRASES: tuple[tuple[str, str, str], ...] = (
     (r"\b(newest|latest|most recent|largest|highest|biggest)[ -](first|to (oldest|earliest|smallest|lowest))\b",
      "sort", "descending"),
     (r"\b(oldest|earliest|smallest|lowest)[ -](first|to (newest|latest|largest|highest))\b", "sort", "ascending"),
+    (r"\b(oldest|earliest|smallest|lowest)( \w+){0,2} (at the top|on top)\b", "sort", "ascending"),
+    (r"\b(newest|latest|largest|highest|biggest)( \w+){0,2} (at the top|on top)\b", "sort", "descending"),
+    (r"\bkeep (on )?(request|try|retry|poll|go|fetch|check|call|send|read|loop|wait|ask|runn)ing\b", "continue",
+     "continue"),  # "keep requesting pages": go on, not retain
     (r"\bmost recent\b", "recency", "latest"),
+    (r"\bround\w* (\w+ ){0,3}?up\b|\bceil\w*", "rounding", "up"),
+    (r"\bround\w* (\w+ ){0,3}?down\b|\btruncat\w*|\bfloor\b", "rounding", "down"),
+    (r"\bnearest\b", "rounding", "nearest"),
+    (r"\b(same|equal) weights?\b", "weighting", "equal"),
+    (r"\bweight(s|ed|ing)?\b[^,;.]{0,40}\bby\b", "weighting", "weighted"),
+    (r"\b(left|leave|leaving|leaves) (\w+ )?out\b", "keep", "remove"),
+    (r"\bwhole numbers?\b", "precision", "whole"),
     (r"\bat most\b", "bound", "upper"),
     (r"\bat least\b", "bound", "lower"),
     (r"\bno (more|later) than\b", "bound", "upper"),
@@ -62,6 +74,22 @@ _PHRASES: tuple[tuple[str, str, str], ...] = (
     (r"\blower ?case\b", "case", "lower"),
     (r"\bupper ?case\b", "case", "upper"),
 )
+_NAMED_POLES: tuple[tuple[str, str], ...] = (
+    (r"\b([a-z]+)-first\b", "leading"),  # "day-first" / "month-first" dates, "newest-first" is a sort (above)
+    (r"\b((dd|mm|yyyy|yy)([/.-](dd|mm|yyyy|yy))+)\b", "format"),
+)
+"""Axes whose pole is the matched text itself (any two different ones conflict)."""
+_CLOSED_CLASSES: tuple[frozenset[str], ...] = (
+    frozenset("monday tuesday wednesday thursday friday saturday sunday".split()),
+    frozenset("january february march april june july august september october november december".split()),
+    frozenset("up down".split()), frozenset("linear exponential constant".split()),
+    frozenset("gram grams g kilogram kilograms kg pound pounds lb lbs ounce ounces oz".split()),
+)
+"""Words of one closed class: a rule with one swapped for another ("on Monday" / "on Sunday") is another rule."""
+_IMPLIED: tuple[tuple[str, str, str], ...] = (
+    (r"\b(as|to) (a |the number )?(zero|0)\b", "keep", "keep"),  # counted as zero: kept, not left out
+)
+"""Phrases that imply a pole besides their own (matched on the whole clause)."""
 _WORD_POLES: dict[str, tuple[str, str]] = {}
 for _axis, _poles in {
     "sort": {"ascending": "asc ascending increasing", "descending": "desc descending decreasing"},
@@ -80,12 +108,44 @@ for _axis, _poles in {
     "money": {"cent": "cent cents", "dollar": "dollar dollars"},
     "temperature": {"celsius": "celsius", "fahrenheit": "fahrenheit"},
     "statistic": {"median": "median", "mean": "mean average"},
+    "period": {"previous": "previous prior preceding old original initial starting",
+               "next": "next following upcoming new"},
+    "weekday": {d: d for d in "monday tuesday wednesday thursday friday saturday sunday".split()},
+    "month": {m: m for m in
+              "january february march april june july august september october november december".split()},
+    "days": {"business": "business working weekday weekdays", "calendar": "calendar"},
+    "weighting": {"weighted": "weighted", "equal": "unweighted"},
+    "precision": {"decimal": "decimal decimals", "whole": "integer integers"},
 }.items():
     for _pole, _words in _poles.items():
         for _word in _words.split():
             _WORD_POLES[_word] = (_axis, _pole)
 _BINARY = {axis: tuple(sorted({p for a, p in _WORD_POLES.values() if a == axis})) for axis in
-           ("sort", "position", "recency", "timezone", "scope", "keep", "case", "bound", "value", "statistic")}
+           ("sort", "position", "recency", "timezone", "scope", "keep", "case", "bound", "value", "statistic", "days",
+            "weighting")}
+_MARKERS: dict[str, str] = {
+    "immediate": r"\b(right away|at once|immediately|straight away|straight to|straight onto|as soon as|without "
+                 r"(waiting|asking|checking|confirming|first)|directly)\b",
+    "regardless": r"\b(even (when|if|for|though)|whoever|no matter|like any other|all the same)\b",
+    "as_is": r"\b(as (they|it) (are|is|arrived?)(?! now)|as-is|unchanged|verbatim|bare|untouched|as the source|"
+             r"in the order they arrived|from (memory|what you remember)|exactly (the )?same)\b",
+}
+"""Markers of a rule that waives a condition: done at once ("issue the refund right away"), whatever the case
+("even when they contain commas"), or on the thing as it is ("write CSV fields bare"). A rule with one, not negated,
+contradicts a rule close in meaning that has none and sets a condition (an order, a prerequisite, a treatment)."""
+_ORDER = re.compile(r"\b(before|until|unless|after|once|first|then)\b")
+_CONDITION = re.compile(r"\b(before|until|unless|first|only|after|once|then|wait|when|if|must)\b")
+_UNIT_AXES = frozenset({"distance", "duration", "money", "temperature", "weekday", "month"})
+"""Axes of units and names ("never answer in miles"): their words are compared by the axis, not as an action."""
+_ADVERBS = frozenset("again ever yourself itself still also too".split())
+_FLIP_PREFIXES = ("in", "un", "non")
+_UN_PARTICIPLE = re.compile(r"un[a-z]{3,}ed")
+_SYNONYMS = {"add": "sum", "total": "sum", "tally": "sum", "totaling": "sum", "totalling": "sum", "count": "sum",
+             "normaliz": "convert", "normalis": "convert", "translat": "convert", "express": "convert",
+             "read": "pars", "decod": "pars", "calculat": "comput", "subtract": "deduct", "remov": "deduct",
+             "take": "deduct", "check": "verify", "confirm": "verify", "inspect": "verify", "review": "verify",
+             "averag": "mean"}
+"""Stems that name one step in order pairs ("add the amounts up first" / "sum only once converted")."""
 _BEFORE = frozenset({"before", "until", "prior", "ahead", "first", "then", "earlier"})
 _AFTER = frozenset({"after", "afterwards", "afterward", "once", "following", "later", "second"})
 
@@ -103,6 +163,18 @@ class RuleFeatures:
     names: frozenset[str] = frozenset()
     """Words with digits that name a thing rather than count ("sum 1.", "R08"): two rules naming different things
     are different rules, not a conflict."""
+    markers: frozenset[str] = frozenset()
+    """:data:`_MARKERS` found outside a negated clause."""
+    conditional: bool = False
+    """The rule sets a condition (an order or prerequisite word outside a negated clause, or a marker negated)."""
+    words: frozenset[str] = frozenset()
+    """Its lowercase words, hyphenated parts split ("case-insensitively" -> "case", "insensitively")."""
+    sequence: tuple[str, ...] = ()
+    """Its lowercase words in order."""
+    forbidden: tuple[frozenset[str], ...] = ()
+    """Per negated clause of at least two content stems, those stems ("do not add VAT again": add, vat)."""
+    asked: tuple[frozenset[str], ...] = ()
+    """Per clause not negated, its content stems."""
 
     @classmethod
     def of(cls, text: str) -> RuleFeatures:
@@ -112,14 +184,41 @@ class RuleFeatures:
         prohibits, instructs = False, False
         numbers: set[str] = set()
         names: set[str] = set()
+        markers: set[str] = set()
+        conditional = False
+        forbidden: list[frozenset[str]] = []
+        asked: list[frozenset[str]] = []
         for clause in clauses:
-            negated = any(w in _NEGATIONS for w in clause.split()) or "rather than" in clause or "instead of" in clause
+            negated = any(w in _NEGATIONS or _UN_PARTICIPLE.fullmatch(w) for w in clause.split()) \
+                or "rather than" in clause or "instead of" in clause
+            conditional |= _CONDITION.search(clause) is not None
+            condition = _ORDER.search(clause) is not None  # "do not X until Y" orders; "never X when Y" forbids
+            # poles have their axes; what is left says what is done ("never answer in miles": answer)
+            stems = frozenset(_content([t for t in _TOKEN.findall(clause)
+                                        if t not in _BOUNDARY and t not in _ADVERBS
+                                        and _WORD_POLES.get(t, ("", ""))[0] not in _UNIT_AXES]))
+            if not negated:
+                asked.append(stems)
+            elif len(stems) >= 2 and not condition:
+                forbidden.append(stems)
+            for marker, pattern in _MARKERS.items():
+                for match in re.finditer(pattern, clause):
+                    if negated and (_negation_before(clause, match.start()) or _is_prohibition(clause)):
+                        conditional = True  # "instead of retrying immediately", "never commit directly"
+                    else:
+                        markers.add(marker)
             found: list[tuple[str, str, int]] = []
             rest = clause
+            for pattern, axis in _NAMED_POLES:
+                for match in re.finditer(pattern, rest):
+                    found.append((axis, match.group(1), match.start()))
+                rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
             for pattern, axis, pole in _PHRASES:
                 for match in re.finditer(pattern, rest):
                     found.append((axis, pole, match.start()))
                 rest = re.sub(pattern, lambda m: " " * len(m.group()), rest)
+            for pattern, axis, pole in _IMPLIED:
+                found.extend((axis, pole, match.start()) for match in re.finditer(pattern, clause))
             words = list(re.finditer(r"[a-z0-9']+", rest))
             for index, match in enumerate(words):
                 word = match.group()
@@ -130,6 +229,8 @@ class RuleFeatures:
                 counts = bool(following) and following.isalpha() and following not in _FILLER
                 if word.isdigit() and word != "0" and counts:
                     numbers.add(word)
+                elif ordinal := re.fullmatch(r"(\d+)(st|nd|rd|th)", word):
+                    names.add(ordinal.group(1))  # "the 29th of February" names what "February 29" does
                 elif any(ch.isdigit() for ch in word) and word != "0":
                     names.add(word)
                 elif word in _NUMBER_WORDS and counts:
@@ -141,17 +242,20 @@ class RuleFeatures:
                     else:
                         continue
                 poles.setdefault(axis, set()).add(pole)
-            if _is_prohibition(clause) and not found:
-                prohibits = True
+            if _is_prohibition(clause) and not found and not condition:
+                prohibits = True  # "do not X until Y" sets an order, it does not only forbid
             elif not negated and clause.split()[0] not in _STATEMENT_STARTS or _is_prohibition(clause):
                 instructs = True  # an instruction, or a prohibition about a pole ("do not round intermediate values")
         # "Do not X; do Y" prohibits and instructs: its polarity is not compared
         prohibition = None if prohibits and instructs else prohibits
+        all_words = frozenset(w for token in re.findall(r"[a-z0-9'-]+", lowered) for w in token.split("-") if w)
         return cls(prohibition, {a: frozenset(p) for a, p in poles.items()}, frozenset(numbers), _order_pairs(lowered),
-                   frozenset(names))
+                   frozenset(names), frozenset(markers), conditional, all_words,
+                   tuple(re.findall(r"[a-z0-9']+", lowered)), tuple(forbidden), tuple(asked))
 
 
 def _is_prohibition(clause: str) -> bool:
+    clause = re.sub(r"^(so|and|but|or|then|thus) ", "", clause)
     return clause.startswith(_PROHIBITION_STARTS) or any(f" {m} " in f" {clause} " for m in _MODAL_PROHIBITIONS)
 
 
@@ -167,12 +271,16 @@ def _clauses(text: str) -> list[str]:
 
 
 def _negation_before(clause: str, position: int) -> bool:
-    return any(w in _NEGATIONS for w in clause[:position].split()[-6:]) or clause.startswith("not ")
+    """A negation among the six words before ``position``: "not", "never", ... or an un-participle ("carry
+    unrounded numbers through every step": the steps are not rounded)."""
+    return any(w in _NEGATIONS or _UN_PARTICIPLE.fullmatch(w) for w in clause[:position].split()[-6:]) \
+        or clause.startswith("not ")
 
 
 def _content(words: list[str]) -> list[str]:
-    return [_stem(w) for w in words if w not in _FILLER and w not in _BEFORE and w not in _AFTER
-            and w not in _NEGATIONS and not w.isdigit()]
+    stems = [_stem(w) for w in words if w not in _FILLER and w not in _BEFORE and w not in _AFTER
+             and w not in _NEGATIONS and not w.isdigit()]
+    return [_SYNONYMS.get(stem, stem) for stem in stems]
 
 
 def _order_pairs(text: str) -> frozenset[tuple[str, str]]:
@@ -187,11 +295,17 @@ def _order_pairs(text: str) -> frozenset[tuple[str, str]]:
             end = next((j for j in range(i + 1, len(tokens)) if tokens[j] in _BOUNDARY), len(tokens))
             if token in ("first", "earlier"):  # "X first, then Y": X (this clause) before the rest of the sentence
                 left, right = tokens[start:i], tokens[i + 1:]
+            elif token == "then" and i == start:  # "X, then Y": X is the clause before the comma
+                previous = max((j + 1 for j in range(start - 1) if tokens[j] in _BOUNDARY), default=0)
+                left, right = tokens[previous:max(start - 1, 0)], tokens[i + 1:]
             elif i == start:  # "Before/After Y, X": the marker's clause is the reference, the rest the subject
                 left, right = tokens[end + 1:], tokens[i + 1:end]
             else:  # "X before/after Y"
                 left, right = tokens[start:i], tokens[i + 1:end] if token != "then" else tokens[i + 1:]
-            earlier, later = (left, right) if token in _BEFORE else (right, left)
+            before = token in _BEFORE
+            if token == "until" and any(w in _NEGATIONS for w in left):
+                before = False  # "do not X until Y": Y comes first
+            earlier, later = (left, right) if before else (right, left)
             pairs.update((x, y) for x in _content(earlier) for y in _content(later) if x != y)
     return frozenset(p for p in pairs if (p[1], p[0]) not in pairs)
 
@@ -205,10 +319,50 @@ def conflict_between(a: RuleFeatures, b: RuleFeatures) -> str | None:
             return f"{axis}: {'/'.join(sorted(a.poles[axis]))} vs {'/'.join(sorted(b.poles[axis]))}"
     if a.numbers and b.numbers and a.numbers != b.numbers:
         return f"quantity: {', '.join(sorted(a.numbers))} vs {', '.join(sorted(b.numbers))}"
+    for first, second in ((a, b), (b, a)):
+        for marker in sorted(first.markers - second.markers):
+            if marker != "immediate" or second.conditional:
+                return f"{marker}: one waives the condition the other sets"
+    if (flipped := _prefix_flip(a.words, b.words) or _prefix_flip(b.words, a.words)) is not None:
+        return f"polarity: {flipped}"
+    for first, second in ((a, b), (b, a)):
+        for stems in first.forbidden:
+            if any(stems <= other for other in second.asked) and not any(stems <= own for own in first.asked):
+                return f"polarity: one forbids what the other asks ({', '.join(sorted(stems))})"
+    if (swap := _class_swap(a.sequence, b.sequence)) is not None:
+        return f"swapped within a closed class: {swap}"
     reversed_pairs = sorted(p for p in a.order if (p[1], p[0]) in b.order)
-    if reversed_pairs:
+    if reversed_pairs and len(reversed_pairs) >= len(a.order & b.order):  # not outnumbered by agreeing pairs
         x, y = reversed_pairs[0]
         return f"order: {x!r} before {y!r} vs after"
+    return None
+
+
+def _class_swap(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
+    """One word of a closed class replaced by another of it, the rest of the sentence alike."""
+    if not a or not b:
+        return None
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < 0.6:
+        return None
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "replace" and i2 - i1 == 1 and j2 - j1 == 1:
+            x, y = a[i1], b[j1]
+            if any(x in words and y in words for words in _CLOSED_CLASSES):
+                return f"{x!r} vs {y!r}"
+    return None
+
+
+def _prefix_flip(a: frozenset[str], b: frozenset[str]) -> str | None:
+    """A word of ``a`` that is a word of ``b`` negated by a prefix ("insensitively" / "sensitively"), when neither
+    text has the other's form."""
+    stems_a, stems_b = {_stem(w) for w in a}, {_stem(w) for w in b}
+    for word in sorted(a):
+        for prefix in _FLIP_PREFIXES:
+            base = _stem(word[len(prefix):])
+            if word.startswith(prefix) and len(base) >= 4 and base in stems_b and base not in stems_a \
+                    and _stem(word) not in stems_b:
+                return f"{word!r} vs {word[len(prefix):]!r}"
     return None
 
 

