@@ -82,7 +82,8 @@ class LikelyPair:
     reason: str
 
 
-def curation_judge(embedder: Embedder | None, same_meaning: float, cache: EmbeddingCache | None = None) -> Judge:
+def curation_judge(embedder: Embedder | None, same_meaning: float | None,
+                   cache: EmbeddingCache | None = None) -> Judge:
     """The judge curation uses under the same settings (``embedding_model``, ``same_meaning``): by meaning with an
     embedder, else the lexical one. ``cache`` keeps vectors across calls (one per playbook)."""
     if embedder is None:
