@@ -18,6 +18,7 @@ a match becomes ``name-<10 hex of a keyed sha256 of the match>`` (``salt``), so 
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import re
@@ -226,14 +227,11 @@ class Redactor:
             raise RedactionError(f"trace over a limit once redacted: {first_error(error)}") from error
 
     def raw(self, raw: bytes | None) -> bytes | None:
-        """Bytes that may hold personal data (an unreadable trace or OTLP record): redacted as UTF-8 text; None when
-        they are not UTF-8 (binary cannot be redacted, so it is not kept)."""
+        """Bytes that may hold personal data (an unreadable trace or OTLP record): redacted as text, the bytes that
+        are not UTF-8 kept as they are (so the dead letter still shows the operator what was wrong)."""
         if not self.config.enabled or not raw:
             return raw
-        try:
-            return self.text(raw.decode("utf-8")).encode()
-        except UnicodeDecodeError:
-            return None
+        return self.text(raw.decode("utf-8", "surrogateescape")).encode("utf-8", "surrogateescape")
 
     def dead_letter(self, letter: DeadLetter, original: bool) -> DeadLetter:
         """A dead letter with its reason redacted, its trace id as an identifier, and (``original``: it came from
@@ -242,12 +240,16 @@ class Redactor:
             return letter
         update: dict[str, Any] = {"reason": self.text(letter.reason),
                                   "trace_id": self.identifier(letter.trace_id) if letter.trace_id else None}
-        if original and (letter.original_text is not None or letter.original_base64 is not None):
-            kept = self.text(letter.original_text) if letter.original_text is not None else None
-            truncated = letter.truncated
-            if kept is not None and len(kept) > limits.MAX_DEAD_LETTER_ORIGINAL_BYTES:
+        if original and letter.original_text is not None:
+            kept, truncated = self.text(letter.original_text), letter.truncated
+            if len(kept) > limits.MAX_DEAD_LETTER_ORIGINAL_BYTES:
                 kept, truncated = kept[:limits.MAX_DEAD_LETTER_ORIGINAL_BYTES], True
-            update.update(original_text=kept, original_base64=None, truncated=truncated)
+            update.update(original_text=kept, truncated=truncated)
+        elif original and letter.original_base64 is not None:
+            kept_bytes = self.raw(base64.b64decode(letter.original_base64)) or b""
+            truncated = letter.truncated or len(kept_bytes) > limits.MAX_DEAD_LETTER_ORIGINAL_BYTES
+            update.update(original_base64=base64.b64encode(kept_bytes[:limits.MAX_DEAD_LETTER_ORIGINAL_BYTES]).decode(),
+                          truncated=truncated)
         return letter.model_copy(update=update)
 
 

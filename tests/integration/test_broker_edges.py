@@ -117,12 +117,13 @@ async def test_commands_against_an_unreachable_address_print_one_line_and_exit_2
     bootstrap = f"127.0.0.1:{find_free_port()}"
     env = _env(tmp_path / "state")
     for command in (["status"], ["tail"], ["produce", str(jsonl)], ["export", "--out", str(tmp_path / "a.jsonl")]):
+        *_, start_up = await _combee(command[0], "--help", env=env)  # this machine's speed now: the deadline's base
         code, out, err, took = await _combee(*command, "--bootstrap", bootstrap, env=env)
         assert code == 2, err
         assert err == f"combee {command[0]}: no Kafka broker answers at {bootstrap} (waited 5s; is it running? is " \
                       f"the address right?)\n"
         assert out == ""
-        assert took < 10, f"{command[0]} took {took:.1f} s"
+        assert took < 10 + 2 * start_up, f"{command[0]} took {took:.1f} s (its --help {start_up:.1f} s)"
     assert not (tmp_path / "a.jsonl").exists()
 
 

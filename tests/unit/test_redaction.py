@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from combee_core import limits
@@ -108,9 +110,12 @@ def test_a_dead_letter_keeps_a_redacted_original_or_none_and_a_redacted_reason()
     wire = clean.to_json_bytes().decode()
     assert [name for name, value in SEEDED.items() if value in wire] == []
     assert "[EMAIL]" in clean.reason and clean.original_text is not None and "[CARD]" in clean.original_text
-    binary = letter.model_copy(update={"original_text": None, "original_base64": "AAEC"})
-    assert Redactor(WITH_USER).dead_letter(binary, original=True).original_base64 is None
-    assert Redactor(WITH_USER).raw(b"\xff\xfe" + SEEDED["email"].encode()) is None
+    not_utf8 = b"\xff\xfe" + SEEDED["email"].encode() + b" \x80"
+    binary = letter.model_copy(update={"original_text": None,
+                                       "original_base64": base64.b64encode(not_utf8).decode()})
+    kept = base64.b64decode(Redactor(WITH_USER).dead_letter(binary, original=True).original_base64 or "")
+    assert kept == b"\xff\xfe[EMAIL] \x80"  # the bytes that made it unreadable stay, for the operator
+    assert Redactor(WITH_USER).raw(not_utf8) == kept
 
 
 def test_settings_choose_the_detectors_and_user_patterns_and_refuse_bad_ones():
