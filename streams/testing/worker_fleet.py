@@ -41,6 +41,14 @@ def fleet_settings(prefix: str) -> CombeeSettings:
     return CombeeSettings.load(env=env)
 
 
+def start_up_s() -> float:
+    """Seconds this machine takes now to start the command line (``combee --help``): how slow it is at this moment,
+    the base of a deadline on what a process does under the same load (e.g. its stop after SIGTERM)."""
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "streams.cli", "--help"], capture_output=True, check=True, timeout=120)
+    return time.monotonic() - started
+
+
 @dataclass
 class WorkerFleet:
     """``combee worker`` processes (all stages) of one run; logs under ``log_dir``."""
@@ -49,8 +57,8 @@ class WorkerFleet:
     prefix: str
     log_dir: Path
     processes: dict[int, subprocess.Popen] = field(default_factory=dict)
-    exits: list[tuple[int, int, float]] = field(default_factory=list)
-    """(worker number, exit code, seconds from SIGTERM to exit, or 0.0)"""
+    exits: list[tuple[int, int, float, float]] = field(default_factory=list)
+    """(worker number, exit code, seconds from SIGTERM to exit or 0.0, and then :func:`start_up_s` or 0.0)"""
     logs: dict[int, Path] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     """More ``COMBEE_*`` settings for the workers (over :data:`WORKER_SETTINGS`)."""
@@ -83,14 +91,14 @@ class WorkerFleet:
     def kill(self, number: int) -> None:
         process = self.processes.pop(number)
         process.send_signal(signal.SIGKILL)
-        self.exits.append((number, process.wait(timeout=10), 0.0))
+        self.exits.append((number, process.wait(timeout=10), 0.0, 0.0))
 
     def terminate(self, number: int, timeout_s: float = 30.0) -> None:
         process = self.processes.pop(number)
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=timeout_s)
-        self.exits.append((number, code, time.monotonic() - started))
+        self.exits.append((number, code, time.monotonic() - started, start_up_s()))
 
     def pause(self, number: int) -> None:
         """SIGSTOP: the worker freezes mid-work; after the session timeout its partitions move to the others."""

@@ -49,9 +49,9 @@ async def _run(kafka, prefix: str, tmp_path, faults, *, fenced_writers: bool = F
     assert not problems, f"{problems}\n{audit}\n{fleet.tail()}"
     assert audit.learned + audit.dead_lettered == len(traces)
     assert set(audit.versions) == set(PLAYBOOKS)
-    for number, code, stop_s in fleet.exits:
-        if stop_s:  # a SIGTERM: a clean, prompt stop
-            assert code == 0 and stop_s < 10, (number, code, stop_s)
+    for number, code, stop_s, start_up in fleet.exits:
+        if stop_s:  # a SIGTERM: a clean, prompt stop (10 s on a machine that is not overloaded; more as it is)
+            assert code == 0 and stop_s < 10 + 2 * start_up, (number, code, stop_s, start_up)
 
 
 async def test_workers_joining_mid_stream_lose_no_trace(kafka, unique_prefix, tmp_path):
