@@ -26,6 +26,7 @@ from combee_core.otlp.redaction import redact_message
 from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
 from combee_core.redaction import RedactionConfig, Redactor
 from combee_core.settings import CombeeSettings
+from streams.topology.web_app import http_url, start_app
 
 log = logging.getLogger(__name__)
 
@@ -67,12 +68,9 @@ class OtlpReceiver:
     async def __aenter__(self) -> OtlpReceiver:
         app = web.Application(client_max_size=self.settings.otlp_max_body_bytes + 1)
         app.router.add_post("/v1/traces", self.handle)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host or self.settings.otlp_receiver_host,
-                           self.settings.otlp_receiver_port if self.port is None else self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await start_app(
+            app, self.host or self.settings.otlp_receiver_host,
+            self.settings.otlp_receiver_port if self.port is None else self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -81,7 +79,8 @@ class OtlpReceiver:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host or self.settings.otlp_receiver_host}:{self.port}/v1/traces"
+        assert self.port is not None
+        return http_url(self.host or self.settings.otlp_receiver_host, self.port, "/v1/traces")
 
     def _count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount

@@ -26,6 +26,7 @@ from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision
 from streams.review.page import entry_page, error_page, index_page, playbook_page, reflections_traces
+from streams.topology.web_app import http_url, start_app
 
 log = logging.getLogger(__name__)
 COOKIE = "combee_ui_token"
@@ -78,11 +79,7 @@ class ReviewServer:
         app.router.add_get("/p/{pb}", self.playbook)
         app.router.add_get("/p/{pb}/entry/{entry}", self.entry)
         app.router.add_post("/p/{pb}/decide", self.decide)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await start_app(app, self.host, self.port)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -91,8 +88,7 @@ class ReviewServer:
 
     @property
     def url(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/"
+        return http_url(self.host, self.port, "/")
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -34,6 +34,7 @@ from combee_core.serving import (
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.serving.served import ServedPlaybooks
+from streams.topology.web_app import http_url, start_app
 
 log = logging.getLogger(__name__)
 
@@ -72,13 +73,9 @@ class ServeHttp:
         app.router.add_get("/playbooks/{playbook_id}/versions/{version}", self.version)
         app.router.add_get("/playbooks/{playbook_id}/context", self.context)
         app.router.add_get("/playbooks/{playbook_id}/events", self.events)
-        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True,
-                                     shutdown_timeout=SHUTDOWN_S)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host or self.settings.serve_host,
-                           self.settings.serve_port if self.port is None else self.port)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, self.port = await start_app(
+            app, self.host or self.settings.serve_host, self.settings.serve_port if self.port is None else self.port,
+            handler_cancellation=True, shutdown_timeout=SHUTDOWN_S)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -87,8 +84,8 @@ class ServeHttp:
 
     @property
     def url(self) -> str:
-        host = self.host or self.settings.serve_host
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}"
+        assert self.port is not None
+        return http_url(self.host or self.settings.serve_host, self.port)
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
