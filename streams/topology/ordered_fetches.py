@@ -44,20 +44,21 @@ class OrderedFetches:
         """How many more records may be submitted before :meth:`submit` waits (at least 1)."""
         return max(1, self._limit() - self._in_flight)
 
-    async def submit(self, count: int, work: Awaitable[T], finish: Callable[[T], Awaitable[None]]) -> None:
+    async def submit(self, count: int, work: Awaitable[T], finish: Callable[[T, bool], Awaitable[None]]) -> None:
         """Start ``work`` (the fetch's ``count`` records) now; ``finish`` its result once every fetch submitted before
-        it is finished. Returns at once, or once the oldest fetches are done when more than ``limit()`` records are
-        in flight."""
+        it is finished, saying whether it is the latest fetch (none was submitted after it). Returns at once, or
+        once the oldest fetches are done when more than ``limit()`` records are in flight."""
         previous = self._tasks[-1][0] if self._tasks else None
         self._in_flight += count
         self._submitted += 1
+        number = self._submitted
 
         async def run() -> None:
             try:
                 result = await work
                 if previous is not None:
                     await asyncio.wait([previous])  # its errors are its own (they stop the stage)
-                await finish(result)
+                await finish(result, number == self._submitted)
             finally:
                 self._in_flight -= count
 

@@ -29,9 +29,11 @@ async def test_a_later_fetch_answered_first_is_finished_after_the_one_before_it(
     fetches = OrderedFetches(spawner, lambda: 100)
     gates = [asyncio.Event() for _ in range(3)]
 
-    async def finish(value: str) -> None:
+    async def finish(value: str, latest: bool) -> None:
         finished.append(value)
+        latests.append(latest)
 
+    latests: list[bool] = []
     for number, gate in enumerate(gates):
         await fetches.submit(2, _answer(gate, f"fetch {number}"), finish)
     assert fetches.in_flight == 6  # submit returned at once: the consume loop goes on fetching
@@ -42,6 +44,7 @@ async def test_a_later_fetch_answered_first_is_finished_after_the_one_before_it(
     gates[0].set()
     await fetches.wait()
     assert finished == ["fetch 0", "fetch 1", "fetch 2"]
+    assert latests == [False, False, True]  # only the last fetch had none taken after it
     assert fetches.in_flight == 0
 
 
@@ -50,7 +53,7 @@ async def test_beyond_the_limit_submit_waits_for_the_oldest_fetch():
     fetches = OrderedFetches(spawner, lambda: 4)
     gates = [asyncio.Event() for _ in range(3)]
 
-    async def finish(value: str) -> None:
+    async def finish(value: str, latest: bool) -> None:
         finished.append(value)
 
     await fetches.submit(3, _answer(gates[0], "a"), finish)
@@ -76,7 +79,7 @@ async def test_a_failing_fetch_does_not_stop_the_next_one_from_finishing():
     async def broken() -> str:
         raise RuntimeError("the role broke")
 
-    async def finish(value: str) -> None:
+    async def finish(value: str, latest: bool) -> None:
         finished.append(value)
 
     await fetches.submit(1, broken(), finish)

@@ -12,14 +12,19 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
+from typing import cast
 
 import orjson
+from aiokafka import TopicPartition
+from aiokafka.errors import IllegalStateError
 from pydantic import ValidationError
 
 from combee_core import limits
+from combee_core.batching import UPSTREAM_DRAINED
 from combee_core.errors import CombeeError
 from combee_core.models import Trace
-from combee_core.processors.effects import Effect, Reject, acknowledge
+from combee_core.processors.effects import Effect, Publish, Reject, acknowledge
 from combee_core.processors.reflector import reflect_all
 from combee_core.topology import REFLECT
 from streams.topology.backlog import BacklogWatch
@@ -112,16 +117,41 @@ class ReflectorStage(Stage):
         admitted, effects = self.backlog.admit(deliveries)
         work = reflect_all([(d.value, d.record) for d in admitted], self.ctx.roles.reflect, self.used_entries)
 
-        async def publish(answered: list[tuple[object, list[Effect]]]) -> None:
+        async def publish(answered: list[tuple[object, list[Effect]]], latest: bool) -> None:
+            drained = await self._drained({d.partition for d in admitted}) if latest else set()
+            if self.fetches.in_flight > len(deliveries):  # a fetch was taken while asking
+                drained = set()
             done = list(effects)
+            last_of: dict[TopicPartition, int] = {}
             for delivery, (_, outcome) in zip(admitted, answered, strict=True):
                 if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
-                    done += outcome
+                    for effect in outcome:
+                        if isinstance(effect, Publish) and delivery.partition in drained:
+                            last_of[delivery.partition] = len(done)
+                        done.append(effect)
                     if any(isinstance(effect, Reject) for effect in outcome):  # a dead letter: no longer waited for
                         self.backlog.on_version(delivery.value.playbook_id, [delivery.value.trace_id])
+            for index in last_of.values():  # no trace of its partition was waiting when this one went out
+                done[index] = replace(cast(Publish, done[index]), headers=((UPSTREAM_DRAINED, b"1"),))
             await perform(self, [*done, *acknowledge([d.record for d in deliveries])])
 
         await self.fetches.submit(len(deliveries), work, publish)
 
     async def drain(self) -> None:
         await self.fetches.wait()
+
+    async def _drained(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
+        """Of these partitions, those with no trace left to reflect: read to their high watermark (the caller's fetch
+        is the latest, so none is in flight after it). The last reflection of each gets ``UPSTREAM_DRAINED``: the
+        batcher may then close an idle batch at its stream's pace (``combee_core.batching.idle_after``)."""
+        consumer, drained = self.consumer, set()
+        for tp in partitions & self.held_by_client():
+            assert consumer is not None
+            highwater = consumer.highwater(tp)
+            try:
+                if highwater is not None and await consumer.position(tp) >= highwater:
+                    drained.add(tp)
+            except IllegalStateError:  # dropped by the client meanwhile: its release follows
+                continue
+        return drained
+
