@@ -10,8 +10,9 @@ playbook's reflection and versions stay on one worker, so a second worker helps 
 The simulator's latency is **slept** (``sim_clock=real``, ``time_scale`` 1: a reflection ~1 s, an aggregator or
 reducer call 1-4 s, `docs/simulator.md`), as a real model's would be; the
 controller is on (``auto_batch_size``, async fleet: the streaming objective) and the LLM concurrency adapts
-(``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64); a batch closes after ``batch_idle_s`` 3 s
-without a new reflection (so the last traces are not held ``max_wait_s``). ``--set`` overrides any setting.
+(``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64); a batch closes after at most
+``batch_idle_s`` 3 s without a new reflection, and after 10 of the stream's gaps (at least 0.5 s) once the reflector
+said it had no trace left (so the last traces are not held ``max_wait_s``). ``--set`` overrides any setting.
 
 Per run, from the topics (versions, dead letters) and the send times this process recorded:
 
