@@ -10,8 +10,9 @@ playbook's reflection and versions stay on one worker, so a second worker helps 
 The simulator's latency is **slept** (``sim_clock=real``, ``time_scale`` 1: a reflection ~1 s, an aggregator or
 reducer call 1-4 s, `docs/simulator.md`), as a real model's would be; the
 controller is on (``auto_batch_size``, async fleet: the streaming objective) and the LLM concurrency adapts
-(``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64); a batch closes after ``batch_idle_s`` 3 s
-without a new reflection (so the last traces are not held ``max_wait_s``). ``--set`` overrides any setting.
+(``llm_concurrency`` 8 at the start, ceiling ``llm_concurrency_max`` 64); a batch closes after at most
+``batch_idle_s`` 3 s without a new reflection, and after 10 of the stream's gaps (at least 0.5 s) once the reflector
+said it had no trace left (so the last traces are not held ``max_wait_s``). ``--set`` overrides any setting.
 
 Per run, from the topics (versions, dead letters) and the send times this process recorded:
 
@@ -19,7 +20,8 @@ Per run, from the topics (versions, dead letters) and the send times this proces
   first fifth of the traces sent and over the last fifth (``last/first``: 1 when the pipeline keeps up, growing
   with the run when it falls behind);
 - **drain**: the last version's ``published_at`` - the last send, against the **cycle** (the median time between
-  two versions): the target is a drain within one cycle plus the batch's fill wait;
+  two versions), and its parts: when the last reflection went out and when the last batch closed (and by what),
+  after the last send;
 - **batch sizes** the versions were made at (first and last fifth of the versions), **versions behind** (versions
   published between a trace's send and the version that learned it; p50 and p99), **lost** (sent, neither in a
   version nor a dead letter), dead letters by type;
@@ -47,13 +49,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, start_broker, write_results
-from combee_core.models import PlaybookVersion
+from combee_core.models import BatchManifest, PlaybookVersion
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.topology.follower import PlaybookFollower
-from streams.topology.runtime import start_producer
+from streams.topology.runtime import read_topic, start_producer
 
 SETTINGS: dict[str, Any] = dict(
     sim_clock="real", sim_time_scale=1.0, batch_size=40, max_wait_s=10.0, partitions=4, p=2,
@@ -216,10 +218,24 @@ async def measure(broker, rate: float, seconds: float, workers: int, overrides: 
         finally:
             scraping.cancel()
         dead = [d for d in run.follower.dead_letters if d.trace_id in ids]
+        tail = await drain_parts(run.settings, broker, stream_end)
         warnings = run.warnings()
         versions = [v for v in run.versions if v.playbook_id.startswith(PLAYBOOK)]
-    return summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started,
-                     warnings, load_before)
+    return {**summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started,
+                        warnings, load_before), **tail}
+
+
+async def drain_parts(settings: CombeeSettings, broker, stream_end: float) -> dict[str, Any]:
+    """Where the drain went: the last reflection of the bench's playbooks and the close of their last batch, in
+    seconds after the last send (record timestamps and the manifest's ``closed_at``), and how it closed."""
+    reflections = await read_topic(broker.bootstrap, broker.profile, settings.topic(Topic.REFLECTIONS))
+    ours = [r.timestamp / 1000 for r in reflections if (r.key or b"").decode().startswith(PLAYBOOK)]
+    manifests = [BatchManifest.from_json_bytes(r.value)
+                 for r in await read_topic(broker.bootstrap, broker.profile, settings.topic(Topic.BATCHES))]
+    last = max((m for m in manifests if m.playbook_id.startswith(PLAYBOOK)), key=lambda m: m.closed_at, default=None)
+    return dict(last_reflection_s=round(max(ours) - stream_end, 2) if ours else None,
+                last_batch_closed_s=round(last.closed_at.timestamp() - stream_end, 2) if last else None,
+                last_batch_closed_by=last.closed_by if last else None, last_batch_n=last.n if last else None)
 
 
 def summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started, warnings,
@@ -313,11 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     result = asyncio.run(run_all(rates, args.seconds, workers, parse_sets(args.set), args.playbooks))
     write_results(args.out / f"{args.name}.json", result)
     print(f"{'workers':>7} {'rate':>5} {'p50':>6} {'p99':>6} {'1st p50':>7} {'last p50':>8} {'last/1st':>8} "
-          f"{'drain':>6} {'cycle':>6} {'lost':>4} {'max lag':>7} {'behind@':>7} sustainable")
+          f"{'drain':>6} {'refl@':>6} {'closed@':>7} {'cycle':>6} {'lost':>4} {'max lag':>7} {'behind@':>7} "
+          "sustainable")
     for row in result["rows"]:
         print(f"{row['workers']:>7} {row['rate']:>5g} {row['p50_s']:>6} {row['p99_s']:>6} "
               f"{row['first_fifth_p50_s']:>7} {row['last_fifth_p50_s']:>8} {row['last_over_first']!s:>8} "
-              f"{row['drain_s']:>6} {row['cycle_s']:>6} "
+              f"{row['drain_s']:>6} {row['last_reflection_s']!s:>6} {row['last_batch_closed_s']!s:>7} "
+              f"{row['cycle_s']:>6} "
               f"{row['lost']:>4} {row['max_lag_traces']!s:>7} {row['first_falling_behind_s']!s:>7} "
               f"{row['sustainable']}")
     return 0

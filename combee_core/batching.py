@@ -5,6 +5,7 @@ Pure and clock-injected: the stream stage passes ``now`` (monotonic seconds) and
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -14,6 +15,27 @@ from combee_core.shuffle import derive_seed, plan_augmented_shuffle
 from combee_core.trace_dedupe import DEFAULT_DEDUPE_HORIZON, RecentTraceIds
 
 SubgroupRule = Literal["sqrt", "single"]
+
+UPSTREAM_DRAINED = "combee-upstream-drained"
+"""Header the reflector puts on the last reflection it publishes for a partition with no trace left to reflect."""
+
+IDLE_GAPS = 10
+"""An open batch closes after this many mean gaps between its playbook's reflections without one (the stream's own
+pace says it paused or stopped), within [IDLE_FLOOR_S, ``batch_idle_s``]."""
+IDLE_FLOOR_S = 0.5
+"""The shortest idle wait (the reflector's word that nothing is waiting is needed for any wait under ``batch_idle_s``:
+a loaded worker's reflections can come out seconds apart in mid-stream)."""
+GAP_SMOOTHING = 0.1
+"""Weight of the newest gap in the mean gap between reflections (about the last 10-20 count)."""
+
+
+def idle_after(mean_gap_s: float | None, idle_s: float) -> float:
+    """Seconds without a new reflection after which an open batch closes: :data:`IDLE_GAPS` mean gaps between the
+    playbook's reflections, at least :data:`IDLE_FLOOR_S`, at most ``idle_s`` (``idle_s`` before two reflections
+    have given a gap). At 20 traces/s (a gap of 0.05 s) that is the floor, 0.5 s; at 2 traces/s, ``idle_s``."""
+    if mean_gap_s is None:
+        return idle_s
+    return min(idle_s, max(IDLE_FLOOR_S, IDLE_GAPS * mean_gap_s))
 
 
 @dataclass(frozen=True)
@@ -103,6 +125,8 @@ class _PlaybookBatches:
     open_reflections: list[Reflection] = field(default_factory=list)
     opened_at: float | None = None
     last_added_at: float | None = None
+    mean_gap_s: float | None = None
+    """Smoothed gap between the playbook's reflections (across batches)."""
 
 
 class BatchAccumulator:
@@ -185,22 +209,30 @@ class BatchAccumulator:
         if not state.open_reflections:
             state.opened_at = now
         state.open_reflections.append(reflection)
+        if state.last_added_at is not None:
+            gap = max(0.0, now - state.last_added_at)
+            state.mean_gap_s = gap if state.mean_gap_s is None else \
+                state.mean_gap_s + GAP_SMOOTHING * (gap - state.mean_gap_s)
         state.last_added_at = now
         if len(state.open_reflections) >= state.target_batch_size:
             return self._close(reflection.playbook_id, "size", wall_time)
         return None
 
     def close_expired(self, now: float, max_wait_s: float, wall_time: datetime,
-                      idle_s: float | None = None) -> list[ClosedBatch]:
+                      idle_s: float | None = None, drained: Collection[str] = ()) -> list[ClosedBatch]:
         """Close every non-empty batch that has waited at least ``max_wait_s``, or (with ``idle_s``) that has had no
-        new reflection for ``idle_s`` (the stream paused or stopped: its last traces need not wait ``max_wait_s``)."""
+        new reflection for ``idle_s`` (the stream paused or stopped: its last traces need not wait ``max_wait_s``);
+        for the ``drained`` playbooks (the reflector said no trace of theirs was waiting), already after
+        :func:`idle_after` their stream's mean gap."""
         closed = []
         for playbook_id, state in sorted(self._playbooks.items()):
             if not state.open_reflections or state.opened_at is None:
                 continue
             if now - state.opened_at >= max_wait_s:
                 closed.append(self._close(playbook_id, "max_wait", wall_time))
-            elif idle_s is not None and state.last_added_at is not None and now - state.last_added_at >= idle_s:
+            elif idle_s is not None and state.last_added_at is not None \
+                    and now - state.last_added_at >= (idle_after(state.mean_gap_s, idle_s)
+                                                      if playbook_id in drained else idle_s):
                 closed.append(self._close(playbook_id, "idle", wall_time))
         return closed
 

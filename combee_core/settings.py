@@ -63,9 +63,10 @@ class CombeeSettings(BaseModel):
     auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
     max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
     batch_idle_s: float | None = Field(
-        default=None, gt=0, description="Close a non-empty batch after this many seconds without a new reflection "
-        "(a stream that pauses or stops gets its last traces learned without waiting max_wait_s); none: off. "
-        "For streams, a few times the gap between the reflector's fetches (~2 call latencies), e.g. 3."
+        default=None, gt=0, description="Close a non-empty batch after at most this many seconds without a new "
+        "reflection (a stream that pauses or stops gets its last traces learned without waiting max_wait_s): "
+        "sooner for a fast stream, after 10 of its mean gaps between reflections but at least 1 s; none: off. "
+        "For streams, e.g. 3."
     )
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
     deterministic_merge: bool = Field(

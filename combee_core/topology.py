@@ -86,6 +86,13 @@ class TopicSpec:
     ``combee export``."""
     enabled_by: str = ""
     """A boolean setting that must be on for the topic to be created (empty: always)."""
+    compacted: bool = False
+    """Created with ``cleanup.policy=compact``: only the latest record of each key is ever read (``checkpoints``:
+    a view resumes from its latest checkpoint). Never a state topic, which is read whole."""
+
+    def __post_init__(self) -> None:
+        if self.compacted and self.state:
+            raise ValueError(f"{self.topic.value}: a state topic is read whole and must not be compacted")
 
     @property
     def name(self) -> str:
@@ -118,7 +125,7 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(Topic.CONTROL, ControlDecision, "playbook_id", False, state=True),
     TopicSpec(Topic.DLQ, DeadLetter, "stage", False),
     TopicSpec(Topic.LLM_CALLS, CallRecord, "call key", False),
-    TopicSpec(Topic.CHECKPOINTS, ViewCheckpoint, "stage/topic", False),
+    TopicSpec(Topic.CHECKPOINTS, ViewCheckpoint, "stage/topic", False, compacted=True),
     TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True),
     TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
     TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",

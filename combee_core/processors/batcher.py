@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -76,10 +77,12 @@ class Batcher:
         closed = self.accumulator.add(reflection, now, wall)
         return self._close(closed) if closed is not None else []
 
-    def tick(self, now: float, wall: datetime) -> list[Effect]:
-        """Batches open longer than ``max_wait_s`` (with at least one reflection) close."""
+    def tick(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[Effect]:
+        """Batches open longer than ``max_wait_s`` (with at least one reflection), or idle (``idle_s``; sooner for the
+        ``drained`` playbooks, whose reflector had no trace waiting), close."""
         effects: list[Effect] = []
-        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall, self.config.idle_s):
+        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall, self.config.idle_s,
+                                                     drained):
             effects += self._close(closed)
         return effects
 

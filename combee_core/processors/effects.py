@@ -27,6 +27,8 @@ class Publish:
     value: CombeeModel
     number: tuple[str, int] | None = None
     """(playbook, number) of a record that counts only if it is the first of its number in its log."""
+    headers: tuple[tuple[str, bytes], ...] = ()
+    """Kafka headers: hints about the stream (``UPSTREAM_DRAINED``), never part of the record's content."""
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,10 @@ _UNKNOWN_TOPIC = 3
 
 
 async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], replication: int = 1, *,
-                        connection: KafkaConnection = PLAINTEXT) -> None:
-    """Create topics; ones that already exist are fine (their partition count is not changed)."""
+                        connection: KafkaConnection = PLAINTEXT,
+                        configs: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Create topics, each with its ``configs`` (e.g. ``cleanup.policy``); ones that already exist are fine (their
+    partition count and configs are not changed)."""
     if not names_to_partitions:
         return
     from aiokafka.admin import NewTopic  # noqa: PLC0415
@@ -53,7 +55,8 @@ async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], 
 
     async with _admin(bootstrap, connection) as admin:
         resp = await admin.create_topics(
-            [NewTopic(name, int(n), replication) for name, n in names_to_partitions.items()]
+            [NewTopic(name, int(n), replication, topic_configs=dict((configs or {}).get(name, {})))
+             for name, n in names_to_partitions.items()]
         )
     errors = []
     for entry in resp.topic_errors:

@@ -32,7 +32,7 @@ async def perform(stage: Stage, effects: Iterable[Effect],
     for effect in effects:
         if isinstance(effect, Publish):
             if effect.number is None:
-                await stage.ctx.send(effect.topic, effect.key, effect.value)
+                await stage.ctx.send(effect.topic, effect.key, effect.value, headers=effect.headers)
                 unflushed = True
             else:
                 assert numbered is not None, f"{stage.name} cannot confirm a numbered record on {effect.topic}"

@@ -24,6 +24,7 @@ from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
 from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.dead_letters import make_dead_letter, readable_ids
+from streams.topology.group_guard import join_wait_s, start_in_group
 from streams.topology.kafka_clients import (
     FETCH_MAX_BYTES,
     consumer_config,
@@ -380,15 +381,9 @@ class Stage:
 
     async def run(self) -> None:
         """Consume until the worker's stop event is set."""
-        consumer: AIOKafkaConsumer | None = None
         try:
             await self.prepare()
-            consumer = AIOKafkaConsumer(
-                **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
-            )
-            self._consumer = consumer
-            consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
-            await consumer.start()
+            consumer = await start_in_group(self._group_consumer, join_wait_s(self.ctx.profile), f"stage {self.name}")
             self.started.set()
             log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
             await self._consume(consumer)
@@ -400,9 +395,18 @@ class Stage:
             for view in self.views:
                 view.close()
             await asyncio.gather(*self._services, return_exceptions=True)
-            if consumer is not None:
-                await consumer.stop()
+            if self._consumer is not None:
+                await self._consumer.stop()
             self._consumer = None
+
+    def _group_consumer(self) -> AIOKafkaConsumer:
+        """A new consumer in the stage's group, subscribed to its input (``group_guard`` may make several)."""
+        consumer = AIOKafkaConsumer(
+            **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
+        )
+        self._consumer = consumer
+        consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
+        return consumer
 
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:
         last_tick = 0.0

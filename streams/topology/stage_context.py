@@ -52,7 +52,8 @@ class StageContext:
         self.counters[name] = self.counters.get(name, 0) + amount
 
     async def send(
-        self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False
+        self, topic: str, key: str, value: CombeeModel | bytes, *, wait: bool = False,
+        headers: tuple[tuple[str, bytes], ...] = (),
     ) -> RecordMetadata | None:
         """Send a model to a logical topic (name without prefix). ``wait`` blocks until the broker acks and returns
         where the record landed."""
@@ -60,8 +61,9 @@ class StageContext:
         full_topic = self.settings.topic(topic)
         self.count(f"records_out.{topic}")
         if wait:
-            return await self.producer.send_and_wait(full_topic, payload, key=key.encode())
-        await self.producer.send(full_topic, payload, key=key.encode())
+            return await self.producer.send_and_wait(full_topic, payload, key=key.encode(),
+                                                     headers=list(headers) or None)
+        await self.producer.send(full_topic, payload, key=key.encode(), headers=list(headers) or None)
         return None
 
     async def dead_letter(self, letter: DeadLetter) -> None:

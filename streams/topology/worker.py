@@ -25,7 +25,7 @@ from streams.topology.stages.otlp_ingest import OtlpIngestStage
 from streams.topology.stages.promoter import PromoterStage
 from streams.topology.stages.reducer import ReducerStage
 from streams.topology.stages.reflector import ReflectorStage
-from streams.topology.topics import topic_partitions
+from streams.topology.topics import topic_configs, topic_partitions
 
 if TYPE_CHECKING:
     from streams.topology.health import WorkerReadiness
@@ -69,8 +69,9 @@ def parse_stages(spec: str | Sequence[str] | None) -> tuple[str, ...]:
 
 async def ensure_topics(settings: CombeeSettings, bootstrap: str, *,
                         connection: KafkaConnection = PLAINTEXT) -> None:
-    """Create every topic of the run (idempotent)."""
-    await create_topics(bootstrap, topic_partitions(settings), connection=connection)
+    """Create every topic of the run (idempotent), ``checkpoints`` compacted (``topic_configs``)."""
+    await create_topics(bootstrap, topic_partitions(settings), connection=connection,
+                        configs=topic_configs(settings))
 
 
 STAGE_DRAIN_S = 4.5

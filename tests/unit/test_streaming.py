@@ -99,16 +99,39 @@ def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() 
 
 
 def test_an_idle_batch_closes_before_max_wait() -> None:
-    """The stream stops: the open batch closes batch_idle_s after its last reflection, not max_wait_s after the
-    first."""
+    """The stream stops: the open batch closes batch_idle_s after its last reflection at most, not max_wait_s after
+    the first."""
     from combee_core.batching import BatchAccumulator, ShuffleConfig
     from tests.unit.test_processor_batcher import _reflection
 
     accumulator = BatchAccumulator(ShuffleConfig(run_seed=0, p=2), default_batch_size=100)
-    for i in range(5):
-        accumulator.add(_reflection(i), float(i) * 0.1, T0)
-    assert accumulator.close_expired(2.0, max_wait_s=10.0, wall_time=T0, idle_s=3.0) == []
-    [closed] = accumulator.close_expired(3.5, max_wait_s=10.0, wall_time=T0, idle_s=3.0)
+    for i in range(5):  # a slow stream: a reflection every 2 s
+        accumulator.add(_reflection(i), float(i) * 2.0, T0)
+    assert accumulator.close_expired(10.0, max_wait_s=30.0, wall_time=T0, idle_s=3.0) == []
+    [closed] = accumulator.close_expired(11.0, max_wait_s=30.0, wall_time=T0, idle_s=3.0)
     assert closed.manifest.closed_by == "idle" and closed.manifest.n == 5
-    accumulator.add(_reflection(9), 4.0, T0)
-    assert accumulator.close_expired(9.0, max_wait_s=10.0, wall_time=T0) == []  # off without idle_s
+    accumulator.add(_reflection(9), 12.0, T0)
+    assert accumulator.close_expired(30.0, max_wait_s=30.0, wall_time=T0) == []  # off without idle_s
+
+
+def test_a_fast_stream_that_stops_closes_its_batch_at_its_own_pace_once_the_reflector_says_it_is_drained() -> None:
+    """At 20 reflections/s, once the reflector said no trace was left to reflect, no reflection for 0.5 s (10 of its
+    gaps) says the stream stopped: the last batch does not wait the whole batch_idle_s. Without the reflector's word
+    (it may be stalled with traces waiting) and for a slow stream, it still waits batch_idle_s."""
+    from combee_core.batching import IDLE_FLOOR_S, BatchAccumulator, ShuffleConfig, idle_after
+    from tests.unit.test_processor_batcher import _reflection
+
+    accumulator = BatchAccumulator(ShuffleConfig(run_seed=0, p=2), default_batch_size=1000)
+    for i in range(200):
+        accumulator.add(_reflection(i), i * 0.05, T0)
+    last = 199 * 0.05
+    early = last + IDLE_FLOOR_S + 0.01  # 10 gaps of 0.05 s (up to rounding)
+    assert accumulator.close_expired(early, max_wait_s=60.0, wall_time=T0, idle_s=3.0) == []  # not drained
+    assert accumulator.close_expired(early - 0.1, max_wait_s=60.0, wall_time=T0, idle_s=3.0, drained={"pb"}) == []
+    [closed] = accumulator.close_expired(early, max_wait_s=60.0, wall_time=T0, idle_s=3.0, drained={"pb"})
+    assert closed.manifest.closed_by == "idle" and closed.manifest.n == 200
+    assert idle_after(None, 3.0) == 3.0  # one reflection gives no pace: the whole idle wait
+    assert idle_after(0.2, 3.0) == 2.0 and idle_after(1.0, 3.0) == 3.0 and idle_after(0.01, 3.0) == IDLE_FLOOR_S
+    accumulator.add(_reflection(500), last + 60.0, T0)  # a minute's pause: the pace it knew no longer holds
+    accumulator.add(_reflection(501), last + 60.05, T0)
+    assert accumulator.close_expired(last + 62.0, max_wait_s=60.0, wall_time=T0, idle_s=3.0, drained={"pb"}) == []

@@ -17,7 +17,7 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES, TOPICS, Topic
 from streams.runs import replay
 from streams.topology import observe, worker
-from streams.topology.topics import topic_partitions
+from streams.topology.topics import topic_configs, topic_partitions
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS_DIR = ROOT / "schemas"
@@ -75,6 +75,8 @@ def test_the_registries_are_the_declaration():
     assert partitions == {f"t.{spec.name}": 3 if spec.scaled else 1 for spec in TOPICS if not spec.enabled_by}
     with_otlp = settings.model_copy(update={"otlp_ingest": True, "otlp_topic": "otlp_spans"})
     assert topic_partitions(with_otlp) == {**partitions, "otlp_spans": 3}  # the Collector's topic: no prefix
+    assert topic_configs(settings) == {"t.checkpoints": {"cleanup.policy": "compact"}}
+    assert not any(spec.state for spec in TOPICS if spec.compacted)  # a state topic is read whole
     assert TOPIC_MODELS == {spec.name: spec.model for spec in TOPICS
                             if spec.topic not in (Topic.TRACES, Topic.OTLP_SPANS)}
     assert replay.ALL_TOPICS == tuple(topic.value for topic in Topic if topic != Topic.OTLP_SPANS)

@@ -31,7 +31,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.batching import BatchAccumulator, ShuffleConfig
+from combee_core.batching import UPSTREAM_DRAINED, BatchAccumulator, ShuffleConfig
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
@@ -45,6 +45,11 @@ from streams.topology.runtime import Stage, read_topic
 log = logging.getLogger(__name__)
 
 STAGE = BATCH.name
+
+
+def upstream_drained(record: ConsumerRecord) -> bool:
+    """Did the reflector publish this reflection with no trace of its partition left to reflect?"""
+    return any(key == UPSTREAM_DRAINED for key, _ in record.headers or ())
 
 
 class BatcherStage(Stage):
@@ -69,6 +74,8 @@ class BatcherStage(Stage):
         self._dirty: set[str] = set()
         self._redelivery_end: dict[TopicPartition, int | None] = {}
         self._batches_view: LogView | None = None
+        self._drained: dict[TopicPartition, bool] = {}
+        """Per reflections partition: did its latest reflection say the reflector had no trace left to reflect?"""
 
     @property
     def accumulator(self) -> BatchAccumulator:
@@ -132,6 +139,7 @@ class BatcherStage(Stage):
             self.batcher.release(playbook_id)
         for tp in revoked:
             self._redelivery_end.pop(tp, None)
+            self._drained.pop(tp, None)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         assert self._batches_view is not None
@@ -174,11 +182,13 @@ class BatcherStage(Stage):
     # ------------------------------------------------------------------------------------------ records
 
     async def handle(self, record: ConsumerRecord, reflection: Reflection) -> None:
+        self._drained[TopicPartition(record.topic, record.partition)] = upstream_drained(record)
         await self._perform(self.batcher.take(reflection, record, time.monotonic(), utc_now()))
 
     async def tick(self, now: float) -> None:
         await self._confirm_redelivered()
-        await self._perform(self.batcher.tick(now, utc_now()))
+        drained = self._playbooks_of({tp for tp, flag in self._drained.items() if flag})
+        await self._perform(self.batcher.tick(now, utc_now(), drained))
 
     async def _perform(self, effects: list[Effect]) -> None:
         await perform(self, effects, self._write_manifest)

@@ -1,27 +1,35 @@
 """Ingest + reflector: validate each trace, reflect on it with the LLM, publish the reflection.
 
 A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflection becomes a dead letter with the
-reason; the stage keeps going. Reflections of one fetch are computed concurrently and published in input order,
-so the per-playbook order of reflections follows the order of traces (replays batch identically): the decisions
-are ``combee_core.processors.reflector``'s, the runtime decodes the traces (``decode_trace``, the strictest reading).
+reason; the stage keeps going. Reflections of one fetch are computed concurrently, and the next fetches are taken
+while they run (``OrderedFetches``: at most two calls per concurrency slot in flight); each fetch is published after
+the one before it, in input order, so the per-playbook order of reflections follows the order of traces (replays
+batch identically): the decisions are ``combee_core.processors.reflector``'s, the runtime decodes the traces
+(``decode_trace``, the strictest reading).
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
+from typing import cast
 
 import orjson
+from aiokafka import TopicPartition
+from aiokafka.errors import IllegalStateError
 from pydantic import ValidationError
 
 from combee_core import limits
+from combee_core.batching import UPSTREAM_DRAINED
 from combee_core.errors import CombeeError
 from combee_core.models import Trace
-from combee_core.processors.effects import Reject, acknowledge
+from combee_core.processors.effects import Effect, Publish, Reject, acknowledge
 from combee_core.processors.reflector import reflect_all
 from combee_core.topology import REFLECT
 from streams.topology.backlog import BacklogWatch
 from streams.topology.effects import perform
+from streams.topology.ordered_fetches import OrderedFetches
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
 from streams.topology.redaction import redact_trace_counted
 from streams.topology.runtime import Delivery, Stage
@@ -71,6 +79,7 @@ class ReflectorStage(Stage):
         super().__init__(ctx)
         self.backlog = BacklogWatch(self)
         self.playbooks = PlaybookVersions(self, on_version=self.backlog.on_version)
+        self.fetches = OrderedFetches(self, self.in_flight_limit, name="reflect")
 
     async def prepare(self) -> None:
         await self.playbooks.start()
@@ -86,12 +95,15 @@ class ReflectorStage(Stage):
         playbook = await self.playbooks.at(trace.playbook_id, trace.playbook_version, CONTEXT_WAIT_S)
         return used_entries_text(playbook, used)
 
-    def fetch_limit(self) -> int:
-        """Two calls per concurrency slot (the reflector's current, adaptive limit): a fetch's reflections are
-        published (and committed) within about two call latencies, so progress is steady and a rebalance discards
-        little (a fetch of 500 took ~20 s)."""
+    def in_flight_limit(self) -> int:
+        """Two calls per concurrency slot (the reflector's current, adaptive limit) in flight: a trace's reflection
+        is published (and committed) within about two call latencies, so progress is steady and a rebalance
+        discards little (a fetch of 500 took ~20 s)."""
         llm = self.ctx.llm
         return 2 * (llm.concurrency("reflector") if llm is not None else self.settings.llm_concurrency)
+
+    def fetch_limit(self) -> int:
+        return self.fetches.room()
 
     def decode(self, raw: bytes | None) -> Trace:
         """The strictest reading, then redaction: the one place a trace enters the pipeline (docs/redaction.md)."""
@@ -101,13 +113,47 @@ class ReflectorStage(Stage):
         return str(error)  # decode_trace says exactly what is wrong
 
     async def handle_many(self, deliveries: list[Delivery]) -> None:
+        """Start the fetch's calls and return (the consume loop takes the next fetch meanwhile); its reflections
+        are published after the previous fetch's."""
         assert self.ctx.llm is not None, "the reflector needs LLM roles"
         admitted, effects = self.backlog.admit(deliveries)
-        answered = await reflect_all([(d.value, d.record) for d in admitted], self.ctx.roles.reflect,
-                                     self.used_entries)
-        for delivery, (_, outcome) in zip(admitted, answered, strict=True):
-            if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
-                effects += outcome
-                if any(isinstance(effect, Reject) for effect in outcome):  # a dead letter: no longer waited for
-                    self.backlog.on_version(delivery.value.playbook_id, [delivery.value.trace_id])
-        await perform(self, [*effects, *acknowledge([d.record for d in deliveries])])
+        work = reflect_all([(d.value, d.record) for d in admitted], self.ctx.roles.reflect, self.used_entries)
+
+        async def publish(answered: list[tuple[object, list[Effect]]], latest: bool) -> None:
+            drained = await self._drained({d.partition for d in admitted}) if latest else set()
+            if self.fetches.in_flight > len(deliveries):  # a fetch was taken while asking
+                drained = set()
+            done = list(effects)
+            last_of: dict[TopicPartition, int] = {}
+            for delivery, (_, outcome) in zip(admitted, answered, strict=True):
+                if self.owns(delivery.partition):  # else revoked during the calls: the next owner reflects it again
+                    for effect in outcome:
+                        if isinstance(effect, Publish) and delivery.partition in drained:
+                            last_of[delivery.partition] = len(done)
+                        done.append(effect)
+                    if any(isinstance(effect, Reject) for effect in outcome):  # a dead letter: no longer waited for
+                        self.backlog.on_version(delivery.value.playbook_id, [delivery.value.trace_id])
+            for index in last_of.values():  # no trace of its partition was waiting when this one went out
+                done[index] = replace(cast(Publish, done[index]), headers=((UPSTREAM_DRAINED, b"1"),))
+            await perform(self, [*done, *acknowledge([d.record for d in deliveries])])
+
+        await self.fetches.submit(len(deliveries), work, publish)
+
+    async def drain(self) -> None:
+        await self.fetches.wait()
+
+    async def _drained(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
+        """Of these partitions, those with no trace left to reflect: read to their high watermark (the caller's fetch
+        is the latest, so none is in flight after it). The last reflection of each gets ``UPSTREAM_DRAINED``: the
+        batcher may then close an idle batch at its stream's pace (``combee_core.batching.idle_after``)."""
+        consumer, drained = self.consumer, set()
+        for tp in partitions & self.held_by_client():
+            assert consumer is not None
+            highwater = consumer.highwater(tp)
+            try:
+                if highwater is not None and await consumer.position(tp) >= highwater:
+                    drained.add(tp)
+            except IllegalStateError:  # dropped by the client meanwhile: its release follows
+                continue
+        return drained
+
