@@ -53,7 +53,7 @@ from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.topology.follower import PlaybookFollower
-from streams.topology.runtime import start_producer
+from streams.topology.kafka_clients import start_producer
 
 SETTINGS: dict[str, Any] = dict(
     sim_clock="real", sim_time_scale=1.0, batch_size=40, max_wait_s=10.0, partitions=4, p=2,

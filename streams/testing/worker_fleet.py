@@ -22,7 +22,8 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.testing.broker import ResolvedBroker
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.kafka_clients import start_producer
+from streams.topology.topic_reader import read_topic
 
 WORKER_SETTINGS = {
     "COMBEE_BATCH_SIZE": "20",

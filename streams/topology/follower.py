@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from combee_core.guard import served_without_promotion
 from combee_core.models import ControlDecision, DeadLetter, PlaybookEntry, PlaybookVersion, PromotionDecision
@@ -18,7 +18,7 @@ from combee_core.promotion import PromotionLedger, in_canary
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import consumer_config
+from streams.topology.topic_reader import TopicReader
 
 
 @dataclass
@@ -55,19 +55,17 @@ class PlaybookFollower:
     dead_letters: list[DeadLetter] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
-    _consumer: AIOKafkaConsumer | None = None
+    _reader: TopicReader | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def __aenter__(self) -> PlaybookFollower:
-        consumer = AIOKafkaConsumer(**consumer_config(self.bootstrap, self.profile, None))
-        await consumer.start()
-        self._consumer = consumer
+        reader = await TopicReader(self.bootstrap, self.profile, what="the playbook follower").__aenter__()
+        self._reader = reader
         tps = [TopicPartition(self.settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED)]
         dlq = self.settings.topic(Topic.DLQ)
-        await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
-        tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        self._task = asyncio.create_task(self._follow(consumer))
+        tps += await reader.partitions(dlq, refresh=True) or [TopicPartition(dlq, 0)]
+        await reader.assign(tps)
+        self._task = asyncio.create_task(self._follow(reader))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -75,19 +73,16 @@ class PlaybookFollower:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._consumer is not None:
-            await self._consumer.stop()
+        if self._reader is not None:
+            await self._reader.stop()
 
-    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+    async def _follow(self, reader: TopicReader) -> None:
         followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ)
         topics = {self.settings.topic(name): name for name in followed}
-        while True:
-            batch = await consumer.getmany(timeout_ms=200)
-            for tp, records in batch.items():
-                for record in records:
-                    self._take(topics[tp.topic], record.value)
-            if batch:
-                self._changed.set()
+        async for records in reader.follow(self._stop, timeout_ms=200):
+            for record in records:
+                self._take(topics[record.topic], record.value)
+            self._changed.set()
 
     def _take(self, topic: str, value: bytes) -> None:
         if topic == Topic.PLAYBOOK:

@@ -20,7 +20,7 @@ from combee_core.topology import Topic
 
 if TYPE_CHECKING:
     from streams.broker.profile import BrokerProfile
-    from streams.topology.runtime import StageContext
+    from streams.topology.stage_context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ async def replay_responder(
         records = CallStore(settings.llm_record_file).load()
         source = settings.llm_record_file
     else:
-        from streams.topology.runtime import read_topic
+        from streams.topology.topic_reader import read_topic
 
         source = settings.llm_record_topic or settings.topic(Topic.LLM_CALLS)
         raw = await read_topic(bootstrap, profile, source)

@@ -1,9 +1,8 @@
 """The stage runtime: a consumer-group member that owns partitions, rebuilds their state, handles their records,
 ticks and commits what is safe (``Stage``).
 
-The Kafka clients it uses are configured in ``streams.topology.kafka_clients`` and what a stage gets from its worker
-is ``streams.topology.stage_context.StageContext``; both are re-exported here for the modules that import them from
-the runtime.
+The Kafka clients it uses are configured in ``streams.topology.kafka_clients``; what a stage gets from its worker is
+``streams.topology.stage_context.StageContext``; reading outside a group is ``streams.topology.topic_reader``'s.
 """
 
 from __future__ import annotations
@@ -24,32 +23,11 @@ from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
 from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.dead_letters import make_dead_letter, readable_ids
-from streams.topology.kafka_clients import (
-    FETCH_MAX_BYTES,
-    consumer_config,
-    end_offsets,
-    partition_for,
-    producer_config,
-    read_topic,
-    start_producer,
-)
+from streams.topology.kafka_clients import consumer_config, partition_for
 from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
 
-__all__ = [
-    "FETCH_MAX_BYTES",
-    "Delivery",
-    "Stage",
-    "StageContext",
-    "StageFailed",
-    "cancel_tasks",
-    "consumer_config",
-    "end_offsets",
-    "partition_for",
-    "producer_config",
-    "read_topic",
-    "start_producer",
-]
+__all__ = ["Delivery", "Stage", "StageFailed", "cancel_tasks"]
 
 log = logging.getLogger(__name__)
 REBUILD_RETRY_S = 1.0  # between two tries of a rebuild the broker did not answer

@@ -15,8 +15,10 @@ from combee_core.topology import enabled, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
+from streams.topology.kafka_clients import start_producer
 from streams.topology.llm_setup import OnCall, build_llm_roles, replay_responder
-from streams.topology.runtime import Stage, StageContext, start_producer
+from streams.topology.runtime import Stage
+from streams.topology.stage_context import StageContext
 from streams.topology.stages.aggregator import AggregatorStage
 from streams.topology.stages.batcher import BatcherStage
 from streams.topology.stages.controller import ControllerStage

@@ -40,7 +40,8 @@ from combee_core.seed import is_import_manifest
 from combee_core.topology import BATCH, Topic
 from streams.topology.effects import perform
 from streams.topology.log_view import GatedState, LogView
-from streams.topology.runtime import Stage, read_topic
+from streams.topology.runtime import Stage
+from streams.topology.topic_reader import read_topic
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.models import BatchManifest, EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, utc_now
@@ -31,7 +31,8 @@ from combee_core.tasks import build_suite
 from combee_core.topology import PROMOTE, Topic
 from streams.topology.effects import perform
 from streams.topology.log_view import LogView
-from streams.topology.runtime import Stage, consumer_config
+from streams.topology.runtime import Stage
+from streams.topology.topic_reader import TopicReader
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +47,13 @@ class LiveScores:
         self._stage = stage
         self.scores: dict[str, list[LiveScore]] = {}
         self._closed = asyncio.Event()
-        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: TopicReader | None = None
 
     async def start(self) -> None:
         ctx = self._stage.ctx
         topic = ctx.settings.topic(Topic.TRACES)
-        self._consumer = AIOKafkaConsumer(**consumer_config(ctx.bootstrap, ctx.profile, None))
-        await self._consumer.start()
-        await self._consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
-        tps = [TopicPartition(topic, p) for p in sorted(self._consumer.partitions_for_topic(topic) or {0})]
-        self._consumer.assign(tps)
-        await self._consumer.seek_to_beginning(*tps)
+        self._reader = await TopicReader(ctx.bootstrap, ctx.profile, what=f"{self._stage.name}'s trace reader").start()
+        await self._reader.assign(await self._reader.partitions(topic, refresh=True) or [TopicPartition(topic, 0)])
         self._stage.spawn(self._follow(), name=f"{self._stage.name}-live-scores", service=True)
         self._stage.views.append(self)
 
@@ -72,15 +69,13 @@ class LiveScores:
             self.scores.setdefault(playbook_id, []).append((version, None if score is None else float(score)))
 
     async def _follow(self) -> None:
-        assert self._consumer is not None
+        assert self._reader is not None
         try:
-            while not self._closed.is_set():
-                batch = await self._consumer.getmany(timeout_ms=100)
-                for records in batch.values():
-                    for record in records:
-                        self.take(record.value)
+            async for records in self._reader.follow(self._closed):
+                for record in records:
+                    self.take(record.value)
         finally:
-            await self._consumer.stop()
+            await self._reader.stop()
 
     async def catch_up(self) -> None:
         """Nothing to wait for: a verdict counts the first traces of the log, whenever it is computed."""
