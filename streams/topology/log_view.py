@@ -12,19 +12,21 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers, ResumePoints
-from combee_core.models import ViewCheckpoint, utc_now
+from combee_core.models import CombeeModel, ViewCheckpoint, utc_now
 from combee_core.topology import Topic
 from streams.topology.runtime import Stage
 from streams.topology.topic_reader import TopicReader, read_topic
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=CombeeModel)
 
 VIEW_FETCH_WAIT_MS = 50
 """Long-poll wait of the view's fetches: bounds how long a confirmation waits for a record that is already written."""
@@ -72,13 +74,17 @@ class GatedState:
 class LogView:
     """Applies every record of a state topic (partition 0) to ``apply``, in order, until closed.
 
-    With ``state``, the view resumes from the latest checkpoint of ``<stage>/<topic>`` on the ``checkpoints`` topic
-    (so a start reads what the checkpoint needs, not the whole topic) and writes one every
-    ``view_checkpoint_every`` records.
+    The topic must be in the stage's ``StageSpec.reads``. With ``state``, the view resumes from the latest checkpoint
+    of ``<stage>/<topic>`` on the ``checkpoints`` topic (so a start reads what the checkpoint needs, not the whole
+    topic) and writes one every ``view_checkpoint_every`` records.
     """
 
     def __init__(self, stage: Stage, topic: str, apply: Callable[[ConsumerRecord], None],
-                 state: CheckpointedState | None = None) -> None:
+                 state: CheckpointedState | None = None, *, catch_up_on_assign: bool = False) -> None:
+        if stage.spec is not None and topic not in stage.spec.reads:
+            raise ValueError(f"stage {stage.name} follows {topic}, which its StageSpec.reads does not list")
+        self.catch_up_on_assign = catch_up_on_assign
+        """The stage's state depends on it: the runtime catches it up before the stage takes new partitions."""
         self._stage = stage
         self.name = f"{stage.name}/{topic}"
         self._logical = topic
@@ -129,9 +135,7 @@ class LogView:
                 if self._state is not None and self.position - self._checkpointed >= self._every:
                     await self._write_checkpoint()
         finally:
-            await self._reader.stop()
-            if self._probe is not None:
-                await self._probe.stop()
+            await asyncio.gather(self._reader.stop(), *([self._probe.stop()] if self._probe is not None else []))
 
     def origin(self, record: ConsumerRecord, number: tuple[str, int], counts: bool) -> Literal["void", "mine", "other"]:
         """Who wrote a numbered record (``number`` = (playbook, number)) that ``counts`` or not under the reading
@@ -217,3 +221,16 @@ class LogView:
         end = (await asyncio.wait_for(self._probe.end_offsets([self._tp]), timeout_s))[self._tp]
         if end > 0:
             await self.reached(end - 1, timeout_s)
+
+
+def model_view(stage: Stage, topic: str, model: type[M], take: Callable[[M], object], *,
+               catch_up_on_assign: bool = True) -> LogView:
+    """A live view handing ``take`` every readable record of ``topic`` as ``model``, in log order (an unreadable one
+    is a dead letter, ``Stage.read_state``)."""
+
+    def apply(record: ConsumerRecord) -> None:
+        value = stage.read_state(record, model)
+        if value is not None:
+            take(value)
+
+    return LogView(stage, topic, apply, catch_up_on_assign=catch_up_on_assign)

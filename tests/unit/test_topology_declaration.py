@@ -80,9 +80,13 @@ def test_the_registries_are_the_declaration():
     assert replay.ALL_TOPICS == tuple(topic.value for topic in Topic if topic != Topic.OTLP_SPANS)
     assert worker.ALL_STAGES == tuple(stage.name for stage in STAGES)
     assert worker.LLM_STAGES == {"reflect", "aggregate", "reduce"}
-    assert worker.PROMOTION_STAGES == {"promote", "evaluate"}
-    assert {stage.name for stage in STAGES if stage.enabled_by} == {"ingest-otlp"}
-    assert worker.GUARD_STAGES == {"guard"}
+    bare = CombeeSettings.load(env={})
+    running = ["reflect", "batch", "aggregate", "reduce", "control", "guard"]
+    assert worker.runnable(worker.ALL_STAGES, bare)[0] == running
+    promoting = bare.model_copy(update={"promotion": True, "otlp_ingest": True})
+    assert set(worker.runnable(worker.ALL_STAGES, promoting)[1]) == {"guard"}
+    assert set(worker.runnable(worker.ALL_STAGES, bare.model_copy(update={"guard": False}))[1]) == {
+        "promote", "evaluate", "guard", "ingest-otlp"}
     assert observe.STAGE_INPUTS == {stage.name: stage.consumes[0] for stage in STAGES}
     assert set(observe.STATUS_READS) <= set(Topic)
     for name, binding in worker.STAGES.items():

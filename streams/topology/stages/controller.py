@@ -25,12 +25,9 @@ from streams.topology.topic_reader import TopicTail
 
 log = logging.getLogger(__name__)
 
-STAGE = CONTROL.name
-
 
 class ControllerStage(Stage):
-    name = STAGE
-    consumes = CONTROL.consumes
+    spec = CONTROL
     input_model = BatchMetrics
     input_label = "batch metrics"
 
