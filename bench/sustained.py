@@ -125,7 +125,7 @@ class SustainedRun:
                    COMBEE_BROKER_KIND=self.broker.profile.kind, COMBEE_LOG_LEVEL="INFO")
         await ensure_topics(self.settings, self.broker.bootstrap, connection=self.broker.profile.connection)
         for number in range(self.workers):
-            log = open(self.log_dir / f"worker-{number}.log", "wb")  # noqa: SIM115 - the child owns it
+            log = open(self.log_dir / f"worker-{number}.log", "wb")  # the child owns it
             self.procs.append(subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"],
                                                env=env, stdout=log, stderr=subprocess.STDOUT))
             log.close()

@@ -62,7 +62,7 @@ class WorkerFleet:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap, COMBEE_BROKER_KIND=self.broker.profile.kind,
                    COMBEE_TOPIC_PREFIX=self.prefix, **{**WORKER_SETTINGS, **self.extra_env})
-        log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # noqa: SIM115 - closed by the child
+        log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # closed by the child
         self.processes[number] = subprocess.Popen(
             [sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"], env=env, stdout=log,
             stderr=subprocess.STDOUT,

@@ -51,7 +51,7 @@ def build_llm_roles(
             producer_ctx.count(f"llm_calls.{call.role}")
             try:
                 await producer_ctx.send(Topic.LLM_CALLS, call.key, call.model_dump_json().encode())
-            except Exception as error:  # noqa: BLE001 - auditing must not stop the stage
+            except Exception as error:  # auditing must not stop the stage
                 log.warning("could not record LLM call %s: %s", call.key[:12], error)
         if on_call is not None:
             result = on_call(call)

@@ -64,7 +64,7 @@ class TopicReader:
         it does not know the topic yet, or when ``refresh`` (a topic whose partitions may have grown)."""
         known = None if refresh else self._consumer.partitions_for_topic(topic)
         if known is None:
-            await self._consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            await self._consumer._client.force_metadata_update()  # aiokafka has no public refresh
             known = self._consumer.partitions_for_topic(topic)
         return [TopicPartition(topic, p) for p in sorted(known or ())]
 
