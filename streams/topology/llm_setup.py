@@ -12,8 +12,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from combee_core.llm.config import LLMConfig
 from combee_core.llm.record import CallIndex, CallStore, LLMRecordMiss, ReplayResponder, parse_call_lines
-from combee_core.llm.roles import LLMConfig, LLMRoles
+from combee_core.llm.roles import LLMRoles
 from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic

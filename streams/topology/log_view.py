@@ -218,7 +218,10 @@ class LogView:
                 await probe.stop()
                 raise
             self._probe = probe
-        end = (await asyncio.wait_for(self._probe.end_offsets([self._tp]), timeout_s))[self._tp]
+        try:
+            end = (await asyncio.wait_for(self._probe.end_offsets([self._tp]), timeout_s))[self._tp]
+        finally:
+            self._probe.unassign()  # kept open between catch-ups, but not fetching
         if end > 0:
             await self.reached(end - 1, timeout_s)
 

@@ -83,6 +83,10 @@ class TopicReader:
             else:
                 self._consumer.seek(tp, offset)
 
+    def unassign(self) -> None:
+        """Read nothing until assigned again (an idle reader kept open then fetches nothing in the background)."""
+        self._consumer.unsubscribe()
+
     def seek(self, tp: TopicPartition, offset: int) -> None:
         self._consumer.seek(tp, offset)
 
