@@ -1,25 +1,14 @@
-"""Batcher / shuffler: reflections -> batches (windows) -> p shuffled copies per reflection on the shuffle topic.
+"""Batcher / shuffler: reflections -> batches -> p shuffled copies per reflection on the shuffle topic.
 
-A batch closes at the playbook's current batch size (from the control topic, or the configured size) or after
-``max_wait_s`` with at least one reflection. Batch ids are 0, 1, 2, ... per playbook and survive restarts: the
-batcher rebuilds them, and the set of trace_ids already batched, from the ``batches`` topic before consuming.
+A batch closes at the playbook's current batch size (the controller's decision on ``control``, or the configured
+size), after ``max_wait_s``, or as the recorded plan says (replay, ``batch_plan_topic``). Its manifest is a numbered
+record of ``batches`` (``NumberedLog``: the first manifest of each (playbook, batch_id) is that batch); the copies go
+out, and the reflections are committed, only once the manifest counts, so after a restart the reflections come back
+and the copies are re-dealt from the manifest (``UnconfirmedBatches``; aggregators drop copies they have). A foreign
+manifest for an owned playbook drops its open batch and rebuilds the partition (docs/architecture.md, "Scaling out").
 
-A batch's manifest is published before its copies, so its membership is fixed even if the process dies before every
-copy is out; reflections are committed only after the copies, so after a restart they come back, and the batch's
-copies are re-dealt from the manifest and sent again (``UnconfirmedBatches``; aggregators drop copies they have).
-
-Ownership (docs/architecture.md, "Scaling out"): the batcher keeps a live view of ``batches`` for every playbook
-(``NumberedLog``: the first manifest of each (playbook, batch_id) in the log is that batch; a foreign one for an
-owned playbook drops its open batch and rebuilds the partition). It forms batches only for playbooks on the
-reflection partitions it owns, and sends a batch's copies only once its manifest is the one that counts. On
-revocation it drops the open batches of those partitions (their reflections come back to the next owner); on
-assignment (the view caught up by the runtime) it re-arms the unconfirmed batches of the newly owned playbooks.
-
-With ``batch_plan_topic`` set (replay), batches are not closed by size or time: they follow the recorded manifests of
-that topic (``PlannedBatches``), and a reflection the plan does not list is a dead letter.
-
-The decisions (dedupe, staleness, plan, closing, what a batch publishes) are ``combee_core.processors.batcher``'s;
-this stage binds it to the logs: the live views, ownership, and performing its effects (``streams.topology.effects``).
+The decisions are ``combee_core.processors.batcher``'s; this stage keeps the views, ownership (open batches dropped
+on revocation, unconfirmed batches re-armed on assignment) and performs the effects.
 """
 
 from __future__ import annotations
@@ -31,7 +20,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.batching import BatchAccumulator, ShuffleConfig
+from combee_core.batching import BatchAccumulator
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.processors.effects import Effect, Publish
@@ -53,14 +42,7 @@ class BatcherStage(Stage):
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        settings = ctx.settings
-        self.config = BatcherConfig(
-            shuffle=ShuffleConfig(run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in,
-                                  subgroups=settings.subgroups),
-            batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
-            max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s, idle_s=settings.batch_idle_s,
-            plan_name=settings.batch_plan_topic,
-        )
+        self.config = BatcherConfig.from_settings(ctx.settings)
         self.batcher = Batcher(self.config)
         self._dirty: set[str] = set()
         self._redelivery_end: dict[TopicPartition, int | None] = {}
