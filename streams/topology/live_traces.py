@@ -44,6 +44,8 @@ class LiveTraces:
         self._take = take
         self._closed = asyncio.Event()
         self._reader: TopicReader | None = None
+        self.applied = 0
+        """Trace records read since start (as a ``LogView`` counts its records)."""
 
     async def start(self) -> None:
         ctx = self._stage.ctx
@@ -57,6 +59,7 @@ class LiveTraces:
         assert self._reader is not None
         try:
             async for records in self._reader.follow(self._closed):
+                self.applied += len(records)
                 for record in records:
                     if (outcome := trace_outcome(record.value, self._metric)) is not None:
                         self._take(*outcome)
