@@ -148,8 +148,8 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
     controller could not act. After each round, up to ``decision_grace_s`` for a new decision to land (it comes
     after the round's version, and only when the size or the phase changes) before the next round."""
     from streams.topology.follower import PlaybookFollower
+    from streams.topology.kafka_clients import start_producer
     from streams.topology.produce import send_traces
-    from streams.topology.runtime import start_producer
 
     settings = run.settings
     playbook_id = traces[0].playbook_id

@@ -14,8 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 import streams.topology.worker
+from combee_core.llm.config import LLMConfig
 from combee_core.llm.provider import sim_cost
-from combee_core.llm.roles import LLMConfig, LLMReply, LLMRequest
+from combee_core.llm.roles import LLMReply, LLMRequest
 from combee_core.llm.simulator import simulate
 from combee_core.models import Usage
 from combee_core.settings import CombeeSettings

@@ -37,7 +37,8 @@ from typing import Any
 from bench.common import machine, write_results
 from combee_core.batching import ShuffleConfig, deal_batch
 from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, SimulatorConfig
-from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, meaning_key, simulate
+from combee_core.llm.paraphrase import meaning_key
+from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, simulate
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
 from combee_core.processors.aggregator import use_tags

@@ -50,7 +50,7 @@ class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         try:
             future.set_result(fn(*args, **kwargs))
-        except BaseException as error:  # noqa: BLE001 - handed to the awaiting caller, as a thread pool would
+        except BaseException as error:  # handed to the awaiting caller, as a thread pool would
             future.set_exception(error)
         return future
 

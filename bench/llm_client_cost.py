@@ -84,8 +84,9 @@ def client_cpu_per_call(settings: CombeeSettings, traces: list[Trace], calls: in
     instant provider that answers at once; litellm's OpenAI path to a stub server in another process, i.e. litellm
     + the openai SDK + HTTP), and through a responder answering directly (the simulator; the instant answer): no
     client at all. litellm's fixed cost per call = instant through litellm - instant answered directly."""
+    from combee_core.llm.config import LLMConfig, RoleConfig
     from combee_core.llm.provider import sim_cost
-    from combee_core.llm.roles import LLMConfig, LLMReply, LLMRoles, RoleConfig
+    from combee_core.llm.roles import LLMReply, LLMRoles
     from combee_core.llm.simulator import simulate
     from combee_core.models import Usage
 

@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 from bench.common import machine, write_results
-from combee_core.llm.simulator import paraphrase
+from combee_core.llm.paraphrase import paraphrase
 from combee_core.playbook import is_near_duplicate, is_paraphrase
 from combee_core.tasks import _GENERIC, build_suite
 

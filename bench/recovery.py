@@ -34,7 +34,8 @@ from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
-from streams.topology.runtime import Stage, start_producer
+from streams.topology.kafka_clients import start_producer
+from streams.topology.runtime import Stage
 from streams.topology.worker import ensure_topics, run_worker
 
 PLAYBOOKS = ("alpha", "beta", "gamma")

@@ -35,7 +35,7 @@ from streams.serving.mcp_server import PlaybookMcp, playbook_uri
 from streams.serving.served import ServedPlaybooks
 from streams.testing.broker import ResolvedBroker
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
-from streams.topology.runtime import start_producer
+from streams.topology.kafka_clients import start_producer
 
 PB = "bench"
 

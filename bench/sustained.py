@@ -55,7 +55,8 @@ from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.topology.follower import PlaybookFollower
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.kafka_clients import start_producer
+from streams.topology.topic_reader import read_topic
 
 SETTINGS: dict[str, Any] = dict(
     sim_clock="real", sim_time_scale=1.0, batch_size=40, max_wait_s=10.0, partitions=4, p=2,
@@ -127,7 +128,7 @@ class SustainedRun:
                    COMBEE_BROKER_KIND=self.broker.profile.kind, COMBEE_LOG_LEVEL="INFO")
         await ensure_topics(self.settings, self.broker.bootstrap, connection=self.broker.profile.connection)
         for number in range(self.workers):
-            log = open(self.log_dir / f"worker-{number}.log", "wb")  # noqa: SIM115 - the child owns it
+            log = open(self.log_dir / f"worker-{number}.log", "wb")  # the child owns it
             self.procs.append(subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"],
                                                env=env, stdout=log, stderr=subprocess.STDOUT))
             log.close()

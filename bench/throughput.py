@@ -56,9 +56,10 @@ from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.topology.follower import PlaybookFollower
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import end_offsets, read_topic, start_producer
+from streams.topology.topic_reader import TopicReader, read_topic
 
 SETTINGS = dict(sim_clock="virtual", sim_time_scale=0.0, batch_size=40, p=2, max_wait_s=1.0, partitions=4)
 SETTLE_S = 8.0
@@ -169,19 +170,9 @@ class Run:
 
     async def llm_calls_recorded(self) -> int:
         """Records on the run's ``llm-calls`` topic so far (one per LLM call attempt)."""
-        from aiokafka import AIOKafkaConsumer, TopicPartition
-
-        from streams.topology.runtime import consumer_config
-
-        topic = self.settings.topic(Topic.LLM_CALLS)
-        consumer = AIOKafkaConsumer(**consumer_config(self.broker.bootstrap, self.broker.profile, None))
-        await consumer.start()
-        try:
-            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
-            tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
-            return sum((await end_offsets(consumer, self.broker.profile, tps)).values())
-        finally:
-            await consumer.stop()
+        async with TopicReader(self.broker.bootstrap, self.broker.profile) as reader:
+            tps = await reader.partitions(self.settings.topic(Topic.LLM_CALLS), refresh=True)
+            return sum((await reader.end_offsets(tps)).values())
 
     def broker_cpu_s(self) -> float:
         return cpu_s(getattr(self.broker.handle, "pid", None))

@@ -130,7 +130,7 @@ class ServedFollower:
         assigned before its topic exists is never fetched once it does."""
         said = False
         while True:
-            await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
+            await consumer._client.force_metadata_update()
             missing = [topic for topic in self.topics() if not consumer.partitions_for_topic(topic)]
             if not missing:
                 return

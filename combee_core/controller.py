@@ -31,22 +31,9 @@ import math
 import statistics
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
-from combee_core.delay_model import (
-    PowerLawFit,
-    RoundModel,
-    clock_description,
-    fit_power_law,
-    plateau_batch_size,
-    plateau_batch_size_raw,
-    plateau_batch_size_relative,
-    power_law_tolerance_plateau,
-    rollout_waves,
-    sample_delay,
-    sample_rollout,
-    tolerance_plateau,
-)
+from combee_core.delay_model import PowerLawFit, RoundModel, fit_power_law, rollout_waves, tolerance_plateau
 
 if TYPE_CHECKING:
     from combee_core.models import ControlDecision
@@ -56,18 +43,8 @@ __all__ = [
     "ControllerConfig",
     "ControllerState",
     "Decision",
-    "PowerLawFit",
-    "RoundModel",
-    "clock_description",
     "epoch_delay",
     "explain_decision",
-    "fit_power_law",
-    "plateau_batch_size",
-    "plateau_batch_size_raw",
-    "plateau_batch_size_relative",
-    "power_law_tolerance_plateau",
-    "sample_delay",
-    "sample_rollout",
 ]
 
 Sample = tuple[int, float, float]
@@ -170,19 +147,6 @@ class ControllerState:
     samples: tuple[Sample, ...] = ()
     current_batch_size: int | None = None
     profiled: bool = False
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "samples": [list(sample) for sample in self.samples],
-            "current_batch_size": self.current_batch_size,
-            "profiled": self.profiled,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ControllerState:
-        samples = tuple((int(s[0]), float(s[1]), float(s[2]) if len(s) > 2 else 0.0) for s in data.get("samples", ()))
-        return cls(samples=samples, current_batch_size=data.get("current_batch_size"),
-                   profiled=bool(data.get("profiled", False)))
 
 
 class BatchSizeController:

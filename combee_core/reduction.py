@@ -9,10 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from combee_core.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
-from combee_core.deterministic_merge import PARAPHRASE_SIMILARITY as PARAPHRASE_SIMILARITY
-from combee_core.deterministic_merge import ContestedMerge as ContestedMerge
-from combee_core.deterministic_merge import merge_contested as merge_contested
-from combee_core.deterministic_merge import merge_without_conflict as merge_without_conflict
+from combee_core.deterministic_merge import ContestedMerge
 from combee_core.models import (
     AppliedOperation,
     Operation,

@@ -139,7 +139,7 @@ def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmf
     """Entry id of an entry carrying the family's insight (its rule id and wording, or one of the simulator's
     paraphrases of it: an agent understands a reworded rule), or None; with ``harmful``, of an entry carrying the
     family's harmful rule."""
-    from combee_core.llm.simulator import meaning_key
+    from combee_core.llm.paraphrase import meaning_key
 
     rule = family.harmful_insight if harmful else family.insight
     wanted = " ".join(rule.lower().split())

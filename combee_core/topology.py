@@ -3,11 +3,12 @@ consumes, reads and produces, whether it calls the LLM).
 
 Everything else is derived from this module: the partition counts ``ensure_topics`` creates
 (``streams.topology.topics.topic_partitions``), the models an archive validates
-(``combee_core.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (``combee_core.models.WIRE_MODELS``,
+(``combee_core.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
 ``combee schemas``), each stage's ``consumes``, the worker's stage names and LLM stages, and the consumer groups
 ``combee status`` measures. Code names a topic by its constant (``Topic.TRACES``), never by a string. Adding a
 stage is one :class:`StageSpec` here (and a topic, if it writes a new one), its binding in
-``streams/topology/stages/`` and its deploy entries; ``tests/unit/test_topology_declaration.py`` checks
+``streams/topology/stages/`` (a ``Stage`` subclass whose ``spec`` is it: that is its registration) and its deploy
+entries; ``tests/unit/test_topology_declaration.py`` checks
 that the declaration is consistent and that nothing else lists it again.
 """
 
@@ -140,6 +141,22 @@ TOPICS: tuple[TopicSpec, ...] = (
 
 
 @dataclass(frozen=True)
+class RunsWhen:
+    """When a stage runs: every setting of ``on`` is on and every one of ``off`` is off (no setting: always)."""
+
+    on: tuple[str, ...] = ()
+    off: tuple[str, ...] = ()
+    said: str = ""
+    """What an operator is told about a stage left out ("only with --promotion")."""
+
+    def __call__(self, settings: object) -> bool:
+        return all(getattr(settings, name) for name in self.on) and not any(getattr(settings, n) for n in self.off)
+
+
+ALWAYS = RunsWhen()
+
+
+@dataclass(frozen=True)
 class StageSpec:
     """A stage: its name (for ``combee worker --stages``, its consumer group and its dead letters), the topics its
     consumer group consumes, the topics it reads whole as live views (outside the group), and what it produces."""
@@ -153,12 +170,8 @@ class StageSpec:
     """Topics it follows as live views, every replica whole, outside its group."""
     llm: bool = False
     """It calls the LLM (the worker builds the LLM roles only for such stages; their calls go to ``llm-calls``)."""
-    promotion_only: bool = False
-    """It runs only when ``settings.promotion`` is on."""
-    enabled_by: str = ""
-    """A boolean setting that must be on for it to run (empty: always; ``promotion_only`` is ``promotion``'s)."""
-    guard_only: bool = False
-    """It runs only when ``settings.guard`` is on and promotion is off (the live-trace guard)."""
+    runs_when: RunsWhen = ALWAYS
+    """The settings under which it runs (``combee worker`` leaves it out otherwise, and says why)."""
 
 
 REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
@@ -175,17 +188,20 @@ REDUCE = StageSpec("reduce", consumes=(Topic.PARTIALS,),
                    reads=(Topic.PLAYBOOK, Topic.BATCHES, Topic.PROMOTED), llm=True)
 CONTROL = StageSpec("control", consumes=(Topic.METRICS,), produces=(Topic.CONTROL, Topic.DLQ),
                     reads=(Topic.CONTROL,))
+WITH_PROMOTION = RunsWhen(on=("promotion",), said="only with --promotion")
 PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
                     produces=(Topic.EVAL_REQUESTS, Topic.PROMOTED, Topic.DLQ),
                     reads=(Topic.PROMOTED, Topic.BATCHES, Topic.PLAYBOOK, Topic.EVAL_RESULTS, Topic.TRACES),
-                    promotion_only=True)
+                    runs_when=WITH_PROMOTION)
 EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
-                     promotion_only=True)
+                     runs_when=WITH_PROMOTION)
 GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED, Topic.DLQ),
-                  reads=(Topic.PROMOTED, Topic.PLAYBOOK, Topic.TRACES), guard_only=True)
+                  reads=(Topic.PROMOTED, Topic.PLAYBOOK, Topic.TRACES),
+                  runs_when=RunsWhen(on=("guard",), off=("promotion",),
+                                     said="only without --promotion, unless COMBEE_GUARD=0"))
 
 INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(Topic.TRACES, Topic.DLQ),
-                        enabled_by="otlp_ingest")
+                        runs_when=RunsWhen(on=("otlp_ingest",), said="only with COMBEE_OTLP_INGEST=1"))
 
 STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, GUARD, INGEST_OTLP)
 """Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the
@@ -219,8 +235,8 @@ def archive_models() -> dict[str, type[BaseModel]]:
     return {spec.name: spec.model for spec in TOPICS if spec.validated_on_read and spec.model is not None}
 
 
-def enabled(spec: TopicSpec | StageSpec, settings: object) -> bool:
-    """Whether a topic is created, or a stage runs, under ``settings`` (its ``enabled_by`` setting, if any, is on)."""
+def enabled(spec: TopicSpec, settings: object) -> bool:
+    """Whether a topic is created under ``settings`` (its ``enabled_by`` setting, if any, is on)."""
     return not spec.enabled_by or bool(getattr(settings, spec.enabled_by))
 
 

@@ -5,13 +5,12 @@ litellm; ``LLMRoles`` imports it when created (unless it is given a ``responder`
 ``combee_core.llm.provider`` imports it.
 """
 
+from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, PromptTooLarge
 from combee_core.llm.roles import (
-    LLMConfig,
     LLMReply,
     LLMRequest,
     LLMRoles,
-    RoleConfig,
     RoleResult,
     call_key,
     reflection_id_for,

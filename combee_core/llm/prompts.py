@@ -240,9 +240,9 @@ def answer_schema(task: Task) -> dict[str, Any]:
     """JSON Schema of the answer to ``task``: the wire models' shapes, with the limits the prompts state
     (:data:`ANSWER_MAX_ITEMS`, :data:`ANSWER_CONTENT_CHARS`; the reflector's diagnosis first). Parsing still
     validates every item against the models; the schema only guides generation."""
-    from pydantic import BaseModel, ConfigDict, Field  # noqa: PLC0415 - only needed for schema-guided calls
+    from pydantic import BaseModel, ConfigDict, Field  # only needed for schema-guided calls
 
-    from combee_core.models import TagValue  # noqa: PLC0415
+    from combee_core.models import TagValue
 
     section_field = Field(min_length=1, max_length=limits.MAX_SECTION_CHARS, pattern=r"^[a-z0-9][a-z0-9_]*$")
     content_field = Field(min_length=1, max_length=ANSWER_CONTENT_CHARS)

@@ -23,19 +23,19 @@ from typing import Any
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # bundled price map: no network at import
 
-import litellm as litellm  # noqa: E402  (after the offline switch above; re-exported for roles.py)
-from litellm.llms.custom_llm import CustomLLM, CustomLLMError  # noqa: E402
-from litellm.types.utils import Usage as LitellmUsage  # noqa: E402
+import litellm as litellm  # after the offline switch above; re-exported for roles.py
+from litellm.llms.custom_llm import CustomLLM, CustomLLMError
+from litellm.types.utils import Usage as LitellmUsage
 
 if "LITELLM_LOG" not in os.environ:  # litellm logs two INFO lines per call; every attempt is already a CallRecord
     logging.getLogger("LiteLLM").setLevel(logging.WARNING)
 
 try:  # litellm's marker for its own nested calls: no success/failure logging payload, no callbacks
-    from litellm._internal_context import is_internal_call as _litellm_internal_call  # noqa: E402
+    from litellm._internal_context import is_internal_call as _litellm_internal_call
 except ImportError:  # another litellm layout: its logging then simply runs
     _litellm_internal_call = None  # type: ignore[misc,assignment]
 
-from combee_core.llm.simulator import (  # noqa: E402
+from combee_core.llm.simulator import (
     DEFAULT_MODEL,
     HIDDEN_PARAM,
     INPUT_COST_PER_TOKEN,

@@ -26,8 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core import limits
 from combee_core.errors import CombeeError
-from combee_core.llm.paraphrase import meaning_key as meaning_key  # re-exported
-from combee_core.llm.paraphrase import paraphrase as paraphrase
+from combee_core.llm.paraphrase import meaning_key, paraphrase
 from combee_core.llm.prompts import read_data_block
 
 PROVIDER = "combee-sim"

@@ -14,8 +14,6 @@ One module per job: ``base`` (the base class, field types, JSON helpers), ``trac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from combee_core.models.base import (
     SCHEMA_VERSION,
     CombeeModel,
@@ -61,25 +59,8 @@ from combee_core.models.review import ReviewDecision, ReviewItem, proposal_diges
 from combee_core.models.traces import MetadataValue, Trace, TraceStep
 from combee_core.models.versions import PlaybookEntry, PlaybookVersion, VersionStats
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    WIRE_MODELS: dict[str, type[BaseModel]]
-
-
-def __getattr__(name: str) -> object:
-    """``WIRE_MODELS`` (schema file stem -> model, every topic's model) is derived from ``combee_core.topology``,
-    which imports this package: it is computed on first use."""
-    if name == "WIRE_MODELS":
-        from combee_core.topology import wire_models
-
-        return wire_models()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "SCHEMA_VERSION",
-    "WIRE_MODELS",
     "AddOp",
     "AppliedOperation",
     "BatchManifest",

@@ -22,6 +22,7 @@ from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, U
 from combee_core.log_order import valid_manifests
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,17 @@ class BatcherConfig:
     """Close a non-empty batch after this long without a new reflection (None: only by size or max_wait_s)."""
     plan_name: str | None = None
     """The topic the batch plan was read from (replay), named in the dead letter of a trace it does not list."""
+
+    @classmethod
+    def from_settings(cls, settings: CombeeSettings) -> BatcherConfig:
+        """The batcher stage's configuration."""
+        return cls(
+            shuffle=ShuffleConfig(run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in,
+                                  subgroups=settings.subgroups),
+            batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
+            max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s, idle_s=settings.batch_idle_s,
+            plan_name=settings.batch_plan_topic,
+        )
 
 
 class Batcher:

@@ -11,14 +11,8 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
-from combee_core.controller import (
-    BatchSizeController,
-    ControllerConfig,
-    Decision,
-    clock_description,
-    sample_delay,
-    sample_rollout,
-)
+from combee_core.controller import BatchSizeController, ControllerConfig, Decision
+from combee_core.delay_model import clock_description, sample_delay, sample_rollout
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.processors.effects import Count, Effect, Publish, acknowledge
 from combee_core.settings import CombeeSettings

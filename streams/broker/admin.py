@@ -27,9 +27,9 @@ async def close_client(closing: Awaitable[object], what: str, timeout_s: float =
 
 @contextlib.asynccontextmanager
 async def _admin(bootstrap: str, connection: KafkaConnection):
-    from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+    from aiokafka.admin import AIOKafkaAdminClient
 
-    from streams.broker.connection import client_kwargs  # noqa: PLC0415
+    from streams.broker.connection import client_kwargs
 
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, connection), request_timeout_ms=30000)
     await admin.start()
@@ -50,8 +50,8 @@ async def create_topics(bootstrap: str, names_to_partitions: Mapping[str, int], 
     partition count and configs are not changed)."""
     if not names_to_partitions:
         return
-    from aiokafka.admin import NewTopic  # noqa: PLC0415
-    from aiokafka.errors import for_code  # noqa: PLC0415
+    from aiokafka.admin import NewTopic
+    from aiokafka.errors import for_code
 
     async with _admin(bootstrap, connection) as admin:
         resp = await admin.create_topics(

@@ -99,7 +99,7 @@ class LoggedChild:
                 self._tmpdir = tempfile.TemporaryDirectory(prefix=self._temp_prefix)
             log_dir = Path(self._tmpdir.name)
         self.log_path = log_dir / log_name
-        self._log_file = open(self.log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log_file = open(self.log_path, "ab")  # closed in stop()
         self._proc = subprocess.Popen(
             list(command),
             stdin=subprocess.DEVNULL,
@@ -107,7 +107,7 @@ class LoggedChild:
             stderr=subprocess.STDOUT,
             env=dict(env) if env is not None else None,
             close_fds=True,
-            preexec_fn=pdeathsig_preexec(),  # noqa: PLW1509 - tiny, async-signal-safe enough
+            preexec_fn=pdeathsig_preexec(),  # tiny, async-signal-safe enough
         )
 
     def log_tail(self, max_lines: int = 40) -> str:

@@ -127,10 +127,10 @@ def _refused(host: str, port: int, connection: KafkaConnection, error: ssl.SSLEr
 
 
 async def _sasl_step(host: str, port: int, connection: KafkaConnection, timeout_s: float) -> None:
-    from aiokafka.conn import create_conn  # noqa: PLC0415
-    from aiokafka.errors import KafkaConnectionError, UnsupportedSaslMechanismError  # noqa: PLC0415
+    from aiokafka.conn import create_conn
+    from aiokafka.errors import KafkaConnectionError, UnsupportedSaslMechanismError
 
-    from streams.broker.connection import client_kwargs  # noqa: PLC0415
+    from streams.broker.connection import client_kwargs
 
     kwargs = client_kwargs(f"{host}:{port}", connection)
     del kwargs["bootstrap_servers"]

@@ -113,7 +113,7 @@ async def kafka_answers(bootstrap: str, timeout_s: float = 2.0, *, connection: K
     """True when some address of ``bootstrap`` answers a Kafka ApiVersions request (any Kafka version does; over
     TLS when ``connection`` says so, before any SASL step, as brokers allow); never raises and never logs, so it can
     be asked every few seconds while a broker is away."""
-    from combee_core.errors import CombeeError  # noqa: PLC0415
+    from combee_core.errors import CombeeError
 
     try:
         context = ssl_context_of(connection)
@@ -130,7 +130,7 @@ async def kafka_answers(bootstrap: str, timeout_s: float = 2.0, *, connection: K
 
 def ssl_context_of(connection: KafkaConnection) -> ssl.SSLContext | None:
     """The connection's TLS context, None for a plaintext one."""
-    from streams.broker.connection import ssl_context  # noqa: PLC0415
+    from streams.broker.connection import ssl_context
 
     return ssl_context(connection) if connection.tls else None
 
@@ -138,9 +138,9 @@ def ssl_context_of(connection: KafkaConnection) -> ssl.SSLContext | None:
 async def wait_for_broker(bootstrap: str, timeout_s: float = 20.0, *,
                           connection: KafkaConnection = PLAINTEXT) -> None:
     """Return once ``bootstrap`` answers a metadata request; ``TimeoutError`` with the last error otherwise."""
-    from aiokafka import AIOKafkaClient  # noqa: PLC0415
+    from aiokafka import AIOKafkaClient
 
-    from streams.broker.connection import client_kwargs  # noqa: PLC0415
+    from streams.broker.connection import client_kwargs
 
     deadline = time.monotonic() + timeout_s
     last: BaseException | None = None

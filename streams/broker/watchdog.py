@@ -86,10 +86,10 @@ class BrokerWatchdog:
 
     async def _missing_topics(self) -> set[str]:
         """Which of :attr:`topics` seen before the broker's metadata now lacks (none when it cannot be had)."""
-        from aiokafka import AIOKafkaClient  # noqa: PLC0415
-        from aiokafka.errors import KafkaError  # noqa: PLC0415
+        from aiokafka import AIOKafkaClient
+        from aiokafka.errors import KafkaError
 
-        from streams.broker.connection import client_kwargs  # noqa: PLC0415
+        from streams.broker.connection import client_kwargs
 
         client = AIOKafkaClient(**client_kwargs(self.bootstrap, self.connection), request_timeout_ms=5000)
         try:

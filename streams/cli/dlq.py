@@ -58,7 +58,7 @@ def letter_writer(args: argparse.Namespace) -> Callable[[DeadLetter, int], None]
 
 
 async def cmd_dlq(args: argparse.Namespace) -> int:
-    from streams.topology.runtime import read_topic
+    from streams.topology.topic_reader import read_topic
 
     if args.stage is not None and args.stage not in {stage.name for stage in STAGES}:
         raise UnknownStageFilter(f"no stage {args.stage!r}; stages: {', '.join(stage.name for stage in STAGES)}")
@@ -106,22 +106,13 @@ def decode(records) -> tuple[list[tuple[int, DeadLetter]], int]:
 async def follow(bootstrap: str, profile, topic: str, start: int, wanted: DeadLetterFilter,
                  write: Callable[[DeadLetter, int], None], stop: asyncio.Event) -> None:
     """Print the matches among ``topic``'s records from ``start`` on, until ``stop``."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
 
-    from streams.broker.admin import close_client
-    from streams.topology.runtime import consumer_config
+    from streams.topology.topic_reader import TopicReader
 
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
-    try:
-        partition = TopicPartition(topic, 0)
-        consumer.assign([partition])
-        consumer.seek(partition, start)
-        while not stop.is_set():
-            batch = await consumer.getmany(timeout_ms=250)
-            for records in batch.values():
-                for offset, letter in decode(records)[0]:
-                    if wanted.matches(letter):
-                        write(letter, offset)
-    finally:
-        await close_client(consumer.stop(), "the dlq consumer")
+    async with TopicReader(bootstrap, profile, what="the dlq consumer") as reader:
+        await reader.assign({TopicPartition(topic, 0): start})
+        async for records in reader.follow(stop, timeout_ms=250):
+            for offset, letter in decode(records)[0]:
+                if wanted.matches(letter):
+                    write(letter, offset)

@@ -44,7 +44,7 @@ def operator_name() -> str:
 
 
 async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> PromotionLedger:
-    from streams.topology.runtime import read_topic  # here: `import streams.cli` must not load aiokafka
+    from streams.topology.topic_reader import read_topic  # here: `import streams.cli` must not load aiokafka
 
     records = await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED))
     return load_ledger(PromotionDecision.from_json_bytes(record.value) for record in records)
@@ -55,7 +55,8 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     """Write an operator's ``operator-promote`` (of ``version``) or ``rollback`` (to ``version``, default the
     version served before; with promotion off, the parent of the version agents run) and return it once the log
     shows it counts (retried when the promoter took its id)."""
-    from streams.topology.runtime import read_topic, start_producer
+    from streams.topology.kafka_clients import start_producer
+    from streams.topology.topic_reader import read_topic
 
     by = by or operator_name()
     rule = PromotionRule(epsilon=settings.promotion_epsilon)
@@ -90,7 +91,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
 async def _counts(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
                   decision: PromotionDecision) -> bool:
     """Whether the record that counts under ``decision``'s id is this one (compared without the time)."""
-    from streams.topology.runtime import read_topic
+    from streams.topology.topic_reader import read_topic
 
     ledger = PromotionLedger()
     for record in await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED)):

@@ -210,6 +210,6 @@ async def cmd_diff(args: argparse.Namespace) -> int:
 
 async def read_models_of(bootstrap: str, profile, topic: str) -> list[PromotionDecision]:
     """The promotion decisions on a full topic name."""
-    from streams.topology.runtime import read_topic
+    from streams.topology.topic_reader import read_topic
 
     return [PromotionDecision.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile, topic)]

@@ -62,16 +62,12 @@ async def cmd_tail(args: argparse.Namespace) -> int:
 
 async def has_records(bootstrap: str, profile: BrokerProfile, topic: str) -> bool:
     """Whether a single-partition topic holds any record now (False when it does not exist)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
 
-    from streams.topology.runtime import consumer_config, end_offsets
+    from streams.topology.topic_reader import TopicReader
 
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
-    try:
-        if topic not in await consumer.topics():
+    async with TopicReader(bootstrap, profile, what="the tail probe") as reader:
+        if topic not in await reader.topics():
             return False
         tp = TopicPartition(topic, 0)
-        return (await end_offsets(consumer, profile, [tp]))[tp] > 0
-    finally:
-        await consumer.stop()
+        return (await reader.end_offsets([tp]))[tp] > 0

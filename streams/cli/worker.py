@@ -22,10 +22,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     worker = subparsers.add_parser("worker", help="run all stages or a subset")
     add_common(worker)
     add_pipeline(worker)
-    promotion_only = " and ".join(stage.name for stage in STAGES if stage.promotion_only)
+    conditions = "; ".join(f"{stage.name} {stage.runs_when.said}" for stage in STAGES if stage.runs_when.said)
     worker.add_argument("--stages", help=f"comma-separated: {','.join(stage.name for stage in STAGES)} "
-                        f"(default all; {promotion_only} only with --promotion; guard only without it, unless "
-                        "COMBEE_GUARD=0)")
+                        f"(default all; {conditions})")
     worker.add_argument("--health-port", type=int,
                         help="serve /healthz, /readyz and Prometheus /metrics on this port (0: a free one); "
                         "docs/operations.md")
@@ -83,12 +82,16 @@ def start_lines(settings: CombeeSettings, stages: tuple[str, ...], bootstrap: st
     role, and, when a role is the offline simulator, what that means for traces from outside producers."""
     from combee_core.model_notice import describe_models, simulator_warning
     from combee_core.processors.evaluator import parse_playbooks
-    from streams.topology.worker import LLM_STAGES, PROMOTION_STAGES
+    from streams.topology.worker import LLM_STAGES, runnable
 
-    running = [name for name in stages if settings.promotion or name not in PROMOTION_STAGES]
-    skipped = [name for name in stages if name not in running]
+    running, skipped = runnable(stages, settings)
+    why: dict[str, list[str]] = {}
+    for name, said in skipped.items():
+        why.setdefault(said, []).append(name)
+    left_out = [f"not {', '.join(names)}: {'they run' if len(names) > 1 else 'it runs'} {said}"
+                for said, names in why.items()]
     lines = [f"worker: stages {', '.join(running)} on {bootstrap}, topics {settings.topic_prefix}*"
-             + (f" (not {', '.join(skipped)}: they run only with --promotion)" if skipped else "")]
+             + (f" ({'; '.join(left_out)})" if left_out else "")]
     if LLM_STAGES.intersection(running) or "evaluate" in running:
         lines.append(f"worker: {describe_models(settings, evaluator='evaluate' in running)}")
     if LLM_STAGES.intersection(running) and (warning := simulator_warning(settings)):

@@ -26,8 +26,8 @@ from combee_core.settings import CombeeSettings
 from combee_core.tasks import Task, TaskSuite, run_task
 from streams.broker.profile import BrokerProfile
 from streams.topology.follower import PlaybookFollower
+from streams.topology.kafka_clients import start_producer
 from streams.topology.produce import send_traces
-from streams.topology.runtime import start_producer
 
 FleetMode = Literal["sync", "async"]
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from streams.demo.results import ControllerSummary, VersionRow  # noqa: E402
+from streams.demo.results import ControllerSummary, VersionRow
 
 
 def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Path:

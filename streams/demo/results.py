@@ -10,7 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from combee_core.controller import clock_description, epoch_delay, sample_delay
+from combee_core.controller import epoch_delay
+from combee_core.delay_model import clock_description, sample_delay
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.rollout import modelled_task_time_s
 from combee_core.settings import CombeeSettings

@@ -33,9 +33,9 @@ from streams.demo.results import (
     version_row,
 )
 from streams.topology.follower import PlaybookFollower
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import send_traces
-from streams.topology.runtime import start_producer
 
 
 class DemoError(CombeeError, RuntimeError):

@@ -188,33 +188,30 @@ async def serve_receiver(settings: CombeeSettings, bootstrap: str, profile, stop
 async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: asyncio.Event) -> None:
     """Every :data:`LAG_POLL_S` until ``stop``: how far the ingest-otlp group is behind on the OTLP topic (a broker
     that does not answer leaves the last figure and is logged; the sink's own errors answer 503 meanwhile)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
     from aiokafka.admin import AIOKafkaAdminClient
 
     from combee_core.topology import INGEST_OTLP
     from streams.broker.admin import close_client
     from streams.broker.connection import client_kwargs
-    from streams.topology.kafka_clients import consumer_config, end_offsets
     from streams.topology.observe import committed_lag
+    from streams.topology.topic_reader import TopicReader
 
     settings = receiver.settings
     if not settings.otlp_max_lag:
         return
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await asyncio.gather(admin.start(), consumer.start())
+    reader = TopicReader(bootstrap, profile, what="the lag consumer")
+    await asyncio.gather(admin.start(), reader.start())
     try:
         while not stop.is_set():
             try:
-                await consumer.topics()
-                tps = [TopicPartition(settings.otlp_topic, p)
-                       for p in sorted(consumer.partitions_for_topic(settings.otlp_topic) or ())]
-                ends = await end_offsets(consumer, profile, tps)
+                tps = await reader.partitions(settings.otlp_topic, refresh=True)
+                ends = await reader.end_offsets(tps)
                 receiver.backlog = await committed_lag(admin, settings.group(INGEST_OTLP.name), ends)
             except Exception as error:  # aiokafka's errors: keep the last figure, try again
                 log.warning("otlp receiver: lag not measured (%s: %s)", type(error).__name__, error)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), LAG_POLL_S)
     finally:
-        await close_client(consumer.stop(), "the lag consumer")
+        await reader.stop()
         await close_client(admin.close(), "the admin client")

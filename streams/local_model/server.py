@@ -210,7 +210,7 @@ class LocalModelServer:
         request = urllib.request.Request(f"{self.api_base}/chat/completions", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(request, timeout=max(5.0, deadline - time.monotonic())) as response:  # noqa: S310 - loopback
+            with urllib.request.urlopen(request, timeout=max(5.0, deadline - time.monotonic())) as response:  # loopback
                 json.loads(response.read())
             return
         except (OSError, urllib.error.URLError, ValueError) as error:
@@ -228,7 +228,7 @@ class LocalModelServer:
     def _serves_model(self) -> bool:
         """True when ``GET /v1/models`` answers and lists our alias."""
         try:
-            with urllib.request.urlopen(f"{self.api_base}/models", timeout=2.0) as response:  # noqa: S310 - loopback
+            with urllib.request.urlopen(f"{self.api_base}/models", timeout=2.0) as response:  # loopback
                 body = json.loads(response.read())
         except (OSError, urllib.error.URLError, ValueError):
             return False

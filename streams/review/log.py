@@ -11,6 +11,7 @@ from combee_core.log_order import valid_versions
 from combee_core.models import CombeeModel, PlaybookVersion, PromotionDecision, Reflection, ReviewDecision, Trace
 from combee_core.promotion import load_ledger
 from combee_core.review import ReviewInputError, ReviewState, review_state
+from combee_core.served import served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -40,7 +41,7 @@ class ReviewSnapshot:
 
 async def _models(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, topic: Topic,
                   model: type[M]) -> list[M]:
-    from streams.topology.runtime import read_topic  # here: `import streams.cli` must not load aiokafka
+    from streams.topology.topic_reader import read_topic  # here: `import streams.cli` must not load aiokafka
 
     return [model.from_json_bytes(record.value)
             for record in await read_topic(bootstrap, profile, settings.topic(topic))]
@@ -54,16 +55,9 @@ async def playbook_ids(settings: CombeeSettings, bootstrap: str, profile: Broker
 
 def served_of(settings: CombeeSettings, playbook_id: str, versions: Sequence[PlaybookVersion],
               promotions: Sequence[PromotionDecision]) -> PlaybookVersion | None:
-    """The version agents are served before review, by the followers' own rule (``PlaybookFollower.unreviewed``)."""
-    from streams.topology.follower import PlaybookFollower
-
-    follower = PlaybookFollower(settings, "", BrokerProfile.for_tansu(), ledger=load_ledger(promotions))  # no I/O
-    if versions:
-        follower.latest[playbook_id] = versions[-1]
-        follower.parents[playbook_id] = {v.version: v.parent_version for v in versions}
-    number, _ = follower.unreviewed(playbook_id)
-    by_number = {v.version: v for v in versions}
-    return by_number.get(number) if number else None
+    """The version agents are served before review, by the followers' own rule (``served_playbook``)."""
+    return served_playbook(playbook_id, promotion=settings.promotion, newest=versions[-1] if versions else None,
+                           parents={v.version: v.parent_version for v in versions}, ledger=load_ledger(promotions))
 
 
 async def read_snapshot(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
@@ -94,7 +88,7 @@ async def read_snapshot(settings: CombeeSettings, bootstrap: str, profile: Broke
 async def write_decision(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
                          decision: ReviewDecision) -> None:
     """Append ``decision`` to the ``review`` topic (acknowledged by every replica)."""
-    from streams.topology.runtime import start_producer
+    from streams.topology.kafka_clients import start_producer
 
     producer = await start_producer(bootstrap, profile)
     try:
@@ -122,6 +116,6 @@ async def provenance(settings: CombeeSettings, bootstrap: str, profile: BrokerPr
 
 
 async def _read(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, topic: Topic) -> list[bytes]:
-    from streams.topology.runtime import read_topic
+    from streams.topology.topic_reader import read_topic
 
     return [record.value for record in await read_topic(bootstrap, profile, settings.topic(topic))]

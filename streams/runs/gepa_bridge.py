@@ -34,7 +34,7 @@ from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.runs.playbook_io import import_playbook, read_versions
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import read_topic
+from streams.topology.topic_reader import read_topic
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,8 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.admin import list_topics
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.kafka_clients import start_producer
+from streams.topology.topic_reader import read_topic
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,9 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import TOPICS, Topic
 from streams.broker.admin import create_topics
 from streams.broker.profile import BrokerProfile
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ensure_topics
 
 log = logging.getLogger(__name__)

@@ -139,7 +139,7 @@ class PlaybookMcp:
         """Send to a handshake-era session; one that is gone is dropped from every subscription (logged)."""
         try:
             await sending
-        except Exception as error:  # noqa: BLE001 - a session that is gone raises its transport's own error type
+        except Exception as error:
             log.info("dropping an MCP session's subscriptions (%s: %s: %s)", what, type(error).__name__, error)
             for sessions in self.legacy.values():
                 sessions.discard(session)

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
 from combee_core.models import PlaybookVersion, PromotionDecision
 from combee_core.serving import ServedTable
@@ -25,7 +25,7 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.topology.follower import PlaybookFollower
-from streams.topology.runtime import consumer_config, end_offsets
+from streams.topology.topic_reader import TopicReader
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class ServedPlaybooks:
 
     def check_following(self) -> None:
         """Raise the follower's error when it stopped (a lost broker, an unreadable record)."""
-        task = self.follower._task  # noqa: SLF001 - the follower's own task, owned through this object
+        task = self.follower._task
         if task is not None and task.done():
             task.result()
             raise RuntimeError("the playbook follower stopped")
@@ -137,11 +137,6 @@ class ServedPlaybooks:
 
 async def topic_ends(bootstrap: str, profile: BrokerProfile, topics: list[str]) -> dict[TopicPartition, int]:
     """The end offset of partition 0 of each single-partition topic that exists (a missing one is left out)."""
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
-    try:
-        existing = await consumer.topics()
-        tps = [TopicPartition(topic, 0) for topic in topics if topic in existing]
-        return await end_offsets(consumer, profile, tps)
-    finally:
-        await consumer.stop()
+    async with TopicReader(bootstrap, profile, what="combee serve's end probe") as reader:
+        existing = await reader.topics()
+        return await reader.end_offsets([TopicPartition(topic, 0) for topic in topics if topic in existing])

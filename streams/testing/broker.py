@@ -18,7 +18,7 @@ from streams.broker.tansu import EmbeddedBroker
 def docker_engine_available(timeout_s: float = 3.0) -> bool:
     """True only if the docker SDK is importable and the engine answers ``ping()``."""
     try:
-        import docker  # noqa: PLC0415
+        import docker
 
         client = docker.from_env(timeout=int(max(timeout_s, 1)))
         try:
@@ -48,7 +48,7 @@ class ResolvedBroker:
 
 
 def _start_kafka_container() -> ResolvedBroker:
-    from testcontainers.kafka import KafkaContainer  # noqa: PLC0415
+    from testcontainers.kafka import KafkaContainer
 
     container = KafkaContainer()
     container.start()

@@ -9,7 +9,7 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.testing.broker import ResolvedBroker
-from streams.topology.runtime import start_producer
+from streams.topology.kafka_clients import start_producer
 from streams.topology.topics import topic_partitions
 
 LESSONS = ("retry the flaky network call with exponential backoff", "parse dates as ISO 8601 strings",

@@ -72,7 +72,7 @@ class TlsProxy:
         self._loop = loop
         try:
             loop.run_until_complete(self._serve())
-        except BaseException as error:  # noqa: BLE001 - reported to start()
+        except BaseException as error:  # reported to start()
             self._error = error
             self._ready.set()
         finally:

@@ -22,7 +22,8 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.testing.broker import ResolvedBroker
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.kafka_clients import start_producer
+from streams.topology.topic_reader import read_topic
 
 WORKER_SETTINGS = {
     "COMBEE_BATCH_SIZE": "20",
@@ -69,7 +70,7 @@ class WorkerFleet:
         env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
         env.update(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap, COMBEE_BROKER_KIND=self.broker.profile.kind,
                    COMBEE_TOPIC_PREFIX=self.prefix, **{**WORKER_SETTINGS, **self.extra_env})
-        log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # noqa: SIM115 - closed by the child
+        log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # closed by the child
         self.processes[number] = subprocess.Popen(
             [sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"], env=env, stdout=log,
             stderr=subprocess.STDOUT,

@@ -20,7 +20,8 @@ from combee_core.models import Trace
 from combee_core.processors.effects import Count, Effect, Reject
 
 if TYPE_CHECKING:
-    from streams.topology.runtime import Delivery, Stage
+    from streams.topology.runtime import Stage
+    from streams.topology.stage_records import Delivery
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,7 @@
 
 Tokens are the stage's consumed records. A numbered publish goes through ``numbered`` (the stage writes it through
 its live view of the log and says whether it counts and the stage may go on); when it does not, the effects after
-it are skipped. Records published are flushed before inputs are acknowledged, so nothing is committed before its
-effects are durable.
+it are skipped. Records published are flushed before inputs are acknowledged (``streams.topology.commit_order``).
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.processors.effects import Acknowledge, Count, Effect, Publish, Reject
+from streams.topology.commit_order import acknowledge
 from streams.topology.dead_letters import make_dead_letter
 
 if TYPE_CHECKING:
@@ -39,11 +39,8 @@ async def perform(stage: Stage, effects: Iterable[Effect],
                 if not await numbered(effect):
                     return False
         elif isinstance(effect, Acknowledge):
-            if unflushed:
-                await stage.ctx.producer.flush()
-                unflushed = False
-            for token in effect.tokens:
-                stage.done(_record(token))
+            await acknowledge(stage, [_record(token) for token in effect.tokens], unflushed=unflushed)
+            unflushed = False
         elif isinstance(effect, Reject):
             if effect.token is None:
                 await stage.ctx.dead_letter(make_dead_letter(

@@ -10,9 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 
-from combee_core.guard import served_without_promotion
 from combee_core.models import (
     ControlDecision,
     DeadLetter,
@@ -21,12 +20,13 @@ from combee_core.models import (
     PromotionDecision,
     ReviewDecision,
 )
-from combee_core.promotion import PromotionLedger, in_canary
+from combee_core.promotion import PromotionLedger
 from combee_core.review import ReviewBook, review_on, reviewed_view
+from combee_core.served import served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import consumer_config
+from streams.topology.topic_reader import TopicReader
 
 
 @dataclass
@@ -72,21 +72,19 @@ class PlaybookFollower:
     """The ``review`` log (followed when ``settings.review_playbooks`` names any playbook)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
-    _consumer: AIOKafkaConsumer | None = None
+    _reader: TopicReader | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def __aenter__(self) -> PlaybookFollower:
-        consumer = AIOKafkaConsumer(**consumer_config(self.bootstrap, self.profile, None))
-        await consumer.start()
-        self._consumer = consumer
+        reader = await TopicReader(self.bootstrap, self.profile, what="the playbook follower").__aenter__()
+        self._reader = reader
         tps = [TopicPartition(self.settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED)]
         if self.settings.review_playbooks:
             tps.append(TopicPartition(self.settings.topic(Topic.REVIEW), 0))
         dlq = self.settings.topic(Topic.DLQ)
-        await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
-        tps += [TopicPartition(dlq, p) for p in sorted(consumer.partitions_for_topic(dlq) or {0})]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        self._task = asyncio.create_task(self._follow(consumer))
+        tps += await reader.partitions(dlq, refresh=True) or [TopicPartition(dlq, 0)]
+        await reader.assign(tps)
+        self._task = asyncio.create_task(self._follow(reader))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -94,21 +92,17 @@ class PlaybookFollower:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._consumer is not None:
-            await self._consumer.stop()
+        if self._reader is not None:
+            await self._reader.stop()
 
-    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+    async def _follow(self, reader: TopicReader) -> None:
         followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ, Topic.REVIEW)
         topics = {self.settings.topic(name): name for name in followed}
-        while True:
-            batch = await consumer.getmany(timeout_ms=200)
-            for tp, records in batch.items():
-                for record in records:
-                    self._take(topics[tp.topic], record.value)
-                if records:
-                    self.read_to[tp] = records[-1].offset + 1
-            if batch:
-                self._changed.set()
+        async for records in reader.follow(self._stop, timeout_ms=200):
+            for record in records:
+                self._take(topics[record.topic], record.value)
+                self.read_to[TopicPartition(record.topic, record.partition)] = record.offset + 1
+            self._changed.set()
 
     def _take(self, topic: str, value: bytes) -> None:
         if topic == Topic.PLAYBOOK:
@@ -152,15 +146,10 @@ class PlaybookFollower:
         return version, entries
 
     def unreviewed(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
-        """(version, entries) an agent runs: with promotion on, the served version, or the candidate in canary for an
-        agent in the canary share; else the newest version seen, unless a rollback on ``promoted`` holds it back
-        (then the version it serves); (0, []) before the first."""
-        if self.settings.promotion and not self.candidates:
-            canary = self.ledger.canary(playbook_id)
-            share = self.ledger.latest[playbook_id].canary_share if canary is not None else None
-            if canary is not None and agent_id is not None and share and in_canary(agent_id, share):
-                return canary.version, list(canary.entries)
-        served = self.served(playbook_id)
+        """(version, entries) an agent runs (``combee_core.served.served_playbook``): with promotion on, the served
+        version, or the candidate in canary for an agent in the canary share; else the newest version seen, unless a
+        rollback on ``promoted`` holds it back (then the version it serves); (0, []) before the first."""
+        served = self._served(playbook_id, agent_id)
         return (served.version, list(served.entries)) if served else (0, [])
 
     def served_reviewed(self, playbook_id: str) -> PlaybookVersion | None:
@@ -173,15 +162,12 @@ class PlaybookFollower:
 
     def served(self, playbook_id: str) -> PlaybookVersion | None:
         """The version every agent outside a canary runs, as :meth:`playbook` says (None: the empty version 0)."""
-        if self.settings.promotion and not self.candidates:
-            return self.ledger.served(playbook_id)
-        version = self.latest.get(playbook_id)
-        decision = self.ledger.latest.get(playbook_id)
-        if decision is not None and not self.candidates:
-            newest = version.version if version else 0
-            if served_without_promotion(self.ledger, playbook_id, self.parents.get(playbook_id, {}), newest) != newest:
-                return decision.served
-        return version
+        return self._served(playbook_id, None)
+
+    def _served(self, playbook_id: str, agent_id: str | None) -> PlaybookVersion | None:
+        return served_playbook(playbook_id, promotion=self.settings.promotion, newest=self.latest.get(playbook_id),
+                               parents=self.parents.get(playbook_id, {}), ledger=self.ledger, agent_id=agent_id,
+                               candidates=self.candidates)
 
     def batch_size(self, playbook_id: str) -> int:
         """The playbook's current batch size: the controller's latest decision, else the configured size."""

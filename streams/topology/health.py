@@ -142,7 +142,7 @@ class HealthServer:
 
             try:
                 status, payload, content_type = 200, await self._metrics(), CONTENT_TYPE_LATEST
-            except Exception as error:  # noqa: BLE001 - a failing collector must not kill the health server
+            except Exception as error:  # a failing collector must not kill the health server
                 log.exception("metrics: scrape failed")
                 status, payload = 500, orjson.dumps({"error": f"{type(error).__name__}: {error}"})
         else:

@@ -15,15 +15,16 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from combee_core.llm.config import LLMConfig
 from combee_core.llm.record import CallIndex, CallStore, LLMRecordMiss, ReplayResponder, parse_call_lines
-from combee_core.llm.roles import LLMConfig, LLMRoles
+from combee_core.llm.roles import LLMRoles
 from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 
 if TYPE_CHECKING:
     from streams.broker.profile import BrokerProfile
-    from streams.topology.runtime import StageContext
+    from streams.topology.stage_context import StageContext
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ def build_llm_roles(
             producer_ctx.count(f"llm_calls.{call.role}")
             try:
                 await producer_ctx.send(Topic.LLM_CALLS, call.key, call.model_dump_json().encode())
-            except Exception as error:  # noqa: BLE001 - auditing must not stop the stage
+            except Exception as error:  # auditing must not stop the stage
                 log.warning("could not record LLM call %s: %s", call.key[:12], error)
         if on_call is not None:
             result = on_call(call)
@@ -107,7 +108,7 @@ async def replay_responder(
         records = CallStore(settings.llm_record_file).load()
         source = settings.llm_record_file
     else:
-        from streams.topology.runtime import read_topic
+        from streams.topology.topic_reader import read_topic
 
         source = settings.llm_record_topic or settings.topic(Topic.LLM_CALLS)
         raw = await read_topic(bootstrap, profile, source)

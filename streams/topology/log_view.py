@@ -12,18 +12,21 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers, ResumePoints
-from combee_core.models import ViewCheckpoint, utc_now
+from combee_core.models import CombeeModel, ViewCheckpoint, utc_now
 from combee_core.topology import Topic
-from streams.topology.runtime import Stage, consumer_config, end_offsets, read_topic
+from streams.topology.runtime import Stage
+from streams.topology.topic_reader import TopicReader, read_topic
 
 log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=CombeeModel)
 
 VIEW_FETCH_WAIT_MS = 50
 """Long-poll wait of the view's fetches: bounds how long a confirmation waits for a record that is already written."""
@@ -71,13 +74,17 @@ class GatedState:
 class LogView:
     """Applies every record of a state topic (partition 0) to ``apply``, in order, until closed.
 
-    With ``state``, the view resumes from the latest checkpoint of ``<stage>/<topic>`` on the ``checkpoints`` topic
-    (so a start reads what the checkpoint needs, not the whole topic) and writes one every
-    ``view_checkpoint_every`` records.
+    The topic must be in the stage's ``StageSpec.reads``. With ``state``, the view resumes from the latest checkpoint
+    of ``<stage>/<topic>`` on the ``checkpoints`` topic (so a start reads what the checkpoint needs, not the whole
+    topic) and writes one every ``view_checkpoint_every`` records.
     """
 
     def __init__(self, stage: Stage, topic: str, apply: Callable[[ConsumerRecord], None],
-                 state: CheckpointedState | None = None) -> None:
+                 state: CheckpointedState | None = None, *, catch_up_on_assign: bool = False) -> None:
+        if stage.spec is not None and topic not in stage.spec.reads:
+            raise ValueError(f"stage {stage.name} follows {topic}, which its StageSpec.reads does not list")
+        self.catch_up_on_assign = catch_up_on_assign
+        """The stage's state depends on it: the runtime catches it up before the stage takes new partitions."""
         self._stage = stage
         self.name = f"{stage.name}/{topic}"
         self._logical = topic
@@ -94,44 +101,41 @@ class LogView:
         """Offset of the next record to apply."""
         self._advanced = asyncio.Condition()
         self._closed = asyncio.Event()
-        self._consumer: AIOKafkaConsumer | None = None
+        self._reader: TopicReader | None = None
+        self._probe: TopicReader | None = None
+        """Measures the topic's end for :meth:`catch_up` (kept open: a catch-up is one request, not a new client)."""
 
     async def start(self) -> None:
         ctx = self._stage.ctx
-        self._consumer = AIOKafkaConsumer(
-            **{**consumer_config(ctx.bootstrap, ctx.profile, None), "fetch_max_wait_ms": VIEW_FETCH_WAIT_MS}
-        )
-        await self._consumer.start()
-        self._consumer.assign([self._tp])
+        self._reader = await TopicReader(ctx.bootstrap, ctx.profile, what=f"the view {self.name}",
+                                         fetch_max_wait_ms=VIEW_FETCH_WAIT_MS).start()
         checkpoint = await self._latest_checkpoint() if self._state is not None else None
         if checkpoint is None:
-            await self._consumer.seek_to_beginning(self._tp)
+            await self._reader.assign([self._tp])
         else:
             assert self._state is not None
+            await self._reader.assign({self._tp: checkpoint.position})
             await self._state.resume(checkpoint, self._fetch_at)
             self.position = self._checkpointed = checkpoint.position
-            self._consumer.seek(self._tp, checkpoint.position)
+            self._reader.seek(self._tp, checkpoint.position)
             log.info("%s: resumed from its checkpoint at offset %d", self.name, checkpoint.position)
         self._stage.spawn(self._follow(), name=f"{self._stage.name}-view-{self.topic}", service=True)
         self._stage.views.append(self)
 
     async def _follow(self) -> None:
-        assert self._consumer is not None
+        assert self._reader is not None
         try:
-            while not self._closed.is_set():
-                batch = await self._consumer.getmany(self._tp, timeout_ms=100)
-                records = batch.get(self._tp, [])
+            async for records in self._reader.follow(self._closed):
                 for record in records:
                     self._apply(record)
                     self.position = record.offset + 1
                 self.applied += len(records)
-                if records:
-                    async with self._advanced:
-                        self._advanced.notify_all()
+                async with self._advanced:
+                    self._advanced.notify_all()
                 if self._state is not None and self.position - self._checkpointed >= self._every:
                     await self._write_checkpoint()
         finally:
-            await self._consumer.stop()
+            await asyncio.gather(self._reader.stop(), *([self._probe.stop()] if self._probe is not None else []))
 
     def origin(self, record: ConsumerRecord, number: tuple[str, int], counts: bool) -> Literal["void", "mine", "other"]:
         """Who wrote a numbered record (``number`` = (playbook, number)) that ``counts`` or not under the reading
@@ -177,11 +181,11 @@ class LogView:
 
     async def _fetch_at(self, offset: int) -> ConsumerRecord:
         """One record of the topic, before following starts."""
-        assert self._consumer is not None
-        self._consumer.seek(self._tp, offset)
+        assert self._reader is not None
+        self._reader.seek(self._tp, offset)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
-            batch = await self._consumer.getmany(self._tp, timeout_ms=1000, max_records=1)
+            batch = await self._reader.fetch(self._tp, timeout_ms=1000, max_records=1)
             for record in batch.get(self._tp, []):
                 if record.offset == offset:
                     return record
@@ -205,12 +209,31 @@ class LogView:
         """Wait until every record written before this call has been applied."""
         if self._closed.is_set():
             raise LogViewTimeout(f"{self.topic}: the view is closed")
-        ctx = self._stage.ctx
-        probe = AIOKafkaConsumer(**consumer_config(ctx.bootstrap, ctx.profile, None))
+        if self._probe is None:
+            ctx = self._stage.ctx
+            probe = TopicReader(ctx.bootstrap, ctx.profile, what=f"the end probe of {self.name}")
+            try:
+                await probe.start()
+            except BaseException:  # a start the broker refused leaves a client to close too
+                await probe.stop()
+                raise
+            self._probe = probe
         try:
-            await probe.start()  # inside: a start the broker refused leaves a client to close too
-            end = (await asyncio.wait_for(end_offsets(probe, ctx.profile, [self._tp]), timeout_s))[self._tp]
+            end = (await asyncio.wait_for(self._probe.end_offsets([self._tp]), timeout_s))[self._tp]
         finally:
-            await probe.stop()
+            self._probe.unassign()  # kept open between catch-ups, but not fetching
         if end > 0:
             await self.reached(end - 1, timeout_s)
+
+
+def model_view(stage: Stage, topic: str, model: type[M], take: Callable[[M], object], *,
+               catch_up_on_assign: bool = True) -> LogView:
+    """A live view handing ``take`` every readable record of ``topic`` as ``model``, in log order (an unreadable one
+    is a dead letter, ``Stage.read_state``)."""
+
+    def apply(record: ConsumerRecord) -> None:
+        value = stage.read_state(record, model)
+        if value is not None:
+            take(value)
+
+    return LogView(stage, topic, apply, catch_up_on_assign=catch_up_on_assign)

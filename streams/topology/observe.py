@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
@@ -24,7 +23,7 @@ from combee_core.topology import STAGES, TOPICS, Topic, enabled
 from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import consumer_config, end_offsets
+from streams.topology.topic_reader import TopicReader
 
 
 def describe_version(version: PlaybookVersion) -> str:
@@ -119,29 +118,21 @@ async def _follow(bootstrap: str, profile: BrokerProfile, topic: str,
                   out: TextIO, on_following: Callable[[str], None] | None) -> int:
     """Print ``lines_for(record)`` for every record of single-partition ``topic`` from its beginning, until ``stop``
     or ``limit`` records that printed something; returns how many did."""
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await consumer.start()
     printed = 0
-    try:
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
+    async with TopicReader(bootstrap, profile, what="the tail consumer") as reader:
+        await reader.assign([TopicPartition(topic, 0)])
         if on_following is not None:
             on_following(topic)
-        while not stop.is_set() and (limit is None or printed < limit):
-            batch = await consumer.getmany(timeout_ms=250)
-            for records in batch.values():
-                for record in records:
-                    lines = lines_for(record)
-                    if not lines:
-                        continue
-                    for line in lines:
-                        print(line, file=out, flush=True)
-                    printed += 1
-                    if limit is not None and printed >= limit:
-                        break
-    finally:
-        await close_client(consumer.stop(), "the tail consumer")
+        async for records in reader.follow(stop, timeout_ms=250):
+            for record in records:
+                lines = lines_for(record)
+                if not lines:
+                    continue
+                for line in lines:
+                    print(line, file=out, flush=True)
+                printed += 1
+                if limit is not None and printed >= limit:
+                    return printed
     return printed
 
 
@@ -213,32 +204,6 @@ STATUS_READS = (Topic.PLAYBOOK, Topic.BATCHES, Topic.CONTROL, Topic.DLQ, Topic.P
 """Topics ``status`` reads whole (to their ends as measured at the start)."""
 
 
-async def read_to_ends(consumer: AIOKafkaConsumer, ends: dict[TopicPartition, int], *,
-                       deadline_s: float = 30.0) -> dict[str, list[ConsumerRecord]]:
-    """Every record of the partitions in ``ends`` from the beginning up to those end offsets, by topic.
-
-    One consumer (not in a group) reads them all at once and stops as soon as each partition reached its end: no
-    idle wait. Records written after the ends were measured are left out (a snapshot)."""
-    records: dict[str, list[ConsumerRecord]] = {tp.topic: [] for tp in ends}
-    todo = [tp for tp, end in ends.items() if end > 0]
-    if not todo:
-        return records
-    consumer.assign(todo)
-    await consumer.seek_to_beginning(*todo)
-    started = time.monotonic()
-    while todo:
-        if time.monotonic() - started > deadline_s:
-            raise TimeoutError(f"reading {sorted({tp.topic for tp in todo})} did not reach their ends within "
-                               f"{deadline_s} s")
-        batch = await consumer.getmany(*todo, timeout_ms=200)
-        for tp, tp_records in batch.items():
-            records[tp.topic].extend(r for r in tp_records if r.offset < ends[tp])
-        todo = [tp for tp in todo if await consumer.position(tp) < ends[tp]]
-    for topic_records in records.values():
-        topic_records.sort(key=lambda r: (r.partition, r.offset))
-    return records
-
-
 async def committed_lag(admin: AIOKafkaAdminClient, group: str, ends: dict[TopicPartition, int]) -> int:
     """Records of ``ends``' partitions that ``group`` has not committed yet."""
     committed = await admin.list_consumer_group_offsets(group, partitions=list(ends))
@@ -255,17 +220,16 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     asked for concurrently meanwhile."""
     status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion)
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
-    await asyncio.gather(admin.start(), consumer.start())
+    reader = TopicReader(bootstrap, profile, what="the status consumer")
+    await asyncio.gather(admin.start(), reader.start())
     try:
-        existing = await consumer.topics()  # a full metadata fetch: partitions of every topic
+        existing = await reader.topics()  # a full metadata fetch: partitions of every topic
         tps_of = {
-            spec.name: [TopicPartition(settings.topic(spec.name), p)
-                        for p in sorted(consumer.partitions_for_topic(settings.topic(spec.name)) or ())]
+            spec.name: await reader.partitions(settings.topic(spec.name))
             for spec in TOPICS
             if settings.topic(spec.name) in existing and enabled(spec, settings)  # otlp_spans: only when ingesting
         }  # read before end_offsets() assigns partitions (which narrows the consumer's metadata)
-        ends = await end_offsets(consumer, profile, [tp for tps in tps_of.values() for tp in tps])
+        ends = await reader.end_offsets([tp for tps in tps_of.values() for tp in tps])
         ends_of = {name: {tp: ends[tp] for tp in tps} for name, tps in tps_of.items()}
         for name, tps in tps_of.items():
             status.topics[settings.topic(name)] = len(tps)
@@ -274,11 +238,13 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
         lags = asyncio.gather(*(committed_lag(admin, settings.group(stage), ends_of[STAGE_INPUTS[stage]])
                                 for stage in stages))
         wanted = {tp: end for name in STATUS_READS for tp, end in ends_of.get(name, {}).items()}
-        read = await read_to_ends(consumer, wanted)
+        read: dict[str, list[ConsumerRecord]] = {tp.topic: [] for tp in wanted}
+        for record in await reader.read_to_end(list(wanted), ends=wanted):
+            read[record.topic].append(record)
         status.lag = dict(zip(stages, await lags))
         fill_from_records(status, settings, read)
     finally:
-        await close_client(consumer.stop(), "the status consumer")
+        await reader.stop()
         await close_client(admin.close(), "the admin client")
     return status
 

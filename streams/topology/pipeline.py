@@ -26,7 +26,7 @@ from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import read_topic
+from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ALL_STAGES, ensure_topics, run_worker
 
 

@@ -11,7 +11,7 @@ from combee_core.redaction import RedactionConfig, redact_trace
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import start_producer
+from streams.topology.kafka_clients import start_producer
 from streams.topology.stages.reflector import TraceRejected, decode_trace
 
 

@@ -1,9 +1,8 @@
 """The stage runtime: a consumer-group member that owns partitions, rebuilds their state, handles their records,
 ticks and commits what is safe (``Stage``).
 
-The Kafka clients it uses are configured in ``streams.topology.kafka_clients`` and what a stage gets from its worker
-is ``streams.topology.stage_context.StageContext``; both are re-exported here for the modules that import them from
-the runtime.
+The Kafka clients it uses are configured in ``streams.topology.kafka_clients``; what a stage gets from its worker is
+``streams.topology.stage_context.StageContext``; reading outside a group is ``streams.topology.topic_reader``'s.
 """
 
 from __future__ import annotations
@@ -13,44 +12,23 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import ConsumerRecord
-from pydantic import ValidationError
 
 from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
+from combee_core.topology import StageSpec
 from streams.broker.errors import BROKER_UNANSWERED
-from streams.topology.dead_letters import make_dead_letter, readable_ids
+from streams.topology.commit_order import commit, fence
 from streams.topology.group_guard import join_wait_s, start_in_group
-from streams.topology.kafka_clients import (
-    FETCH_MAX_BYTES,
-    consumer_config,
-    end_offsets,
-    partition_for,
-    producer_config,
-    read_topic,
-    start_producer,
-)
+from streams.topology.kafka_clients import consumer_config, partition_for
 from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
+from streams.topology.stage_records import Delivery, RecordReading
 
-__all__ = [
-    "FETCH_MAX_BYTES",
-    "Delivery",
-    "Stage",
-    "StageContext",
-    "StageFailed",
-    "cancel_tasks",
-    "consumer_config",
-    "end_offsets",
-    "partition_for",
-    "producer_config",
-    "read_topic",
-    "start_producer",
-]
+__all__ = ["Stage", "StageFailed", "cancel_tasks"]
 
 log = logging.getLogger(__name__)
 REBUILD_RETRY_S = 1.0  # between two tries of a rebuild the broker did not answer
@@ -76,18 +54,6 @@ async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-@dataclass(frozen=True)
-class Delivery:
-    """A consumed record and its value, decoded into the stage's :attr:`Stage.input_model`."""
-
-    record: ConsumerRecord
-    value: Any
-
-    @property
-    def partition(self) -> TopicPartition:
-        return TopicPartition(self.record.topic, self.record.partition)
-
-
 def _partitions(tps: set[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
 
@@ -96,16 +62,21 @@ class StageFailed(RuntimeError):
     """A stage's background work raised an unexpected error; the worker stops with it."""
 
 
-class Stage:
-    """A consumer-group member running one stage: consume, handle, tick, commit what is safe."""
+class Stage(RecordReading):
+    """A consumer-group member running one stage: consume, handle, tick, commit what is safe.
 
+    A binding sets ``spec`` (its declaration in ``combee_core.topology``): its ``name`` and ``consumes`` are the
+    spec's, and the live views it creates must be of topics in the spec's ``reads``."""
+
+    spec: StageSpec | None = None
     name = "stage"
     consumes: tuple[str, ...] = ()
-    input_model: type[CombeeModel] | None = None
-    """What every record of ``consumes`` is decoded into before :meth:`handle` sees it (None: the raw bytes)."""
-    input_label = "record"
-    """What the dead letter of a record that cannot be decoded calls it ("unreadable <label>: <why>")."""
     tick_interval_s = 0.25
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.spec is not None:
+            cls.name, cls.consumes = cls.spec.name, cls.spec.consumes
 
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
@@ -172,29 +143,6 @@ class Stage:
         rebalance never throws away much work in flight)."""
         return 500
 
-    def decode(self, raw: bytes | None) -> Any:
-        """A record's value as :attr:`input_model`; raises ``ValueError`` saying what is wrong (override for a
-        stricter reading, as the reflector's of traces)."""
-        if self.input_model is None:
-            return raw
-        return self.input_model.from_json_bytes(raw)
-
-    def unreadable_reason(self, error: ValueError) -> str:
-        """The dead letter's reason for a record :meth:`decode` refused."""
-        return f"unreadable {self.input_label}: {error}"
-
-    async def decode_fetch(self, records: list[ConsumerRecord]) -> list[Delivery]:
-        """Decode the records of one fetch: the one place where an input record that cannot be read becomes a dead
-        letter (the stage, the reason, the original bytes and whatever ids can be read from them) and counts as done;
-        the others are returned with their values, in order."""
-        deliveries = []
-        for record in records:
-            try:
-                deliveries.append(Delivery(record, self.decode(record.value)))
-            except ValueError as error:  # pydantic's ValidationError and orjson's JSONDecodeError are ValueErrors
-                await self.reject(record, self.unreadable_reason(error), error, **readable_ids(record.value))
-        return deliveries
-
     async def handle(self, record: ConsumerRecord, value: Any) -> None:
         """One record of a partition this stage owns, with its decoded value (override)."""
         raise NotImplementedError
@@ -256,8 +204,7 @@ class Stage:
         self._stale -= revoked
         try:
             await self.on_revoked(revoked)
-            await self.ctx.producer.flush()  # what was written before the fence lands before the next owner reads
-            await self._commit(self.tracker.committable(revoked))
+            await fence(self, revoked)
         finally:
             self.tracker.forget(revoked)
         self.ctx.count(f"partitions_released.{self.name}", len(revoked))
@@ -281,6 +228,9 @@ class Stage:
             return
         releases = self._releases
         try:
+            for view in self.views:  # the state the new partitions need is what the logs hold now
+                if getattr(view, "catch_up_on_assign", False):
+                    await view.catch_up()
             await self.on_assigned(pending)
         except BROKER_UNANSWERED as error:  # the broker is away: try again; the watchdog stops the worker after its
             # grace (exit 3) if it stays away, instead of this stage dying with a traceback at once
@@ -334,50 +284,14 @@ class Stage:
             self._failure = error
             self.ctx.stop.set()
 
-    async def reject(
-        self,
-        record: ConsumerRecord,
-        reason: str,
-        error: BaseException | str,
-        *,
-        trace_id: str | None = None,
-        playbook_id: str | None = None,
-    ) -> None:
-        """Send a consumed record to the dead-letter topic with the reason, and count it as done."""
-        await self.ctx.dead_letter(
-            make_dead_letter(self.name, reason, error, record.value, topic=record.topic, partition=record.partition,
-                             offset=record.offset, key=record.key, trace_id=trace_id, playbook_id=playbook_id)
-        )
-        self.done(record)
-
-    def read_state(self, record: ConsumerRecord, model: type[M]) -> M | None:
-        """Parse a state-topic record (a live view's, a checkpoint, a re-read at assignment): the one place where a
-        state record that cannot be read becomes a dead letter with its reason, and the rebuild goes on without it."""
-        try:
-            return model.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
-            self.ctx.count("unreadable_state_records")
-            self.spawn(self.ctx.dead_letter(make_dead_letter(
-                self.name, f"unreadable {model.__name__} in {record.topic}: {error}", error, record.value,
-                topic=record.topic, partition=record.partition, offset=record.offset, key=record.key,
-                **readable_ids(record.value))))
-            return None
-
     def done(self, record: ConsumerRecord) -> None:
         tp = TopicPartition(record.topic, record.partition)
         if tp in self.assigned:
             self.tracker.done(tp, record.offset)
 
     async def commit(self) -> None:
-        await self._commit(self.tracker.committable(self.assigned))
-
-    async def _commit(self, offsets: dict) -> None:
-        if offsets and self._consumer is not None:
-            try:
-                await self._consumer.commit(offsets)
-            except Exception as error:  # commit failures are retried at the next tick; redelivery is harmless
-                log.warning("%s: commit failed (%s: %s); will retry", self.name, type(error).__name__, error)
-                self.tracker.commit_failed(set(offsets))
+        """Commit the safe offsets of the owned partitions (``streams.topology.commit_order``)."""
+        await commit(self, self.assigned)
 
     async def run(self) -> None:
         """Consume until the worker's stop event is set."""

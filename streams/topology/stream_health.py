@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import orjson
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 
@@ -26,7 +26,7 @@ from combee_core.topology import REFLECT, Topic
 from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import consumer_config, end_offsets
+from streams.topology.topic_reader import TopicReader
 
 TAIL = 1000
 """Records read from the end of each partition for the rates and the latency."""
@@ -39,18 +39,9 @@ class StreamHealth:
     policy: str = "keep"
 
 
-async def _tail(consumer: AIOKafkaConsumer, tp: TopicPartition, start: int, end: int) -> list[ConsumerRecord]:
+async def _tail(reader: TopicReader, tp: TopicPartition, start: int, end: int) -> list[ConsumerRecord]:
     """Records [start, end) of one partition."""
-    if end <= start:
-        return []
-    consumer.assign([tp])
-    consumer.seek(tp, start)
-    records: list[ConsumerRecord] = []
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and await consumer.position(tp) < end:
-        batch = await consumer.getmany(tp, timeout_ms=200)
-        records += [r for r in batch.get(tp, []) if r.offset < end]
-    return records
+    return await reader.read_to_end({tp: start}, ends={tp: end}, deadline_s=10)
 
 
 async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
@@ -59,16 +50,14 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
     ``combee status`` found them)."""
     health = StreamHealth(policy=settings.overload_policy)
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
-    consumer = AIOKafkaConsumer(**consumer_config(bootstrap, profile, None))
+    reader = TopicReader(bootstrap, profile, what="the stream-health consumer")
     await admin.start()
-    await consumer.start()
+    await reader.start()
     try:
-        await consumer._client.force_metadata_update()  # noqa: SLF001 - aiokafka has no public refresh
-        traces = settings.topic(Topic.TRACES)
-        tps = [TopicPartition(traces, p) for p in sorted(consumer.partitions_for_topic(traces) or ())]
-        singles = [TopicPartition(settings.topic(name), 0) for name in (Topic.PLAYBOOK, Topic.LLM_CALLS)]
-        singles = [tp for tp in singles if consumer.partitions_for_topic(tp.topic)]
-        ends = await end_offsets(consumer, profile, tps + singles)
+        tps = await reader.partitions(settings.topic(Topic.TRACES), refresh=True)
+        singles = [tp for name in (Topic.PLAYBOOK, Topic.LLM_CALLS)
+                   for tp in await reader.partitions(settings.topic(name)) if tp.partition == 0]
+        ends = await reader.end_offsets(tps + singles)
         committed = await admin.list_consumer_group_offsets(settings.group(REFLECT.name), partitions=tps) if tps \
             else {}
         now = time.time()
@@ -78,11 +67,11 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
         for tp in tps:
             done = committed.get(tp)
             position = done.offset if done is not None and done.offset >= 0 else 0
-            recent = await _tail(consumer, tp, max(0, ends[tp] - TAIL), ends[tp])
+            recent = await _tail(reader, tp, max(0, ends[tp] - TAIL), ends[tp])
             keys = Counter((r.key or b"").decode(errors="replace") for r in recent)
             for record in recent:
                 sent_times.setdefault((record.key or b"").decode(errors="replace"), []).append(record.timestamp / 1000)
-            first_unread = await _tail(consumer, tp, position, min(ends[tp], position + 1))
+            first_unread = await _tail(reader, tp, position, min(ends[tp], position + 1))
             for key, count in keys.items():
                 unreflected[key] += round((ends[tp] - position) * count / max(1, sum(keys.values())))
                 if first_unread:
@@ -90,14 +79,14 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
         versions: dict[str, list[dict]] = {}
         reflect_latencies: list[float] = []
         for tp in singles:
-            for record in await _tail(consumer, tp, max(0, ends[tp] - TAIL), ends[tp]):
+            for record in await _tail(reader, tp, max(0, ends[tp] - TAIL), ends[tp]):
                 data = orjson.loads(record.value or b"{}")
                 if tp.topic == settings.topic(Topic.PLAYBOOK) and isinstance(data, dict):
                     versions.setdefault(str(data.get("playbook_id")), []).append(data)
                 elif isinstance(data, dict) and data.get("role") == "reflector" and not data.get("error"):
                     reflect_latencies.append(float(data.get("latency_s") or 0.0))
     finally:
-        await close_client(consumer.stop(), "the stream-health consumer")
+        await reader.stop()
         await close_client(admin.close(), "the admin client")
     latency = median_or_none([x for x in reflect_latencies if x > 0])
     for playbook in sorted(set(sent_times) | set(versions) | set(waiting)):

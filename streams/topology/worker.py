@@ -3,28 +3,24 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
+import pkgutil
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from combee_core.connection import PLAINTEXT, KafkaConnection
 from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.topology import STAGES as TOPOLOGY
-from combee_core.topology import enabled, stage_spec
+from combee_core.topology import StageSpec, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
+from streams.topology import stages as bindings
+from streams.topology.kafka_clients import start_producer
 from streams.topology.llm_setup import OnCall, build_llm_roles, import_off_loop, replay_responder
-from streams.topology.runtime import Stage, StageContext, start_producer
-from streams.topology.stages.aggregator import AggregatorStage
-from streams.topology.stages.batcher import BatcherStage
-from streams.topology.stages.controller import ControllerStage
-from streams.topology.stages.evaluator import EvaluatorStage
-from streams.topology.stages.guard import GuardStage
-from streams.topology.stages.otlp_ingest import OtlpIngestStage
-from streams.topology.stages.promoter import PromoterStage
-from streams.topology.stages.reducer import ReducerStage
-from streams.topology.stages.reflector import ReflectorStage
+from streams.topology.runtime import Stage
+from streams.topology.stage_context import StageContext
 from streams.topology.topics import topic_configs, topic_partitions
 
 if TYPE_CHECKING:
@@ -32,20 +28,35 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_BINDINGS: tuple[type[Stage], ...] = (ReflectorStage, BatcherStage, AggregatorStage, ReducerStage, ControllerStage,
-                                     PromoterStage, EvaluatorStage, GuardStage, OtlpIngestStage)
-_BOUND = {binding.name: binding for binding in _BINDINGS}
-if _unbound := [spec.name for spec in TOPOLOGY if spec.name not in _BOUND]:
-    raise ImportError(f"stage(s) {_unbound} declared in combee_core/topology.py have no class in "
-                      "streams/topology/worker.py")
-STAGES: dict[str, type[Stage]] = {spec.name: _BOUND[spec.name] for spec in TOPOLOGY}
+
+def _bindings() -> dict[str, type[Stage]]:
+    """Stage name -> the class that runs it, in the topology's order: every ``Stage`` subclass in
+    ``streams/topology/stages/`` whose ``spec`` is a declared stage (its ``spec`` is its registration)."""
+    for module in pkgutil.iter_modules(bindings.__path__):
+        importlib.import_module(f"{bindings.__name__}.{module.name}")
+    found: dict[StageSpec, list[type[Stage]]] = {}
+    todo = list(Stage.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo += cls.__subclasses__()
+        if cls.__module__.startswith(f"{bindings.__name__}.") and cls.spec is not None and "spec" in vars(cls):
+            found.setdefault(cls.spec, []).append(cls)
+    if wrong := [spec.name for spec in TOPOLOGY if len(found.get(spec, [])) != 1]:
+        raise ImportError(f"stage(s) {wrong} declared in combee_core/topology.py need exactly one Stage subclass with "
+                          "that spec in streams/topology/stages/")
+    return {spec.name: found[spec][0] for spec in TOPOLOGY}
+
+
+STAGES: dict[str, type[Stage]] = _bindings()
 """Stage name -> the class that runs it, in the topology's order (``combee_core.topology.STAGES``)."""
 ALL_STAGES = tuple(STAGES)
 LLM_STAGES = {spec.name for spec in TOPOLOGY if spec.llm}
-PROMOTION_STAGES = {spec.name for spec in TOPOLOGY if spec.promotion_only}
-"""Run only when ``settings.promotion`` is on (then ``evaluate`` only where no other evaluator answers)."""
-GUARD_STAGES = {spec.name for spec in TOPOLOGY if spec.guard_only}
-"""Run only when ``settings.guard`` is on and promotion is off."""
+
+
+def runnable(stages: Sequence[str], settings: CombeeSettings) -> tuple[list[str], dict[str, str]]:
+    """(the stages that run under ``settings``, the others with what they need: ``StageSpec.runs_when``)."""
+    running = [name for name in stages if stage_spec(name).runs_when(settings)]
+    return running, {name: stage_spec(name).runs_when.said for name in stages if name not in running}
 
 
 class UnknownStageError(SettingsError):
@@ -147,14 +158,9 @@ async def _run_stages(
         else:  # litellm takes seconds to import: in a thread, so the event loop (health, the broker) keeps going
             await import_off_loop()
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
-    if not settings.promotion:
-        stages = [name for name in stages if name not in PROMOTION_STAGES]
-    if settings.promotion or not settings.guard:
-        stages = [name for name in stages if name not in GUARD_STAGES]
-    if off := [name for name in stages if not enabled(stage_spec(name), settings)]:
-        log.info("not running %s: off by its setting (%s)", ", ".join(off),
-                 ", ".join(f"COMBEE_{stage_spec(name).enabled_by.upper()}" for name in off))
-        stages = [name for name in stages if name not in off]
+    stages, off = runnable(stages, settings)
+    for name, said in off.items():
+        log.info("not running %s: it runs %s", name, said)
     instances = [STAGES[name](ctx) for name in stages]
     tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
     if readiness is not None:

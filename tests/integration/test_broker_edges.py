@@ -17,7 +17,7 @@ import pytest
 from streams.broker.child_process import find_free_port, stop_processes
 from streams.broker.probe import wait_for_broker
 from streams.broker.tansu import EmbeddedBroker
-from streams.topology.runtime import read_topic
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import env_without_combee, make_traces
 
 pytestmark = [pytest.mark.integration]
@@ -268,7 +268,7 @@ async def test_an_s3_backed_combee_broker_keeps_topics_records_and_offsets_acros
     from aiokafka import AIOKafkaConsumer, TopicPartition
 
     from streams.broker.profile import BrokerProfile
-    from streams.topology.runtime import consumer_config
+    from streams.topology.kafka_clients import consumer_config
 
     s3_port = find_free_port()
     s3 = subprocess.Popen([sys.executable, "-m", "moto.server", "-p", str(s3_port)],

@@ -13,7 +13,7 @@ import pytest
 
 from streams.broker.probe import wait_for_broker
 from streams.topology.pipeline import InProcessPipeline
-from streams.topology.runtime import read_topic
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration]
@@ -80,9 +80,9 @@ async def test_produce_sends_the_valid_lines_reports_the_invalid_one_and_exits_1
     code, _, err = await _combee("produce", str(jsonl), "--strict", *common)
     assert code == 1
     assert "line 2: does not match the Trace schema v1" in err and "nothing sent (--strict)" in err
-    assert await read_topic(kafka.bootstrap, kafka.profile, f"{unique_prefix}traces", idle_s=0.3) == []
+    assert await read_topic(kafka.bootstrap, kafka.profile, f"{unique_prefix}traces") == []
     code, _, err = await _combee("produce", str(jsonl), *common)
     assert code == 1
     assert "line 2: does not match the Trace schema v1" in err and "sent 2 trace(s)" in err and "rejected 1" in err
-    sent = await read_topic(kafka.bootstrap, kafka.profile, f"{unique_prefix}traces", idle_s=0.3)
+    sent = await read_topic(kafka.bootstrap, kafka.profile, f"{unique_prefix}traces")
     assert [record.value for record in sent] == [traces[0].to_json_bytes(), traces[1].to_json_bytes()]

@@ -13,7 +13,7 @@ from combee_core.batching import UPSTREAM_DRAINED
 from combee_core.models import Reflection
 from combee_core.topology import Topic
 from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
-from streams.topology.runtime import read_topic
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,9 +11,10 @@ from aiokafka import AIOKafkaProducer
 
 from combee_core import limits
 from combee_core.models import DeadLetter
+from streams.topology.kafka_clients import producer_config
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import producer_config, read_topic
+from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ensure_topics
 from tests.integration.topology_support import make_traces, run_settings
 

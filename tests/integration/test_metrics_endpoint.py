@@ -12,9 +12,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from streams.broker.child_process import find_free_port
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import PipelineTimeout
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import start_producer
 from tests.integration.test_health import _get, _poll
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 

@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
-from streams.topology.runtime import start_producer
 from tests.integration.topology_support import env_without_combee, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration]

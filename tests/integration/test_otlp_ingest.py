@@ -25,7 +25,7 @@ from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
 from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
-from streams.topology.runtime import read_topic
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import env_without_combee, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -11,9 +11,9 @@ import pytest
 from combee_core.ace_format import parse_ace
 from combee_core.models import PlaybookVersion, utc_now
 from combee_core.seed import seed_version
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import start_producer
 from tests.integration.test_cli import _combee
 from tests.integration.topology_support import make_traces, run_settings
 

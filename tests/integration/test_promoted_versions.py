@@ -162,7 +162,7 @@ async def test_two_promoters_decide_each_candidate_once_and_the_survivor_takes_o
     """Two workers run the promoter (one owns the single eval-results partition); every candidate gets exactly one
     decision record, and when the second worker stops, decisions go on (from whichever promoter owns it then)."""
     from combee_core.models import PromotionDecision as Decision
-    from streams.topology.runtime import read_topic
+    from streams.topology.topic_reader import read_topic
 
     settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20)
     traces = make_traces(120, PB)

@@ -20,8 +20,9 @@ from combee_core.tasks import Task, TaskSuite, build_suite, run_task
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.broker.tansu import EmbeddedBroker
-from streams.topology.kafka_clients import read_topic, start_producer
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
+from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ensure_topics
 from tests.integration.topology_support import run_settings
 

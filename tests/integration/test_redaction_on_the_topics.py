@@ -11,9 +11,10 @@ import pytest
 
 from combee_core.models import PlaybookVersion
 from combee_core.topology import TOPICS, Topic, enabled
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import make_traces, run_settings
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, SEEDED, seeded_trace
 

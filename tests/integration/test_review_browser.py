@@ -18,9 +18,10 @@ from streams.review.log import read_snapshot
 from streams.review.server import ReviewServer
 from streams.testing.browser import browser_unavailable, headless_chromium
 from streams.topology.follower import PlaybookFollower
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

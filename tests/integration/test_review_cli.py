@@ -13,7 +13,8 @@ from combee_core.review import load_book, reviewed_view
 from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.review.server import ReviewServer
-from streams.topology.runtime import read_topic, start_producer
+from streams.topology.kafka_clients import start_producer
+from streams.topology.topic_reader import read_topic
 from tests.integration.test_cli import _combee
 from tests.integration.topology_support import run_settings
 

@@ -9,9 +9,9 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from combee_core.models import BatchMetrics
 from streams.topology.follower import PlaybookFollower
+from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces, send_traces
-from streams.topology.runtime import start_producer
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

@@ -142,7 +142,7 @@ async def test_the_librdkafka_example_publishes_through_mutual_tls_from_the_same
     from combee_core.settings import CombeeSettings
     from streams.broker.admin import create_topics
     from streams.broker.profile import BrokerProfile
-    from streams.topology.runtime import read_topic
+    from streams.topology.topic_reader import read_topic
 
     env = tls_broker.env()
     connection = CombeeSettings.load(env=env).kafka

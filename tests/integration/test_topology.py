@@ -15,9 +15,10 @@ from aiokafka import AIOKafkaProducer
 
 from combee_core.models import PartialUpdate
 from streams.broker.child_process import stop_processes
+from streams.topology.kafka_clients import producer_config
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
-from streams.topology.runtime import producer_config, read_topic
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import assert_contiguous, lineage_counts, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

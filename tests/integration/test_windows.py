@@ -9,8 +9,8 @@ from aiokafka import AIOKafkaProducer
 
 from combee_core.batching import ShuffleConfig, deal_batch
 from combee_core.models import Insight, PartialUpdate, Reflection
+from streams.topology.kafka_clients import producer_config
 from streams.topology.pipeline import InProcessPipeline, read_models
-from streams.topology.runtime import producer_config
 from streams.topology.worker import ensure_topics
 from tests.integration.topology_support import assert_contiguous, run_settings
 

@@ -292,7 +292,7 @@ async def test_work_that_ignores_a_stop_request_is_cancelled_after_the_budget():
 async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monkeypatch):
     from combee_core.settings import CombeeSettings
     from streams.topology import worker
-    from streams.topology.runtime import StageContext
+    from streams.topology.stage_context import StageContext
 
     class Quitter:
         name = "quitter"

@@ -10,10 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from combee_core.concurrency import AimdConfig, ConcurrencyController, reflector_capacity, version_chain_capacity
+from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.errors import LLMCallError
 from combee_core.llm.gates import ConcurrencyGates
 from combee_core.llm.provider_errors import retry_after_s
-from combee_core.llm.roles import LLMConfig, LLMReply, LLMRequest, LLMRoles, RoleConfig
+from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
 from combee_core.models import Trace
 
 

@@ -78,7 +78,7 @@ def test_the_live_elapsed_ticks_from_the_demos_start_between_reports():
 
     progress = _auto(started=time.monotonic() - 7.0)  # no report since the start, 7 s ago
     view = LiveView()
-    view._progress = progress  # noqa: SLF001 - what update() stores
+    view._progress = progress  # what update() stores
     console = Console(width=100, record=True)
     console.print(view)
     text = console.export_text()

@@ -15,8 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from combee_core.llm import CallRecord, LLMCallError, LLMConfig, LLMError, LLMOutputError, LLMRoles
-from combee_core.llm.provider import litellm  # after its offline price-map switch
+from combee_core.llm import (
+    CallRecord,
+    LLMCallError,
+    LLMConfig,
+    LLMError,
+    LLMOutputError,
+    LLMRoles,
+    provider,  # litellm as the provider imports it (after its offline price-map switch)
+)
 from combee_core.models import Reflection, Trace
 from combee_core.settings import CombeeSettings
 
@@ -34,7 +41,7 @@ class FakeOpenAIServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:  # http.server API
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(body)
                 server.headers.append({k.lower(): v for k, v in self.headers.items()})
@@ -134,7 +141,7 @@ async def test_every_request_the_server_sees_is_one_recorded_and_costed_attempt(
     assert len(server.requests) == len(records) >= 30
     assert sum(r.error is not None for r in records) == sum(s != 200 for s in server.statuses)
     answered = [r for r in records if r.error is None]
-    price = sum(litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=321, completion_tokens=12))
+    price = sum(provider.litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=321, completion_tokens=12))
     assert price > 0 and all(r.usage.cost_usd == pytest.approx(price) for r in answered)
     assert sum(r.usage.cost_usd for r in records) == pytest.approx(price * len(answered))
 

@@ -48,7 +48,7 @@ async def test_replay_reproduces_the_recorded_answers_without_the_model():
     responder = ReplayResponder(CallIndex(records))
     replayed: list[CallRecord] = []
     roles = LLMRoles(config(), on_call=replayed.append, responder=responder)
-    assert roles._litellm is None  # noqa: SLF001 - the model is never set up
+    assert roles._litellm is None  # the model is never set up
     reflections = [await roles.reflect(trace(i)) for i in range(3)]
     result = await roles.aggregate(reflections)
     assert [*reflections, result.operations] == outputs

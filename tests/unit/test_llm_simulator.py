@@ -223,7 +223,7 @@ def test_data_block_survives_hostile_trace_text():
 
 
 def test_paraphrases_reword_a_lesson_and_keep_its_meaning_key():
-    from combee_core.llm.simulator import meaning_key, paraphrase
+    from combee_core.llm.paraphrase import meaning_key, paraphrase
 
     for text in ["For leap years (R08), count the end date as included.", "Re-read the question before answering."]:
         wordings = [paraphrase(text, v) for v in range(4)]
@@ -234,7 +234,7 @@ def test_paraphrases_reword_a_lesson_and_keep_its_meaning_key():
 
 
 def test_reflections_word_lessons_in_several_ways_only_when_asked():
-    from combee_core.llm.simulator import meaning_key
+    from combee_core.llm.paraphrase import meaning_key
 
     lesson = "For leap years (R08), count the end date as included."
     traces = [make_trace(i, feedback="wrong\n" + format_lesson("dates", lesson)) for i in range(40)]
@@ -246,7 +246,7 @@ def test_reflections_word_lessons_in_several_ways_only_when_asked():
 
 
 def test_with_the_playbook_in_the_prompt_a_held_lesson_is_tagged_not_re_added():
-    from combee_core.llm.simulator import paraphrase
+    from combee_core.llm.paraphrase import paraphrase
     from combee_core.models import PlaybookEntry
     from combee_core.playbook import Playbook, render_playbook
 

@@ -20,10 +20,10 @@ NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 def _help(*command: str) -> str:
     parser = build_parser()
-    for action in parser._subparsers._group_actions:  # noqa: SLF001 - argparse has no public lookup
+    for action in parser._subparsers._group_actions:  # argparse has no public lookup
         sub = action.choices[command[0]]
         for name in command[1:]:
-            sub = next(a for a in sub._subparsers._group_actions).choices[name]  # noqa: SLF001
+            sub = next(a for a in sub._subparsers._group_actions).choices[name]
         return sub.format_help()
     raise AssertionError(command)
 

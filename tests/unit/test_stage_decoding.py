@@ -12,7 +12,9 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.models import BatchMetrics, DeadLetter, ViewCheckpoint
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
-from streams.topology.runtime import Delivery, Stage, StageContext
+from streams.topology.runtime import Stage
+from streams.topology.stage_context import StageContext
+from streams.topology.stage_records import Delivery
 from streams.topology.stages.reflector import ReflectorStage
 from tests.integration.topology_support import make_traces
 

@@ -20,7 +20,7 @@ from streams.cli import build_parser
 from streams.cli.flags import settings_from_args
 from streams.topology.dead_letters import make_dead_letter, readable_ids
 from streams.topology.offsets import OffsetTracker
-from streams.topology.runtime import StageContext
+from streams.topology.stage_context import StageContext
 from streams.topology.stages.batcher import BatcherStage
 from streams.topology.stages.reflector import TraceRejected, decode_trace
 from streams.topology.worker import ALL_STAGES, UnknownStageError, parse_stages

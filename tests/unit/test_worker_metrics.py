@@ -6,8 +6,7 @@ import asyncio
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from combee_core.llm.roles import CallRecord
-from combee_core.models import Usage
+from combee_core.models import CallRecord, Usage
 from streams.topology.health import HealthServer, WorkerReadiness
 from streams.topology.metrics import WorkerMetrics, split_counter
 

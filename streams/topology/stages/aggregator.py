@@ -30,12 +30,9 @@ from streams.topology.runtime import Stage, cancel_tasks
 
 log = logging.getLogger(__name__)
 
-STAGE = AGGREGATE.name
-
 
 class AggregatorStage(Stage):
-    name = STAGE
-    consumes = AGGREGATE.consumes
+    spec = AGGREGATE
     input_model = ShuffledReflection
     input_label = "shuffled copy"
 

@@ -1,25 +1,14 @@
-"""Batcher / shuffler: reflections -> batches (windows) -> p shuffled copies per reflection on the shuffle topic.
+"""Batcher / shuffler: reflections -> batches -> p shuffled copies per reflection on the shuffle topic.
 
-A batch closes at the playbook's current batch size (from the control topic, or the configured size) or after
-``max_wait_s`` with at least one reflection. Batch ids are 0, 1, 2, ... per playbook and survive restarts: the
-batcher rebuilds them, and the set of trace_ids already batched, from the ``batches`` topic before consuming.
+A batch closes at the playbook's current batch size (the controller's decision on ``control``, or the configured
+size), after ``max_wait_s``, or as the recorded plan says (replay, ``batch_plan_topic``). Its manifest is a numbered
+record of ``batches`` (``NumberedLog``: the first manifest of each (playbook, batch_id) is that batch); the copies go
+out, and the reflections are committed, only once the manifest counts, so after a restart the reflections come back
+and the copies are re-dealt from the manifest (``UnconfirmedBatches``; aggregators drop copies they have). A foreign
+manifest for an owned playbook drops its open batch and rebuilds the partition (docs/architecture.md, "Scaling out").
 
-A batch's manifest is published before its copies, so its membership is fixed even if the process dies before every
-copy is out; reflections are committed only after the copies, so after a restart they come back, and the batch's
-copies are re-dealt from the manifest and sent again (``UnconfirmedBatches``; aggregators drop copies they have).
-
-Ownership (docs/architecture.md, "Scaling out"): the batcher keeps a live view of ``batches`` for every playbook,
-where the first manifest of each (playbook, batch_id) in the log is that batch (``ContiguousNumbers``). It forms
-batches only for playbooks on the reflection partitions it owns; after writing a manifest it waits to see it in the
-view, and sends the copies only when its manifest is the one that counts. On revocation it drops the open batches of
-those partitions (their reflections come back to the next owner); on assignment it catches the view up to the end
-and re-arms the unconfirmed batches of the newly owned playbooks.
-
-With ``batch_plan_topic`` set (replay), batches are not closed by size or time: they follow the recorded manifests of
-that topic (``PlannedBatches``), and a reflection the plan does not list is a dead letter.
-
-The decisions (dedupe, staleness, plan, closing, what a batch publishes) are ``combee_core.processors.batcher``'s;
-this stage binds it to the logs: the live views, ownership, and performing its effects (``streams.topology.effects``).
+The decisions are ``combee_core.processors.batcher``'s; this stage keeps the views, ownership (open batches dropped
+on revocation, unconfirmed batches re-armed on assignment) and performs the effects.
 """
 
 from __future__ import annotations
@@ -31,20 +20,19 @@ from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.batching import UPSTREAM_DRAINED, BatchAccumulator, ShuffleConfig
-from combee_core.log_order import ContiguousNumbers
+from combee_core.batching import UPSTREAM_DRAINED, BatchAccumulator
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.processors.effects import Effect, Publish
-from combee_core.seed import is_import_manifest
 from combee_core.topology import BATCH, Topic
 from streams.topology.effects import perform
-from streams.topology.log_view import GatedState, LogView
-from streams.topology.runtime import Stage, read_topic
+from streams.topology.log_view import LogView
+from streams.topology.numbered_log import NumberedLog
+from streams.topology.runtime import Stage
+from streams.topology.topic_reader import read_topic
 
 log = logging.getLogger(__name__)
 
-STAGE = BATCH.name
 
 
 def upstream_drained(record: ConsumerRecord) -> bool:
@@ -53,27 +41,18 @@ def upstream_drained(record: ConsumerRecord) -> bool:
 
 
 class BatcherStage(Stage):
-    name = STAGE
-    consumes = BATCH.consumes
+    spec = BATCH
     input_model = Reflection
     input_label = "reflection"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
-        settings = ctx.settings
-        self.config = BatcherConfig(
-            shuffle=ShuffleConfig(run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in,
-                                  subgroups=settings.subgroups),
-            batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
-            max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s, idle_s=settings.batch_idle_s,
-            plan_name=settings.batch_plan_topic,
-        )
+        self.config = BatcherConfig.from_settings(ctx.settings)
         self.batcher = Batcher(self.config)
-        self._valid = ContiguousNumbers[str]()
-        self._view_state = GatedState(self._valid)
         self._dirty: set[str] = set()
         self._redelivery_end: dict[TopicPartition, int | None] = {}
-        self._batches_view: LogView | None = None
+        self.batches = NumberedLog[BatchManifest](self, Topic.BATCHES, self._take_manifest, guarded=True,
+                                                  checkpointed=True, on_foreign=self._lost)
         self._drained: dict[TopicPartition, bool] = {}
         """Per reflections partition: did its latest reflection say the reflector had no trace left to reflect?"""
 
@@ -86,50 +65,30 @@ class BatcherStage(Stage):
             planned = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.batch_plan_topic)
             self.batcher = Batcher(self.config, [BatchManifest.from_json_bytes(r.value) for r in planned])
             log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
-        self._batches_view = LogView(self, Topic.BATCHES, self._apply_manifest, self._view_state)
-        await self._batches_view.start()
+        await self.batches.start()
         if self.settings.auto_batch_size:
             # Every batcher replica needs every decision, so the control topic is followed outside the consumer
             # group (a group would hand its one partition to one replica only).
-            control = LogView(self, Topic.CONTROL, self._apply_control)
+            control = LogView(self, Topic.CONTROL, self._apply_control, catch_up_on_assign=True)
             await control.start()
             await control.catch_up()
 
-    # ------------------------------------------------------------------------------------------ state views
-
-    def _apply_manifest(self, record: ConsumerRecord) -> None:
-        """Take one record of ``batches`` in log order: the first manifest of each batch id counts."""
-        manifest = self.read_state(record, BatchManifest)
-        if manifest is None:
-            return
-        assert self._batches_view is not None
-        playbook_id = manifest.playbook_id
-        origin = self._batches_view.origin(record, (playbook_id, manifest.batch_id),
-                                           self._valid.accept(playbook_id, manifest.batch_id))
-        if origin == "void":
-            self.ctx.count("void_manifests")
-            return
-        if origin == "other" and self.owns_key(playbook_id):
-            imported = is_import_manifest(manifest)
-            log.log(logging.INFO if imported else logging.WARNING, "batch %s/%d was written by %s while this one "
-                    "owns the playbook", playbook_id, manifest.batch_id,
-                    "`combee playbook import`" if imported else "another batcher")
-            # Its traces may be in the open batch: drop that batch now (its records come back after the reset),
-            # so that no later close re-batches them.
-            self.batcher.drop_open(playbook_id)
-            self._dirty.add(playbook_id)
-            self.mark_stale(self.owner_partition(playbook_id), expected=imported)
-        points = self._view_state.points  # a restart needs the manifests within the dedupe horizon
-        points.add(playbook_id, record.offset, manifest.batch_id, manifest.n)
-        points.keep_newest(playbook_id, self.settings.dedupe_horizon, at_least=UNCONFIRMED_KEEP)
+    def _take_manifest(self, manifest: BatchManifest, offset: int) -> None:
+        points = self.batches.state.points  # a restart needs the manifests within the dedupe horizon
+        points.add(manifest.playbook_id, offset, manifest.batch_id, manifest.n)
+        points.keep_newest(manifest.playbook_id, self.settings.dedupe_horizon, at_least=UNCONFIRMED_KEEP)
         self.batcher.restore(manifest)
+
+    def _lost(self, playbook_id: str) -> None:
+        """Another writer's manifest counts for an owned playbook: its traces may be in the open batch, dropped now
+        (its records come back after the reset) so that no later close re-batches them; rebuilt at assignment."""
+        self.batcher.drop_open(playbook_id)
+        self._dirty.add(playbook_id)
 
     def _apply_control(self, record: ConsumerRecord) -> None:
         decision = self.read_state(record, ControlDecision)
         if decision is not None and self.batcher.take_decision(decision):
             log.info("batch size for %s is now %d (%s)", decision.playbook_id, decision.batch_size, decision.phase)
-
-    # ------------------------------------------------------------------------------------------ ownership
 
     def _playbooks_of(self, partitions: set[TopicPartition]) -> list[str]:
         return [pb for pb in self.batcher.playbook_ids() if self.owner_partition(pb) in partitions]
@@ -142,21 +101,16 @@ class BatcherStage(Stage):
             self._drained.pop(tp, None)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
-        assert self._batches_view is not None
-        await self._batches_view.catch_up()
-        for playbook_id in sorted(self._dirty):
-            await self._rebuild_playbook(playbook_id)
-        self._dirty.clear()
+        if self._dirty:  # after losing a batch id: those playbooks' state again from the ``batches`` log alone
+            records = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.BATCHES))
+            manifests = [m for m in (self.read_state(r, BatchManifest) for r in records) if m is not None]
+            for playbook_id in sorted(self._dirty):
+                self.batcher.rebuild(playbook_id, manifests)
+            self._dirty.clear()
         for playbook_id in self._playbooks_of(assigned):
             self.batcher.rearm(playbook_id)
         for tp in assigned:
             self._redelivery_end[tp] = None
-
-    async def _rebuild_playbook(self, playbook_id: str) -> None:
-        """After losing a batch id to another writer: this playbook's state again from the ``batches`` log alone."""
-        records = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.BATCHES))
-        manifests = [self.read_state(record, BatchManifest) for record in records]
-        self.batcher.rebuild(playbook_id, [manifest for manifest in manifests if manifest is not None])
 
     async def _confirm_redelivered(self) -> None:
         """Once a newly owned partition is read past its end at assignment, every batch not fully redelivered was
@@ -179,8 +133,6 @@ class BatcherStage(Stage):
             for playbook_id in self._playbooks_of({tp}):
                 await self._perform(self.batcher.confirm(playbook_id))
 
-    # ------------------------------------------------------------------------------------------ records
-
     async def handle(self, record: ConsumerRecord, reflection: Reflection) -> None:
         self._drained[TopicPartition(record.topic, record.partition)] = upstream_drained(record)
         await self._perform(self.batcher.take(reflection, record, time.monotonic(), utc_now()))
@@ -195,23 +147,11 @@ class BatcherStage(Stage):
 
     async def _write_manifest(self, publish: Publish) -> bool:
         """A batch's manifest: True (send its copies, acknowledge its reflections) only when it is the first of its
-        id and this stage still owns the playbook."""
-        assert self._batches_view is not None and publish.number is not None
-        playbook_id, batch_id = publish.number
-        if not await self._batches_view.write(publish.number, publish.value.to_json_bytes()):
-            self.ctx.count("batches_lost")
-            log.warning("batch %s/%d: another batcher's manifest came first; re-forming from the log", playbook_id,
-                        batch_id)
-            self._dirty.add(playbook_id)
-            self.mark_stale(self.owner_partition(playbook_id))
-            return False
-        if not self.owns_key(playbook_id):
-            return False  # revoked meanwhile: the next owner re-sends the copies from the manifest
+        id and this stage still owns the playbook (else the next owner re-sends the copies from the manifest)."""
         manifest = publish.value
         assert isinstance(manifest, BatchManifest)
-        log.info("batch %s/%d closed by %s: n=%d k=%d p=%d", playbook_id, batch_id, manifest.closed_by, manifest.n,
-                 manifest.k, manifest.p)
+        if not await self.batches.write(publish) or not self.owns_key(manifest.playbook_id):
+            return False
+        log.info("batch %s/%d closed by %s: n=%d k=%d p=%d", manifest.playbook_id, manifest.batch_id,
+                 manifest.closed_by, manifest.n, manifest.k, manifest.p)
         return True
-
-    async def drain(self) -> None:
-        """Open batches stay uncommitted: their reflections are redelivered after a restart."""

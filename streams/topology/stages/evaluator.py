@@ -17,16 +17,14 @@ from combee_core.processors.evaluator import Evaluator, parse_playbooks
 from combee_core.tasks import build_suite
 from combee_core.topology import EVALUATE
 from streams.topology.effects import perform
-from streams.topology.runtime import Delivery, Stage
+from streams.topology.runtime import Stage
+from streams.topology.stage_records import Delivery
 
 log = logging.getLogger(__name__)
 
-STAGE = EVALUATE.name
-
 
 class EvaluatorStage(Stage):
-    name = STAGE
-    consumes = EVALUATE.consumes
+    spec = EVALUATE
     input_model = EvalRequest
     input_label = "evaluation request"
 

@@ -46,8 +46,7 @@ def _record(token: object) -> ConsumerRecord:
 
 
 class OtlpIngestStage(Stage):
-    name = INGEST_OTLP.name
-    consumes = INGEST_OTLP.consumes
+    spec = INGEST_OTLP
     input_label = "OTLP record"
 
     def __init__(self, ctx) -> None:

@@ -32,11 +32,11 @@ from streams.topology.effects import perform
 from streams.topology.ordered_fetches import OrderedFetches
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
 from streams.topology.redaction import redact_trace_counted
-from streams.topology.runtime import Delivery, Stage
+from streams.topology.runtime import Stage
+from streams.topology.stage_records import Delivery
 
 log = logging.getLogger(__name__)
 
-STAGE = REFLECT.name
 CONTEXT_WAIT_S = 5.0
 """How long a reflection waits for the version its trace names to reach this stage's view of the playbook."""
 
@@ -71,8 +71,7 @@ def decode_trace(raw: bytes | None) -> Trace:
 
 
 class ReflectorStage(Stage):
-    name = STAGE
-    consumes = REFLECT.consumes
+    spec = REFLECT
     input_model = Trace
 
     def __init__(self, ctx) -> None:
