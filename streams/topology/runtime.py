@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any, TypeVar
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.models import CombeeModel
@@ -267,16 +268,23 @@ class Stage(RecordReading):
         self.ctx.count("state_resets")
         await self.release(stale)
         for tp in stale & self._consumer.assignment():
-            await self._seek_committed(tp)
-            await self.acquire({tp})
+            if await self._seek_committed(tp):
+                await self.acquire({tp})
 
-    async def _seek_committed(self, tp: TopicPartition) -> None:
+    async def _seek_committed(self, tp: TopicPartition) -> bool:
+        """Read ``tp`` again from its committed offset; False when the client dropped it meanwhile (a rebalance
+        while the commit was asked for: its release follows)."""
         assert self._consumer is not None
         committed = await self._consumer.committed(tp)
-        if committed is None:
-            await self._consumer.seek_to_beginning(tp)
-        else:
-            self._consumer.seek(tp, committed)
+        try:
+            if committed is None:
+                await self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, committed)
+        except IllegalStateError:
+            log.info("%s: %s was taken away while its committed offset was read", self.name, _partitions({tp}))
+            return False
+        return True
 
     def _fail(self, error: BaseException) -> None:
         log.error("%s: %s: %s", self.name, type(error).__name__, error)

@@ -67,8 +67,8 @@ class AggregatorStage(Stage):
         keys = [key for key, tp in self._partition.items() if tp in revoked]
         self.aggregator.drop(keys)
         await cancel_tasks([self._calls.pop(key) for key in keys if key in self._calls])
-        for key in keys:
-            del self._partition[key]
+        for key in keys:  # popped: a call cancelled above may have dropped its key already
+            self._partition.pop(key, None)
 
     async def handle(self, record: ConsumerRecord, copy: ShuffledReflection) -> None:
         effects, ready = self.aggregator.take(copy, record, time.monotonic())
