@@ -36,12 +36,18 @@ class RepeatedLogLimit(logging.Filter):
         self._windows: dict[tuple[str, int, str], tuple[float, int, int]] = {}
         """key -> (window start, shown in window, dropped since the last one shown)"""
 
+    @staticmethod
+    def _template(record: logging.LogRecord) -> str:
+        """What counts as one kind of record: the template of a warning or error (a retry loop's flood); the whole
+        message of an info line (a stage's ownership changes differ only in their arguments, and each one matters)."""
+        return record.getMessage() if record.levelno <= logging.INFO else str(record.msg)
+
     def _is_client(self, name: str) -> bool:
         return any(name == prefix or name.startswith(prefix + ".") for prefix in self.client_loggers)
 
     def filter(self, record: logging.LogRecord) -> bool:
         client = self._is_client(record.name)
-        key = (record.name, record.levelno, "*" if client else str(record.msg))
+        key = (record.name, record.levelno, "*" if client else self._template(record))
         burst = 1 if client else self.burst
         now = self._clock()
         if len(self._windows) > MAX_TEMPLATES:  # messages formatted before logging: forget the expired ones

@@ -132,8 +132,8 @@ def test_memory_is_the_default_storage_of_the_broker_command():
 # ---------------------------------------------------------------------------------------------- log floods
 
 
-def _record(msg: str, *args: object, name: str = "aiokafka.conn") -> logging.LogRecord:
-    return logging.LogRecord(name, logging.ERROR, __file__, 1, msg, args, None)
+def _record(msg: str, *args: object, name: str = "aiokafka.conn", level: int = logging.ERROR) -> logging.LogRecord:
+    return logging.LogRecord(name, level, __file__, 1, msg, args, None)
 
 
 def test_a_repeated_message_is_shown_a_few_times_per_window_then_counted():
@@ -342,3 +342,13 @@ async def test_a_topic_the_broker_refuses_is_a_one_line_error_naming_it_and_the_
     # an existing topic (36) is fine; the refused one is named with the broker's error and message
     assert str(refused.value) == "the broker refused to create run.traces: InvalidPartitionsError (37) 3 > 1"
     assert expected_failure_code(refused.value) == 2  # one line and exit 2, not a traceback
+
+
+def test_info_lines_that_differ_only_in_their_arguments_are_all_shown():
+    """A rebalance logs `%s: owns %s` for every stage: each line tells who owns what, none is a flood."""
+    limit = RepeatedLogLimit(burst=1, window_s=30, clock=lambda: 0.0)
+    owns = [_record("%s: owns %s", stage, "t.x[0]", name="streams.topology.runtime", level=logging.INFO)
+            for stage in ("reflect", "batch", "reduce")]
+    assert all(limit.filter(record) for record in owns)
+    assert not limit.filter(_record("%s: owns %s", "batch", "t.x[0]", name="streams.topology.runtime",
+                                    level=logging.INFO))  # the same line again
