@@ -90,6 +90,19 @@ def demo_settings(base: CombeeSettings, started: datetime, options: DemoOptions 
     return base.model_copy(update=update)
 
 
+METRICS_WAIT_S = 30.0
+
+
+async def metrics_of(run: InProcessPipeline, versions: int) -> list[BatchMetrics]:
+    """The run's batch metrics, once there is one per version (the reducer writes a batch's metrics just after its
+    version, so the last one can still be on its way); what there is after :data:`METRICS_WAIT_S`."""
+    deadline = time.monotonic() + METRICS_WAIT_S
+    metrics = await read_models(run, Topic.METRICS, BatchMetrics)
+    while len(metrics) < versions and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+        metrics = await read_models(run, Topic.METRICS, BatchMetrics)
+    return metrics
+
 async def run_demo(
     settings: CombeeSettings,
     bootstrap: str,
@@ -196,8 +209,8 @@ async def run_demo(
             sent_ids = set(fleet.sent_ids) | misleading_ids
             await follower.wait_incorporated(sent_ids, timeout_s=settings.max_wait_s + 120,
                                              what="every trace to reach a version or a dead letter")
-            metrics = await read_models(run, Topic.METRICS, BatchMetrics)
             versions = await run.versions(options.playbook_id)
+            metrics = await metrics_of(run, len(versions))
             decisions: list[PromotionDecision] = []
             if settings.promotion:
                 report("waiting for the last promotion decision")

@@ -77,7 +77,8 @@ class NumberedLog(Generic[M]):
 
     def __init__(self, stage: Stage, topic: Topic, take: Callable[[M, int], None] | None = None, *,
                  accept: Callable[[M], bool] | None = None, guarded: bool = False, checkpointed: bool = False,
-                 on_foreign: Callable[[str], None] | None = None) -> None:
+                 on_foreign: Callable[[str], None] | None = None, on_lost: Callable[[str], None] | None = None
+                 ) -> None:
         self.stage = stage
         self.topic = topic
         self.numbering = NUMBERED[topic]
@@ -87,6 +88,7 @@ class NumberedLog(Generic[M]):
         self._accept = accept
         self._guarded = guarded
         self._on_foreign = on_foreign
+        self._on_lost = on_lost
         self.view = LogView(stage, topic, self._apply, self.state if checkpointed else None, catch_up_on_assign=True)
 
     async def start(self) -> None:
@@ -124,9 +126,10 @@ class NumberedLog(Generic[M]):
         if value is not None and self._take is not None:
             self._take(value, record.offset)
 
-    def _stale(self, playbook_id: str, *, expected: bool = False) -> None:
-        if self._on_foreign is not None:
-            self._on_foreign(playbook_id)
+    def _stale(self, playbook_id: str, *, expected: bool = False, lost: bool = False) -> None:
+        told = self._on_lost if lost else self._on_foreign
+        if told is not None:
+            told(playbook_id)
         self.stage.mark_stale(self.stage.owner_partition(playbook_id), expected=expected)
 
     async def write(self, publish: Publish) -> bool:
@@ -139,5 +142,5 @@ class NumberedLog(Generic[M]):
         log.warning("%s: another record took the number first; %s", self.numbering.label(*publish.number),
                     "rebuilding from the log" if self._guarded else "deciding again")
         if self._guarded:
-            self._stale(publish.number[0])
+            self._stale(publish.number[0], lost=True)
         return False

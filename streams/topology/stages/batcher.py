@@ -52,7 +52,8 @@ class BatcherStage(Stage):
         self._dirty: set[str] = set()
         self._redelivery_end: dict[TopicPartition, int | None] = {}
         self.batches = NumberedLog[BatchManifest](self, Topic.BATCHES, self._take_manifest, guarded=True,
-                                                  checkpointed=True, on_foreign=self._lost)
+                                                  checkpointed=True, on_foreign=self._foreign,
+                                                  on_lost=self._dirty.add)
         self._drained: dict[TopicPartition, bool] = {}
         """Per reflections partition: did its latest reflection say the reflector had no trace left to reflect?"""
 
@@ -79,9 +80,11 @@ class BatcherStage(Stage):
         points.keep_newest(manifest.playbook_id, self.settings.dedupe_horizon, at_least=UNCONFIRMED_KEEP)
         self.batcher.restore(manifest)
 
-    def _lost(self, playbook_id: str) -> None:
+    def _foreign(self, playbook_id: str) -> None:
         """Another writer's manifest counts for an owned playbook: its traces may be in the open batch, dropped now
-        (its records come back after the reset) so that no later close re-batches them; rebuilt at assignment."""
+        (its records come back after the reset) so that no later close re-batches them; rebuilt at assignment. (A
+        write of this stage's that lost only marks the playbook for the rebuild, as before the numbered log: its
+        open batch is dropped by the reset's release.)"""
         self.batcher.drop_open(playbook_id)
         self._dirty.add(playbook_id)
 
