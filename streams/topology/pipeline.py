@@ -21,6 +21,7 @@ from combee_core.models import (
     DeadLetter,
     PlaybookVersion,
     PromotionDecision,
+    Reflection,
 )
 from combee_core.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
@@ -159,8 +160,23 @@ class InProcessPipeline:
                 return versions
             if time.monotonic() >= deadline:
                 raise PipelineTimeout(f"{len(missing)} trace(s) neither in a version nor dead-lettered after "
-                                      f"{timeout_s:.0f}s, e.g. {sorted(missing)[:3]}")
+                                      f"{timeout_s:.0f}s: {await self.whereabouts(sorted(missing)[:3], versions)}")
             await asyncio.sleep(poll_s)
+
+    async def whereabouts(self, trace_ids: list[str], versions: list[PlaybookVersion]) -> str:
+        """How far each trace got (reflected? in which batch? the playbook's last version), for a timeout's
+        message: the stage that holds a lost trace is named instead of guessed."""
+        reflected = {r.trace_id for r in await read_models(self, Topic.REFLECTIONS, Reflection)}
+        batch_of = {t: m for m in await self.manifests() for t in m.trace_ids}
+        last = {v.playbook_id: v.version for v in versions}
+        said = []
+        for trace_id in trace_ids:
+            manifest = batch_of.get(trace_id)
+            where = ("not reflected" if trace_id not in reflected else "reflected, in no batch" if manifest is None
+                     else f"in {manifest.playbook_id} batch {manifest.batch_id} (base v{manifest.base_version}, "
+                          f"closed by {manifest.closed_by}; last version v{last.get(manifest.playbook_id, 0)})")
+            said.append(f"{trace_id}: {where}")
+        return "; ".join(said)
 
 
 async def read_models(run: InProcessPipeline, topic: str, model: type[CombeeModel]) -> list:
