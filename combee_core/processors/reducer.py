@@ -11,6 +11,7 @@ applies ready batches one after the other.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -154,7 +155,10 @@ class Reducer:
             texts = [e.content for e in playbook.entries]
             texts += [op.content for partial in partials for op in partial.operations if isinstance(op, AddOp)]
             try:
-                judge.prepare(texts)  # each text embedded once, in one call; the comparisons then read the cache
+                # each text embedded once, in one call (in a thread: a hosted model's request or the offline
+                # model's forward pass must not hold the event loop, its heartbeats and other stages); the
+                # comparisons then read the cache
+                await asyncio.to_thread(judge.prepare, texts)
             except EmbeddingError as error:
                 effects.append(Reject(None, f"embedding model {judge.cache.embedder.name} failed for batch "
                                       f"{first.batch_id}: {error}; this version is curated lexically",

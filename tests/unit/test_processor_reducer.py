@@ -137,29 +137,37 @@ class _Embedder:
 
     name = "stand-in"
 
-    def __init__(self, down: bool = False) -> None:
+    def __init__(self, down: bool = False, blocks_s: float = 0.0) -> None:
         self.down = down
+        self.blocks_s = blocks_s
         self.texts: list[str] = []
 
     def embed(self, texts):  # type: ignore[no-untyped-def]
+        import time
+
         import numpy as np
 
         from combee_core.playbook.embedding import EmbeddingError
 
+        time.sleep(self.blocks_s)  # a hosted model's request, or the offline model's forward pass under load
         if self.down:
             raise EmbeddingError("the embedding server is down")
         self.texts += list(texts)
         return np.ones((len(texts), 4), dtype=np.float32) / 2.0
 
 
-def _version_with(embedder: _Embedder) -> tuple[PlaybookVersion, list[object]]:
+async def _next_version(embedder: _Embedder) -> list:
     reducer = Reducer(ReducerConfig(), Roles().reduce, embedder)  # type: ignore[arg-type]
     for node, text in enumerate(("Remove duplicate rows before counting.", "Count rows once duplicates are gone.")):
         reducer.take(_partial(0, node, 2, text), f"p{node}", current_version=0)
     partials = reducer.ready("pb", 0)
     assert partials is not None
-    effects = asyncio.run(reducer.next_version(Playbook.empty("pb"), partials, parent_version=None, manifest=None,
-                                               previous_at=None, now=NOW))
+    return await reducer.next_version(Playbook.empty("pb"), partials, parent_version=None, manifest=None,
+                                      previous_at=None, now=NOW)
+
+
+def _version_with(embedder: _Embedder) -> tuple[PlaybookVersion, list[object]]:
+    effects = asyncio.run(_next_version(embedder))
     record = next(e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion))
     return record, effects
 
@@ -178,3 +186,21 @@ def test_an_embedding_failure_is_a_dead_letter_and_the_version_is_curated_lexica
     assert len(record.entries) == 2
     (dead,) = [e for e in effects if type(e).__name__ == "Reject"]
     assert "curated lexically" in dead.reason  # type: ignore[attr-defined]
+
+
+def test_embedding_runs_off_the_event_loop_so_heartbeats_and_other_stages_go_on():
+    async def main() -> int:
+        ticks = 0
+
+        async def heartbeat() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.02)
+                ticks += 1
+
+        beating = asyncio.create_task(heartbeat())
+        await _next_version(_Embedder(blocks_s=0.5))
+        beating.cancel()
+        return ticks
+
+    assert asyncio.run(main()) >= 5  # ~25 while the embedder blocks its thread; 0 if it blocked the loop
