@@ -4,8 +4,13 @@ read by the reducer call, and its verdict stands (``combee_core.playbook.uncerta
 from __future__ import annotations
 
 import asyncio
+import json
 from datetime import UTC, datetime
 from functools import lru_cache
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from combee_core.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookEntry, PlaybookVersion, Usage
@@ -19,6 +24,7 @@ from combee_core.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+DATA = Path(__file__).parents[2] / "bench" / "data"
 REWORDED = ("Remove duplicate rows before counting records.", "Count records only after duplicates have been dropped.")
 NEAR = ("Remove duplicate rows before counting the records in the table.",
         "Remove duplicate rows before counting all the records in the table.")
@@ -130,3 +136,40 @@ def test_with_a_real_reducer_the_call_reads_the_uncertain_add_and_its_verdict_st
 def test_the_reducer_asks_only_when_a_real_model_answers_it() -> None:
     assert not ReducerConfig.from_settings(CombeeSettings()).ask_reducer
     assert ReducerConfig.from_settings(CombeeSettings(reducer_model="openai/gpt-4o-mini")).ask_reducer
+
+
+_TEXTS = [*REWORDED, *NEAR, OTHER, "Report distances in miles.", "Deduplicate the table first, then count the rows.",
+          "For leap years, treat the final date as part of the range.",
+          "Treat the final date as part of the range in tasks about rounding numbers.",
+          "Treat the final date as part of the range when the year is a leap year.",
+          "Apply the discount before computing tax.", "Compute tax after the discount has been taken off.",
+          "Apply the discount after computing tax.", "Skip the header row when counting lines.",
+          "Do not skip the header row when counting lines."]
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=st.sampled_from(_TEXTS), b=st.sampled_from(_TEXTS), sections=st.tuples(st.sampled_from("xy"),
+                                                                               st.sampled_from("xy")))
+def test_no_verdict_depends_on_which_text_is_the_new_one(a: str, b: str, sections: tuple[str, str]) -> None:
+    judge = _judge()
+    for which in (judge, UncertainJudge.contesting(judge), UncertainJudge.trusting(judge)):
+        assert which.judge(a, sections[0], b, sections[1]).kind == which.judge(b, sections[1], a, sections[0]).kind
+
+
+_OPPOSED = [(o["a"], o["b"]) for o in json.loads((DATA / "lessons_dev.json").read_text())["opposites"]]
+_OPPOSED += [(c["rule"], c["correction"])
+             for c in json.loads((DATA / "lessons_heldout.json").read_text())["corrections"]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(pair=st.sampled_from(_OPPOSED), flip=st.booleans(), helpful=st.integers(0, 20), support=st.integers(1, 40))
+def test_after_a_reducer_call_a_correction_never_increases_the_counters_of_the_rule_it_contradicts(
+        pair: tuple[str, str], flip: bool, helpful: int, support: int) -> None:
+    """With a real reducer, whether or not the conflict check sees the reversal (the dev set's reworded opposites
+    include ones it misses), applying the call's ADD of the opposite rule leaves the rule's counters alone."""
+    rule, correction = pair[::-1] if flip else pair
+    playbook = Playbook.from_entries("pb", 1, [_entry(rule, helpful)])
+    result = apply_operations(playbook, [AddOp(section="general", content=correction, support=support)], 2,
+                              judge=UncertainJudge.trusting(_judge()))
+    after = result.playbook.get("gen-00001")
+    assert after is None or after.helpful == helpful
