@@ -176,8 +176,11 @@ class Reducer:
             def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
                 return merge_contested(children, judge=judge)
 
+        leaves = [partial.operations for partial in partials]
+        if apply_judge is not judge and len(leaves) == 1:
+            leaves.append([])  # a single leaf is never merged: an empty sibling lets its uncertain ADDs reach the call
         scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.config.max_fan_in, reduce,
+            leaves, self.config.max_fan_in, reduce,
             merge=merge if self.config.deterministic_merge else None,
         )
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,

@@ -109,13 +109,14 @@ class _Recording:
         return ReduceOutcome([op for ops in children for op in ops], Usage(calls=1), 0.1)
 
 
-def _version(config: ReducerConfig, embedder: Embedder) -> tuple[_Recording, list[str], int]:
+def _version(config: ReducerConfig, embedder: Embedder, texts: tuple[str, ...] = (REWORDED[1], OTHER)
+             ) -> tuple[_Recording, list[str], int]:
     role = _Recording()
     reducer = Reducer(config, role.reduce, embedder)
-    partials = [PartialUpdate(playbook_id="pb", batch_id=0, node=node, k=2, base_version=1,
+    partials = [PartialUpdate(playbook_id="pb", batch_id=0, node=node, k=len(texts), base_version=1,
                               operations=[AddOp(section="general", content=text)], reflection_ids=[f"r{node}"],
                               trace_ids=[f"t{node}"], items_read=1, expected_items=1, batch_closed_at=NOW)
-                for node, text in enumerate((REWORDED[1], OTHER))]
+                for node, text in enumerate(texts)]
     playbook = Playbook.from_entries("pb", 1, [_entry(REWORDED[0])])
     effects = asyncio.run(reducer.next_version(playbook, partials, parent_version=None, manifest=None,
                                                previous_at=None, now=NOW))
@@ -131,6 +132,12 @@ def test_with_a_real_reducer_the_call_reads_the_uncertain_add_and_its_verdict_st
     assert contents == sorted([REWORDED[0], REWORDED[1], OTHER]) and helpful == 4
     role, contents, helpful = _version(ReducerConfig(ask_reducer=False), _static())
     assert role.calls == [] and contents == sorted([REWORDED[0], OTHER]) and helpful == 5
+
+
+def test_a_batch_of_one_partial_also_sends_its_uncertain_add_to_the_call() -> None:
+    role, contents, helpful = _version(ReducerConfig(ask_reducer=True), _static(), (REWORDED[1],))
+    assert [[op.content for op in ops] for call in role.calls for ops in call] == [[REWORDED[1]]]  # type: ignore[union-attr]
+    assert contents == sorted(REWORDED) and helpful == 4
 
 
 def test_the_reducer_asks_only_when_a_real_model_answers_it() -> None:
