@@ -177,7 +177,7 @@ class Reducer:
                 return merge_contested(children, judge=judge)
 
         leaves = [partial.operations for partial in partials]
-        if apply_judge is not judge and len(leaves) == 1:
+        if apply_judge is not judge and len(leaves) == 1 and self.config.deterministic_merge:
             leaves.append([])  # a single leaf is never merged: an empty sibling lets its uncertain ADDs reach the call
         scan = await reduce_through_scan(
             leaves, self.config.max_fan_in, reduce,
