@@ -180,3 +180,13 @@ def test_after_a_reducer_call_a_correction_never_increases_the_counters_of_the_r
                               judge=UncertainJudge.trusting(_judge()))
     after = result.playbook.get("gen-00001")
     assert after is None or after.helpful == helpful
+
+
+def test_one_frame_placed_differently_about_different_subjects_is_two_lessons_and_a_restatement_is_one() -> None:
+    judge = _judge()
+    leap, rounding, restated = _TEXTS[7], _TEXTS[8], _TEXTS[9]
+    assert judge.score(leap, rounding) >= judge.same_meaning  # close in meaning: only the frame test tells them apart
+    for a, b in ((leap, rounding), (rounding, leap)):
+        verdict = judge.judge(a, "x", b, "y")
+        assert verdict.kind == "distinct" and "same frame, different subject" in verdict.reason
+    assert judge.judge(restated, "x", leap, "y").kind == "same"
