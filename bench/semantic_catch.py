@@ -33,7 +33,7 @@ DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results"
 SETS = {"heldout": DATA / "lessons_heldout.json", "heldout_b": DATA / "lessons_heldout_b.json",
         "heldout_c": DATA / "lessons_heldout_c.json", "heldout_d": DATA / "lessons_heldout_d.json",
-        "heldout_e": DATA / "lessons_heldout_e.json",
+        "heldout_e": DATA / "lessons_heldout_e.json", "heldout_f": DATA / "lessons_heldout_f.json",
         "dev": DATA / "lessons_dev.json"}
 
 

@@ -10,6 +10,13 @@ deterministic merge (a group it cannot merge, a conflict, falls back to the unio
 call) and ``build_version``, as ``combee_core.processors.reducer`` does. Judges: ``lexical`` (``embedding_model=
 none``), ``static`` (the static model) and ``semantic`` (the offline default, all-MiniLM-L6-v2).
 
+``semantic+reader``: the path a real reducer model takes (``combee_core.playbook.uncertain``): pairs the judge calls
+one lesson by closeness in meaning alone go to the reducer call, whose verdict stands. No LLM runs here: the call is
+an *oracle reader* that knows which lesson each wording states (the set's labels) and answers as an ideal model
+would (one ADD per lesson, a TAG of the entry a wording restates, a DELETE of the rule a correction corrects). It is
+an upper bound of the routing, not a method: it shows that the decision reaches the version and how much the call
+reads (ADDs per batch sent to it).
+
 Corrections: the wrong rule is learned first (``--wrong-support`` ADDs of it in one batch), then its correction
 arrives with ``--correction-support`` ADDs; the figures say whether the wrong rule's counters grew (they must not)
 and whether the correction superseded it.
@@ -25,12 +32,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.common import machine, write_results
-from combee_core.deterministic_merge import merge_without_conflict
-from combee_core.models import AddOp, Operation, PartialUpdate, Usage
+from combee_core.deterministic_merge import merge_contested, merge_without_conflict
+from combee_core.models import AddOp, DeleteOp, Operation, PartialUpdate, TagOp, Usage
 from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
+from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds
 from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
 
 DATA = Path(__file__).parent / "data"
@@ -49,11 +57,56 @@ async def _union(children: list[list[Operation]]) -> ReduceOutcome:
     return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
 
 
-async def learn(playbook: Playbook, adds: list[AddOp], k: int, judge: Judge | None, batch_id: int) -> Playbook:
-    """One batch: ``adds`` spread over ``k`` partials, merged and applied like the reducer does."""
+class OracleReader:
+    """The reducer call of ``semantic+reader``: reads the contested operations as an ideal model would, from the set's
+    labels (``labels``: wording -> lesson; ``corrects``: a correction's lesson -> the wrong rule's label)."""
+
+    def __init__(self, labels: dict[str, str], corrects: dict[str, str]) -> None:
+        self.labels, self.corrects = labels, corrects
+        self.playbook = Playbook.empty("bench")
+        self.calls = 0
+        self.adds_read = 0
+
+    async def reduce(self, children: list[list[Operation]]) -> ReduceOutcome:
+        self.calls += 1
+        ops = [op for child in children for op in child]
+        adds = sorted((op for op in ops if isinstance(op, AddOp)), key=lambda a: (a.section, a.content))
+        self.adds_read += len(adds)
+        lessons: dict[str, AddOp] = {}
+        for add in adds:
+            label = self.labels[add.content]
+            seen = lessons.get(label)
+            lessons[label] = add if seen is None else seen.model_copy(update={"support": seen.support + add.support})
+        out: list[Operation] = [op for op in ops if not isinstance(op, AddOp)]
+        entries = {self.labels.get(e.content): e for e in self.playbook.entries}
+        for label, add in lessons.items():
+            if (entry := entries.get(label)) is not None:
+                out.append(TagOp(entry_id=entry.entry_id, tag="helpful", count=add.support))
+                continue
+            if (wrong := entries.get(self.corrects.get(label))) is not None:
+                out.append(DeleteOp(entry_id=wrong.entry_id))
+            out.append(add)
+        return ReduceOutcome(operations=out, usage=Usage(calls=1), latency_s=0.0)
+
+
+async def learn(playbook: Playbook, adds: list[AddOp], k: int, judge: Judge | None, batch_id: int,
+                reader: OracleReader | None = None) -> Playbook:
+    """One batch: ``adds`` spread over ``k`` partials, merged and applied like the reducer does (with ``reader``:
+    like the reducer stage with a real model, ``ReducerConfig.ask_reducer``)."""
     children = [adds[i::k] for i in range(k)]
     children = [c for c in children if c]
     partials = [_partial(playbook, batch_id, node, len(children), ops) for node, ops in enumerate(children)]
+    if reader is not None and judge is not None:
+        reader.playbook = playbook
+        contesting, inner = UncertainJudge.contesting(judge), judge
+
+        def read(groups):  # type: ignore[no-untyped-def]
+            return contest_uncertain_adds(merge_contested(groups, judge=contesting), playbook.entries, inner)
+
+        leaves = [list(c) for c in children] + ([[]] if len(children) == 1 else [])  # as the reducer stage does
+        scan = await reduce_through_scan(leaves, 32, reader.reduce, merge=read)
+        return build_version(playbook, partials, scan, published_at=NOW,
+                             judge=UncertainJudge.trusting(judge)).playbook
 
     def merge(groups):  # type: ignore[no-untyped-def]
         return merge_without_conflict(groups, judge=judge)
@@ -62,7 +115,20 @@ async def learn(playbook: Playbook, adds: list[AddOp], k: int, judge: Judge | No
     return build_version(playbook, partials, scan, published_at=NOW, judge=judge).playbook
 
 
-async def entries_per_lesson(data: dict, judge: Judge | None, batch: int, k: int, seed: int) -> dict:
+def _reader(data: dict, judge: Judge | None, name: str) -> OracleReader | None:
+    if not name.endswith("+reader"):
+        return None
+    labels = {text: lesson["id"] for lesson in data["lessons"] for text in lesson["texts"]}
+    corrects = {}
+    for i, item in enumerate(data.get("corrections", [])):
+        labels[item["rule"]] = f"wrong-{i}"
+        labels.setdefault(item["correction"], f"correction-{i}")
+        corrects[labels[item["correction"]]] = f"wrong-{i}"
+    return OracleReader(labels, corrects)
+
+
+async def entries_per_lesson(data: dict, judge: Judge | None, batch: int, k: int, seed: int,
+                             reader: OracleReader | None = None) -> dict:
     lessons = {text: lesson["id"] for lesson in data["lessons"] for text in lesson["texts"]}
     wordings = list(lessons)
     random.Random(seed).shuffle(wordings)
@@ -71,25 +137,29 @@ async def entries_per_lesson(data: dict, judge: Judge | None, batch: int, k: int
     playbook = Playbook.empty("bench")
     for batch_id, start in enumerate(range(0, len(wordings), batch)):
         adds = [AddOp(section=sections[t], content=t) for t in wordings[start:start + batch]]
-        playbook = await learn(playbook, adds, k, judge, batch_id)
+        playbook = await learn(playbook, adds, k, judge, batch_id, reader)
     per_lesson: dict[str, int] = {}
     for entry in playbook.entries:
         per_lesson[lessons[entry.content]] = per_lesson.get(lessons[entry.content], 0) + 1
     mixed = sum(1 for e in playbook.entries if e.helpful > 0)
     return {"lessons": len(data["lessons"]), "wordings": len(wordings), "entries": len(playbook),
             "entries_per_lesson": round(len(playbook) / len(data["lessons"]), 2),
-            "lessons_kept": len(per_lesson), "reinforced_entries": mixed, "per_lesson": per_lesson}
+            "lessons_kept": len(per_lesson), "reinforced_entries": mixed, "per_lesson": per_lesson,
+            "reader_calls": reader.calls if reader else 0, "adds_read": reader.adds_read if reader else 0,
+            "batches": -(-len(wordings) // batch)}
 
 
-async def corrections(data: dict, judge: Judge | None, wrong_support: int, correction_support: int) -> list[dict]:
+async def corrections(data: dict, judge: Judge | None, wrong_support: int, correction_support: int,
+                      name: str = "") -> list[dict]:
     out = []
     for i, item in enumerate(data.get("corrections", [])):
+        reader = _reader(data, judge, name)
         playbook = Playbook.empty("bench")
         playbook = await learn(playbook, [AddOp(section="rules", content=item["rule"], support=wrong_support)], 1,
-                               judge, 0)
+                               judge, 0, reader)
         before = playbook.entries[0]
         playbook = await learn(playbook, [AddOp(section="rules", content=item["correction"],
-                                                support=correction_support)], 1, judge, 1)
+                                                support=correction_support)], 1, judge, 1, reader)
         after = playbook.get(before.entry_id)
         out.append({"rule": item["rule"], "correction": item["correction"],
                     "wrong_rule_counters_grew": after is not None and after.helpful > before.helpful,
@@ -100,15 +170,17 @@ async def corrections(data: dict, judge: Judge | None, wrong_support: int, corre
 
 
 async def main_async(args: argparse.Namespace) -> dict:
+    semantic = SemanticJudge(EmbeddingCache(MiniLMEmbedder()))
     judges: dict[str, Judge | None] = {"lexical": None, "static": SemanticJudge(EmbeddingCache(StaticEmbedder())),
-                                       "semantic": SemanticJudge(EmbeddingCache(MiniLMEmbedder()))}
+                                       "semantic": semantic, "semantic+reader": semantic}
     results: dict = {}
     for set_name in args.sets:
         data = json.loads((DATA / f"{set_name}.json").read_text())
         for name, judge in judges.items():
             results[f"{set_name}/{name}"] = {
-                "entries": await entries_per_lesson(data, judge, args.batch, args.k, args.seed),
-                "corrections": await corrections(data, judge, args.wrong_support, args.correction_support),
+                "entries": await entries_per_lesson(data, judge, args.batch, args.k, args.seed,
+                                                    _reader(data, judge, name)),
+                "corrections": await corrections(data, judge, args.wrong_support, args.correction_support, name),
             }
     return results
 
@@ -128,13 +200,14 @@ def main() -> None:
     print(f"batches of {args.batch} ADDs over k={args.k} partials, seed {args.seed}; corrections: wrong rule support "
           f"{args.wrong_support}, correction support {args.correction_support}")
     print("| set / judge | lessons | wordings | entries | entries per lesson | lessons kept | corrections: wrong "
-          "rule reinforced | superseded | both kept |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "rule reinforced | superseded | both kept | reader: ADDs read per batch |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         e, c = r["entries"], r["corrections"]
         print(f"| {name} | {e['lessons']} | {e['wordings']} | {e['entries']} | {e['entries_per_lesson']} | "
               f"{e['lessons_kept']} | {sum(x['wrong_rule_counters_grew'] for x in c)}/{len(c)} | "
-              f"{sum(x['superseded'] for x in c)}/{len(c)} | {sum(x['both_kept'] for x in c)}/{len(c)} |")
+              f"{sum(x['superseded'] for x in c)}/{len(c)} | {sum(x['both_kept'] for x in c)}/{len(c)} | "
+              + (f"{e['adds_read'] / e['batches']:.1f} ({e['reader_calls']} calls) |" if e["reader_calls"] else "- |"))
     write_results(RESULTS.with_name(args.out), {"args": vars(args), "results": results, "machine": machine()})
 
 

@@ -33,6 +33,14 @@ SUBSTITUTION_FRAME = 0.6
 "... an HTML page"); the swapped parts must then mean the same (:data:`SUBSTITUTION_SAME`). Tuned on the dev sets."""
 SUBSTITUTION_SAME = 0.35
 """Cosine from which two swapped parts (at most 3 content words each) are synonyms ("prefer" / "choose")."""
+MOVED_FRAME_SHARE = 0.5
+"""Share of the shorter text's content words that one run of words both texts share must hold (and at least
+:data:`MOVED_FRAME_MIN` of them) for the texts to read as one frame placed differently ("For leap years, treat the
+final date as ..." / "Treat the final date as ... in tasks about rounding"): the run is the frame, the rest of each
+text its subject, and the subjects (at most :data:`MOVED_FRAME_SUBJECT` content words each) must then mean the same
+(:data:`SUBSTITUTION_SAME`). Argued, not tuned: the frame is most of the rule, the subject a short phrase."""
+MOVED_FRAME_MIN = 3
+MOVED_FRAME_SUBJECT = 6
 _PRONOUNS = frozenset("it them they this that these those one ones its their there".split())
 
 FLIP_SIMILARITY = 0.6
@@ -147,9 +155,36 @@ class SemanticJudge:
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
             return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}")
-        if (swap := self._swapped(new, old)) is not None:
+        first, second = sorted((new, old))  # the frame tests do not depend on which text is the new one
+        if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
             return Judgement("distinct", score, swap)
         return Judgement("same", score, f"same meaning ({score:.2f})")
+
+    def _subjects_differ(self, part_a: list[str], part_b: list[str]) -> str | None:
+        text_a, text_b = " ".join(part_a), " ".join(part_b)
+        try:
+            vectors = self.cache.vectors([text_a, text_b])  # dropped with the next version's retain()
+        except EmbeddingError as error:
+            logger.warning("swapped-part test skipped: %s", error)
+            return None
+        if float(np.dot(vectors[0], vectors[1])) < SUBSTITUTION_SAME:
+            return f"same frame, different subject: {text_a!r} vs {text_b!r}"
+        return None
+
+    def _moved_frame(self, a: str, b: str) -> str | None:
+        """Why two texts are one frame, placed differently in each, about different subjects (or None): the longest
+        run of words they share is most of the rule, and what is left of each, compared alone, differs in meaning."""
+        words_a, words_b = self._features.words(a).words, self._features.words(b).words
+        run = difflib.SequenceMatcher(None, words_a, words_b, autojunk=False).find_longest_match(
+            0, len(words_a), 0, len(words_b))
+        shared = _content(words_a[run.a:run.a + run.size])
+        if len(shared) < max(MOVED_FRAME_MIN, MOVED_FRAME_SHARE * min(len(_content(words_a)), len(_content(words_b)))):
+            return None
+        rest_a = _content(words_a[:run.a] + words_a[run.a + run.size:])
+        rest_b = _content(words_b[:run.b] + words_b[run.b + run.size:])
+        if not rest_a or not rest_b or len(rest_a) > MOVED_FRAME_SUBJECT or len(rest_b) > MOVED_FRAME_SUBJECT:
+            return None
+        return self._subjects_differ(rest_a, rest_b)
 
     def _swapped(self, a: str, b: str) -> str | None:
         """Why two texts are one frame about different things (a part swapped for an unrelated one), or None.
@@ -163,16 +198,13 @@ class SemanticJudge:
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "replace":
                 continue
-            part_a = [w for w in words_a[i1:i2] if w not in _STOPWORDS and w not in _PRONOUNS]
-            part_b = [w for w in words_b[j1:j2] if w not in _STOPWORDS and w not in _PRONOUNS]
+            part_a, part_b = _content(words_a[i1:i2]), _content(words_b[j1:j2])
             if not part_a or not part_b or len(part_a) > 3 or len(part_b) > 3:
                 continue
-            text_a, text_b = " ".join(part_a), " ".join(part_b)
-            try:
-                vectors = self.cache.vectors([text_a, text_b])  # dropped with the next version's retain()
-            except EmbeddingError as error:
-                logger.warning("swapped-part test skipped: %s", error)
-                return None
-            if float(np.dot(vectors[0], vectors[1])) < SUBSTITUTION_SAME:
-                return f"same frame, different subject: {text_a!r} vs {text_b!r}"
+            if (why := self._subjects_differ(part_a, part_b)) is not None:
+                return why
         return None
+
+
+def _content(words: Sequence[str]) -> list[str]:
+    return [w for w in words if w not in _STOPWORDS and w not in _PRONOUNS]

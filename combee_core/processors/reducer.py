@@ -20,10 +20,12 @@ from datetime import datetime, timedelta
 from combee_core.budget import DEFAULT_MIN_EVIDENCE
 from combee_core.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.llm.errors import LLMError
+from combee_core.llm.simulator import is_sim_model
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
-from combee_core.playbook.meaning import SemanticJudge
+from combee_core.playbook.meaning import Judge, SemanticJudge
+from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.settings import CombeeSettings
@@ -47,6 +49,9 @@ class ReducerConfig:
     llm_context_tokens: int = 4000
     same_meaning: float | None = None
     """None: the embedding model's own threshold."""
+    ask_reducer: bool = False
+    """Lessons the judge calls one by closeness in meaning alone go to the reducer call, whose verdict stands
+    (:mod:`combee_core.playbook.uncertain`): on when a real LLM answers the reducer role."""
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> ReducerConfig:
@@ -56,7 +61,7 @@ class ReducerConfig:
             budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
             min_evidence=settings.eviction_min_evidence,
             llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
-            same_meaning=settings.same_meaning,
+            same_meaning=settings.same_meaning, ask_reducer=not is_sim_model(settings.reducer_model),
         )
 
 
@@ -165,16 +170,26 @@ class Reducer:
                                       type(error).__name__, playbook_id=first.playbook_id))
                 judge = None
 
-        def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
-            return merge_contested(children, judge=judge)
+        apply_judge: Judge | None = judge
+        if judge is not None and self.config.ask_reducer:
+            apply_judge, merge_judge = UncertainJudge.trusting(judge), UncertainJudge.contesting(judge)
 
+            def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
+                return contest_uncertain_adds(merge_contested(children, judge=merge_judge), playbook.entries, judge)
+        else:
+            def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
+                return merge_contested(children, judge=judge)
+
+        leaves = [partial.operations for partial in partials]
+        if apply_judge is not judge and len(leaves) == 1 and self.config.deterministic_merge:
+            leaves.append([])  # a single leaf is never merged: an empty sibling lets its uncertain ADDs reach the call
         scan = await reduce_through_scan(
-            [partial.operations for partial in partials], self.config.max_fan_in, reduce,
+            leaves, self.config.max_fan_in, reduce,
             merge=merge if self.config.deterministic_merge else None,
         )
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
-                              min_evidence=self.config.min_evidence, judge=judge)
+                              min_evidence=self.config.min_evidence, judge=apply_judge)
         record = built.record
         playbook_id = playbook.playbook_id
         for warning in built.warnings:
