@@ -197,3 +197,9 @@ def split_used(playbook_id: str, entry_ids: Sequence[str]) -> tuple[list[str], l
         else:
             inherited.append(entry_id)
     return list(dict.fromkeys(own)), list(dict.fromkeys(inherited))
+
+
+def own_entry_id(playbook_id: str, entry_id: str) -> str | None:
+    """``entry_id`` as ``playbook_id``'s own id (bare), or None when it names another scope's entry."""
+    own, _ = split_used(playbook_id, [entry_id])
+    return own[0] if own else None
