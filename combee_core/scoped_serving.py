@@ -17,10 +17,11 @@ from pydantic import Field
 
 from combee_core.models import PlaybookEntry, PlaybookVersion
 from combee_core.playbook import Playbook
+from combee_core.playbook.embedding import Embedder
 from combee_core.playbook.render import estimate_tokens
 from combee_core.playbook.retrieval import RetrievalIndex
 from combee_core.playbook.value import entry_value
-from combee_core.scopes import ScopedEntry, ServedView, compose_view, render_view, scope_chain
+from combee_core.scopes import ServedView, compose_view, render_view, scope_chain
 from combee_core.serving import NOTHING_SERVED_ETAG, ContextQuery, ServeModel, TaskContext, etag
 
 Chain = Sequence[tuple[str, PlaybookVersion | None]]
@@ -117,31 +118,44 @@ def render_composed(chain: Chain, token_budget: int | None) -> str:
     return f"# playbook {chain[0][0]}: {scopes} ({len(view.entries)} entries)\n\n{view.text}\n"
 
 
-def composed_context(chain: Chain, query: ContextQuery, token_budget: int | None) -> ComposedTaskContext:
-    """The context for ``query.task`` among the composed view's entries: ranked by relevance to the task (as
-    :func:`combee_core.playbook.retrieval.render_for_task`: lexical, ties by the nearer scope, then value), the top
-    ``k`` taken in that order until the first that does not fit ``query.token_budget``, rendered as the view is."""
-    view = view_of(chain, token_budget)
-    order = {scope: index for index, (scope, _) in enumerate(chain)}
-    by_id = {item.qualified_id: item for item in view.entries}
-    qualified = Playbook.from_entries(chain[0][0], 0, [
-        item.entry.model_copy(update={"entry_id": item.qualified_id}) for item in view.entries])
-    relevance = RetrievalIndex.build(qualified).lexical_relevance(query.task)
+def composed_index(view: ServedView, embedder: Embedder | None = None) -> RetrievalIndex:
+    """The retrieval index of a composed view's entries, named ``scope/entry_id`` (built once per view)."""
+    return RetrievalIndex.build(Playbook.from_entries(view.playbook_id, 0, [
+        item.entry.model_copy(update={"entry_id": item.qualified_id}) for item in view.entries]), embedder)
+
+
+def render_view_for_task(view: ServedView, index: RetrievalIndex, task: str, *, k: int,
+                         token_budget: int | None) -> tuple[str, int, list[str]]:
+    """(text, tokens, qualified ids) of the ``k`` entries of ``view`` most relevant to ``task`` (``index``'s
+    relevance, as :func:`combee_core.playbook.retrieval.render_for_task`; ties by the nearer scope, then value),
+    taken in that order until the first that does not fit ``token_budget``, rendered as the view is."""
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    relevance = index.embedding_relevance(task) if index.embedder is not None else index.lexical_relevance(task)
+    order = {scope: depth for depth, scope in enumerate(view.scopes)}
     ranked = sorted(view.entries, key=lambda item: (-relevance[item.qualified_id], order[item.scope],
                                                      entry_value(item.entry)))
     chosen: set[str] = set()
-    for item in ranked[:query.k]:
+    for item in ranked[:k]:
         trial = chosen | {item.qualified_id}
-        if query.token_budget is not None and estimate_tokens(_render(chain, view.entries, trial)) > query.token_budget:
+        if token_budget is not None and estimate_tokens(_render(view, trial)) > token_budget:
             break
         chosen = trial
-    text = _render(chain, view.entries, chosen)
+    text = _render(view, chosen)
+    return text, estimate_tokens(text), [item.qualified_id for item in view.entries if item.qualified_id in chosen]
+
+
+def composed_context(chain: Chain, query: ContextQuery, token_budget: int | None) -> ComposedTaskContext:
+    """The context for ``query.task`` among the composed view's entries (:func:`render_view_for_task`, lexical)."""
+    view = view_of(chain, token_budget)
+    text, tokens, included = render_view_for_task(view, composed_index(view), query.task, k=query.k,
+                                                  token_budget=query.token_budget)
     own = chain[0][1]
     return ComposedTaskContext(
         playbook_id=query.playbook_id, version=own.version if own else 0, etag=chain_etag(chain, token_budget),
-        task=query.task, k=query.k, token_budget=query.token_budget, text=text, tokens=estimate_tokens(text),
-        included_entry_ids=[qid for qid in by_id if qid in chosen], scopes=scopes_of(chain))
+        task=query.task, k=query.k, token_budget=query.token_budget, text=text, tokens=tokens,
+        included_entry_ids=included, scopes=scopes_of(chain))
 
 
-def _render(chain: Chain, entries: Sequence[ScopedEntry], chosen: set[str]) -> str:
-    return render_view(chain[0][0], [item for item in entries if item.qualified_id in chosen])
+def _render(view: ServedView, chosen: set[str]) -> str:
+    return render_view(view.playbook_id, [item for item in view.entries if item.qualified_id in chosen])
