@@ -21,6 +21,13 @@ log = logging.getLogger(__name__)
 CACHE_DIR_ENV = "COMBEE_CLIENT_CACHE_DIR"
 
 
+class InheritedVersion(CombeeModel):
+    """An ancestor's served version (None: none yet), kept with its child's."""
+
+    playbook_id: PlaybookId
+    served: PlaybookVersion | None
+
+
 class ClientCache(CombeeModel):
     """What the cache file holds: the served version (None: the empty version 0) and where it was served."""
 
@@ -30,7 +37,7 @@ class ClientCache(CombeeModel):
     promotion: bool
     served: PlaybookVersion | None
     saved_at: Timestamp
-    inherited: list[tuple[str, PlaybookVersion | None]] = Field(
+    inherited: list[InheritedVersion] = Field(
         default_factory=list, description="Each ancestor and its served version, nearest first (no parent: none).")
 
 
@@ -57,9 +64,9 @@ def load_cache(path: Path, playbook_id: str, topic_prefix: str, promotion: bool,
         log.warning("combee client: ignoring the cache file %s: it is for %s%s (promotion %s)", path,
                     cache.topic_prefix, cache.playbook_id, "on" if cache.promotion else "off")
         return None
-    if tuple(scope for scope, _ in cache.inherited) != ancestors:
+    if tuple(item.playbook_id for item in cache.inherited) != ancestors:
         log.warning("combee client: ignoring the cache file %s: its parents (%s) are not %s's now (%s)", path,
-                    ", ".join(scope for scope, _ in cache.inherited) or "none", playbook_id,
+                    ", ".join(item.playbook_id for item in cache.inherited) or "none", playbook_id,
                     ", ".join(ancestors) or "none")
         return None
     return cache
@@ -76,4 +83,5 @@ def save_cache(path: Path, cache: ClientCache) -> None:
 def cache_of(playbook_id: str, topic_prefix: str, promotion: bool, served: PlaybookVersion | None,
              inherited: Sequence[tuple[str, PlaybookVersion | None]] = ()) -> ClientCache:
     return ClientCache(playbook_id=playbook_id, topic_prefix=topic_prefix, promotion=promotion, served=served,
-                       saved_at=datetime.now(timezone.utc), inherited=list(inherited))
+                       saved_at=datetime.now(timezone.utc),
+                       inherited=[InheritedVersion(playbook_id=scope, served=version) for scope, version in inherited])

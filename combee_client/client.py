@@ -116,7 +116,7 @@ class CombeeClient:
         state = FollowState()
         cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion, self.ancestors)
         if cached is not None:
-            state = FollowState(cached.served, "cache", tuple(cached.inherited))
+            state = FollowState(cached.served, "cache", [(item.playbook_id, item.served) for item in cached.inherited])
             log.info("combee client: version %d of %s from %s", cached.served.version if cached.served else 0,
                      playbook_id, self.cache_path)
         self._follower = ServedFollower(playbook_id, self.topic_prefix, self.promotion, self.agent_id,

@@ -1,7 +1,7 @@
 """``combee serve`` with ``COMBEE_PLAYBOOK_PARENTS`` on the real broker: a child's agents are served its composed view
 (its own entries, then its parent's) over HTTP and MCP; a new version of the parent alone changes the child's ETag,
 wakes a waiting long-poll and an event stream of the child, and notifies an MCP subscriber of the child; a playbook
-without a parent is answered as before."""
+without a parent is answered as before. The Python client of a child renders and reports the composed view too."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,10 +19,15 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated
 
-from combee_core.models import PlaybookVersion
+from combee_client import CombeeClient
+from combee_client.cache import ClientCache
+from combee_client.runs import USED_ENTRIES
+from combee_core.models import PlaybookVersion, Trace
 from combee_core.scoped_serving import ComposedPlaybook
 from combee_core.serving import etag
+from combee_core.topology import Topic
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
+from streams.topology.topic_reader import read_topic
 from tests.integration.test_serve_http import announced
 from tests.integration.topology_support import env_without_combee, run_settings
 
@@ -143,3 +149,40 @@ async def test_an_mcp_subscriber_of_a_child_is_notified_when_only_its_parent_cha
         result = await client.call_tool("context_for_task", {"playbook_id": "tenant-a", "task": TASK, "k": 2})
         assert not result.is_error, result.content
         assert set(result.structured_content["included_entry_ids"]) == {"tenant-a/tenant-a-0", "shared/shared-0"}
+
+
+async def test_the_python_client_of_a_child_renders_both_scopes_and_follows_the_parents_versions(kafka, unique_prefix,
+                                                                                                  tmp_path):
+    settings = run_settings(unique_prefix)
+    await create_run_topics(settings, kafka)
+    await publish_versions(settings, kafka, parent(1), child(1))
+    client = await asyncio.to_thread(
+        CombeeClient, "tenant-a", bootstrap=kafka.bootstrap, topic_prefix=unique_prefix, promotion=False,
+        connection=kafka.profile.connection, cache_path=tmp_path / "tenant-a.json", settings=settings,
+        parents={"tenant-a": "shared"})
+    try:
+        await asyncio.to_thread(client.wait_for_version, 1, WOKEN_WITHIN_S)
+        served = client.get()
+        assert served.view is not None and [(s, v.version if v else 0) for s, v in served.inherited] == [("shared", 1)]
+        assert [e.scope for e in served.view.entries] == ["tenant-a", "tenant-a", "shared", "shared"]
+        rendering = client.render(TASK, k=2)
+        assert set(rendering.entry_ids) == {"tenant-a/tenant-a-0", "shared/shared-0"} and rendering.version == 1
+
+        # Only the parent gets a new version: the child's client serves it in its composed view.
+        await publish_versions(settings, kafka, parent(2))
+        deadline = time.monotonic() + WOKEN_WITHIN_S
+        while [v.version if v else 0 for _, v in client.get().inherited] != [2]:
+            assert time.monotonic() < deadline, "the child's client did not follow its parent's new version"
+            await asyncio.sleep(0.05)
+        assert "(round 2)" in client.render(TASK, k=5).text
+
+        trace = await asyncio.to_thread(client.report, TASK, "retried", success=True, rendering=rendering)
+        records = await read_topic(kafka.bootstrap, kafka.profile, settings.topic(Topic.TRACES))
+        [sent] = [Trace.from_json_bytes(r.value) for r in records]
+        assert sent.trace_id == trace.trace_id and sent.playbook_id == "tenant-a"
+        assert set(sent.metadata[USED_ENTRIES].split(",")) == {"tenant-a/tenant-a-0", "shared/shared-0"}
+        cached = ClientCache.from_json_bytes((tmp_path / "tenant-a.json").read_bytes())
+        assert [(item.playbook_id, item.served.version if item.served else 0) for item in cached.inherited] == [
+            ("shared", 2)]
+    finally:
+        await asyncio.to_thread(client.close)
