@@ -1,15 +1,17 @@
 """The client's cache file: the last served version it saw, so an agent started while the broker is away still runs
-the playbook it ran before (one JSON file per playbook, written atomically)."""
+the playbook it ran before (one JSON file per playbook, written atomically); with ancestors
+(``COMBEE_PLAYBOOK_PARENTS``), their served versions too, for the composed view."""
 
 from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from combee_core.models import PlaybookVersion
 from combee_core.models.base import SCHEMA_VERSION, CombeeModel, PlaybookId, Timestamp
@@ -17,6 +19,13 @@ from combee_core.models.base import SCHEMA_VERSION, CombeeModel, PlaybookId, Tim
 log = logging.getLogger(__name__)
 
 CACHE_DIR_ENV = "COMBEE_CLIENT_CACHE_DIR"
+
+
+class InheritedVersion(CombeeModel):
+    """An ancestor's served version (None: none yet), kept with its child's."""
+
+    playbook_id: PlaybookId
+    served: PlaybookVersion | None
 
 
 class ClientCache(CombeeModel):
@@ -28,6 +37,8 @@ class ClientCache(CombeeModel):
     promotion: bool
     served: PlaybookVersion | None
     saved_at: Timestamp
+    inherited: list[InheritedVersion] = Field(
+        default_factory=list, description="Each ancestor and its served version, nearest first (no parent: none).")
 
 
 def default_cache_path(topic_prefix: str, playbook_id: str) -> Path:
@@ -38,9 +49,10 @@ def default_cache_path(topic_prefix: str, playbook_id: str) -> Path:
     return Path(base) / f"{topic_prefix}{playbook_id}.json"
 
 
-def load_cache(path: Path, playbook_id: str, topic_prefix: str, promotion: bool) -> ClientCache | None:
-    """The cache at ``path`` if it is this playbook's, on these topics, with the same promotion setting; None when
-    there is none or it is another's (logged; an unreadable file too)."""
+def load_cache(path: Path, playbook_id: str, topic_prefix: str, promotion: bool,
+               ancestors: tuple[str, ...] = ()) -> ClientCache | None:
+    """The cache at ``path`` if it is this playbook's, on these topics, with the same promotion setting and
+    ancestors; None when there is none or it is another's (logged; an unreadable file too)."""
     try:
         cache = ClientCache.from_json_bytes(path.read_bytes())
     except FileNotFoundError:
@@ -51,6 +63,11 @@ def load_cache(path: Path, playbook_id: str, topic_prefix: str, promotion: bool)
     if (cache.playbook_id, cache.topic_prefix, cache.promotion) != (playbook_id, topic_prefix, promotion):
         log.warning("combee client: ignoring the cache file %s: it is for %s%s (promotion %s)", path,
                     cache.topic_prefix, cache.playbook_id, "on" if cache.promotion else "off")
+        return None
+    if tuple(item.playbook_id for item in cache.inherited) != ancestors:
+        log.warning("combee client: ignoring the cache file %s: its parents (%s) are not %s's now (%s)", path,
+                    ", ".join(item.playbook_id for item in cache.inherited) or "none", playbook_id,
+                    ", ".join(ancestors) or "none")
         return None
     return cache
 
@@ -63,6 +80,8 @@ def save_cache(path: Path, cache: ClientCache) -> None:
     os.replace(temporary, path)
 
 
-def cache_of(playbook_id: str, topic_prefix: str, promotion: bool, served: PlaybookVersion | None) -> ClientCache:
+def cache_of(playbook_id: str, topic_prefix: str, promotion: bool, served: PlaybookVersion | None,
+             inherited: Sequence[tuple[str, PlaybookVersion | None]] = ()) -> ClientCache:
     return ClientCache(playbook_id=playbook_id, topic_prefix=topic_prefix, promotion=promotion, served=served,
-                       saved_at=datetime.now(timezone.utc))
+                       saved_at=datetime.now(timezone.utc),
+                       inherited=[InheritedVersion(playbook_id=scope, served=version) for scope, version in inherited])

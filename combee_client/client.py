@@ -30,6 +30,8 @@ from combee_core.models.traces import MetadataValue
 from combee_core.playbook.embedding import Embedder
 from combee_core.playbook.retrieval import DEFAULT_TOP_K, RetrievalIndex
 from combee_core.playbook.value import Playbook
+from combee_core.scoped_serving import Chain, chain_etag, composed_index, render_view_for_task, view_of
+from combee_core.scopes import ServedView, parse_parents, scope_chain
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
@@ -66,6 +68,11 @@ class ServedPlaybook:
     source: str
     """``log`` (the topics, read to their end), ``cache`` (the cache file; the broker not read yet) or ``empty``."""
     published: PlaybookVersion | None
+    inherited: tuple[tuple[str, PlaybookVersion | None], ...] = ()
+    """Each ancestor and its served version, nearest first (``COMBEE_PLAYBOOK_PARENTS``; none: no parent)."""
+    view: ServedView | None = None
+    """With a parent, the composed view agents are served (``combee_core.scopes``: its own entries, then each
+    ancestor's, named ``scope/entry_id``, within the playbook token budget); None without one."""
 
 
 class CombeeClient:
@@ -82,7 +89,7 @@ class CombeeClient:
                  topic_prefix: str | None = None, promotion: bool | None = None,
                  connection: KafkaConnection | None = None, cache_path: str | Path | None = None,
                  embedder: Embedder | None = None, redact: Redactor | None = None, report_timeout_s: float = 10.0,
-                 settings: CombeeSettings | None = None) -> None:
+                 settings: CombeeSettings | None = None, parents: Mapping[str, str] | None = None) -> None:
         settings = settings if settings is not None else CombeeSettings.load()
         self.playbook_id = playbook_id
         self.bootstrap = bootstrap or settings.kafka_bootstrap or ""
@@ -93,22 +100,28 @@ class CombeeClient:
         self.connection = connection if connection is not None else settings.kafka
         self.agent_id = agent_id or default_agent_id(socket.gethostname(), os.getpid())
         self.cache_path = Path(cache_path) if cache_path else default_cache_path(self.topic_prefix, playbook_id)
+        chain = scope_chain(playbook_id, parse_parents(settings.playbook_parents) if parents is None else parents)
+        self.ancestors = chain[1:]
+        self.token_budget: int | None = settings.playbook_budget_tokens
+        """The composed view's budget (with a parent): the one a version is held within, as ``combee serve``."""
         self.embedder = embedder
         self.redact = redact
         self.report_timeout_s = report_timeout_s
         self.forgotten_renderings = 0
         self._lock = threading.Lock()
         self._pending: OrderedDict[str, Rendering] = OrderedDict()
-        self._index: tuple[tuple[int, str], RetrievalIndex] | None = None
+        self._index: tuple[object, RetrievalIndex] | None = None
+        self._composed: tuple[str, ServedView] | None = None
         self._producer: AIOKafkaProducer | None = None
         state = FollowState()
-        cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion)
+        cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion, self.ancestors)
         if cached is not None:
-            state = FollowState(cached.served, "cache")
+            state = FollowState(cached.served, "cache", [(item.playbook_id, item.served) for item in cached.inherited])
             log.info("combee client: version %d of %s from %s", cached.served.version if cached.served else 0,
                      playbook_id, self.cache_path)
         self._follower = ServedFollower(playbook_id, self.topic_prefix, self.promotion, self.agent_id,
-                                        self.bootstrap, self.connection, state, self._save)
+                                        self.bootstrap, self.connection, state, self._save,
+                                        ancestors=self.ancestors)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"combee-client-{playbook_id}",
                                         daemon=True)
@@ -120,7 +133,8 @@ class CombeeClient:
 
     def _save(self, served: PlaybookVersion | None) -> None:
         try:
-            save_cache(self.cache_path, cache_of(self.playbook_id, self.topic_prefix, self.promotion, served))
+            save_cache(self.cache_path, cache_of(self.playbook_id, self.topic_prefix, self.promotion, served,
+                                                 self._follower.state.inherited))
         except OSError as error:
             log.warning("combee client: cannot write the cache file %s: %s", self.cache_path, error)
 
@@ -132,10 +146,12 @@ class CombeeClient:
         return self._follower.state
 
     def get(self) -> ServedPlaybook:
-        """The served version now (promoted with promotion on, else the newest): never waits on the broker."""
-        served, source = self._follower.state.current
+        """The served version now (promoted with promotion on, else the newest), and with a parent each ancestor's
+        and the composed view: never waits on the broker."""
+        served, source, inherited = self._follower.state.current
+        view = self._view([(self.playbook_id, served), *inherited]) if self.ancestors else None
         return ServedPlaybook(self.playbook_id, served.version if served else 0,
-                              tuple(served.entries) if served else (), source, served)
+                              tuple(served.entries) if served else (), source, served, tuple(inherited), view)
 
     def wait_for_version(self, version: int, timeout_s: float) -> ServedPlaybook:
         """Block until the served version is ``version`` or later (read from the log); TimeoutError otherwise."""
@@ -152,11 +168,17 @@ class CombeeClient:
     def render(self, task: str, k: int = DEFAULT_TOP_K, token_budget: int | None = None) -> Rendering:
         """The ``k`` entries of the served version most relevant to ``task`` as prompt text, within ``token_budget``
         (``combee_core.playbook.retrieval``: deterministic for a version and task; the version's index is built at its
-        first render). Remembered for :meth:`report`."""
+        first render). With a parent, among the composed view's entries (ties: the nearer scope first), named
+        ``scope/entry_id`` in the text and the report. Remembered for :meth:`report`."""
         served = self.get()
-        rendered = self._retrieval_index(served).render(task, k=k, token_budget=token_budget)
-        rendering = Rendering(self.playbook_id, served.version, task, rendered.text, rendered.tokens,
-                              rendered.included_entry_ids)
+        if served.view is not None:
+            text, tokens, entry_ids = render_view_for_task(served.view, self._composed_index(served), task, k=k,
+                                                           token_budget=token_budget)
+            rendering = Rendering(self.playbook_id, served.version, task, text, tokens, tuple(entry_ids))
+        else:
+            rendered = self._retrieval_index(served).render(task, k=k, token_budget=token_budget)
+            rendering = Rendering(self.playbook_id, served.version, task, rendered.text, rendered.tokens,
+                                  rendered.included_entry_ids)
         with self._lock:
             self._pending.pop(task, None)
             self._pending[task] = rendering
@@ -166,6 +188,23 @@ class CombeeClient:
                 log.warning("combee client: more than %d renderings not reported; forgot the oldest",
                             PENDING_RENDERINGS)
         return rendering
+
+    def _view(self, chain: Chain) -> ServedView:
+        """The composed view of ``chain``, composed once per served version of every scope."""
+        key = chain_etag(chain, self.token_budget)
+        with self._lock:
+            if self._composed is None or self._composed[0] != key:
+                self._composed = (key, view_of(chain, self.token_budget))
+            return self._composed[1]
+
+    def _composed_index(self, served: ServedPlaybook) -> RetrievalIndex:
+        """The composed view's retrieval index, built once per view (per served version of every scope)."""
+        assert served.view is not None
+        key = ("composed", chain_etag([(self.playbook_id, served.published), *served.inherited], self.token_budget))
+        with self._lock:
+            if self._index is None or self._index[0] != key:
+                self._index = (key, composed_index(served.view, self.embedder))
+            return self._index[1]
 
     def _retrieval_index(self, served: ServedPlaybook) -> RetrievalIndex:
         """The served version's retrieval index, built once per version (the previous one is dropped)."""

@@ -1,6 +1,7 @@
 """Following the served version of one playbook in the background: the ``playbook`` and ``promoted`` topics read
 from their beginning (no consumer group), with their reading rules and the served-version rule of every follower
-(``combee_core.served``); a broker that is away is retried with backoff while the last served version stays."""
+(``combee_core.served``); a broker that is away is retried with backoff while the last served version stays. With
+ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancestor's served version is followed too, for the composed view."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.scoped_serving import Chain
 from combee_core.served import ServedLog
+from combee_core.serving import etag
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
 
@@ -32,8 +35,10 @@ class FollowState:
     """What the follower saw: written by the follower's thread, read by the agent's. The served version and where it
     came from change together (one tuple, assigned at once), so a reader never pairs one with the other's."""
 
-    def __init__(self, served: PlaybookVersion | None = None, source: str = "empty") -> None:
-        self.current: tuple[PlaybookVersion | None, str] = (served, source)
+    def __init__(self, served: PlaybookVersion | None = None, source: str = "empty",
+                 inherited: Chain = ()) -> None:
+        self.current: tuple[PlaybookVersion | None, str, Chain] = (served, source, tuple(inherited))
+        """The served version, where it came from, and each ancestor's served version (nearest first)."""
         self.caught_up = False
         """The log was read to its end at least once since the follower (re)connected."""
         self.seen_at: float | None = None
@@ -50,6 +55,11 @@ class FollowState:
     def source(self) -> str:
         """``empty`` (nothing yet), ``cache`` (the cache file, not yet confirmed by the log) or ``log``."""
         return self.current[1]
+
+    @property
+    def inherited(self) -> Chain:
+        """Each ancestor and its served version, nearest first (none: the playbook has no parent)."""
+        return self.current[2]
 
     def __repr__(self) -> str:
         version = self.served.version if self.served is not None else 0
@@ -70,7 +80,10 @@ class ServedFollower:
     connection: KafkaConnection
     state: FollowState = field(default_factory=FollowState)
     on_served: Callable[[PlaybookVersion | None], None] | None = None
+    """Called with the served version whenever it or an ancestor's changed (``state`` is already updated)."""
     log_state: ServedLog = field(default_factory=ServedLog)
+    ancestors: tuple[str, ...] = ()
+    """The playbook's ancestors, nearest first (``combee_core.scopes.scope_chain`` without the playbook)."""
 
     def topics(self) -> tuple[str, str]:
         return f"{self.topic_prefix}{Topic.PLAYBOOK}", f"{self.topic_prefix}{Topic.PROMOTED}"
@@ -144,33 +157,46 @@ class ServedFollower:
         try:
             if is_version:
                 version = PlaybookVersion.from_json_bytes(value)
-                if version.playbook_id == self.playbook_id:
+                if version.playbook_id in self.scopes():
                     self.log_state.take_version(version)
             else:
                 decision = PromotionDecision.from_json_bytes(value)
-                if decision.playbook_id == self.playbook_id:
+                if decision.playbook_id in self.scopes():
                     self.log_state.take_decision(decision)
         except ValueError as error:  # not ours to dead-letter: the pipeline's readers skip it too
             log.warning("combee client: skipping a record that is not a valid %s: %s",
                         "PlaybookVersion" if is_version else "PromotionDecision", str(error).splitlines()[0])
 
+    def scopes(self) -> tuple[str, ...]:
+        return (self.playbook_id, *self.ancestors)
+
+    def _says(self, playbook_id: str) -> bool:
+        return playbook_id in self.log_state.latest or playbook_id in self.log_state.ledger.latest
+
     def _served_from_log(self) -> tuple[int, PlaybookVersion | None, bool]:
-        """(version, served, whether the log says anything about this playbook)."""
+        """(version, served, whether the log says anything about this playbook or an ancestor)."""
         served = self.log_state.served(self.playbook_id, promotion=self.promotion, agent_id=self.agent_id)
-        says = self.playbook_id in self.log_state.latest or self.playbook_id in self.log_state.ledger.latest
-        return (served.version if served else 0), served, says
+        return (served.version if served else 0), served, any(self._says(scope) for scope in self.scopes())
 
     def _publish(self) -> None:
-        version, served, says = self._served_from_log()
-        if not says and self.state.served is not None:
+        _, _, says = self._served_from_log()
+        if not says and (self.state.served is not None or any(v is not None for _, v in self.state.inherited)):
             return  # a log without this playbook (a broker back without its data) does not undo a served version
-        current = self.state.served
-        if self.state.source == "log" and version == self._version() and (
-                served is None or current is None or served.content_hash == current.content_hash):
+        served = self._kept(self.playbook_id, self.state.served)
+        before = dict(self.state.inherited)
+        inherited = tuple((scope, self._kept(scope, before.get(scope))) for scope in self.ancestors)
+        if self.state.source == "log" and etag(served) == etag(self.state.served) and (
+                [etag(v) for _, v in inherited] == [etag(v) for _, v in self.state.inherited]):
             return
-        self.state.current, self.state.seen_at = (served, "log"), time.monotonic()
+        self.state.current, self.state.seen_at = (served, "log", inherited), time.monotonic()
         if self.on_served is not None:
             self.on_served(served)
+
+    def _kept(self, scope: str, current: PlaybookVersion | None) -> PlaybookVersion | None:
+        """``scope``'s served version from the log; the one held when the log says nothing about it."""
+        if current is not None and not self._says(scope):
+            return current
+        return self.log_state.served(scope, promotion=self.promotion, agent_id=self.agent_id)
 
 
 async def _at_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition], ends: list[int | None]) -> bool:

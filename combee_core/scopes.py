@@ -180,3 +180,26 @@ def lift_entries(child: Sequence[PlaybookEntry], entry_ids: Sequence[str], paren
                                     content=entry.content, created_version=version, updated_version=version))
         next_entry_number += 1
     return lifted
+
+
+def split_used(playbook_id: str, entry_ids: Sequence[str]) -> tuple[list[str], list[str]]:
+    """An agent's ``used_entries`` of ``playbook_id``: (its own entries' ids, bare: ``str-00001`` and
+    ``<playbook_id>/str-00001`` alike; the inherited ones, ``scope/entry_id`` of another scope). A playbook learns
+    only from its own entries' use: the inherited ids are for the caller to say it does not learn from them."""
+    own: list[str] = []
+    inherited: list[str] = []
+    for entry_id in entry_ids:
+        scope, sep, bare = entry_id.partition("/")
+        if not sep:
+            own.append(entry_id)
+        elif scope == playbook_id:
+            own.append(bare)
+        else:
+            inherited.append(entry_id)
+    return list(dict.fromkeys(own)), list(dict.fromkeys(inherited))
+
+
+def own_entry_id(playbook_id: str, entry_id: str) -> str | None:
+    """``entry_id`` as ``playbook_id``'s own id (bare), or None when it names another scope's entry."""
+    own, _ = split_used(playbook_id, [entry_id])
+    return own[0] if own else None

@@ -23,6 +23,7 @@ from combee_core import limits
 from combee_core.llm.payload import fit_lines, fit_trace
 from combee_core.models import Operation, Reflection, Trace
 from combee_core.playbook import MAX_MERGE_IDS
+from combee_core.scopes import split_used
 
 DATA_OPEN = "<<<DATA"
 DATA_CLOSE = "DATA>>>"
@@ -162,9 +163,11 @@ def trace_payload(trace: Trace) -> dict[str, Any]:
 
 
 def used_entry_ids(trace: Trace) -> list[str]:
-    """The ids the agent reports it used (``metadata.used_entries``, comma-separated), in order, without repeats."""
+    """The ids of its own playbook's entries the agent reports it used (``metadata.used_entries``, comma-separated),
+    in order, without repeats; ``<playbook_id>/<id>`` (a composed view's name) as ``<id>``, another scope's left out
+    (inherited: not learned from here, docs/scopes.md)."""
     used = str(trace.metadata.get("used_entries") or "")
-    return list(dict.fromkeys(part.strip() for part in used.split(",") if part.strip()))
+    return split_used(trace.playbook_id, [part.strip() for part in used.split(",") if part.strip()])[0]
 
 
 def reflection_item(reflection: Reflection) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from combee_core.llm.parsing import parse_operations_output, parse_reflection_ou
 from combee_core.llm.provider_errors import provider_errors, retry_after_s
 from combee_core.llm.simulator import HIDDEN_PARAM, SIM_PARAM, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
+from combee_core.scopes import own_entry_id
 
 if TYPE_CHECKING:
     pass
@@ -144,7 +145,8 @@ class LLMRoles:
         parse = lambda text: parse_reflection_output(text, role="reflector", model=model)  # noqa: E731
         parsed, usage, latency, records = await self._call("reflector", messages, 1, parse)
         used = set(prompts.used_entry_ids(trace))
-        tags = [tag for tag in parsed.entry_tags if tag.entry_id in used]
+        tags = [tag.model_copy(update={"entry_id": own}) for tag in parsed.entry_tags
+                if (own := own_entry_id(trace.playbook_id, tag.entry_id)) in used]
         if len(tags) < len(parsed.entry_tags):
             logger.info("reflector: %d tag(s) of entries trace %s did not use dropped (a reflection tags only the "
                         "entries its agent used)", len(parsed.entry_tags) - len(tags), trace.trace_id)

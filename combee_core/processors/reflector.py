@@ -2,7 +2,9 @@
 (after the role's retries) is a dead letter with the reason.
 
 The reflector LLM role and the context (the playbook entries the agent used, as they read in the version it ran
-with) are injected. The traces of one fetch are reflected on concurrently.
+with) are injected. The traces of one fetch are reflected on concurrently. A used entry inherited from a parent
+playbook (``scope/entry_id`` of another scope: docs/scopes.md) is not learned from here: each is counted
+(``inherited_entries_not_learned``), and the reflection tags only the trace's own playbook's entries.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
 from combee_core.processors.effects import Count, Effect, Publish, Reject
+from combee_core.scopes import split_used
 from combee_core.topology import Topic
 
 ReflectRole = Callable[[Trace, str | None], Awaitable[Reflection]]
@@ -37,8 +40,17 @@ async def reflect_all(traces: Sequence[tuple[Trace, object]], role: ReflectRole,
     answered: list[tuple[object, list[Effect]]] = []
     for (trace, token), result in zip(traces, results, strict=True):
         if isinstance(result, Reflection):
-            answered.append((token, [Publish(Topic.REFLECTIONS, result.playbook_id, result), Count("reflections")]))
+            effects: list[Effect] = [Publish(Topic.REFLECTIONS, result.playbook_id, result), Count("reflections")]
+            if inherited := inherited_used(trace):
+                effects.append(Count("inherited_entries_not_learned", len(inherited)))
+            answered.append((token, effects))
         else:
             answered.append((token, [Reject(token, f"reflection failed: {result}", type(result).__name__,
                                             trace_id=trace.trace_id, playbook_id=trace.playbook_id)]))
     return answered
+
+
+def inherited_used(trace: Trace) -> list[str]:
+    """The trace's used entries inherited from another scope (``metadata.used_entries``: comma-separated ids)."""
+    used = str(trace.metadata.get("used_entries") or "")
+    return split_used(trace.playbook_id, [part.strip() for part in used.split(",") if part.strip()])[1]

@@ -6,6 +6,11 @@ is served or ``S`` seconds pass (a long-poll); ``GET /playbooks/{id}/versions/{v
 ``GET /playbooks/{id}/context?task=...&k=...&budget=...`` the top ``k`` entries for a task within a token budget;
 ``GET /playbooks/{id}/events`` a server-sent event stream, one ``version`` event per newly served version. With a
 token (``COMBEE_SERVE_TOKEN``) every request needs ``Authorization: Bearer <token>`` (401 otherwise).
+
+A playbook with a parent (``COMBEE_PLAYBOOK_PARENTS``) is answered its composed view instead of its version
+(``combee_core.scoped_serving.ComposedPlaybook``, in ``GET /playbooks/{id}`` and its events), under a tag over every
+scope's served version; its context is ranked among the composed entries. ``/versions/{v}`` and ``GET /playbooks``
+stay the playbook's own versions.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
+from combee_core.scoped_serving import composed_context, composed_playbook
 from combee_core.serving import (
+    NOTHING_SERVED_ETAG,
     ContextQuery,
+    TaskContext,
     VersionNotKept,
     authorized,
     context_for_task,
@@ -112,15 +120,26 @@ class ServeHttp:
             return _error(400, str(error))
         if wait_s > 0:
             await self.served.wait_until(
-                lambda: not keep_waiting(if_none_match, etag(self.served.served(playbook_id))), wait_s)
-        served = self.served.served(playbook_id)
-        tag = etag(served)
+                lambda: not keep_waiting(if_none_match, self.served.etag(playbook_id)), wait_s)
+        tag = self.served.etag(playbook_id)
         headers = {"ETag": tag, "Cache-Control": "no-cache"}
         if etag_matches(if_none_match, tag):
             return web.Response(status=304, headers=headers)
-        if served is None:
+        body = self._body(playbook_id)
+        if body is None:
             return _error(404, self._missing(playbook_id), **headers)
-        return web.Response(body=served.to_json_bytes(), content_type="application/json", headers=headers)
+        return web.Response(body=body, content_type="application/json", headers=headers)
+
+    def _body(self, playbook_id: str) -> bytes | None:
+        """What the playbook's agents are served as JSON: its served version, or with a parent the composed view
+        (None: nothing served yet)."""
+        if self.served.composed(playbook_id):
+            if self.served.etag(playbook_id) == NOTHING_SERVED_ETAG:
+                return None
+            view = composed_playbook(self.served.chain(playbook_id), self.served.token_budget)
+            return orjson.dumps(view.model_dump(mode="json"))
+        served = self.served.served(playbook_id)
+        return served.to_json_bytes() if served is not None else None
 
     async def version(self, request: web.Request) -> web.Response:
         playbook_id = request.match_info["playbook_id"]
@@ -149,24 +168,27 @@ class ServeHttp:
             return _error(400, _one_line(error))
         if not self.served.known(playbook_id):
             return _error(404, self._missing(playbook_id))
-        found = context_for_task(self.served.served(playbook_id), asked)
+        if self.served.composed(playbook_id):
+            found: TaskContext = composed_context(self.served.chain(playbook_id), asked, self.served.token_budget)
+        else:
+            found = context_for_task(self.served.served(playbook_id), asked)
         return web.Response(body=orjson.dumps(found.model_dump(mode="json")), content_type="application/json",
                             headers={"ETag": found.etag, "Cache-Control": "no-cache"})
 
     async def events(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: ``event: version`` with the served version's JSON (``id:`` its ETag) now and on every
-        newly served version; a client reconnecting with ``Last-Event-ID`` gets the current one only if it differs."""
+        newly served version (with a parent: the composed view, on a new version of any scope); a client reconnecting
+        with ``Last-Event-ID`` gets the current one only if it differs."""
         playbook_id = request.match_info["playbook_id"]
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
         last = request.headers.get("Last-Event-ID")
         with self.served.listen() as listener, contextlib.suppress(ConnectionResetError):
             while True:
-                served = self.served.served(playbook_id)
-                if served is not None and etag(served) != last:
-                    last = etag(served)
-                    await response.write(f"event: version\nid: {last}\ndata: ".encode() + served.to_json_bytes()
-                                         + b"\n\n")
+                tag, body = self.served.etag(playbook_id), self._body(playbook_id)
+                if body is not None and tag != last:
+                    last = tag
+                    await response.write(f"event: version\nid: {last}\ndata: ".encode() + body + b"\n\n")
                 changed: set[str] = set()
                 while playbook_id not in changed:
                     changed = await listener.next(SSE_HEARTBEAT_S)
@@ -178,7 +200,7 @@ class ServeHttp:
     def _missing(self, playbook_id: str) -> str:
         if self.served.known(playbook_id):
             return f"{playbook_id}: no version served yet"
-        known = ", ".join(self.served.table.playbook_ids()) or "none yet"
+        known = ", ".join(self.served.playbook_ids()) or "none yet"
         return f"no playbook {playbook_id} on {self.settings.topic(Topic.PLAYBOOK)} (known: {known})"
 
 

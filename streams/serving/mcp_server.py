@@ -5,7 +5,9 @@ newly served version notifies ``notifications/resources/updated`` for its URI, o
 ``subscriptions/listen`` streams of 2026-07-28 clients (through the SDK's subscription bus) and to the sessions of
 handshake-era clients that called ``resources/subscribe``; a new playbook notifies ``resources/list_changed``.
 Tool: ``context_for_task(playbook_id, task, k, token_budget)``, the top ``k`` entries for a task within a budget.
-Transports: stdio, and streamable HTTP (served by uvicorn, bearer token as the HTTP API).
+Transports: stdio, and streamable HTTP (served by uvicorn, bearer token as the HTTP API). A playbook with a parent
+(``COMBEE_PLAYBOOK_PARENTS``) reads as its composed view, is notified when any scope of it serves a new version, and
+its tool context is ranked among the composed entries (``combee_core.scoped_serving``).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from combee_core.serving import ContextQuery, authorized, context_for_task, etag, render_served
+from combee_core.scoped_serving import composed_context, render_composed
+from combee_core.serving import ContextQuery, TaskContext, authorized, context_for_task, render_served
 from combee_core.settings import CombeeSettings
 from streams.serving.served import ServedPlaybooks
 
@@ -61,18 +64,22 @@ class PlaybookMcp:
     async def _list_resources(self, ctx: ServerRequestContext[Any],
                               params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         resources = []
-        for playbook_id in self.served.table.playbook_ids():
+        for playbook_id in self.served.playbook_ids():
             served = self.served.served(playbook_id)
+            description = f"the served version (now v{served.version if served else 0}) as prompt text"
+            if self.served.composed(playbook_id):
+                scopes = ", ".join(f"{scope} v{version.version if version else 0}"
+                                   for scope, version in self.served.chain(playbook_id))
+                description = f"the composed view ({scopes}) as prompt text"
             resources.append(types.Resource(
                 uri=playbook_uri(playbook_id), name=playbook_id, title=f"playbook {playbook_id}",
-                description=f"the served version (now v{served.version if served else 0}) as prompt text",
-                mime_type="text/markdown"))
+                description=description, mime_type="text/markdown"))
         return types.ListResourcesResult(resources=resources)
 
     def _playbook_id(self, uri: str) -> str:
         playbook_id = uri.removeprefix(SCHEME)
         if not uri.startswith(SCHEME) or not self.served.known(playbook_id):
-            known = ", ".join(playbook_uri(p) for p in self.served.table.playbook_ids()) or "none yet"
+            known = ", ".join(playbook_uri(p) for p in self.served.playbook_ids()) or "none yet"
             raise MCPError(RESOURCE_NOT_FOUND, f"no resource {uri} (known: {known})")
         return playbook_id
 
@@ -80,9 +87,11 @@ class PlaybookMcp:
                              params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         playbook_id = self._playbook_id(str(params.uri))
         served = self.served.served(playbook_id)
+        text = (render_composed(self.served.chain(playbook_id), self.served.token_budget)
+                if self.served.composed(playbook_id) else render_served(playbook_id, served))
         return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=playbook_uri(playbook_id), mime_type="text/markdown", text=render_served(playbook_id, served),
-            meta={"version": served.version if served else 0, "etag": etag(served)})])
+            uri=playbook_uri(playbook_id), mime_type="text/markdown", text=text,
+            meta={"version": served.version if served else 0, "etag": self.served.etag(playbook_id)})])
 
     async def _subscribe(self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
                          ) -> types.EmptyResult:
@@ -113,14 +122,17 @@ class PlaybookMcp:
             return _tool_error(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
         if not self.served.known(query.playbook_id):
             return _tool_error(f"no playbook {query.playbook_id} (known: "
-                               f"{', '.join(self.served.table.playbook_ids()) or 'none yet'})")
-        found = context_for_task(self.served.served(query.playbook_id), query)
+                               f"{', '.join(self.served.playbook_ids()) or 'none yet'})")
+        if self.served.composed(query.playbook_id):
+            found: TaskContext = composed_context(self.served.chain(query.playbook_id), query, self.served.token_budget)
+        else:
+            found = context_for_task(self.served.served(query.playbook_id), query)
         return types.CallToolResult(content=[types.TextContent(text=found.text)],
                                     structured_content=found.model_dump(mode="json"))
 
     async def notify(self) -> None:
         """Forever: each newly served version to its subscribers, each new playbook as a list change."""
-        listed = set(self.served.table.playbook_ids())
+        listed = set(self.served.playbook_ids())
         with self.served.listen() as listener:
             while True:
                 changed = await listener.next()

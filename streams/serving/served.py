@@ -4,8 +4,9 @@ A :class:`~streams.topology.follower.PlaybookFollower` reads the playbook, contr
 topics from their beginning and says which version is served (``PlaybookFollower.served``); each version it counts
 and each decision it applies re-reads the playbook's served version into a
 :class:`~combee_core.serving.ServedTable`, and a change wakes every :class:`Listener` (long-polls, event streams,
-the MCP notifier). A listener holds the *ids* of the playbooks that changed since it last looked, never versions,
-so a slow one costs a set the size of the playbooks, and then reads the current served version.
+the MCP notifier) for it and for every playbook that has it as an ancestor (``COMBEE_PLAYBOOK_PARENTS``: their
+composed view changed too). A listener holds the *ids* of the playbooks that changed since it last looked, never
+versions, so a slow one costs a set the size of the playbooks, and then reads the current served version.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 
 from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.scoped_serving import Chain, affected, chain_etag
+from combee_core.scopes import parse_parents, scope_chain
 from combee_core.serving import ServedTable
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -62,6 +65,9 @@ class ServedPlaybooks:
                  catch_up_timeout_s: float = CATCH_UP_TIMEOUT_S) -> None:
         self.settings = settings
         self.table = ServedTable(keep=settings.serve_keep_versions)
+        self.parents = parse_parents(settings.playbook_parents)
+        self.token_budget: int | None = settings.playbook_budget_tokens
+        """The budget of a composed view (a playbook with a parent): the one a version is held within."""
         self.follower = PlaybookFollower(settings, bootstrap, profile, on_version=self._on_version,
                                          on_promotion=self._on_promotion, on_review=self._refresh,
                                          history=False)
@@ -89,8 +95,30 @@ class ServedPlaybooks:
         """The served version (None: none yet, the empty version 0)."""
         return self.table.served.get(playbook_id)
 
-    def known(self, playbook_id: str) -> bool:
+    def chain(self, playbook_id: str) -> Chain:
+        """The playbook then its ancestors, nearest first, each with its served version (one: no parent)."""
+        return [(scope, self.served(scope)) for scope in scope_chain(playbook_id, self.parents)]
+
+    def composed(self, playbook_id: str) -> bool:
+        """Whether the playbook has a parent (its agents are served the composed view)."""
+        return playbook_id in self.parents
+
+    def etag(self, playbook_id: str) -> str:
+        """The entity tag of what the playbook's agents are served (:func:`combee_core.scoped_serving.chain_etag`:
+        its served version's tag without a parent)."""
+        return chain_etag(self.chain(playbook_id), self.token_budget)
+
+    def _seen(self, playbook_id: str) -> bool:
         return playbook_id in self.table.served or playbook_id in self.table.versions
+
+    def known(self, playbook_id: str) -> bool:
+        """Seen on the playbook topic, or a child some scope of whose chain was."""
+        return self._seen(playbook_id) or (self.composed(playbook_id) and any(
+            self._seen(scope) for scope in scope_chain(playbook_id, self.parents)))
+
+    def playbook_ids(self) -> list[str]:
+        """The known playbooks: those seen, and the children with a scope seen."""
+        return sorted({*self.table.playbook_ids(), *(child for child in self.parents if self.known(child))})
 
     @contextlib.contextmanager
     def listen(self) -> Iterator[Listener]:
@@ -131,8 +159,9 @@ class ServedPlaybooks:
         served = self.follower.served_reviewed(playbook_id)
         if self.table.update(playbook_id, served):
             log.info("%s: serving v%d", playbook_id, served.version if served else 0)
-            for listener in list(self._listeners):
-                listener.push(playbook_id)
+            for changed in affected(playbook_id, self.parents, self.table.playbook_ids()):
+                for listener in list(self._listeners):
+                    listener.push(changed)
 
 
 async def topic_ends(bootstrap: str, profile: BrokerProfile, topics: list[str]) -> dict[TopicPartition, int]:

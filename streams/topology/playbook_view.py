@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import PlaybookVersion
 from combee_core.playbook import Playbook, render_entry
+from combee_core.scopes import split_used
 from combee_core.topology import Topic
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage
@@ -162,11 +163,16 @@ class PlaybookVersions:
 
 def used_entries_text(playbook: Playbook, used: object) -> str:
     """The entries an agent used (``metadata.used_entries``: comma-separated ids), rendered one per line as
-    ``[id] helpful=X harmful=Y :: content``; an id the playbook no longer holds says so."""
-    ids = list(dict.fromkeys(part.strip() for part in str(used or "").split(",") if part.strip()))
+    ``[id] helpful=X harmful=Y :: content``; an id the playbook no longer holds says so. Its own entries named as a
+    composed view names them (``<playbook_id>/<id>``) are looked up by ``<id>``; another scope's (inherited from a
+    parent, docs/scopes.md) are listed as not learned from here."""
+    own, inherited = split_used(playbook.playbook_id,
+                                [part.strip() for part in str(used or "").split(",") if part.strip()])
     lines = []
-    for entry_id in ids:
+    for entry_id in own:
         entry = playbook.get(entry_id)
         lines.append(render_entry(entry) if entry is not None else
                      f"[{entry_id}] (not in the latest version v{playbook.version})")
+    lines += [f"[{entry_id}] (inherited from playbook {entry_id.partition('/')[0]}: not learned from here)"
+              for entry_id in inherited]
     return "\n".join(lines)

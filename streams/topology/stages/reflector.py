@@ -25,7 +25,7 @@ from combee_core.batching import UPSTREAM_DRAINED
 from combee_core.errors import CombeeError
 from combee_core.models import Trace
 from combee_core.processors.effects import Effect, Publish, Reject, acknowledge
-from combee_core.processors.reflector import reflect_all
+from combee_core.processors.reflector import inherited_used, reflect_all
 from combee_core.topology import REFLECT
 from streams.topology.backlog import BacklogWatch
 from streams.topology.effects import perform
@@ -79,6 +79,8 @@ class ReflectorStage(Stage):
         self.backlog = BacklogWatch(self)
         self.playbooks = PlaybookVersions(self, on_version=self.backlog.on_version)
         self.fetches = OrderedFetches(self, self.in_flight_limit, name="reflect")
+        self._said_inherited: set[str] = set()
+        """Playbooks whose traces were said (once) to use inherited entries this stage does not learn from."""
 
     async def prepare(self) -> None:
         await self.playbooks.start()
@@ -89,6 +91,11 @@ class ReflectorStage(Stage):
     async def used_entries(self, trace: Trace) -> str | None:
         """The entries the agent used, as they read in the version it ran with (``None`` when it used none)."""
         used = trace.metadata.get("used_entries")
+        if trace.playbook_id not in self._said_inherited and (inherited := inherited_used(trace)):
+            self._said_inherited.add(trace.playbook_id)
+            log.info("%s: trace %s used %d entries inherited from a parent (%s): they are not learned from here, only "
+                     "their own playbook's are (counted in inherited_entries_not_learned; said once per playbook)",
+                     trace.playbook_id, trace.trace_id, len(inherited), ", ".join(inherited[:3]))
         if not self.settings.llm_context or not used:
             return None
         playbook = await self.playbooks.at(trace.playbook_id, trace.playbook_version, CONTEXT_WAIT_S)
