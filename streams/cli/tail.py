@@ -48,8 +48,10 @@ async def cmd_tail(args: argparse.Namespace) -> int:
             print(f"following every candidate version ({topic}): the run has no promotion decision yet; in a run "
                   "that promotes, pass --promotion (or COMBEE_PROMOTION=1) to follow its decisions from the start",
                   file=sys.stderr, flush=True)
-        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=[topic], seen=existing,
-                                   connection=profile.connection)
+        # every topic of the run, not only the one followed: Tansu creates a topic a consumer asks metadata for, so
+        # a broker restarted without its data soon has the followed topic again (empty), and the others tell
+        watchdog = BrokerWatchdog(bootstrap, settings.broker_loss_grace_s, stop, topics=sorted({topic, *existing}),
+                                   seen=existing, connection=profile.connection)
         async with watching(watchdog):
             await tail_versions(settings, bootstrap, profile, playbook_id=args.playbook, limit=args.max_versions,
                                 stop=stop, out=sys.stdout, promoted=promoted,

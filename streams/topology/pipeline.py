@@ -46,6 +46,7 @@ class InProcessPipeline:
     calls: list[CallRecord] = field(default_factory=list)
     on_call: Callable[[CallRecord], None] | None = None
     counters: dict[str, int] = field(default_factory=dict)
+    """The worker's counters, live while it runs (its final ones once stopped)."""
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
 
@@ -60,7 +61,7 @@ class InProcessPipeline:
 
         self._task = asyncio.create_task(
             run_worker(self.settings, self.bootstrap, self.profile, self.stages, stop=self._stop, on_call=record,
-                       ready=ready)
+                       ready=ready, counters=self.counters)
         )
         waiter = asyncio.create_task(ready.wait())
         await asyncio.wait([self._task, waiter], return_when=asyncio.FIRST_COMPLETED)
@@ -84,6 +85,16 @@ class InProcessPipeline:
         if self._task is not None and self._task.done():
             self._task.result()
             raise RuntimeError("the worker stopped unexpectedly")
+
+    async def wait_counter(self, name: str, value: int, *, timeout_s: float = 60.0, poll_s: float = 0.2) -> None:
+        """Wait until the worker's counter ``name`` reaches ``value``."""
+        deadline = time.monotonic() + timeout_s
+        while self.counters.get(name, 0) < value:
+            self.check_alive()
+            if time.monotonic() >= deadline:
+                raise PipelineTimeout(f"counter {name} is {self.counters.get(name, 0)} after {timeout_s:.0f}s, "
+                                      f"waiting for {value}")
+            await asyncio.sleep(poll_s)
 
     # ---------------------------------------------------------------------------------- reading outputs
 

@@ -106,8 +106,10 @@ async def run_worker(
     on_call: OnCall | None = None,
     ready: asyncio.Event | None = None,
     readiness: WorkerReadiness | None = None,
+    counters: dict[str, int] | None = None,
 ) -> dict[str, int]:
-    """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...).
+    """Run the given stages until ``stop`` is set; returns the worker's counters (messages, dead letters...), kept
+    in ``counters`` as they change when given.
 
     A broker that stays unreachable for ``settings.broker_loss_grace_s`` (or comes back without the run's topics)
     stops the worker with :class:`~streams.broker.tansu.BrokerLost`. Once ``stop`` is set the worker returns within
@@ -121,7 +123,8 @@ async def run_worker(
     if readiness is not None:
         readiness.broker = watchdog
     producer = await start_producer(bootstrap, profile)
-    ctx = StageContext(settings=settings, bootstrap=bootstrap, profile=profile, producer=producer, stop=stop)
+    ctx = StageContext(settings=settings, bootstrap=bootstrap, profile=profile, producer=producer, stop=stop,
+                       counters={} if counters is None else counters)
     try:
         async with watching(watchdog):
             counters = await _run_stages(ctx, stages, on_call=on_call, ready=ready, readiness=readiness)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from streams.broker.admin import create_topics
 from streams.broker.child_process import find_free_port, stop_processes
 from streams.broker.probe import wait_for_broker
 from streams.broker.tansu import EmbeddedBroker
@@ -244,6 +245,8 @@ async def test_a_worker_and_tail_stop_when_their_broker_comes_back_without_its_d
         assert tail.poll() is None
         broker.stop()
         fresh.start()  # same address, nothing in it
+        # what a consumer's metadata request does on Tansu, before the commands look: the followed topic is back, empty
+        await create_topics(fresh.bootstrap, {"reborn.playbook": 1})
         worker_code, _ = await _exit_within(worker, 45)
         tail_code, _ = await _exit_within(tail, 45)
     finally:
