@@ -23,10 +23,11 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-__all__ = ["Backlog", "BacklogMonitor", "OverloadPolicy", "keep_fraction", "kept"]
+__all__ = ["Backlog", "BacklogMonitor", "OverloadPolicy", "keep_fraction", "kept", "rate_between_versions"]
 
 OverloadPolicy = Literal["keep", "sample"]
 
@@ -161,12 +162,23 @@ class BacklogMonitor:
 def _between_versions(outs: deque[tuple[float, int]], now: float, window_s: float) -> float | None:
     while len(outs) > 2 and now - outs[1][0] >= window_s:
         outs.popleft()
+    return rate_between_versions(list(outs), now, window_s)
+
+
+def rate_between_versions(outs: Sequence[tuple[float, int]], now: float, window_s: float) -> float | None:
+    """Traces per second out of ``outs`` ((time, traces) per version, ascending): those of the versions within
+    ``window_s`` of ``now`` (and the one before them) after the first, over the time from the first to the last; to
+    ``now`` when no version came for two of their gaps (the rate out is falling: say so). None with fewer than two."""
+    start = 0
+    while len(outs) - start > 2 and now - outs[start + 1][0] >= window_s:
+        start += 1
+    outs = outs[start:]
     if len(outs) < 2 or outs[-1][0] <= outs[0][0]:
         return None
     first, last = outs[0][0], outs[-1][0]
     gap = (last - first) / (len(outs) - 1)
-    end = last if now - last <= 2 * gap else now  # no version for two gaps: the rate out is falling, say so
-    return sum(count for _, count in list(outs)[1:]) / (end - first)
+    end = last if now - last <= 2 * gap else now
+    return sum(count for _, count in outs[1:]) / (end - first)
 
 
 def keep_fraction(backlog: Backlog, failure_share: float, headroom: float = 0.9) -> tuple[float, float]:
