@@ -14,12 +14,10 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from combee_core.backlog import Backlog, rate_between_versions
+from combee_core.backlog import Backlog
 from combee_core.concurrency import reflector_capacity, version_chain_capacity
 
-__all__ = [
-    "CapacityModel", "rate_between_versions", "rate_until_now", "recent_rate", "status_backlog", "version_cycles",
-]
+__all__ = ["CapacityModel", "rate_until_now", "recent_rate", "status_backlog", "version_cycles"]
 
 
 @dataclass(frozen=True)

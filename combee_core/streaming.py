@@ -100,7 +100,12 @@ class StreamingObjective:
             raise ValueError(f"window must be >= 2, got {window}")
         self.bs_min, self.bs_max, self.max_utilisation, self.window = bs_min, bs_max, max_utilisation, window
         self._closes: deque[tuple[float, int]] = deque(maxlen=window)
-        self._cycles: deque[tuple[int, float]] = deque(maxlen=4 * window)
+        self._cycles: deque[tuple[int, float]] = deque(maxlen=self.cycles_kept(window))
+
+    @staticmethod
+    def cycles_kept(window: int = 8) -> int:
+        """Versions whose cycles the objective keeps (the fit's window; the closes keep ``window``)."""
+        return 4 * window
 
     def observe(self, batch_size: int, closed_at_s: float, cycle_s: float) -> None:
         """One version: its batch's size, when the batch closed (epoch seconds), and its cycle (seconds)."""

@@ -20,15 +20,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.backlog import Backlog
-from combee_core.capacity import (
-    CapacityModel,
-    median_or_none,
-    rate_between_versions,
-    rate_until_now,
-    status_backlog,
-    version_cycles,
-)
+from combee_core.backlog import Backlog, rate_between_versions
+from combee_core.capacity import CapacityModel, median_or_none, rate_until_now, status_backlog, version_cycles
 from combee_core.settings import CombeeSettings
 from combee_core.topology import REFLECT, Topic
 from streams.broker.admin import close_client
