@@ -109,9 +109,10 @@ def summarise_drain(times: list[VersionTimes], stream_end: float, steady: int = 
     return dict(
         last_reflection_s=after(last.last_reflection), last_batch_closed_s=after(last.closed),
         last_batch_closed_by=last.closed_by, last_batch_n=last.n,
-        drain_timeline={name: after(at) for name, at in asdict(last).items()
-                        if name in ("last_reflection", "closed", "shuffled", "previous_out", "first_call",
-                                    "last_partial", "published")},
+        drain_timeline={"previous_closed": after(before[-1].closed) if before else None,
+                        **{name: after(at) for name, at in asdict(last).items()
+                           if name in ("last_reflection", "closed", "shuffled", "previous_out", "first_call",
+                                       "last_partial", "published")}},
         drain_last_parts={name: round(v, 2) if v is not None else None for name, v in last.parts().items()},
         steady_parts=_median_parts(before),
         steady_close_to_version_s=round(statistics.median(t.published - t.closed for t in before), 2) if before

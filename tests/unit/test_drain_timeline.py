@@ -53,6 +53,7 @@ def test_the_last_version_s_time_splits_into_wait_hand_off_aggregate_and_reduce(
     assert sum(parts[p] for p in ("wait", "hand_off", "aggregate", "reduce")) == pytest.approx(closed_to_version)
     summary = summarise_drain(times, stream_end=T0.timestamp() + 0.5)
     assert summary["drain_timeline"]["last_reflection"] == pytest.approx(1.0)
+    assert summary["drain_timeline"]["previous_closed"] == pytest.approx(-0.5)
     assert summary["drain_timeline"]["previous_out"] == pytest.approx(4.5)
     assert summary["drain_timeline"]["published"] == pytest.approx(8.6)
     assert summary["last_batch_closed_by"] == "size" and summary["steady_parts"]["wait"] == 0.0
