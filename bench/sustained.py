@@ -20,8 +20,10 @@ Per run, from the topics (versions, dead letters) and the send times this proces
   first fifth of the traces sent and over the last fifth (``last/first``: 1 when the pipeline keeps up, growing
   with the run when it falls behind);
 - **drain**: the last version's ``published_at`` - the last send, against the **cycle** (the median time between
-  two versions), and its parts: when the last reflection went out and when the last batch closed (and by what),
-  after the last send;
+  two versions), and its timeline after the last send (``bench.drain_timeline``): the last batch's last reflection,
+  its close (and by what), its last copy dealt, the previous version out, its first aggregator call's start, its last
+  partial, its version; the same parts (wait for the previous version, hand-off, aggregate, reduce) as medians over
+  the 20 versions before it;
 - **batch sizes** the versions were made at (first and last fifth of the versions), **versions behind** (versions
   published between a trace's send and the version that learned it; p50 and p99), **lost** (sent, neither in a
   version nor a dead letter), dead letters by type;
@@ -39,7 +41,6 @@ import asyncio
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,14 +50,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, start_broker, write_results
-from combee_core.models import BatchManifest, PlaybookVersion
+from bench.drain_timeline import drain_parts
+from combee_core.models import PlaybookVersion
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
-from streams.broker.child_process import stop_processes
+from streams.testing.worker_fleet import WorkerFleet
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
-from streams.topology.topic_reader import read_topic
 
 SETTINGS: dict[str, Any] = dict(
     sim_clock="real", sim_time_scale=1.0, batch_size=40, max_wait_s=10.0, partitions=4, p=2,
@@ -71,7 +72,9 @@ def playbook_ids(count: int, partitions: int) -> list[str]:
     reflection and versions do not spread over workers, several playbooks' do."""
     from streams.topology.kafka_clients import partition_for
 
-    chosen, used, n = [], set(), 0
+    chosen: list[str] = []
+    used: set[int] = set()
+    n = 0
     while len(chosen) < count:
         name = PLAYBOOK if n == 0 else f"{PLAYBOOK}{n}"
         if partition_for(name, partitions) not in used or len(used) >= partitions:
@@ -107,31 +110,26 @@ async def scrape(port: int) -> dict[str, float]:
 
 
 class SustainedRun:
-    """Fresh workers on a fresh namespace; logs in a temporary directory (kept when a worker dies)."""
+    """Fresh workers (:class:`streams.testing.worker_fleet.WorkerFleet`, as the fault tests start them) on a fresh
+    namespace; logs in a temporary directory (kept when a worker dies)."""
 
     def __init__(self, broker, workers: int, overrides: dict[str, Any]) -> None:
         self.broker, self.workers = broker, workers
         self.values = {**SETTINGS, **overrides}
         self.prefix = f"sus{uuid.uuid4().hex[:8]}."
         self.settings = CombeeSettings.load(env={}, topic_prefix=self.prefix, **self.values)
-        self.log_dir = Path(tempfile.mkdtemp(prefix="sustained-"))
-        self.procs: list[subprocess.Popen] = []
+        self.fleet = WorkerFleet(broker, self.prefix, Path(tempfile.mkdtemp(prefix="sustained-")),
+                                 extra_env={f"COMBEE_{k.upper()}": str(v) for k, v in self.values.items()}
+                                 | {"COMBEE_LOG_LEVEL": "INFO"})
         self.versions: list[PlaybookVersion] = []
         self.follower: PlaybookFollower | None = None
 
     async def __aenter__(self) -> SustainedRun:
         from streams.topology.worker import ensure_topics
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
-        env.update({f"COMBEE_{k.upper()}": str(v) for k, v in self.values.items()},
-                   COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap,
-                   COMBEE_BROKER_KIND=self.broker.profile.kind, COMBEE_LOG_LEVEL="INFO")
         await ensure_topics(self.settings, self.broker.bootstrap, connection=self.broker.profile.connection)
         for number in range(self.workers):
-            log = open(self.log_dir / f"worker-{number}.log", "wb")  # the child owns it
-            self.procs.append(subprocess.Popen([sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"],
-                                               env=env, stdout=log, stderr=subprocess.STDOUT))
-            log.close()
+            self.fleet.start(number)
         self.follower = PlaybookFollower(self.settings, self.broker.bootstrap, self.broker.profile,
                                          on_version=self.versions.append, check_alive=self.check_alive)
         await self.follower.__aenter__()
@@ -147,26 +145,22 @@ class SustainedRun:
             if self.follower is not None:
                 await self.follower.__aexit__(*exc)
         finally:
-            stop_processes(self.procs, timeout_s=30)
+            self.fleet.stop_all()
 
     def check_alive(self) -> None:
-        for number, proc in enumerate(self.procs):
-            if proc.poll() is not None:
-                tail = (self.log_dir / f"worker-{number}.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"worker {number} exited with {proc.returncode}:\n{tail}")
+        self.fleet.check_alive()
 
     def health_ports(self) -> list[int]:
         ports = []
         for number in range(self.workers):
-            found = re.search(rb"health on :(\d+)", (self.log_dir / f"worker-{number}.log").read_bytes())
-            if found:
+            if found := re.search(r"health on :(\d+)", self.fleet.log_text(number)):
                 ports.append(int(found.group(1)))
         return ports
 
     def warnings(self) -> list[str]:
         lines = []
         for number in range(self.workers):
-            text = (self.log_dir / f"worker-{number}.log").read_text(errors="replace")
+            text = self.fleet.log_text(number)
             lines += [line for line in text.splitlines() if "FALLING BEHIND" in line or "over capacity" in line]
         return lines
 
@@ -219,24 +213,11 @@ async def measure(broker, rate: float, seconds: float, workers: int, overrides: 
         finally:
             scraping.cancel()
         dead = [d for d in run.follower.dead_letters if d.trace_id in ids]
-        tail = await drain_parts(run.settings, broker, stream_end)
+        tail = await drain_parts(run.settings, broker, stream_end, run.versions, PLAYBOOK)
         warnings = run.warnings()
         versions = [v for v in run.versions if v.playbook_id.startswith(PLAYBOOK)]
     return {**summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started,
                         warnings, load_before), **tail}
-
-
-async def drain_parts(settings: CombeeSettings, broker, stream_end: float) -> dict[str, Any]:
-    """Where the drain went: the last reflection of the bench's playbooks and the close of their last batch, in
-    seconds after the last send (record timestamps and the manifest's ``closed_at``), and how it closed."""
-    reflections = await read_topic(broker.bootstrap, broker.profile, settings.topic(Topic.REFLECTIONS))
-    ours = [r.timestamp / 1000 for r in reflections if (r.key or b"").decode().startswith(PLAYBOOK)]
-    manifests = [BatchManifest.from_json_bytes(r.value)
-                 for r in await read_topic(broker.bootstrap, broker.profile, settings.topic(Topic.BATCHES))]
-    last = max((m for m in manifests if m.playbook_id.startswith(PLAYBOOK)), key=lambda m: m.closed_at, default=None)
-    return dict(last_reflection_s=round(max(ours) - stream_end, 2) if ours else None,
-                last_batch_closed_s=round(last.closed_at.timestamp() - stream_end, 2) if last else None,
-                last_batch_closed_by=last.closed_by if last else None, last_batch_n=last.n if last else None)
 
 
 def summarise(rate, seconds, workers, playbooks, traces, sent, stream_end, versions, dead, scrapes, started, warnings,
@@ -339,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['cycle_s']:>6} "
               f"{row['lost']:>4} {row['max_lag_traces']!s:>7} {row['first_falling_behind_s']!s:>7} "
               f"{row['sustainable']}")
+        print(f"        drain timeline after the last send (s): {row.get('drain_timeline')}; parts "
+              f"{row.get('drain_last_parts')}; steady parts {row.get('steady_parts')} "
+              f"(close -> version {row.get('steady_close_to_version_s')})")
     return 0
 
 

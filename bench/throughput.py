@@ -44,6 +44,7 @@ import os
 import pstats
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -54,7 +55,7 @@ from combee_core.models import BatchManifest, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.tasks import build_suite, train_traces
 from combee_core.topology import Topic
-from streams.broker.child_process import stop_processes
+from streams.testing.worker_fleet import WorkerFleet
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
@@ -122,23 +123,28 @@ class Run:
     def __init__(self, broker, workers: int, without_litellm: bool = False) -> None:
         self.broker = broker
         self.workers = workers
-        self.command = ["-m", "bench.direct_worker"] if without_litellm else ["-m", "streams.cli", "worker"]
         self.prefix = f"thr{uuid.uuid4().hex[:8]}."
         self.settings = CombeeSettings.load(env={}, topic_prefix=self.prefix, **SETTINGS)
         self.versions: list[PlaybookVersion] = []
-        self.procs: list[subprocess.Popen] = []
+        # as the fault tests start workers; the command line's default log level (WARNING): the CPU per trace
+        # measured here is not that of INFO logging
+        self.fleet = WorkerFleet(broker, self.prefix, Path(tempfile.mkdtemp(prefix="throughput-")),
+                                 extra_env={f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()}
+                                 | {"COMBEE_LOG_LEVEL": "WARNING"})
+        if without_litellm:
+            self.fleet.command = ("-m", "bench.direct_worker")
         self.follower: PlaybookFollower | None = None
+
+    @property
+    def procs(self) -> list[subprocess.Popen]:
+        return list(self.fleet.processes.values())
 
     async def __aenter__(self) -> Run:
         from streams.topology.worker import ensure_topics
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}
-        env.update({f"COMBEE_{k.upper()}": str(v) for k, v in SETTINGS.items()},
-                   COMBEE_TOPIC_PREFIX=self.prefix, COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap)
         await ensure_topics(self.settings, self.broker.bootstrap, connection=self.broker.profile.connection)
-        self.procs = [subprocess.Popen([sys.executable, *self.command], env=env,
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                      for _ in range(self.workers)]
+        for number in range(self.workers):
+            self.fleet.start(number)
         self.follower = PlaybookFollower(self.settings, self.broker.bootstrap, self.broker.profile,
                                          on_version=self.versions.append, check_alive=self._check_alive)
         await self.follower.__aenter__()
@@ -155,12 +161,10 @@ class Run:
             if self.follower is not None:
                 await self.follower.__aexit__(*exc)
         finally:
-            stop_processes(self.procs, timeout_s=30)
+            self.fleet.stop_all()
 
     def _check_alive(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is not None:
-                raise RuntimeError(f"worker {proc.pid} exited with {proc.returncode}")
+        self.fleet.check_alive()
 
     def worker_cpu_s(self) -> float:
         return sum(cpu_s(p.pid) for p in self.procs)
@@ -193,7 +197,7 @@ class Run:
             trace = Trace.from_json_bytes(record.value)
             if trace.trace_id in wanted:
                 sent_at[trace.trace_id] = record.timestamp / 1000
-        closed_at = {}
+        closed_at: dict[tuple[str, int], float] = {}
         for record in await read_topic(bootstrap, profile, self.settings.topic(Topic.BATCHES)):
             manifest = BatchManifest.from_json_bytes(record.value)
             closed_at.setdefault((manifest.playbook_id, manifest.batch_id), manifest.closed_at.timestamp())

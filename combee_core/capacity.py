@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from combee_core.backlog import Backlog
 from combee_core.concurrency import reflector_capacity, version_chain_capacity
 
-__all__ = ["CapacityModel", "recent_rate", "status_backlog", "version_cycles"]
+__all__ = ["CapacityModel", "rate_until_now", "recent_rate", "status_backlog", "version_cycles"]
 
 
 @dataclass(frozen=True)
@@ -53,20 +53,37 @@ def recent_rate(times: Sequence[float], counts: Sequence[int] | None = None, min
     return items / (times[-1] - times[0])
 
 
+def rate_until_now(times: Sequence[float], now: float, window_s: float) -> float | None:
+    """Items per second over the ``window_s`` before ``now`` (``times`` ascending seconds): a stream that stopped
+    reads 0, not the rate it had. When ``times`` do not reach back a window (a young stream, or a tail shared with
+    faster playbooks), the items after the first over the time since it (None with fewer than two)."""
+    if not times:
+        return None
+    if times[0] <= now - window_s:
+        return sum(1 for at in times if now - window_s < at <= now) / window_s
+    return (len(times) - 1) / (now - times[0]) if len(times) >= 2 and now > times[0] else None
+
+
 def version_cycles(published_s: Sequence[float], delays_s: Sequence[float]) -> list[float]:
     """Each version's own time: batch closed or previous version out, whichever is later -> published."""
     return [min(delay, published - previous)
             for previous, published, delay in zip(published_s, published_s[1:], delays_s[1:], strict=False)]
 
 
+OUTRUN_MARGIN = 0.1
+"""As :class:`combee_core.backlog.BacklogMonitor`'s margin: a stream at capacity reads a little over its rate out."""
+
+
 def status_backlog(playbook_id: str, lag_traces: int, oldest_sent_s: float | None, now: float,
                    rate_in: float | None, rate_out: float | None, warn_after_s: float, window_s: float) -> Backlog:
     """A playbook's backlog as ``combee status`` sees it (one snapshot: falling behind when the oldest trace waits
-    longer than ``warn_after_s``; or longer than ``window_s`` while more comes in than goes out, both rates measured
-    (over at least ``window_s``: the caller's ``recent_rate``))."""
+    longer than ``warn_after_s``; or longer than ``window_s`` while more comes in than goes out by over
+    :data:`OUTRUN_MARGIN`, both rates measured (the caller's :func:`rate_until_now` and :func:`rate_between_versions`,
+    over the window up to ``now``))."""
     lag_s = max(0.0, now - oldest_sent_s) if oldest_sent_s is not None and lag_traces else 0.0
     into, out = rate_in or 0.0, rate_out or 0.0
-    outrun = rate_in is not None and rate_out is not None and into > 1.05 * out and lag_s > window_s
+    outrun = (rate_in is not None and rate_out is not None and into > (1 + OUTRUN_MARGIN) * out
+              and lag_s > window_s)
     falling = lag_traces > 0 and (lag_s > warn_after_s or outrun)
     catch_up = lag_traces / (out - into) if out > into else (0.0 if lag_traces == 0 else None)
     return Backlog(playbook_id, lag_traces, lag_s, into, out, falling, catch_up)

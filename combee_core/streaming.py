@@ -18,8 +18,12 @@ that a burst drains). ``bs_max`` is the quality bound. When no size in the bound
 The cycle is measured per version (batch closed or previous version out, whichever is later -> version out: the
 version's delay less its wait for the previous one) and modelled as ``C(bs) = c * bs**beta``: fitted in log space
 once two sizes are measured (beta clamped to [0, 1]); with one size, beta = 1/2, what the augmented shuffle implies
-(k = sqrt(bs) subgroups of 2 * sqrt(bs) copies each, read in parallel; the reduce reads k partials). The arrival
-rate is the traces of the recent batches over the time between their closes.
+(k = sqrt(bs) subgroups of 2 * sqrt(bs) copies each, read in parallel; the reduce reads k partials). A size the
+playbook has run at (twice or more, among its recent versions) is judged by its own cycles (their median), not by
+the model: the model extrapolates, and in §12b of docs/benchmarks.md its beta = 1/2 from the ramp's batches of 40
+said 100 took 11.3 traces/s while versions of 100 came every 4.1-4.7 s (21-24 traces/s). So the playbook is said
+to be over capacity only on the bound's measured cycle: until then the choice is the bound, to measure it. The
+arrival rate is the traces of the recent batches over the time between their closes.
 """
 
 from __future__ import annotations
@@ -65,11 +69,18 @@ class StreamChoice:
     capacity_per_s: float
     """Traces per second the version chain takes at the choice (``bs / C(bs)``)."""
     over_capacity: bool
+    measured_cycle_s: float | None = None
+    """The chosen size's own median cycle, when it has run at it (None: the model's extrapolation)."""
 
     def reason(self, bs_min: int, bs_max: int, max_utilisation: float) -> str:
         head = f"streaming: arrivals {self.rate_per_s:.3g} traces/s, {self.cycle.describe()}"
+        if self.measured_cycle_s is not None:
+            head += f", {self.measured_cycle_s:.3g} s measured at {self.batch_size}"
         if self.latency_s is None:
-            verdict = "the playbook falls behind" if self.over_capacity else "it keeps up without headroom"
+            if self.measured_cycle_s is None:
+                verdict = "modelled, not measured: going there to measure it"
+            else:
+                verdict = "the playbook falls behind" if self.over_capacity else "it keeps up without headroom"
             return (f"{head}; no size in [{bs_min}, {bs_max}] keeps the version chain below {max_utilisation:.0%} "
                     f"busy: {self.batch_size} (the quality bound) takes {self.capacity_per_s:.3g} traces/s, {verdict}")
         return (f"{head}; {self.batch_size} minimises the modelled trace -> version latency "
@@ -87,9 +98,14 @@ class StreamingObjective:
             raise ValueError(f"max_utilisation must be in (0, 1), got {max_utilisation}")
         if window < 2:
             raise ValueError(f"window must be >= 2, got {window}")
-        self.bs_min, self.bs_max, self.max_utilisation = bs_min, bs_max, max_utilisation
+        self.bs_min, self.bs_max, self.max_utilisation, self.window = bs_min, bs_max, max_utilisation, window
         self._closes: deque[tuple[float, int]] = deque(maxlen=window)
-        self._cycles: deque[tuple[int, float]] = deque(maxlen=4 * window)
+        self._cycles: deque[tuple[int, float]] = deque(maxlen=self.cycles_kept(window))
+
+    @staticmethod
+    def cycles_kept(window: int = 8) -> int:
+        """Versions whose cycles the objective keeps (the fit's window; the closes keep ``window``)."""
+        return 4 * window
 
     def observe(self, batch_size: int, closed_at_s: float, cycle_s: float) -> None:
         """One version: its batch's size, when the batch closed (epoch seconds), and its cycle (seconds)."""
@@ -122,24 +138,35 @@ class StreamingObjective:
         c = statistics.fmean(cycle / size**SHUFFLE_BETA for size, cycle in self._cycles)
         return CycleModel(c, SHUFFLE_BETA, fitted=False)
 
+    def measured_cycle_s(self, batch_size: int) -> float | None:
+        """The median of the size's own recent cycles (the last ``window`` of them), when it has at least two."""
+        own = [cycle for size, cycle in self._cycles if size == batch_size][-self.window:]
+        return statistics.median(own) if len(own) >= 2 else None
+
     def choose(self) -> StreamChoice | None:
         """The size that minimises the modelled latency among those that keep up (None until rate and cycle are
-        known)."""
+        known); a size run at judged by its own cycles."""
         rate, cycle = self.rate_per_s(), self.cycle_model()
         if rate is None or cycle is None:
             return None
+        measured = {size: own for size in {size for size, _ in self._cycles}
+                    if self.bs_min <= size <= self.bs_max and (own := self.measured_cycle_s(size)) is not None}
         best: tuple[float, int] | None = None
         for size in range(self.bs_min, self.bs_max + 1):
-            c = cycle.cycle_s(size)
+            c = measured.get(size) or cycle.cycle_s(size)
             utilisation = rate * c / size
             if utilisation >= self.max_utilisation:
                 continue
             latency = size / (2 * rate) + c + c * utilisation / (2 * (1 - utilisation))
             if best is None or latency < best[0]:
                 best = (latency, size)
-        if best is None:
+        if best is None:  # over capacity only on the bound's own cycles; modelled, it is where to measure next
             size = self.bs_max
-            capacity = size / cycle.cycle_s(size)
-            return StreamChoice(size, rate, cycle, None, capacity, over_capacity=rate >= capacity)
+            own = measured.get(size)
+            capacity = size / (own or cycle.cycle_s(size))
+            return StreamChoice(size, rate, cycle, None, capacity, over_capacity=own is not None and rate >= capacity,
+                                measured_cycle_s=own)
         latency, size = best
-        return StreamChoice(size, rate, cycle, latency, size / cycle.cycle_s(size), over_capacity=False)
+        own = measured.get(size)
+        return StreamChoice(size, rate, cycle, latency, size / (own or cycle.cycle_s(size)), over_capacity=False,
+                            measured_cycle_s=own)

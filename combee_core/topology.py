@@ -186,7 +186,7 @@ AGGREGATE = StageSpec("aggregate", consumes=(Topic.SHUFFLE,),
 REDUCE = StageSpec("reduce", consumes=(Topic.PARTIALS,),
                    produces=(Topic.PLAYBOOK, Topic.METRICS, Topic.DLQ, Topic.LLM_CALLS, Topic.CHECKPOINTS),
                    reads=(Topic.PLAYBOOK, Topic.BATCHES, Topic.PROMOTED), llm=True)
-CONTROL = StageSpec("control", consumes=(Topic.METRICS,), produces=(Topic.CONTROL, Topic.DLQ),
+CONTROL = StageSpec("control", consumes=(Topic.METRICS,), produces=(Topic.CONTROL, Topic.DLQ, Topic.CHECKPOINTS),
                     reads=(Topic.CONTROL,))
 WITH_PROMOTION = RunsWhen(on=("promotion",), said="only with --promotion")
 PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),

@@ -3,12 +3,16 @@ decision only when the batch size (or the controller's phase) changes, decision 
 ``control`` log.
 
 Pure: the stage restores it from the logs at assignment (``restore_decision`` for each record of ``control``,
-``observe`` for each metric up to the group's committed offset) and gives it each new metric with a token.
+``observe`` for each metric up to the group's committed offset) and gives it each new metric with a token. A restart
+reads the logs from where they still hold what the decisions rest on (:func:`resume_offset`: each playbook's last
+decision, its last :attr:`Controller.samples_kept` metrics), checkpointed by the stage.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import deque
+from collections.abc import Sequence
 from datetime import datetime
 
 from combee_core.controller import BatchSizeController, ControllerConfig, Decision
@@ -22,6 +26,17 @@ from combee_core.topology import Topic
 log = logging.getLogger(__name__)
 
 STREAMING_CLOCK = "streaming: the arrival rate and each version's cycle (combee_core/streaming.py)"
+
+
+def resume_offset(records: Sequence[tuple[int, str]], keep: int) -> int | None:
+    """The offset from which a log (``(offset, playbook id)`` per record, in log order) still holds every playbook's
+    last ``keep`` records: where a restart can start reading it (None: no records)."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    last: dict[str, deque[int]] = {}
+    for offset, playbook_id in records:
+        last.setdefault(playbook_id, deque(maxlen=keep)).append(offset)
+    return min((offsets[0] for offsets in last.values()), default=None)
 
 
 class Controller:
@@ -40,6 +55,12 @@ class Controller:
         self.streaming: dict[str, StreamingObjective] = {}
         """Per playbook, the streaming objective (async fleets with ``controller_objective="stream"``)."""
         self.over_capacity: dict[str, bool] = {}
+
+    @property
+    def samples_kept(self) -> int:
+        """Metrics per playbook its decisions rest on (the fit's recent samples; the streaming objective's cycles):
+        a restart needs these, not the whole log (``resume_offset``)."""
+        return max(self.config.max_samples, StreamingObjective.cycles_kept())
 
     @property
     def streams(self) -> bool:

@@ -63,6 +63,8 @@ class WorkerFleet:
     logs: dict[int, Path] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     """More ``COMBEE_*`` settings for the workers (over :data:`WORKER_SETTINGS`)."""
+    command: tuple[str, ...] = ("-m", "streams.cli", "worker", "--health-port", "0")
+    """What each worker runs, after the interpreter (a benchmark may run a variant, e.g. ``bench.direct_worker``)."""
     _starts: int = 0
 
     def start(self, number: int) -> None:
@@ -71,10 +73,8 @@ class WorkerFleet:
         env.update(COMBEE_KAFKA_BOOTSTRAP=self.broker.bootstrap, COMBEE_BROKER_KIND=self.broker.profile.kind,
                    COMBEE_TOPIC_PREFIX=self.prefix, **{**WORKER_SETTINGS, **self.extra_env})
         log = open(self.log_dir / f"worker-{number}-{self._starts}.log", "wb")  # closed by the child
-        self.processes[number] = subprocess.Popen(
-            [sys.executable, "-m", "streams.cli", "worker", "--health-port", "0"], env=env, stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        self.processes[number] = subprocess.Popen([sys.executable, *self.command], env=env, stdout=log,
+                                                  stderr=subprocess.STDOUT)
         self.logs[number] = Path(log.name)
         log.close()
 
@@ -118,6 +118,10 @@ class WorkerFleet:
         newest = sorted(self.log_dir.glob("worker-*.log"), key=os.path.getmtime)[-2:]
         return "\n".join(f"== {p.name}\n" + "\n".join(p.read_text(errors="replace").splitlines()[-lines:])
                          for p in newest)
+
+    def log_text(self, number: int) -> str:
+        """The log of worker ``number``'s latest start."""
+        return self.logs[number].read_text(errors="replace")
 
     def stop_all(self) -> None:
         stop_processes(self.processes.values(), timeout_s=20)

@@ -2,10 +2,11 @@
 
 Per playbook: the traces sent but not yet in a version (those the reflector has not committed, shared among the
 playbooks of their partition by how many each sent recently, plus those batched and not yet in a version), the age
-of the oldest, the rate in (the recent records of ``traces``) and out (the recent versions' lineages), the time to
-catch up; and the capacity model: the reflector's recent latency and what it allows per worker, the version chain's
-batch and cycle. Reads only tails (the last :data:`TAIL` records of ``traces`` partitions, ``playbook`` and
-``llm-calls``) and one record per traces partition (the oldest not yet reflected).
+of the oldest, the rate in (the records of ``traces`` sent in the last ``backlog_window_s``) and out (the lineages of
+that window's versions, between versions), the time to catch up; and the capacity model: the reflector's recent
+latency and what it allows per worker, the version chain's batch and its recent versions' cycle. Reads only tails
+(the last :data:`TAIL` records of ``traces`` partitions, ``playbook`` and ``llm-calls``) and one record per traces
+partition (the oldest not yet reflected).
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.backlog import Backlog
-from combee_core.capacity import CapacityModel, median_or_none, recent_rate, status_backlog, version_cycles
+from combee_core.backlog import Backlog, rate_between_versions
+from combee_core.capacity import CapacityModel, median_or_none, rate_until_now, status_backlog, version_cycles
 from combee_core.settings import CombeeSettings
 from combee_core.topology import REFLECT, Topic
 from streams.broker.admin import close_client
@@ -30,6 +31,8 @@ from streams.topology.topic_reader import TopicReader
 
 TAIL = 1000
 """Records read from the end of each partition for the rates and the latency."""
+RECENT_VERSIONS = 8
+"""Versions whose cycles (their median) give the version chain's capacity: the current batch size's, not the ramp's."""
 
 
 @dataclass
@@ -101,12 +104,13 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
         oldest_sent = min(candidates, default=None)
         health.backlogs[playbook] = status_backlog(
             playbook, unreflected[playbook] + batched, oldest_sent, now,
-            recent_rate(sorted(sent_times.get(playbook, [])), min_span_s=settings.backlog_window_s),
-            recent_rate(published, lineages, min_span_s=settings.backlog_window_s),
+            rate_until_now(sorted(sent_times.get(playbook, [])), now, settings.backlog_window_s),
+            rate_between_versions(list(zip(published, lineages, strict=True)), now, settings.backlog_window_s),
             settings.backlog_warning_s, settings.backlog_window_s)
         health.capacity[playbook] = CapacityModel(
             latency, settings.llm_concurrency, settings.llm_concurrency_max,
-            lineages[-1] if lineages else None, median_or_none(version_cycles(published, delays)))
+            lineages[-1] if lineages else None,
+            median_or_none(version_cycles(published, delays)[-RECENT_VERSIONS:]))
     return health
 
 

@@ -138,3 +138,50 @@ def test_shed_traces_count_in_not_out() -> None:
         monitor.shed("pb", f"s{i}")
     backlog = monitor.assess("pb", 11.0)
     assert backlog.lag_traces == 0 and backlog.rate_in == pytest.approx(2.0) and backlog.rate_out == 0.0
+
+
+def _chain(monitor: BacklogMonitor, rate_in: float, cycles: list[float], batch: int = 100) -> list[tuple[float, bool]]:
+    """Traces sent at ``rate_in``; batch i (the next ``batch`` of them) closes when its last one is sent, and its
+    version comes ``cycles[i]`` seconds after the later of its close and the previous version. Returns (time,
+    falling behind) at every tenth of a second until the last version."""
+    published, previous = [], 0.0
+    for i, cycle in enumerate(cycles):
+        previous = max(batch * (i + 1) / rate_in, previous) + cycle
+        published.append(previous)
+    sent, flags, version = 0, [], 0
+    for tenth in range(1, int(10 * published[-1]) + 1):
+        at = tenth / 10
+        while sent < rate_in * at:
+            monitor.consumed("pb", f"t{sent}", sent / rate_in)
+            sent += 1
+        while version < len(published) and at >= published[version]:
+            monitor.settled("pb", [f"t{i}" for i in range(batch * version, batch * (version + 1))], at)
+            version += 1
+        flags.append((at, monitor.assess("pb", at).falling_behind))
+    return flags
+
+
+def test_a_chain_that_keeps_up_through_a_slow_spell_is_not_falling_behind() -> None:
+    """The sustained bench at 20 traces/s (batch 100): a version 3.9 s after its batch closed, then three that took
+    5.8 s each (the machine's load; ~17 traces/s out over the window), then 3.9 s again while it catches up. The
+    oldest trace waits ~10 s at steady state, half the window; the flag came up (lag 204, oldest 10 s, in 20, out
+    17.3). It is a chain keeping up."""
+    spell = [3.9] * 20 + [5.8] * 3 + [3.9] * 10
+    flags = _chain(BacklogMonitor(window_s=20), 20.0, spell)
+    assert not [at for at, flag in flags if flag]
+    # the same spell with the old bar (the oldest older than half the window) raised it
+    monitor = BacklogMonitor(window_s=20)
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr("combee_core.backlog.STEADY_AGE_GAPS", 0.0)
+    try:
+        old = _chain(monitor, 20.0, spell)
+    finally:
+        monkey.undo()
+    assert [at for at, flag in old if flag]
+
+
+def test_a_stream_above_the_chain_s_capacity_is_said_within_30_s() -> None:
+    """30 traces/s against versions of 100 every 4.5 s (22 traces/s): said within 30 s of the stream's start."""
+    flags = _chain(BacklogMonitor(window_s=20), 30.0, [4.5] * 20)
+    first = min((at for at, flag in flags if flag), default=None)
+    assert first is not None and first <= 30.0, first

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from combee_core.capacity import CapacityModel, recent_rate, status_backlog, version_cycles
+from combee_core.backlog import rate_between_versions
+from combee_core.capacity import CapacityModel, rate_until_now, recent_rate, status_backlog, version_cycles
 
 
 def test_recent_rate_needs_a_long_enough_span() -> None:
@@ -39,3 +40,38 @@ def test_the_capacity_model_is_written_out() -> None:
     assert "8 traces/s per worker at concurrency 8, up to 64 at the ceiling 64" in text
     assert "batch 40 every 3.60 s (median cycle) = 11.1 traces/s per playbook" in text
     assert CapacityModel(None, 8, 64, None, None).describe() == "no calls or versions measured yet"
+
+
+def test_the_rate_in_is_that_of_the_window_up_to_now() -> None:
+    """20 traces/s for 60 s: status at 50 s reads 20; 30 s after the stream stopped it reads 0, not 20."""
+    sent = [i / 20 for i in range(1200)]
+    assert rate_until_now(sent, now=50.0, window_s=20) == pytest.approx(20.0, rel=0.01)
+    assert rate_until_now(sent, now=90.0, window_s=20) == 0.0
+    assert rate_until_now(sent[:100], now=5.0, window_s=20) == pytest.approx(99 / 5)  # a young stream
+    assert rate_until_now([3.0], now=5.0, window_s=20) is None
+
+
+def test_the_rate_out_is_the_recent_versions_between_versions_not_the_run_s_mean() -> None:
+    """A ramp of versions of 40 every 4 s, then versions of 100 every 4.5 s: status reads the 22 of now, not a mean
+    over the run; and when versions stop for two gaps, the rate out falls to say so."""
+    outs = [(4.0 * i, 40) for i in range(10)] + [(36.0 + 4.5 * i, 100) for i in range(1, 11)]
+    now = outs[-1][0] + 1
+    assert rate_between_versions(outs, now, window_s=20) == pytest.approx(100 / 4.5)
+    assert rate_between_versions(outs, now + 20, window_s=20) < 100 / 4.5 / 2
+
+
+def test_over_capacity_status_says_in_out_and_never_catches_up_then_the_catch_up_once_the_stream_stops() -> None:
+    """A stream of 30 traces/s against a chain of 22: falling behind, no catch-up; once it stops, in reads 0 and
+    the catch-up is lag / out."""
+    sent = [i / 30 for i in range(30 * 120)]
+    outs = [(10.0 + 4.5 * i, 100) for i in range(24)]
+    now = 118.0
+    behind = status_backlog("pb", 900, oldest_sent_s=88.0, now=now, rate_in=rate_until_now(sent, now, 20),
+                            rate_out=rate_between_versions(outs, now, 20), warn_after_s=120, window_s=20)
+    assert behind.falling_behind and behind.catch_up_s is None
+    assert behind.rate_in == pytest.approx(30, rel=0.02) and behind.rate_out == pytest.approx(100 / 4.5)
+    outs += [(10.0 + 4.5 * i, 100) for i in range(24, 30)]
+    now = 140.0  # 20 s after the last send
+    stopped = status_backlog("pb", 600, oldest_sent_s=110.0, now=now, rate_in=rate_until_now(sent, now, 20),
+                             rate_out=rate_between_versions(outs, now, 20), warn_after_s=120, window_s=20)
+    assert stopped.rate_in == 0.0 and stopped.catch_up_s == pytest.approx(600 / (100 / 4.5))

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from hypothesis import given
+from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from combee_core.models import BatchMetrics, ControlDecision
@@ -33,7 +34,10 @@ def test_the_issue_stream_gets_a_batch_that_keeps_up() -> None:
     assert choice is not None and not choice.over_capacity
     assert choice.rate_per_s == pytest.approx(20.0)
     assert choice.batch_size == 100 and choice.capacity_per_s > 20  # keeps up, without the 20% headroom
-    assert "without headroom" in choice.reason(1, 100, 0.8)
+    assert "not measured" in choice.reason(1, 100, 0.8)  # modelled: it goes to 100 to measure it
+    there = fed(20.0, lambda bs: 3.6 * (bs / 40) ** 0.3, sizes=(30, 40, 60) * 2 + (100, 100)).choose()
+    assert there is not None and there.batch_size == 100 and not there.over_capacity
+    assert "without headroom" in there.reason(1, 100, 0.8)
     slower = fed(12.0, lambda bs: 3.6 * (bs / 40) ** 0.3, sizes=(30, 40, 60) * 2).choose()
     assert slower is not None and slower.latency_s is not None and 40 < slower.batch_size < 100
     assert 12.0 * slower.cycle.cycle_s(slower.batch_size) / slower.batch_size < 0.8  # the chain has headroom
@@ -45,7 +49,7 @@ def test_a_slow_stream_gets_small_fresh_batches() -> None:
 
 
 def test_beyond_the_quality_bound_it_says_over_capacity() -> None:
-    choice = fed(200.0, lambda bs: 3.6 * (bs / 40) ** 0.5).choose()
+    choice = fed(200.0, lambda bs: 3.6 * (bs / 40) ** 0.5, sizes=(40,) * 6 + (100,) * 2).choose()
     assert choice is not None and choice.over_capacity and choice.batch_size == 100
     assert "falls behind" in choice.reason(1, 100, 0.8)
 
@@ -65,7 +69,7 @@ def test_two_sizes_fit_the_cycle_exponent() -> None:
 
 @given(st.floats(0.05, 500), st.floats(0.05, 20), st.floats(0, 1))
 def test_a_choice_within_bounds_keeps_up_or_says_it_cannot(rate, c, beta) -> None:
-    choice = fed(rate, lambda bs: c * bs**beta).choose()
+    choice = fed(rate, lambda bs: c * bs**beta, sizes=(40,) * 6 + (100,) * 2).choose()
     assert choice is not None and 1 <= choice.batch_size <= 100
     utilisation = rate * choice.cycle.cycle_s(choice.batch_size) / choice.batch_size
     assert choice.latency_s is None or utilisation < 0.8
@@ -73,6 +77,39 @@ def test_a_choice_within_bounds_keeps_up_or_says_it_cannot(rate, c, beta) -> Non
         assert choice.batch_size == 100
         assert all(rate * choice.cycle.cycle_s(bs) / bs >= 0.8 for bs in range(1, 101))
         assert choice.over_capacity == (utilisation >= 1)
+
+
+@hypothesis_settings(deadline=None)  # two choices over 100 sizes each: a loaded machine takes over 200 ms
+@given(st.floats(0.05, 200), st.floats(1.05, 4), st.floats(0.05, 20), st.floats(0, 0.9))
+def test_the_batch_grows_with_the_arrival_rate(rate, faster, c, beta) -> None:
+    """Async: a faster stream never gets a smaller batch (the same cycles, ``faster`` x the arrivals)."""
+    slow = fed(rate, lambda bs: c * bs**beta, sizes=(20, 40) * 3).choose()
+    fast = fed(rate * faster, lambda bs: c * bs**beta, sizes=(20, 40) * 3).choose()
+    assert slow is not None and fast is not None and fast.batch_size >= slow.batch_size
+
+
+def test_over_capacity_is_said_on_the_bound_s_own_cycles_not_the_model_s_extrapolation() -> None:
+    """§12b's run: the ramp's batches of 40 at 19.3 traces/s took 5.6 s each (one size: beta 1/2 assumed, so 100
+    would take 8.9 s: 11.3 traces/s, "over capacity"); versions of 100 then took ~4.5 s (22 traces/s)."""
+    objective, at = StreamingObjective(1, 100), 0.0
+    for _ in range(7):
+        at += 40 / 19.3
+        objective.observe(40, at, 5.6)
+    ramp = objective.choose()
+    assert ramp is not None and ramp.batch_size == 100 and not ramp.over_capacity and ramp.measured_cycle_s is None
+    assert "not measured" in ramp.reason(1, 100, 0.8)
+    for cycle in (4.4, 4.6, 4.5):
+        at += 100 / 20.0
+        objective.observe(100, at, cycle)
+    steady = objective.choose()
+    assert steady is not None and steady.batch_size == 100 and not steady.over_capacity
+    assert steady.measured_cycle_s == pytest.approx(4.5) and steady.capacity_per_s == pytest.approx(100 / 4.5)
+    for cycle in (4.5, 4.5, 4.5, 4.5):  # the stream speeds up to 30/s; the chain still takes 22
+        at += 100 / 30.0
+        objective.observe(100, at, cycle)
+    over = objective.choose()
+    assert over is not None and over.over_capacity and over.capacity_per_s == pytest.approx(100 / 4.5)
+    assert "falls behind" in over.reason(1, 100, 0.8)
 
 
 def metrics(batch_id: int, size: int, closed_s: float, delay_s: float, round_s: float | None) -> BatchMetrics:

@@ -4,7 +4,10 @@ Active only with ``auto_batch_size``. Whenever it is assigned the metrics partit
 ``metrics`` topic up to the group's committed offset (later records are delivered again) and continues the decision
 ids found on the ``control`` topic, so neither a restart nor a move to another worker loses samples or repeats ids;
 on revocation it drops them. Both topics are read from the last offset this process saw (``TopicTail``): a new
-assignment reads what was written since, not the whole logs again.
+assignment reads what was written since, not the whole logs again. A process starts them from its latest checkpoints
+(``control/control``, ``control/metrics`` on ``checkpoints``, written every ``view_checkpoint_every`` metrics):
+the offsets from which the logs still hold each playbook's last decision and the metrics its decisions rest on
+(``combee_core.processors.controller.resume_offset``), so a restart does not re-read the whole logs either.
 
 The decisions are ``combee_core.processors.controller``'s; this stage reads the logs and performs its effects.
 """
@@ -16,12 +19,12 @@ import logging
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.models import BatchMetrics, ControlDecision, utc_now
-from combee_core.processors.controller import Controller
+from combee_core.models import BatchMetrics, ControlDecision, ViewCheckpoint, utc_now
+from combee_core.processors.controller import Controller, resume_offset
 from combee_core.topology import CONTROL, Topic
 from streams.topology.effects import perform
 from streams.topology.runtime import Stage
-from streams.topology.topic_reader import TopicTail
+from streams.topology.topic_reader import TopicTail, read_topic
 
 log = logging.getLogger(__name__)
 
@@ -36,19 +39,40 @@ class ControllerStage(Stage):
         self.controller = Controller(ctx.settings)
         self._control = TopicTail(ctx.bootstrap, ctx.profile, self.settings.topic(Topic.CONTROL))
         self._metrics = TopicTail(ctx.bootstrap, ctx.profile, self.settings.topic(Topic.METRICS))
-        self._decisions: list[ControlDecision] = []
+        self._decisions: list[tuple[int, ControlDecision]] = []
         self._samples: list[tuple[int, BatchMetrics]] = []
-        """Every readable record of ``control`` and ``metrics`` (with its offset) seen so far, in log order."""
+        """The readable records of ``control`` and ``metrics`` (with their offsets) from the latest checkpoint's
+        positions on, in log order."""
+        self._resumed = False
+        self._handled = 0
 
-    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+    async def _resume(self) -> None:
+        """Start both tails at the latest checkpoints' positions (none: from the beginning)."""
+        tails = {f"{self.name}/{Topic.CONTROL}": self._control, f"{self.name}/{Topic.METRICS}": self._metrics}
+        positions: dict[str, int] = {}
+        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.CHECKPOINTS)):
+            checkpoint = self.read_state(record, ViewCheckpoint)
+            if checkpoint is not None and checkpoint.view in tails:
+                positions[checkpoint.view] = max(positions.get(checkpoint.view, 0), checkpoint.position)
+        for view, position in positions.items():
+            tails[view].next = {0: position}
+            log.info("%s: resumed from its checkpoint at offset %d", view, position)
+        self._resumed = True
+
+    async def _read_new(self) -> None:
         for record in await self._control.read_new():
             if (decision := self.read_state(record, ControlDecision)) is not None:
-                self._decisions.append(decision)
+                self._decisions.append((record.offset, decision))
         for record in await self._metrics.read_new():
             if (metrics := self.read_state(record, BatchMetrics)) is not None:
                 self._samples.append((record.offset, metrics))
+
+    async def on_assigned(self, assigned: set[TopicPartition]) -> None:
+        if not self._resumed:
+            await self._resume()
+        await self._read_new()
         self.controller = Controller(self.settings)
-        for decision in self._decisions:
+        for _, decision in self._decisions:
             self.controller.restore_decision(decision)
         # Samples up to the group's committed offset; the records after it are delivered again and decided on.
         tp = TopicPartition(self.settings.topic(Topic.METRICS), 0)
@@ -62,3 +86,20 @@ class ControllerStage(Stage):
 
     async def handle(self, record: ConsumerRecord, metrics: BatchMetrics) -> None:
         await perform(self, self.controller.take(metrics, record, utc_now()))
+        self._handled += 1
+        if self._handled % self.settings.view_checkpoint_every == 0:
+            await self._checkpoint()
+
+    async def _checkpoint(self) -> None:
+        """Write where each log still holds what a restart needs, and forget the records before it."""
+        await self._read_new()
+        control_from = resume_offset([(offset, d.playbook_id) for offset, d in self._decisions], keep=1)
+        metrics_from = resume_offset([(offset, m.playbook_id) for offset, m in self._samples],
+                                     keep=self.controller.samples_kept)
+        for topic, position in ((Topic.CONTROL, control_from), (Topic.METRICS, metrics_from)):
+            if position is not None:
+                view = f"{self.name}/{topic}"
+                await self.ctx.send(Topic.CHECKPOINTS, view, ViewCheckpoint(view=view, position=position, nexts={},
+                                                                            written_at=utc_now()))
+        self._decisions = [(offset, d) for offset, d in self._decisions if offset >= (control_from or 0)]
+        self._samples = [(offset, m) for offset, m in self._samples if offset >= (metrics_from or 0)]
