@@ -51,7 +51,7 @@ from typing import Any
 from bench.common import machine, start_broker, write_results
 from combee_core.models import BatchManifest, PlaybookVersion
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import build_suite, train_traces
+from combee_core.sim.tasks import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.topology.follower import PlaybookFollower

@@ -1,6 +1,6 @@
 """Following the served version of one playbook in the background: the ``playbook`` and ``promoted`` topics read
 from their beginning (no consumer group), with their reading rules and the served-version rule of every follower
-(``combee_core.served``); a broker that is away is retried with backoff while the last served version stays."""
+(``combee_core.serve.served``); a broker that is away is retried with backoff while the last served version stays."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision
-from combee_core.served import ServedLog
+from combee_core.serve.served import ServedLog
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
 

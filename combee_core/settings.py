@@ -71,7 +71,7 @@ class CombeeSettings(BaseModel):
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
     deterministic_merge: bool = Field(
         default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
-        "(combee_core.deterministic_merge); the reducer call judges only the contested ones (lessons that "
+        "(combee_core.reduce.deterministic_merge); the reducer call judges only the contested ones (lessons that "
         "contradict one another, edits that disagree), the rest is merged without it."
     )
     embedding_model: str = Field(
@@ -154,8 +154,8 @@ class CombeeSettings(BaseModel):
     )
     controller_objective: Literal["stream", "delay"] = Field(
         default="stream", description="Async fleets: stream picks the batch size whose versions keep up with the "
-        "arrival rate at the lowest trace -> version latency (combee_core/streaming.py); delay minimises the per-trace "
-        "pipeline delay (the profiled power law). Sync fleets always fit the round time."
+        "arrival rate at the lowest trace -> version latency (combee_core/control/streaming.py); delay minimises "
+        "the per-trace pipeline delay (the profiled power law). Sync fleets always fit the round time."
     )
     controller_max_utilisation: float = Field(
         default=0.8, gt=0, lt=1, description="Streaming objective: the busiest the version chain may be at the chosen "
@@ -209,8 +209,8 @@ class CombeeSettings(BaseModel):
                                        "(required to bind beyond loopback).")
     guard: bool = Field(
         default=True, description="With promotion off: roll a version back to its parent, and pause the playbook "
-        "until `combee promote`, when its live traces do significantly worse than its parent's (combee_core/guard.py; "
-        "COMBEE_GUARD=0 turns it off).",
+        "until `combee promote`, when its live traces do significantly worse than its parent's "
+        "(combee_core/promote/guard.py; COMBEE_GUARD=0 turns it off).",
     )
     guard_alpha: float = Field(
         default=0.05, gt=0.0, lt=1.0, description="Guard: nominal false-alarm rate per judged version (the mSPRT "
@@ -363,7 +363,8 @@ class CombeeSettings(BaseModel):
     @field_validator("redact_detectors", "redact_patterns", "playbook_parents")
     @classmethod
     def _parsable(cls, value: str, info: Any) -> str:
-        from combee_core import redaction, scopes
+        from combee_core.ingest import redaction
+        from combee_core.serve import scopes
 
         parse = {"redact_detectors": redaction.parse_detectors, "redact_patterns": redaction.parse_patterns,
                  "playbook_parents": scopes.parse_parents}[info.field_name]

@@ -3,7 +3,7 @@ consumes, reads and produces, whether it calls the LLM).
 
 Everything else is derived from this module: the partition counts ``ensure_topics`` creates
 (``streams.topology.topics.topic_partitions``), the models an archive validates
-(``combee_core.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
+(``combee_core.runs.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
 ``combee schemas``), each stage's ``consumes``, the worker's stage names and LLM stages, and the consumer groups
 ``combee status`` measures. Code names a topic by its constant (``Topic.TRACES``), never by a string. Adding a
 stage is one :class:`StageSpec` here (and a topic, if it writes a new one), its binding in

@@ -198,7 +198,7 @@ class LLMRoles:
         return params
 
     def concurrency(self, role: Role) -> int:
-        """The current concurrency limit of ``role``'s calls (adaptive: :mod:`combee_core.concurrency`)."""
+        """The current concurrency limit of ``role``'s calls (adaptive: :mod:`combee_core.control.concurrency`)."""
         return self.gates.limit(self.config.role(role).model, role)
 
     async def _emit(self, record: CallRecord) -> None:

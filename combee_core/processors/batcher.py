@@ -5,8 +5,8 @@ Pure: the stage gives it each reflection with a token (its record), the monotoni
 performs the effects it answers. A closed batch is ``[Publish(batches, manifest, number=(playbook, batch_id)),
 Publish(shuffle, copy)..., Count..., Acknowledge(its reflections)]``: the copies go out, and the reflections are
 committed, only if the manifest is the first of its batch id (``combee_core.processors.effects``). The state
-it keeps besides the batch state machines (``combee_core.batching``) is which tokens wait for what: the open batch,
-a batch being re-sent after a restart, a planned batch.
+it keeps besides the batch state machines (``combee_core.batch.batching``) is which tokens wait for what: the open
+batch, a batch being re-sent after a restart, a planned batch.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from combee_core.batch_plan import PlannedBatches
-from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
+from combee_core.batch.batch_plan import PlannedBatches
+from combee_core.batch.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
 from combee_core.log_order import valid_manifests
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge

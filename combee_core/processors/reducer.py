@@ -16,15 +16,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from combee_core.budget import DEFAULT_MIN_EVIDENCE
-from combee_core.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.llm.errors import LLMError
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
-from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE
+from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
+from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 

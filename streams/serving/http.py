@@ -20,7 +20,7 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from combee_core.serving import (
+from combee_core.serve.serving import (
     ContextQuery,
     VersionNotKept,
     authorized,

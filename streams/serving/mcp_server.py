@@ -25,7 +25,7 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from combee_core.serving import ContextQuery, authorized, context_for_task, etag, render_served
+from combee_core.serve.serving import ContextQuery, authorized, context_for_task, etag, render_served
 from combee_core.settings import CombeeSettings
 from streams.serving.served import ServedPlaybooks
 

@@ -3,7 +3,7 @@
 A :class:`~streams.topology.follower.PlaybookFollower` reads the playbook, control, ``promoted`` and dead-letter
 topics from their beginning and says which version is served (``PlaybookFollower.served``); each version it counts
 and each decision it applies re-reads the playbook's served version into a
-:class:`~combee_core.serving.ServedTable`, and a change wakes every :class:`Listener` (long-polls, event streams,
+:class:`~combee_core.serve.serving.ServedTable`, and a change wakes every :class:`Listener` (long-polls, event streams,
 the MCP notifier). A listener holds the *ids* of the playbooks that changed since it last looked, never versions,
 so a slow one costs a set the size of the playbooks, and then reads the current served version.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 
 from combee_core.models import PlaybookVersion, PromotionDecision
-from combee_core.serving import ServedTable
+from combee_core.serve.serving import ServedTable
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile

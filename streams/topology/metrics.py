@@ -210,7 +210,7 @@ BACKLOG_GAUGES = (
 
 
 def _backlog_families(stages: list[Stage]) -> Iterator[Metric]:
-    """Per playbook, the reflector's backlog assessment (``combee_core.backlog``), and the traces it shed."""
+    """Per playbook, the reflector's backlog assessment (``combee_core.control.backlog``), and the traces it shed."""
     from streams.topology.stages.reflector import ReflectorStage
 
     families = [(GaugeMetricFamily(name, help_text, labels=("playbook",)), field)

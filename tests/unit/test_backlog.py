@@ -1,4 +1,5 @@
-"""Falling behind, measured (``combee_core.backlog``): lag, rates in and out, the verdict, and what sampling sheds."""
+"""Falling behind, measured (``combee_core.control.backlog``): lag, rates in and out, the verdict, and what sampling
+sheds."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.backlog import Backlog, BacklogMonitor, keep_fraction, kept
+from combee_core.control.backlog import Backlog, BacklogMonitor, keep_fraction, kept
 
 
 def stream(monitor: BacklogMonitor, rate_in: float, rate_out: float, seconds: int, start: int = 0) -> Backlog:

@@ -1,10 +1,10 @@
-"""What ``combee status`` says about capacity and backlog (``combee_core.capacity``)."""
+"""What ``combee status`` says about capacity and backlog (``combee_core.control.capacity``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from combee_core.capacity import CapacityModel, recent_rate, status_backlog, version_cycles
+from combee_core.control.capacity import CapacityModel, recent_rate, status_backlog, version_cycles
 
 
 def test_recent_rate_needs_a_long_enough_span() -> None:

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.batching import ShuffleConfig
+from combee_core.batch.batching import ShuffleConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
 from combee_core.processors.batcher import Batcher, BatcherConfig
 from combee_core.processors.effects import Acknowledge, Publish, Reject

@@ -11,7 +11,7 @@ from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.testing import EffectLog
-from combee_core.reduction import ReduceOutcome
+from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from combee_core import models, topology
-from combee_core.archive import TOPIC_MODELS
+from combee_core.runs.archive import TOPIC_MODELS
 from combee_core.schema_export import render_schemas
 from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES, TOPICS, Topic

@@ -20,7 +20,7 @@ from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.batching import UPSTREAM_DRAINED, BatchAccumulator
+from combee_core.batch.batching import UPSTREAM_DRAINED, BatchAccumulator
 from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
 from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.processors.effects import Effect, Publish

@@ -27,7 +27,7 @@ from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.reducer_state import ReducerLogs
-from combee_core.reduction import PendingPartials, ReduceOutcome
+from combee_core.reduce.reduction import PendingPartials, ReduceOutcome
 from combee_core.topology import REDUCE, Topic
 from streams.topology.effects import perform
 from streams.topology.numbered_log import NumberedLog
