@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from combee_core.connection import KafkaConnection, env_name, flag_name
+from combee_core.connection import BrokerSettings, KafkaConnection, describe_connection_problem
 from combee_core.errors import CombeeError
 
 ENV_PREFIX = "COMBEE_"
@@ -24,8 +24,9 @@ class SettingsError(CombeeError, ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
 
 
-class CombeeSettings(BaseModel):
-    """Everything a worker, a producer or the demo needs to agree on.
+class CombeeSettings(BrokerSettings):
+    """Everything a worker, a producer or the demo needs to agree on: the broker connection (:class:`BrokerSettings`)
+    and the pipeline's settings.
 
     Each field can be set from the environment as ``COMBEE_<FIELD_NAME_UPPER>`` (e.g. ``COMBEE_KAFKA_BOOTSTRAP``,
     ``COMBEE_BATCH_SIZE``); explicit overrides (CLI flags) win over the environment.
@@ -33,24 +34,6 @@ class CombeeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    kafka_bootstrap: str | None = Field(
-        default=None, description="Kafka bootstrap servers; none -> the broker `combee broker` recorded, if it runs."
-    )
-    kafka: KafkaConnection = Field(
-        default_factory=KafkaConnection, description="Security of the connection to the broker named by "
-        "kafka_bootstrap (TLS, SASL; combee_core/connection.py): COMBEE_KAFKA_* variables, --kafka-* flags."
-    )
-    broker_kind: Literal["auto", "kafka", "tansu"] = Field(
-        default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
-    )
-    broker_connect_timeout_s: float = Field(
-        default=5.0, gt=0, le=600, description="How long a command waits for the broker to answer when it starts; "
-        "then it exits with status 2."
-    )
-    broker_loss_grace_s: float = Field(
-        default=60.0, gt=0, description="How long a running worker (or `combee tail`) keeps going without an answer "
-        "from its broker; then it stops and exits with status 3."
-    )
     topic_prefix: str = Field(default="combee.", pattern=r"^[A-Za-z0-9._-]*$")
     run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$", description="Names consumer groups.")
     partitions: int = Field(default=4, ge=1, le=256, description="Partitions of the traces and shuffle topics.")
@@ -371,7 +354,7 @@ class CombeeSettings(BaseModel):
         parse(value)
         return value
 
-    @field_validator("kafka_bootstrap", "llm_record_file", "llm_record_topic", "batch_plan_topic",
+    @field_validator("llm_record_file", "llm_record_topic", "batch_plan_topic",
                      "otlp_default_playbook")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
@@ -411,8 +394,6 @@ def _describe_problem(error: Any) -> str:
     """One validation problem, naming the variable and the flag that set it."""
     loc = [str(part) for part in error["loc"]]
     message = error["msg"].removeprefix("Value error, ")
-    if loc[:1] == ["kafka"]:
-        if len(loc) == 1:
-            return f"Kafka connection: {message}"
-        return f"{env_name(loc[1])} (or {flag_name(loc[1])}): {message}"
+    if (connection := describe_connection_problem(loc, message)) is not None:
+        return connection
     return f"{ENV_PREFIX}{'.'.join(loc).upper()} (or --{loc[0].replace('_', '-')}): {message}"
