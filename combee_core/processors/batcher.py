@@ -70,6 +70,8 @@ class Batcher:
         self._open: dict[str, list[object]] = {}
         self._resend: dict[tuple[str, int], list[object]] = {}
         self._planned: dict[str, list[object]] = {}
+        self.stale: set[str] = set()
+        """Playbooks whose batch state must be rebuilt from the ``batches`` log at the next assignment."""
 
     # ------------------------------------------------------------------------------------------ inputs
 
@@ -197,6 +199,23 @@ class Batcher:
         self.accumulator.forget_playbook(playbook_id)
         for manifest in valid_manifests(m for m in manifests if m.playbook_id == playbook_id):
             self.accumulator.restore(manifest)
+
+    def foreign_write(self, playbook_id: str) -> None:
+        """Another writer's manifest counts for an owned playbook: its traces may be in the open batch, dropped now
+        (its records come back after the reset) so that no later close re-batches them; rebuilt at assignment."""
+        self.drop_open(playbook_id)
+        self.stale.add(playbook_id)
+
+    def lost_write(self, playbook_id: str) -> None:
+        """A manifest of this stage's lost its batch id: the playbook is rebuilt at assignment (its open batch is
+        dropped by the reset's release, as before the numbered log)."""
+        self.stale.add(playbook_id)
+
+    def rebuild_stale(self, manifests: list[BatchManifest]) -> None:
+        """Every stale playbook's batch state again from the ``batches`` log alone (:meth:`rebuild`)."""
+        for playbook_id in sorted(self.stale):
+            self.rebuild(playbook_id, manifests)
+        self.stale.clear()
 
     def rearm(self, playbook_id: str) -> None:
         """Newly owned: the playbook's latest batches may have lost copies; re-send them when they come back."""

@@ -178,3 +178,33 @@ def test_an_embedding_failure_is_a_dead_letter_and_the_version_is_curated_lexica
     assert len(record.entries) == 2
     (dead,) = [e for e in effects if type(e).__name__ == "Reject"]
     assert "curated lexically" in dead.reason  # type: ignore[attr-defined]
+
+
+def test_a_stalled_batch_is_warned_of_with_its_waiting_partials_and_counted_once(caplog):
+    from combee_core.processors.reducer_state import ReducerLogs
+
+    reducer, logs, log = _reducer(Roles()), ReducerLogs(promotion=False), EffectLog()
+    logs.take_manifest(_manifest(0, ["t0-0", "t0-1"]))
+    reducer.take(_partial(0, 1, 2), "p1", current_version=0)
+    late = NOW + timedelta(seconds=120)
+    with caplog.at_level("WARNING"):
+        log.extend(reducer.stalled(logs.stalled({"pb"}, late, 60.0)))
+        log.extend(reducer.stalled(logs.stalled({"pb"}, late, 60.0)))  # each batch is reported once
+    assert log.counts() == {"stalled_batches": 1}
+    [warning] = [r.getMessage() for r in caplog.records if "still not a version" in r.getMessage()]
+    assert "pb: batch 0 (2 traces)" in warning and "partials (1, 2)" in warning
+
+
+def test_a_published_version_is_said_and_a_missing_manifest_is_warned_of(caplog):
+    reducer = _reducer(Roles())
+    for node in (0, 1):
+        reducer.take(_partial(0, node, 2), f"p{node}", current_version=0)
+    partials = reducer.ready("pb", 0)
+    assert partials is not None
+    with caplog.at_level("INFO"):
+        effects = asyncio.run(reducer.next_version(Playbook.empty("pb"), partials, parent_version=None,
+                                                   manifest=None, previous_at=None, now=NOW))
+        reducer.published(effects, now=0.0)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("batch 0: manifest not found" in m for m in messages)
+    assert any(m.startswith("published pb v1 (batch 0, 2 entries") for m in messages)
