@@ -48,8 +48,6 @@ class ReducerConfig:
     llm_context_tokens: int = 4000
     same_meaning: float | None = None
     """None: the embedding model's own threshold."""
-    reflector_model: str = ""
-    """Says when versions come out empty because the reflector is the simulator (:class:`EmptyVersionNotice`)."""
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> ReducerConfig:
@@ -59,7 +57,7 @@ class ReducerConfig:
             budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
             min_evidence=settings.eviction_min_evidence,
             llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
-            same_meaning=settings.same_meaning, reflector_model=settings.reflector_model,
+            same_meaning=settings.same_meaning,
         )
 
 
@@ -94,8 +92,10 @@ def unlearned(version: PlaybookVersion, manifest: BatchManifest | None) -> list[
 class Reducer:
     """Partials in, versions out, per playbook, in version order."""
 
-    def __init__(self, config: ReducerConfig, reduce: ReduceRole, embedder: Embedder | None = None) -> None:
-        """``embedder``: curation by meaning (``SemanticJudge``); None: the lexical judge, within a section."""
+    def __init__(self, config: ReducerConfig, reduce: ReduceRole, embedder: Embedder | None = None,
+                 empty_notice: EmptyVersionNotice | None = None) -> None:
+        """``embedder``: curation by meaning (``SemanticJudge``); None: the lexical judge, within a section.
+        ``empty_notice``: says when versions come out empty because the reflector is the simulator."""
         self.config = config
         self._reduce = reduce
         self._embedder = embedder
@@ -103,7 +103,7 @@ class Reducer:
         """Per playbook, the vectors of its latest version's entries (each embedded once) and of the batch's ADDs."""
         self.pending: dict[str, PendingPartials] = {}
         self._tokens: dict[tuple[str, int], list[object]] = {}
-        self._empty_notice = EmptyVersionNotice(config.reflector_model)
+        self._empty_notice = empty_notice or EmptyVersionNotice(reflector_model="")
 
     def take(self, partial: PartialUpdate, token: object, current_version: int) -> list[Effect] | None:
         """A partial of a playbook this stage owns, whose latest version is ``current_version``: the effects of a

@@ -18,6 +18,7 @@ import time
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig
@@ -38,7 +39,8 @@ class ReducerStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         settings = ctx.settings
-        self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce, embedder_from(settings))
+        self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce, embedder_from(settings),
+                               EmptyVersionNotice(settings.reflector_model))
         self.logs = ReducerLogs(promotion=settings.promotion)
         self.workers = KeyTasks(self, self._apply_ready, "reduce")
         self.versions = NumberedLog[PlaybookVersion](self, Topic.PLAYBOOK, self._take_version, guarded=True,
