@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 
 class AggregatorStage(Stage):
     spec = AGGREGATE
-    input_model = ShuffledReflection
-    input_label = "shuffled copy"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -35,8 +35,6 @@ log = logging.getLogger(__name__)
 
 class BatcherStage(Stage):
     spec = BATCH
-    input_model = Reflection
-    input_label = "reflection"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 
-from combee_core.models import EvalRequest, utc_now
+from combee_core.models import utc_now
 from combee_core.processors.evaluator import Evaluator, parse_playbooks
 from combee_core.sim.tasks import build_suite
 from combee_core.topology import EVALUATE
@@ -25,8 +25,6 @@ log = logging.getLogger(__name__)
 
 class EvaluatorStage(Stage):
     spec = EVALUATE
-    input_model = EvalRequest
-    input_label = "evaluation request"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

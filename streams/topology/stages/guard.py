@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 class GuardStage(Stage):
     spec = GUARD
+    input_model = None  # the group only gives ownership: decisions are read through the promoted view
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -44,6 +44,7 @@ def held_out_set(settings) -> tuple[str, tuple]:
 
 class PromoterStage(Stage):
     spec = PROMOTE
+    input_model = None  # the group only gives ownership: results are read through the eval-results view
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

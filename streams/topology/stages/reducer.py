@@ -33,8 +33,6 @@ from streams.topology.runtime import Stage
 
 class ReducerStage(Stage):
     spec = REDUCE
-    input_model = PartialUpdate
-    input_label = "partial"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

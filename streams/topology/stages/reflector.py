@@ -72,7 +72,6 @@ def decode_trace(raw: bytes | None) -> Trace:
 
 class ReflectorStage(Stage):
     spec = REFLECT
-    input_model = Trace
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
