@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
+from combee_core.sim.tasks import TaskSuite, build_suite, expected_accuracy, train_traces
 from combee_core.topology import Topic
 from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
 from streams.topology.pipeline import InProcessPipeline, read_models
@@ -110,9 +110,9 @@ async def run_variant(
     Epoch delay (modelled seconds) = sum over versions of (one reflection latency, as a batch's reflections run
     in parallel, + the version's LLM critical path: the slowest aggregator call + each reduce level's slowest call).
     Epoch time = epoch delay + each round's rollouts (``ceil(n / agents)`` task times of the rollout model,
-    ``combee_core/rollout.py``): what a sync fleet of ``agents`` agents waits for per epoch. A fixed size's round is
-    its batch (a burst gives the same batches); the controller's rounds are the ones fed to it. The controller runs
-    with ``fleet_mode="sync"``, so it fits that round time.
+    ``combee_core/control/rollout.py``): what a sync fleet of ``agents`` agents waits for per epoch. A fixed size's
+    round is its batch (a burst gives the same batches); the controller's rounds are the ones fed to it. The controller
+    runs with ``fleet_mode="sync"``, so it fits that round time.
     """
     prefix = f"bench{uuid.uuid4().hex[:8]}."
     settings = CombeeSettings.load(
@@ -176,7 +176,7 @@ async def feed_in_rounds(run: InProcessPipeline, traces: Sequence[Trace], *, tim
 def summarise(variant, suite, traces, versions: list[PlaybookVersion], metrics, calls, *, capacity, seed,
               wall_s, settings: CombeeSettings | None = None, rounds: Sequence[int] | None = None) -> RunResult:
     """``rounds``: the sizes of the rounds a sync fleet sent (fed in rounds); else every version is one round."""
-    from combee_core.rollout import modelled_task_time_s, round_rollout_s
+    from combee_core.control.rollout import modelled_task_time_s, round_rollout_s
 
     reflect = [c.latency_s for c in calls if c.role == "reflector" and c.error is None]
     reflect_latency = statistics.fmean(reflect) if reflect else 0.0

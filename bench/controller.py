@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from bench.common import RunResult, Variant, default_suite, machine, one_pass, run_variant, start_broker, write_results
-from combee_core.controller import ControllerConfig
+from combee_core.control.controller import ControllerConfig
 from combee_core.settings import CombeeSettings
 
 TAU = CombeeSettings.model_fields["controller_tau"].default

@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.common import machine, write_results
-from combee_core.batching import BatchAccumulator, ShuffleConfig
+from combee_core.batch.batching import BatchAccumulator, ShuffleConfig
 from combee_core.models import Insight, Reflection
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -35,8 +35,7 @@ from typing import Any, Literal
 
 from bench.common import machine, write_results
 from bench.learning import fleet
-from combee_core import honest_suite
-from combee_core.batching import ShuffleConfig
+from combee_core.batch.batching import ShuffleConfig
 from combee_core.llm import SimulatorConfig
 from combee_core.llm.honest import feedback_kind
 from combee_core.models import AddOp, Operation, PlaybookEntry
@@ -44,7 +43,8 @@ from combee_core.playbook import playbook_tokens
 from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import TaskSuite, build_suite
+from combee_core.sim import honest_suite
+from combee_core.sim.tasks import TaskSuite, build_suite
 
 RESULTS = Path(__file__).parent / "results" / "honest_learning.json"
 
@@ -168,7 +168,7 @@ def static_checks(suite: TaskSuite) -> list[dict[str, Any]]:
 
 
 def _default_accuracy(suite: TaskSuite, entries: list[PlaybookEntry]) -> float:
-    from combee_core.tasks import expected_accuracy
+    from combee_core.sim.tasks import expected_accuracy
 
     return expected_accuracy(suite, suite.held_out, entries)
 

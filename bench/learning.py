@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, write_results
-from combee_core.batching import ShuffleConfig, deal_batch
+from combee_core.batch.batching import ShuffleConfig, deal_batch
 from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, SimulatorConfig
 from combee_core.llm.paraphrase import meaning_key
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, simulate
@@ -44,8 +44,8 @@ from combee_core.playbook import Playbook, playbook_tokens, render_playbook
 from combee_core.processors.aggregator import use_tags
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReduceRole
-from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
-from combee_core.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
+from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
+from combee_core.sim.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
 from combee_core.topology import Topic
 from streams.topology.playbook_view import used_entries_text
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from bench.common import machine, write_results
 from combee_core.llm.paraphrase import paraphrase
 from combee_core.playbook import is_near_duplicate, is_paraphrase
-from combee_core.tasks import _GENERIC, build_suite
+from combee_core.sim.tasks import _GENERIC, build_suite
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results" / "paraphrase_catch.json"

@@ -29,7 +29,7 @@ from bench.common import (
     start_broker,
     write_results,
 )
-from combee_core.controller import ControllerConfig
+from combee_core.control.controller import ControllerConfig
 from combee_core.settings import CombeeSettings
 
 VARIANTS = (

@@ -1,4 +1,4 @@
-"""Cost of redaction at ingest: traces per second through ``combee_core.redaction.redact_trace``.
+"""Cost of redaction at ingest: traces per second through ``combee_core.ingest.redaction.redact_trace``.
 
     python -m bench.redaction [--traces 3000] [--out bench/results]
 
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from bench.common import machine, write_results
-from combee_core.redaction import DETECTORS, RedactionConfig, parse_patterns, redact_trace
-from combee_core.tasks import build_suite, train_traces
+from combee_core.ingest.redaction import DETECTORS, RedactionConfig, parse_patterns, redact_trace
+from combee_core.sim.tasks import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, seeded_trace
 
 

@@ -6,7 +6,7 @@ never the similarity retrieval or curation uses).
     python -m bench.retrieval --seeds 0 --budget 500
 
 The playbook (per composition seed) is what a long run could have grown, written from the registry's texts of the
-32-family honest suite (``build_suite(32, feedback="honest")``, ``combee_core.sim_registry``): for every family 58
+32-family honest suite (``build_suite(32, feedback="honest")``, ``combee_core.sim.sim_registry``): for every family 58
 of the 60 wordings of its rule, 3 of its 9 hints, the 12 generic tips, and for 8 families (drawn) 3 wordings of the
 *opposite* rule, with helpful/harmful counters drawn as a reflector would have tagged them (rules helpful 0-6 and
 harmful 0-2, opposites helpful 0-1 and harmful 1-4, hints helpful 0-2): 1,988 entries, about 53,000 tokens.
@@ -38,14 +38,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, mean_spread, write_results
-from combee_core import honest_suite
 from combee_core.models import PlaybookEntry
 from combee_core.playbook.embedding import Embedder, StaticEmbedder
 from combee_core.playbook.render import estimate_tokens, render_in_priority, render_playbook
 from combee_core.playbook.retrieval import RetrievalIndex
 from combee_core.playbook.value import Playbook
-from combee_core.sim_registry import TextRegistry
-from combee_core.tasks import Task, TaskSuite, build_suite
+from combee_core.sim import honest_suite
+from combee_core.sim.sim_registry import TextRegistry
+from combee_core.sim.tasks import Task, TaskSuite, build_suite
 
 RESULTS = Path(__file__).parent / "results" / "retrieval.json"
 FAMILIES = 32

@@ -32,14 +32,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.common import machine, write_results
-from combee_core.deterministic_merge import merge_contested, merge_without_conflict
 from combee_core.models import AddOp, DeleteOp, Operation, PartialUpdate, TagOp, Usage
 from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds
-from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduce.deterministic_merge import merge_contested, merge_without_conflict
+from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results" / "semantic_pipeline.json"

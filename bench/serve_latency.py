@@ -28,7 +28,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from bench.common import machine, start_broker, write_results
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import build_suite
+from combee_core.sim.tasks import build_suite
 from combee_core.topology import Topic
 from streams.serving.http import ServeHttp
 from streams.serving.mcp_server import PlaybookMcp, playbook_uri

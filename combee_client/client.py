@@ -30,8 +30,8 @@ from combee_core.models.traces import MetadataValue
 from combee_core.playbook.embedding import Embedder
 from combee_core.playbook.retrieval import DEFAULT_TOP_K, RetrievalIndex
 from combee_core.playbook.value import Playbook
-from combee_core.scoped_serving import Chain, chain_etag, composed_index, render_view_for_task, view_of
-from combee_core.scopes import ServedView, parse_parents, scope_chain
+from combee_core.serve.scoped_serving import Chain, chain_etag, composed_index, render_view_for_task, view_of
+from combee_core.serve.scopes import ServedView, parse_parents, scope_chain
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
@@ -71,7 +71,7 @@ class ServedPlaybook:
     inherited: tuple[tuple[str, PlaybookVersion | None], ...] = ()
     """Each ancestor and its served version, nearest first (``COMBEE_PLAYBOOK_PARENTS``; none: no parent)."""
     view: ServedView | None = None
-    """With a parent, the composed view agents are served (``combee_core.scopes``: its own entries, then each
+    """With a parent, the composed view agents are served (``combee_core.serve.scopes``: its own entries, then each
     ancestor's, named ``scope/entry_id``, within the playbook token budget); None without one."""
 
 

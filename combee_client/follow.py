@@ -1,6 +1,6 @@
 """Following the served version of one playbook in the background: the ``playbook`` and ``promoted`` topics read
 from their beginning (no consumer group), with their reading rules and the served-version rule of every follower
-(``combee_core.served``); a broker that is away is retried with backoff while the last served version stays. With
+(``combee_core.serve.served``); a broker that is away is retried with backoff while the last served version stays. With
 ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancestor's served version is followed too, for the composed view."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision
-from combee_core.scoped_serving import Chain
-from combee_core.served import ServedLog
-from combee_core.serving import etag
+from combee_core.serve.scoped_serving import Chain
+from combee_core.serve.served import ServedLog
+from combee_core.serve.serving import etag
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
 
@@ -83,7 +83,7 @@ class ServedFollower:
     """Called with the served version whenever it or an ancestor's changed (``state`` is already updated)."""
     log_state: ServedLog = field(default_factory=ServedLog)
     ancestors: tuple[str, ...] = ()
-    """The playbook's ancestors, nearest first (``combee_core.scopes.scope_chain`` without the playbook)."""
+    """The playbook's ancestors, nearest first (``combee_core.serve.scopes.scope_chain`` without the playbook)."""
 
     def topics(self) -> tuple[str, str]:
         return f"{self.topic_prefix}{Topic.PLAYBOOK}", f"{self.topic_prefix}{Topic.PROMOTED}"

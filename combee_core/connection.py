@@ -170,6 +170,48 @@ class KafkaConnection(BaseModel):
         return self.security_protocol + (f" ({'; '.join(parts)})" if parts else "")
 
 
+class BrokerSettings(BaseModel):
+    """Where the broker is and how every client reaches it: the connection part of
+    :class:`combee_core.settings.CombeeSettings` (which extends it with the pipeline's settings), each field set from
+    ``COMBEE_<FIELD_UPPER>`` (``kafka``: from ``COMBEE_KAFKA_*``)."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    kafka_bootstrap: str | None = Field(
+        default=None, description="Kafka bootstrap servers; none -> the broker `combee broker` recorded, if it runs."
+    )
+    kafka: KafkaConnection = Field(
+        default_factory=KafkaConnection, description="Security of the connection to the broker named by "
+        "kafka_bootstrap (TLS, SASL; combee_core/connection.py): COMBEE_KAFKA_* variables, --kafka-* flags."
+    )
+    broker_kind: Literal["auto", "kafka", "tansu"] = Field(
+        default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
+    )
+    broker_connect_timeout_s: float = Field(
+        default=5.0, gt=0, le=600, description="How long a command waits for the broker to answer when it starts; "
+        "then it exits with status 2."
+    )
+    broker_loss_grace_s: float = Field(
+        default=60.0, gt=0, description="How long a running worker (or `combee tail`) keeps going without an answer "
+        "from its broker; then it stops and exits with status 3."
+    )
+
+    @field_validator("kafka_bootstrap")
+    @classmethod
+    def _blank_bootstrap_is_none(cls, value: str | None) -> str | None:
+        return value or None
+
+
+def describe_connection_problem(loc: list[str], message: str) -> str | None:
+    """A validation problem of the ``kafka`` field, naming the variable and the flag that set it; None for another
+    field's."""
+    if loc[:1] != ["kafka"]:
+        return None
+    if len(loc) == 1:
+        return f"Kafka connection: {message}"
+    return f"{env_name(loc[1])} (or {flag_name(loc[1])}): {message}"
+
+
 def read_secret_file(path: str, field: str) -> str:
     """A secret file's content without its trailing newline; :class:`ConnectionSecretError` naming the setting."""
     try:

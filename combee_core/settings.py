@@ -6,9 +6,9 @@ import os
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from combee_core.connection import KafkaConnection, env_name, flag_name
+from combee_core.connection import BrokerSettings, KafkaConnection, describe_connection_problem
 from combee_core.errors import CombeeError
 
 ENV_PREFIX = "COMBEE_"
@@ -24,8 +24,9 @@ class SettingsError(CombeeError, ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
 
 
-class CombeeSettings(BaseModel):
-    """Everything a worker, a producer or the demo needs to agree on.
+class CombeeSettings(BrokerSettings):
+    """Everything a worker, a producer or the demo needs to agree on: the broker connection (:class:`BrokerSettings`)
+    and the pipeline's settings.
 
     Each field can be set from the environment as ``COMBEE_<FIELD_NAME_UPPER>`` (e.g. ``COMBEE_KAFKA_BOOTSTRAP``,
     ``COMBEE_BATCH_SIZE``); explicit overrides (CLI flags) win over the environment.
@@ -33,24 +34,6 @@ class CombeeSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    kafka_bootstrap: str | None = Field(
-        default=None, description="Kafka bootstrap servers; none -> the broker `combee broker` recorded, if it runs."
-    )
-    kafka: KafkaConnection = Field(
-        default_factory=KafkaConnection, description="Security of the connection to the broker named by "
-        "kafka_bootstrap (TLS, SASL; combee_core/connection.py): COMBEE_KAFKA_* variables, --kafka-* flags."
-    )
-    broker_kind: Literal["auto", "kafka", "tansu"] = Field(
-        default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
-    )
-    broker_connect_timeout_s: float = Field(
-        default=5.0, gt=0, le=600, description="How long a command waits for the broker to answer when it starts; "
-        "then it exits with status 2."
-    )
-    broker_loss_grace_s: float = Field(
-        default=60.0, gt=0, description="How long a running worker (or `combee tail`) keeps going without an answer "
-        "from its broker; then it stops and exits with status 3."
-    )
     topic_prefix: str = Field(default="combee.", pattern=r"^[A-Za-z0-9._-]*$")
     run_id: str = Field(default="default", pattern=r"^[A-Za-z0-9._-]+$", description="Names consumer groups.")
     partitions: int = Field(default=4, ge=1, le=256, description="Partitions of the traces and shuffle topics.")
@@ -71,7 +54,7 @@ class CombeeSettings(BaseModel):
     max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
     deterministic_merge: bool = Field(
         default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
-        "(combee_core.deterministic_merge); the reducer call judges only the contested ones (lessons that "
+        "(combee_core.reduce.deterministic_merge); the reducer call judges only the contested ones (lessons that "
         "contradict one another, edits that disagree), the rest is merged without it."
     )
     embedding_model: str = Field(
@@ -154,8 +137,8 @@ class CombeeSettings(BaseModel):
     )
     controller_objective: Literal["stream", "delay"] = Field(
         default="stream", description="Async fleets: stream picks the batch size whose versions keep up with the "
-        "arrival rate at the lowest trace -> version latency (combee_core/streaming.py); delay minimises the per-trace "
-        "pipeline delay (the profiled power law). Sync fleets always fit the round time."
+        "arrival rate at the lowest trace -> version latency (combee_core/control/streaming.py); delay minimises "
+        "the per-trace pipeline delay (the profiled power law). Sync fleets always fit the round time."
     )
     controller_max_utilisation: float = Field(
         default=0.8, gt=0, lt=1, description="Streaming objective: the busiest the version chain may be at the chosen "
@@ -209,8 +192,8 @@ class CombeeSettings(BaseModel):
                                        "(required to bind beyond loopback).")
     guard: bool = Field(
         default=True, description="With promotion off: roll a version back to its parent, and pause the playbook "
-        "until `combee promote`, when its live traces do significantly worse than its parent's (combee_core/guard.py; "
-        "COMBEE_GUARD=0 turns it off).",
+        "until `combee promote`, when its live traces do significantly worse than its parent's "
+        "(combee_core/promote/guard.py; COMBEE_GUARD=0 turns it off).",
     )
     guard_alpha: float = Field(
         default=0.05, gt=0.0, lt=1.0, description="Guard: nominal false-alarm rate per judged version (the mSPRT "
@@ -363,14 +346,15 @@ class CombeeSettings(BaseModel):
     @field_validator("redact_detectors", "redact_patterns", "playbook_parents")
     @classmethod
     def _parsable(cls, value: str, info: Any) -> str:
-        from combee_core import redaction, scopes
+        from combee_core.ingest import redaction
+        from combee_core.serve import scopes
 
         parse = {"redact_detectors": redaction.parse_detectors, "redact_patterns": redaction.parse_patterns,
                  "playbook_parents": scopes.parse_parents}[info.field_name]
         parse(value)
         return value
 
-    @field_validator("kafka_bootstrap", "llm_record_file", "llm_record_topic", "batch_plan_topic",
+    @field_validator("llm_record_file", "llm_record_topic", "batch_plan_topic",
                      "otlp_default_playbook")
     @classmethod
     def _blank_is_none(cls, value: str | None) -> str | None:
@@ -410,8 +394,6 @@ def _describe_problem(error: Any) -> str:
     """One validation problem, naming the variable and the flag that set it."""
     loc = [str(part) for part in error["loc"]]
     message = error["msg"].removeprefix("Value error, ")
-    if loc[:1] == ["kafka"]:
-        if len(loc) == 1:
-            return f"Kafka connection: {message}"
-        return f"{env_name(loc[1])} (or {flag_name(loc[1])}): {message}"
+    if (connection := describe_connection_problem(loc, message)) is not None:
+        return connection
     return f"{ENV_PREFIX}{'.'.join(loc).upper()} (or --{loc[0].replace('_', '-')}): {message}"

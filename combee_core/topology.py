@@ -3,7 +3,7 @@ consumes, reads and produces, whether it calls the LLM).
 
 Everything else is derived from this module: the partition counts ``ensure_topics`` creates
 (``streams.topology.topics.topic_partitions``), the models an archive validates
-(``combee_core.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
+(``combee_core.runs.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
 ``combee schemas``), each stage's ``consumes``, the worker's stage names and LLM stages, and the consumer groups
 ``combee status`` measures. Code names a topic by its constant (``Topic.TRACES``), never by a string. Adding a
 stage is one :class:`StageSpec` here (and a topic, if it writes a new one), its binding in
@@ -87,6 +87,9 @@ class TopicSpec:
     ``combee export``."""
     enabled_by: str = ""
     """A boolean setting that must be on for the topic to be created (empty: always)."""
+    record: str = "record"
+    """What one of its records is called where a stage cannot read it (the dead letter's "unreadable <record>: ...").
+    """
     compacted: bool = False
     """Created with ``cleanup.policy=compact``: only the latest record of each key is ever read (``checkpoints``:
     a view resumes from its latest checkpoint). Never a state topic, which is read whole."""
@@ -115,19 +118,19 @@ class TopicSpec:
 
 TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(Topic.TRACES, Trace, "playbook_id", True, external="agents (combee produce, any client)",
-              validated_on_read=False),
-    TopicSpec(Topic.REFLECTIONS, Reflection, "playbook_id", True),
+              validated_on_read=False, record="trace"),
+    TopicSpec(Topic.REFLECTIONS, Reflection, "playbook_id", True, record="reflection"),
     TopicSpec(Topic.BATCHES, BatchManifest, "playbook_id", False, external="combee playbook import", state=True),
-    TopicSpec(Topic.SHUFFLE, ShuffledReflection, "playbook_id/batch_id/subgroup", True),
-    TopicSpec(Topic.PARTIALS, PartialUpdate, "playbook_id", True),
+    TopicSpec(Topic.SHUFFLE, ShuffledReflection, "playbook_id/batch_id/subgroup", True, record="shuffled copy"),
+    TopicSpec(Topic.PARTIALS, PartialUpdate, "playbook_id", True, record="partial"),
     TopicSpec(Topic.PLAYBOOK, PlaybookVersion, "playbook_id", False, external="combee playbook import",
               state=True),
-    TopicSpec(Topic.METRICS, BatchMetrics, "playbook_id", False, state=True),
+    TopicSpec(Topic.METRICS, BatchMetrics, "playbook_id", False, state=True, record="batch metrics"),
     TopicSpec(Topic.CONTROL, ControlDecision, "playbook_id", False, state=True),
     TopicSpec(Topic.DLQ, DeadLetter, "stage", False),
     TopicSpec(Topic.LLM_CALLS, CallRecord, "call key", False),
     TopicSpec(Topic.CHECKPOINTS, ViewCheckpoint, "stage/topic", False, compacted=True),
-    TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True),
+    TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True, record="evaluation request"),
     TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
     TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",
               state=True),
@@ -135,7 +138,7 @@ TOPICS: tuple[TopicSpec, ...] = (
               state=True),
     TopicSpec(Topic.OTLP_SPANS, None, "OTel trace id (or none)", True,
               external="the OpenTelemetry Collector's Kafka exporter, combee otlp-receiver", validated_on_read=False,
-              foreign="ExportTraceServiceRequest", enabled_by="otlp_ingest"),
+              foreign="ExportTraceServiceRequest", enabled_by="otlp_ingest", record="OTLP record"),
 )
 """Every topic of a run, in flow order."""
 

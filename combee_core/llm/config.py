@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
-from combee_core.concurrency import AimdConfig
+from combee_core.control.concurrency import AimdConfig
 from combee_core.llm import prompts
 from combee_core.llm.simulator import DEFAULT_MODEL, SimulatorConfig
 from combee_core.models import Role
@@ -25,7 +25,8 @@ class RoleConfig(BaseModel):
     max_retries: int = Field(default=2, ge=0, description="Further attempts after the first one.")
     backoff_s: float = Field(default=0.5, ge=0, description="Wait before retry n: backoff_s * 2**(n-1), no jitter.")
     concurrency: int = Field(default=8, ge=1, description="Calls of this role in flight at once at the start, per "
-                             "LLMRoles; it adapts within [1, LLMConfig.concurrency_ceiling] (combee_core.concurrency).")
+                             "LLMRoles; it adapts within [1, LLMConfig.concurrency_ceiling] "
+                             "(combee_core.control.concurrency).")
     temperature: float = Field(default=0.0, ge=0)
     api_base: str | None = None
     api_key: SecretStr | None = None

@@ -37,7 +37,8 @@ class LLMCallError(LLMError):
                  overload: bool = False, retry_after_s: float | None = None) -> None:
         self.retryable = retryable
         self.overload = overload
-        """A rate-limit answer (429) or a timeout: the model's calls back off (:mod:`combee_core.concurrency`)."""
+        """A rate-limit answer (429) or a timeout: the model's calls back off
+        (:mod:`combee_core.control.concurrency`)."""
         self.retry_after_s = retry_after_s
         """The provider's ``Retry-After``, seconds, when it sent one."""
         super().__init__(role, model, reason, attempts)

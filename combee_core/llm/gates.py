@@ -1,4 +1,4 @@
-"""The LLM role client's binding of :mod:`combee_core.concurrency`: a gate per (model, role) whose width is the
+"""The LLM role client's binding of :mod:`combee_core.control.concurrency`: a gate per (model, role) whose width is the
 controller's current limit.
 
 Each role's calls to a model adapt on their own latency (a reflector call and a reducer call take different times);
@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from combee_core.concurrency import AimdConfig, ConcurrencyController
+from combee_core.control.concurrency import AimdConfig, ConcurrencyController
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from combee_core import limits
-from combee_core.sim_registry import TextRegistry, registry_for
-from combee_core.tasks import SECTIONS
+from combee_core.sim.sim_registry import TextRegistry, registry_for
+from combee_core.sim.tasks import SECTIONS
 
 if TYPE_CHECKING:
     from combee_core.llm.simulator import SimulatorConfig

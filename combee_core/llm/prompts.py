@@ -23,7 +23,7 @@ from combee_core import limits
 from combee_core.llm.payload import fit_lines, fit_trace
 from combee_core.models import Operation, Reflection, Trace
 from combee_core.playbook import MAX_MERGE_IDS
-from combee_core.scopes import split_used
+from combee_core.serve.scopes import split_used
 
 DATA_OPEN = "<<<DATA"
 DATA_CLOSE = "DATA>>>"

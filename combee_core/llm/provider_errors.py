@@ -1,5 +1,5 @@
 """Which provider exceptions a failed LLM call is: not worth retrying, retryable, or a sign of overload (429 or
-the provider's timeout: :mod:`combee_core.concurrency` backs off); and the ``Retry-After`` a provider sent."""
+the provider's timeout: :mod:`combee_core.control.concurrency` backs off); and the ``Retry-After`` a provider sent."""
 
 from __future__ import annotations
 

@@ -29,7 +29,7 @@ from combee_core.llm.parsing import parse_operations_output, parse_reflection_ou
 from combee_core.llm.provider_errors import provider_errors, retry_after_s
 from combee_core.llm.simulator import HIDDEN_PARAM, SIM_PARAM, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
-from combee_core.scopes import own_entry_id
+from combee_core.serve.scopes import own_entry_id
 
 if TYPE_CHECKING:
     pass
@@ -200,7 +200,7 @@ class LLMRoles:
         return params
 
     def concurrency(self, role: Role) -> int:
-        """The current concurrency limit of ``role``'s calls (adaptive: :mod:`combee_core.concurrency`)."""
+        """The current concurrency limit of ``role``'s calls (adaptive: :mod:`combee_core.control.concurrency`)."""
         return self.gates.limit(self.config.role(role).model, role)
 
     async def _emit(self, record: CallRecord) -> None:

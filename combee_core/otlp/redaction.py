@@ -1,13 +1,14 @@
 """Redaction of an OTLP export request in place (``combee otlp-receiver`` with ``redact_before_produce``): every
-string of every span, event, link, status, resource and scope goes through the redactor (``combee_core.redaction``),
-except attribute keys (the semantic conventions' names, which the mapping reads). Bytes values are left as they are.
+string of every span, event, link, status, resource and scope goes through the redactor
+(``combee_core.ingest.redaction``), except attribute keys (the semantic conventions' names, which the mapping reads).
+Bytes values are left as they are.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from combee_core.redaction import Redactor
+from combee_core.ingest.redaction import Redactor
 
 KEPT = frozenset({"key", "schema_url", "trace_state"})
 """String fields kept: attribute names, and W3C/schema plumbing that is not the run's content."""

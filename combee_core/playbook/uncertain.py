@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from combee_core.deterministic_merge import ContestedMerge
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook.meaning import Judge, Judgement
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, near_duplicate_score
+from combee_core.reduce.deterministic_merge import ContestedMerge
 
 Mode = Literal["contest", "trust"]
 

@@ -16,8 +16,8 @@ from typing import Any, Protocol
 from combee_core.llm.errors import LLMError
 from combee_core.models import Operation, PartialUpdate, Reflection, ShuffledReflection, Usage, UseTag
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
+from combee_core.reduce.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.topology import Topic
-from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
 
 log = logging.getLogger(__name__)
 

@@ -5,8 +5,8 @@ Pure: the stage gives it each reflection with a token (its record), the monotoni
 performs the effects it answers. A closed batch is ``[Publish(batches, manifest, number=(playbook, batch_id)),
 Publish(shuffle, copy)..., Count..., Acknowledge(its reflections)]``: the copies go out, and the reflections are
 committed, only if the manifest is the first of its batch id (``combee_core.processors.effects``). The state
-it keeps besides the batch state machines (``combee_core.batching``) is which tokens wait for what: the open batch,
-a batch being re-sent after a restart, a planned batch.
+it keeps besides the batch state machines (``combee_core.batch.batching``) is which tokens wait for what: the open
+batch, a batch being re-sent after a restart, a planned batch.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from combee_core.batch_plan import PlannedBatches
-from combee_core.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
+from combee_core.batch.batch_plan import PlannedBatches
+from combee_core.batch.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
 from combee_core.log_order import valid_manifests
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
@@ -70,6 +70,8 @@ class Batcher:
         self._open: dict[str, list[object]] = {}
         self._resend: dict[tuple[str, int], list[object]] = {}
         self._planned: dict[str, list[object]] = {}
+        self.stale: set[str] = set()
+        """Playbooks whose batch state must be rebuilt from the ``batches`` log at the next assignment."""
 
     # ------------------------------------------------------------------------------------------ inputs
 
@@ -197,6 +199,23 @@ class Batcher:
         self.accumulator.forget_playbook(playbook_id)
         for manifest in valid_manifests(m for m in manifests if m.playbook_id == playbook_id):
             self.accumulator.restore(manifest)
+
+    def foreign_write(self, playbook_id: str) -> None:
+        """Another writer's manifest counts for an owned playbook: its traces may be in the open batch, dropped now
+        (its records come back after the reset) so that no later close re-batches them; rebuilt at assignment."""
+        self.drop_open(playbook_id)
+        self.stale.add(playbook_id)
+
+    def lost_write(self, playbook_id: str) -> None:
+        """A manifest of this stage's lost its batch id: the playbook is rebuilt at assignment (its open batch is
+        dropped by the reset's release, as before the numbered log)."""
+        self.stale.add(playbook_id)
+
+    def rebuild_stale(self, manifests: list[BatchManifest]) -> None:
+        """Every stale playbook's batch state again from the ``batches`` log alone (:meth:`rebuild`)."""
+        for playbook_id in sorted(self.stale):
+            self.rebuild(playbook_id, manifests)
+        self.stale.clear()
 
     def rearm(self, playbook_id: str) -> None:
         """Newly owned: the playbook's latest batches may have lost copies; re-send them when they come back."""

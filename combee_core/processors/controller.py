@@ -15,17 +15,17 @@ from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
 
-from combee_core.controller import BatchSizeController, ControllerConfig, Decision
-from combee_core.delay_model import clock_description, sample_delay, sample_rollout
+from combee_core.control.controller import BatchSizeController, ControllerConfig, Decision
+from combee_core.control.delay_model import clock_description, sample_delay, sample_rollout
+from combee_core.control.streaming import StreamChoice, StreamingObjective
 from combee_core.models import BatchMetrics, ControlDecision, DelaySample
 from combee_core.processors.effects import Count, Effect, Publish, acknowledge
 from combee_core.settings import CombeeSettings
-from combee_core.streaming import StreamChoice, StreamingObjective
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)
 
-STREAMING_CLOCK = "streaming: the arrival rate and each version's cycle (combee_core/streaming.py)"
+STREAMING_CLOCK = "streaming: the arrival rate and each version's cycle (combee_core/control/streaming.py)"
 
 
 def resume_offset(records: Sequence[tuple[int, str]], keep: int) -> int | None:
@@ -101,8 +101,8 @@ class Controller:
         return True
 
     def _cycle_s(self, metrics: BatchMetrics) -> float:
-        """The version's own time (module ``combee_core.streaming``): on the wall clock its delay less its wait for
-        the previous version (the round, when shorter); modelled, the LLM critical path."""
+        """The version's own time (module ``combee_core.control.streaming``): on the wall clock its delay less its wait
+        for the previous version (the round, when shorter); modelled, the LLM critical path."""
         if self.settings.controller_clock == "modelled":
             return metrics.llm_critical_path_s
         return min(metrics.delay_s, metrics.round_s) if metrics.round_s is not None else metrics.delay_s

@@ -13,12 +13,12 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from combee_core.ingest.redaction import RedactionConfig, RedactionError, Redactor
 from combee_core.models import Trace
 from combee_core.otlp.assembler import TraceAssembler
 from combee_core.otlp.mapping import UnmappableTrace, map_trace, playbook_of, trace_id_for
 from combee_core.otlp.wire import OtlpSpan
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
-from combee_core.redaction import RedactionConfig, RedactionError, Redactor
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 

@@ -1,7 +1,7 @@
 """The promoter's decisions: per playbook, in version order, which evaluation requests to send for the next
 undecided candidate and the served version (those not on ``eval-results`` yet, once per process), and, once every
-score is in, the decision by the promotion rule (``combee_core.promotion``); with a canary, the verdict from the live
-traces. A decision is a numbered record on ``promoted`` (the first record of each decision id counts).
+score is in, the decision by the promotion rule (``combee_core.promote.promotion``); with a canary, the verdict from the
+live traces. A decision is a numbered record on ``promoted`` (the first record of each decision id counts).
 
 Its state is what the stage's views read from the logs (``apply_*``, in log order): the candidates (``playbook``),
 the ledger (``promoted``), the score cache (``eval-results``) and what each batch's reflections cost (``batches``).
@@ -13,7 +13,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from combee_core.improvement_cost import CandidateCost
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     BatchManifest,
@@ -26,7 +25,8 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.processors.effects import Count, Effect, Publish
-from combee_core.promotion import (
+from combee_core.promote.improvement_cost import CandidateCost
+from combee_core.promote.promotion import (
     LiveScore,
     PromotionLedger,
     PromotionRule,
@@ -36,7 +36,7 @@ from combee_core.promotion import (
     decide,
     eval_requests,
 )
-from combee_core.tasks import Task
+from combee_core.sim.tasks import Task
 from combee_core.topology import Topic
 
 CatchUp = Callable[[], Awaitable[None]]

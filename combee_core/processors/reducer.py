@@ -17,17 +17,19 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from combee_core.budget import DEFAULT_MIN_EVIDENCE
-from combee_core.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.llm.errors import LLMError
 from combee_core.llm.simulator import is_sim_model
+from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
 from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
-from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.processors.reducer_state import StalledBatch
+from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE
+from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
+from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 
@@ -96,8 +98,10 @@ def unlearned(version: PlaybookVersion, manifest: BatchManifest | None) -> list[
 class Reducer:
     """Partials in, versions out, per playbook, in version order."""
 
-    def __init__(self, config: ReducerConfig, reduce: ReduceRole, embedder: Embedder | None = None) -> None:
-        """``embedder``: curation by meaning (``SemanticJudge``); None: the lexical judge, within a section."""
+    def __init__(self, config: ReducerConfig, reduce: ReduceRole, embedder: Embedder | None = None,
+                 empty_notice: EmptyVersionNotice | None = None) -> None:
+        """``embedder``: curation by meaning (``SemanticJudge``); None: the lexical judge, within a section.
+        ``empty_notice``: says when versions come out empty because the reflector is the simulator."""
         self.config = config
         self._reduce = reduce
         self._embedder = embedder
@@ -105,6 +109,7 @@ class Reducer:
         """Per playbook, the vectors of its latest version's entries (each embedded once) and of the batch's ADDs."""
         self.pending: dict[str, PendingPartials] = {}
         self._tokens: dict[tuple[str, int], list[object]] = {}
+        self._empty_notice = empty_notice or EmptyVersionNotice(reflector_model="")
 
     def take(self, partial: PartialUpdate, token: object, current_version: int) -> list[Effect] | None:
         """A partial of a playbook this stage owns, whose latest version is ``current_version``: the effects of a
@@ -138,12 +143,35 @@ class Reducer:
         for key in [key for key in self._tokens if key[0] == playbook_id]:
             del self._tokens[key]
 
+    def published(self, effects: list[Effect], now: float) -> None:
+        """The version of :meth:`next_version`'s ``effects`` counted (``now``: monotonic seconds): say so, and warn
+        when versions come out empty because the reflector is the simulator (``combee_core.model_notice``)."""
+        [record] = [e.value for e in effects if isinstance(e, Publish) and e.topic == Topic.PLAYBOOK]
+        assert isinstance(record, PlaybookVersion)
+        log.info("published %s v%d (batch %d, %d entries, %d ops, delay %.2fs)", record.playbook_id, record.version,
+                 record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)
+        if notice := self._empty_notice.observe(record.playbook_id, record.version, len(record.operations),
+                                                len(record.lineage), now):
+            log.warning("%s", notice)
+
+    def stalled(self, batches: list[StalledBatch]) -> list[Effect]:
+        """Warn of each batch that has waited too long for its version (``ReducerLogs.stalled``), and count it."""
+        for stalled in batches:
+            waiting = self.pending.get(stalled.playbook_id, PendingPartials()).waiting()
+            log.warning("%s: batch %d (%d traces) closed %.0f s ago and is still not a version (partials %s)",
+                        stalled.playbook_id, stalled.manifest.batch_id, stalled.manifest.n, stalled.age_s,
+                        waiting.get(stalled.manifest.batch_id, "none"))
+        return [Count("stalled_batches") for _ in batches]
+
     async def next_version(self, playbook: Playbook, partials: list[PartialUpdate], *, parent_version: int | None,
                            manifest: BatchManifest | None, previous_at: datetime | None,
                            now: datetime) -> list[Effect]:
         """Reduce a ready batch's partials through the scan, apply them to ``playbook`` and say what to publish."""
         effects: list[Effect] = []
         first = partials[0]
+        if manifest is None:
+            log.warning("%s batch %d: manifest not found; the version's lineage is not checked against it",
+                        first.playbook_id, first.batch_id)
         context = render_playbook(playbook, self.config.llm_context_tokens).text if self.config.llm_context else ""
 
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:

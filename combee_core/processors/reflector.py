@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from combee_core.llm.errors import LLMError
 from combee_core.models import Reflection, Trace
 from combee_core.processors.effects import Count, Effect, Publish, Reject
-from combee_core.scopes import split_used
+from combee_core.serve.scopes import split_used
 from combee_core.topology import Topic
 
 ReflectRole = Callable[[Trace, str | None], Awaitable[Reflection]]

@@ -8,9 +8,9 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from combee_core.dead_letter_query import DeadLetterFilter, describe_dead_letter, original_bytes, summarise
 from combee_core.errors import CombeeError
 from combee_core.models import DeadLetter
+from combee_core.runs.dead_letter_query import DeadLetterFilter, describe_dead_letter, original_bytes, summarise
 from combee_core.topology import STAGES, Topic
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for, stop_on_signals

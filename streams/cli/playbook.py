@@ -7,8 +7,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from combee_core.ace_format import AceFormatError, parse_ace, render_ace, section_heading
 from combee_core.models import PlaybookEntry, PlaybookVersion
+from combee_core.runs.ace_format import AceFormatError, parse_ace, render_ace, section_heading
 from combee_core.topology import Topic
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for

@@ -1,5 +1,5 @@
 """``combee promote PLAYBOOK VERSION`` and ``combee rollback PLAYBOOK [--to VERSION]``: an operator's decision on
-the ``promoted`` topic, recorded with who and why (``combee_core.promotion.operator_decision``)."""
+the ``promoted`` topic, recorded with who and why (``combee_core.promote.promotion.operator_decision``)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import argparse
 import getpass
 import socket
 
-from combee_core.guard import served_without_promotion
 from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
-from combee_core.promotion import (
+from combee_core.promote.guard import served_without_promotion
+from combee_core.promote.promotion import (
     PromotionError,
     PromotionLedger,
     PromotionRule,

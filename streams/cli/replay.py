@@ -7,12 +7,12 @@ import os
 import sys
 from datetime import datetime
 
-from combee_core.archive import ArchiveError, read_archive
-from combee_core.diff import diff_versions
 from combee_core.llm.record import CallStoreError, LLMRecordMiss
 from combee_core.models import PromotionDecision
-from combee_core.promotion import compare_decisions
-from combee_core.replay import ReplayError, TraceSelection
+from combee_core.promote.promotion import compare_decisions
+from combee_core.runs.archive import ArchiveError, read_archive
+from combee_core.runs.diff import diff_versions
+from combee_core.runs.replay import ReplayError, TraceSelection
 from combee_core.topology import Topic
 from streams.cli.flags import add_common, add_connection, add_pipeline, connection_overrides, settings_from_args
 from streams.cli.running import broker_for

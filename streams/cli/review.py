@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from combee_core.models import utc_now
-from combee_core.review import ReviewInputError, inbox, make_decision, review_on
+from combee_core.serve.review import ReviewInputError, inbox, make_decision, review_on
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.promote import operator_name
 from streams.cli.running import broker_for

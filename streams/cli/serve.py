@@ -37,7 +37,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
-    from combee_core.serving import check_exposure
+    from combee_core.serve.serving import check_exposure
 
     settings = settings_from_args(args)
     settings = settings.model_copy(update={k: v for k, v in {"serve_host": args.host, "serve_port": args.port,
@@ -53,7 +53,7 @@ async def cmd_serve(args: argparse.Namespace) -> int:
 
 async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, stop: asyncio.Event, *, mcp: str,
                  http_on: bool) -> int:
-    from combee_core.serving import ServeConfigError
+    from combee_core.serve.serving import ServeConfigError
     from combee_core.topology import Topic
     from streams.broker.watchdog import BrokerWatchdog, watching
     from streams.cli.promote import read_ledger

@@ -1,6 +1,6 @@
 """A simulated agent fleet: N agents read the latest playbook version, run tasks, and publish traces.
 
-The agents are the synthetic task suite's simulated agents (``combee_core.tasks.run_task``); the playbook they run
+The agents are the synthetic task suite's simulated agents (``combee_core.sim.tasks.run_task``); the playbook they run
 with comes from the playbook topic, as it would for a real fleet. Two modes:
 
 - ``sync``: the fleet runs one round of tasks (the playbook's current batch size, from the control topic, or the
@@ -20,10 +20,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from combee_core.control.rollout import round_rollout_s
 from combee_core.models import PlaybookEntry, Trace
-from combee_core.rollout import round_rollout_s
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import Task, TaskSuite, run_task
+from combee_core.sim.tasks import Task, TaskSuite, run_task
 from streams.broker.profile import BrokerProfile
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
@@ -42,7 +42,7 @@ class FleetConfig(BaseModel):
     mode: FleetMode = "sync"
     traces: int = Field(default=480, ge=1, description="Traces to publish in all (the train split, cycled).")
     task_time_s: float = Field(default=0.05, ge=0, description="Simulated time one agent spends on one task (the "
-                               "demo derives it from the rollout model, combee_core/rollout.py).")
+                               "demo derives it from the rollout model, combee_core/control/rollout.py).")
     round_timeout_s: float = Field(default=120.0, gt=0, description="Sync mode: longest wait for a round's version.")
     decision_grace_s: float = Field(
         default=1.0, ge=0, description="Sync mode with the controller on: after each round's version, wait up to this "

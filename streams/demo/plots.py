@@ -99,7 +99,7 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     """The delay samples (per trace, vs batch size, log-log), the controller's own round model (rollouts in closed
     form + its fit of the pipeline), τ, the lowest point and its choice with its reason. Nothing is written when the
     controller was off or never decided (see :func:`controller_plot_skipped`); returns the path written, or None."""
-    from combee_core.delay_model import PowerLawFit, RoundModel, rollout_waves
+    from combee_core.control.delay_model import PowerLawFit, RoundModel, rollout_waves
 
     if controller_plot_skipped(summary) is not None:
         return None

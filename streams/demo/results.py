@@ -10,12 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from combee_core.controller import epoch_delay
-from combee_core.delay_model import clock_description, sample_delay
+from combee_core.control.controller import epoch_delay
+from combee_core.control.delay_model import clock_description, sample_delay
+from combee_core.control.rollout import modelled_task_time_s
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
-from combee_core.rollout import modelled_task_time_s
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import TaskSuite, expected_accuracy
+from combee_core.sim.tasks import TaskSuite, expected_accuracy
 from streams.demo.fleet import FleetMode, FleetReport
 
 

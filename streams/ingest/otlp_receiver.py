@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from combee_core.errors import CombeeError
+from combee_core.ingest.redaction import RedactionConfig, Redactor
 from combee_core.otlp.export import WireEncoding, export_response, split_by_trace, status_body
 from combee_core.otlp.redaction import redact_message
 from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
-from combee_core.redaction import RedactionConfig, Redactor
 from combee_core.settings import CombeeSettings
 from streams.topology.web_app import http_url, start_app
 

@@ -9,9 +9,9 @@ from typing import TypeVar
 
 from combee_core.log_order import valid_versions
 from combee_core.models import CombeeModel, PlaybookVersion, PromotionDecision, Reflection, ReviewDecision, Trace
-from combee_core.promotion import load_ledger
-from combee_core.review import ReviewInputError, ReviewState, review_state
-from combee_core.served import served_playbook
+from combee_core.promote.promotion import load_ledger
+from combee_core.serve.review import ReviewInputError, ReviewState, review_state
+from combee_core.serve.served import served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile

@@ -12,8 +12,8 @@ from urllib.parse import quote
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.playbook.embedding import EmbeddingError
 from combee_core.playbook.meaning import Judge
-from combee_core.review import ProposalRow, entry_changes, inbox
-from combee_core.review_context import HistoryRow, LikelyPair, NearReflection, likely_pairs, operations_on
+from combee_core.serve.review import ProposalRow, entry_changes, inbox
+from combee_core.serve.review_context import HistoryRow, LikelyPair, NearReflection, likely_pairs, operations_on
 from streams.review.log import ReviewSnapshot
 
 STYLE = """
@@ -50,8 +50,8 @@ def error_page(message: str) -> str:
 
 def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "",
                   judge: Judge | None = None) -> str:
-    """The playbook's review page; ``judge``: curation's (:func:`~combee_core.review_context.curation_judge`; None:
-    the lexical one)."""
+    """The playbook's review page; ``judge``: curation's (:func:`~combee_core.serve.review_context.curation_judge`;
+    None: the lexical one)."""
     state, pb = snapshot.state, snapshot.playbook_id
     waiting = inbox(state.proposals)
     served = snapshot.served.entries if snapshot.served else []

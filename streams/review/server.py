@@ -20,8 +20,8 @@ from combee_core.errors import CombeeError
 from combee_core.models import utc_now
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, embedder_from
 from combee_core.playbook.meaning import Judge
-from combee_core.review import ReviewInputError, make_decision, review_on
-from combee_core.review_context import closest_reflections, curation_judge, entry_history, making_version
+from combee_core.serve.review import ReviewInputError, make_decision, review_on
+from combee_core.serve.review_context import closest_reflections, curation_judge, entry_history, making_version
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision

@@ -26,9 +26,9 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from combee_core.ace_format import parse_ace, render_ace
 from combee_core.errors import CombeeError
 from combee_core.models import DeadLetter, PlaybookVersion, Trace, utc_now
+from combee_core.runs.ace_format import parse_ace, render_ace
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile

@@ -10,8 +10,8 @@ from combee_core.connection import PLAINTEXT, KafkaConnection
 from combee_core.errors import CombeeError
 from combee_core.log_order import valid_manifests, valid_versions
 from combee_core.models import BatchManifest, PlaybookEntry, PlaybookVersion, utc_now
-from combee_core.scopes import ScopeError, lift_entries
-from combee_core.seed import SeededVersion, is_import_manifest, seed_version
+from combee_core.runs.seed import SeededVersion, is_import_manifest, seed_version
+from combee_core.serve.scopes import ScopeError, lift_entries
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.admin import list_topics
@@ -106,8 +106,9 @@ async def import_playbook(
 async def lift_to_parent(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, child: str, parent: str,
                          entry_ids: list[str]) -> ImportResult:
     """Propose child entries up to the parent: the parent's next version with copies of them
-    (``combee_core.scopes.lift_entries``), published through :func:`import_playbook` (so, with promotion, a candidate
-    the promoter decides on). Raises :class:`PlaybookIOError` for a child without versions or an unknown entry."""
+    (``combee_core.serve.scopes.lift_entries``), published through :func:`import_playbook` (so, with promotion, a
+    candidate the promoter decides on). Raises :class:`PlaybookIOError` for a child without versions or an unknown
+    entry."""
     versions = await read_versions(settings, bootstrap, profile)
     source = pick_version(versions, child, None)
     mine = [v for v in versions if v.playbook_id == parent]

@@ -22,9 +22,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from combee_core.archive import Archive, ArchiveError, ArchiveHeader, ArchiveRecord, write_archive
 from combee_core.models import BatchManifest, PlaybookVersion, utc_now
-from combee_core.replay import (
+from combee_core.runs.archive import Archive, ArchiveError, ArchiveHeader, ArchiveRecord, write_archive
+from combee_core.runs.replay import (
     ReplayError,
     ReplayPlan,
     TraceSelection,
@@ -316,7 +316,7 @@ async def _send_traces(producer: AIOKafkaProducer, topic: str, records: Sequence
 
 async def versions_of(run: str, bootstrap: str | None, profile: BrokerProfile | None) -> list[PlaybookVersion]:
     """The versions of a run: an archive path, or a topic prefix on the broker."""
-    from combee_core.archive import read_archive
+    from combee_core.runs.archive import read_archive
 
     if os.path.exists(run):
         return read_archive(run).versions()

@@ -8,9 +8,9 @@ is served or ``S`` seconds pass (a long-poll); ``GET /playbooks/{id}/versions/{v
 token (``COMBEE_SERVE_TOKEN``) every request needs ``Authorization: Bearer <token>`` (401 otherwise).
 
 A playbook with a parent (``COMBEE_PLAYBOOK_PARENTS``) is answered its composed view instead of its version
-(``combee_core.scoped_serving.ComposedPlaybook``, in ``GET /playbooks/{id}`` and its events), under a tag over every
-scope's served version; its context is ranked among the composed entries. ``/versions/{v}`` and ``GET /playbooks``
-stay the playbook's own versions.
+(``combee_core.serve.scoped_serving.ComposedPlaybook``, in ``GET /playbooks/{id}`` and its events), under a tag over
+every scope's served version; its context is ranked among the composed entries. ``/versions/{v}`` and
+``GET /playbooks`` stay the playbook's own versions.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
-from combee_core.scoped_serving import composed_context, composed_playbook
-from combee_core.serving import (
+from combee_core.serve.scoped_serving import composed_context, composed_playbook
+from combee_core.serve.serving import (
     NOTHING_SERVED_ETAG,
     ContextQuery,
     TaskContext,

@@ -7,7 +7,7 @@ handshake-era clients that called ``resources/subscribe``; a new playbook notifi
 Tool: ``context_for_task(playbook_id, task, k, token_budget)``, the top ``k`` entries for a task within a budget.
 Transports: stdio, and streamable HTTP (served by uvicorn, bearer token as the HTTP API). A playbook with a parent
 (``COMBEE_PLAYBOOK_PARENTS``) reads as its composed view, is notified when any scope of it serves a new version, and
-its tool context is ranked among the composed entries (``combee_core.scoped_serving``).
+its tool context is ranked among the composed entries (``combee_core.serve.scoped_serving``).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from combee_core.scoped_serving import composed_context, render_composed
-from combee_core.serving import ContextQuery, TaskContext, authorized, context_for_task, render_served
+from combee_core.serve.scoped_serving import composed_context, render_composed
+from combee_core.serve.serving import ContextQuery, TaskContext, authorized, context_for_task, render_served
 from combee_core.settings import CombeeSettings
 from streams.serving.served import ServedPlaybooks
 

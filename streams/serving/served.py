@@ -3,7 +3,7 @@
 A :class:`~streams.topology.follower.PlaybookFollower` reads the playbook, control, ``promoted`` and dead-letter
 topics from their beginning and says which version is served (``PlaybookFollower.served``); each version it counts
 and each decision it applies re-reads the playbook's served version into a
-:class:`~combee_core.serving.ServedTable`, and a change wakes every :class:`Listener` (long-polls, event streams,
+:class:`~combee_core.serve.serving.ServedTable`, and a change wakes every :class:`Listener` (long-polls, event streams,
 the MCP notifier) for it and for every playbook that has it as an ancestor (``COMBEE_PLAYBOOK_PARENTS``: their
 composed view changed too). A listener holds the *ids* of the playbooks that changed since it last looked, never
 versions, so a slow one costs a set the size of the playbooks, and then reads the current served version.
@@ -21,9 +21,9 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 
 from combee_core.models import PlaybookVersion, PromotionDecision
-from combee_core.scoped_serving import Chain, affected, chain_etag
-from combee_core.scopes import parse_parents, scope_chain
-from combee_core.serving import ServedTable
+from combee_core.serve.scoped_serving import Chain, affected, chain_etag
+from combee_core.serve.scopes import parse_parents, scope_chain
+from combee_core.serve.serving import ServedTable
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -104,7 +104,7 @@ class ServedPlaybooks:
         return playbook_id in self.parents
 
     def etag(self, playbook_id: str) -> str:
-        """The entity tag of what the playbook's agents are served (:func:`combee_core.scoped_serving.chain_etag`:
+        """The entity tag of what the playbook's agents are served (:func:`combee_core.serve.scoped_serving.chain_etag`:
         its served version's tag without a parent)."""
         return chain_etag(self.chain(playbook_id), self.token_budget)
 

@@ -1,6 +1,6 @@
 """Worker processes for fault tests and benchmarks: start, kill -9, SIGTERM, pause and restart ``combee worker``
 children, each with its own log file, while a feeder produces traces at a steady rate; then audit the run from its
-topics (``combee_core.audit``)."""
+topics (``combee_core.runs.audit``)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from combee_core.audit import RunAudit, audit_run
 from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, CombeeModel, DeadLetter, PlaybookVersion, Trace
+from combee_core.runs.audit import RunAudit, audit_run
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes

@@ -1,5 +1,5 @@
-"""The reflector's watch over each playbook's backlog (:mod:`combee_core.backlog`): it feeds the monitor what the
-stage reads (traces, with the time they were sent; the records still unread on its partitions; the versions of its
+"""The reflector's watch over each playbook's backlog (:mod:`combee_core.control.backlog`): it feeds the monitor what
+the stage reads (traces, with the time they were sent; the records still unread on its partitions; the versions of its
 live view of ``playbook``), assesses every few seconds, warns in the log when a playbook falls behind, serves the
 assessments to ``/metrics``, and, with ``overload_policy=sample``, says which traces to shed.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from aiokafka import TopicPartition
 from aiokafka.errors import IllegalStateError, KafkaError
 
-from combee_core.backlog import Backlog, BacklogMonitor, keep_fraction, kept
+from combee_core.control.backlog import Backlog, BacklogMonitor, keep_fraction, kept
 from combee_core.models import Trace
 from combee_core.processors.effects import Count, Effect, Reject
 

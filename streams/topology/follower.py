@@ -20,9 +20,9 @@ from combee_core.models import (
     PromotionDecision,
     ReviewDecision,
 )
-from combee_core.promotion import PromotionLedger
-from combee_core.review import ReviewBook, review_on, reviewed_view
-from combee_core.served import served_playbook
+from combee_core.promote.promotion import PromotionLedger
+from combee_core.serve.review import ReviewBook, review_on, reviewed_view
+from combee_core.serve.served import served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -38,7 +38,7 @@ class PlaybookFollower:
     or in a dead letter; ``on_version`` is called for each new version. With ``settings.promotion`` (and not
     ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate;
     without promotion it is the newest version unless a decision on ``promoted`` (the guard's rollback, an
-    operator's) says otherwise (``combee_core.guard.served_without_promotion``).
+    operator's) says otherwise (``combee_core.promote.guard.served_without_promotion``).
     """
 
     settings: CombeeSettings
@@ -139,16 +139,16 @@ class PlaybookFollower:
 
     def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
         """(version, entries) an agent runs: :meth:`unreviewed`, filtered to the approved entries when the playbook is
-        in review mode (``combee_core.review.reviewed_view``)."""
+        in review mode (``combee_core.serve.review.reviewed_view``)."""
         version, entries = self.unreviewed(playbook_id, agent_id)
         if review_on(self.settings.review_playbooks, playbook_id):
             entries = reviewed_view(playbook_id, version, entries, self.review).entries
         return version, entries
 
     def unreviewed(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
-        """(version, entries) an agent runs (``combee_core.served.served_playbook``): with promotion on, the served
-        version, or the candidate in canary for an agent in the canary share; else the newest version seen, unless a
-        rollback on ``promoted`` holds it back (then the version it serves); (0, []) before the first."""
+        """(version, entries) an agent runs (``combee_core.serve.served.served_playbook``): with promotion on, the
+        served version, or the candidate in canary for an agent in the canary share; else the newest version seen,
+        unless a rollback on ``promoted`` holds it back (then the version it serves); (0, []) before the first."""
         served = self._served(playbook_id, agent_id)
         return (served.version, list(served.entries)) if served else (0, [])
 

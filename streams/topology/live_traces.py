@@ -10,7 +10,7 @@ from collections.abc import Callable
 import orjson
 from aiokafka import TopicPartition
 
-from combee_core.promotion import LiveScore
+from combee_core.promote.promotion import LiveScore
 from combee_core.topology import Topic
 from streams.topology.runtime import Stage
 from streams.topology.topic_reader import TopicReader

@@ -186,12 +186,12 @@ def _playbook_families(stages: list[Stage]) -> Iterator[Metric]:
                                    "playbook (configured, or the controller's latest decision).", labels=("playbook",))
     for stage in stages:
         if isinstance(stage, ReducerStage):
-            for playbook_id, playbook in sorted(stage.playbooks.items()):
+            for playbook_id, playbook in sorted(stage.logs.playbooks.items()):
                 version.add_metric((playbook_id,), float(playbook.version))
                 entries.add_metric((playbook_id,), float(len(playbook.entries)))
         elif isinstance(stage, BatcherStage):
-            for playbook_id in sorted(stage.accumulator.playbook_ids()):
-                batch_size.add_metric((playbook_id,), float(stage.accumulator.target(playbook_id)))
+            for playbook_id in sorted(stage.batcher.accumulator.playbook_ids()):
+                batch_size.add_metric((playbook_id,), float(stage.batcher.accumulator.target(playbook_id)))
     yield version
     yield entries
     yield batch_size
@@ -210,7 +210,7 @@ BACKLOG_GAUGES = (
 
 
 def _backlog_families(stages: list[Stage]) -> Iterator[Metric]:
-    """Per playbook, the reflector's backlog assessment (``combee_core.backlog``), and the traces it shed."""
+    """Per playbook, the reflector's backlog assessment (``combee_core.control.backlog``), and the traces it shed."""
     from streams.topology.stages.reflector import ReflectorStage
 
     families = [(GaugeMetricFamily(name, help_text, labels=("playbook",)), field)

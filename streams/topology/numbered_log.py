@@ -29,7 +29,7 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import BatchManifest, CombeeModel, PlaybookVersion, PromotionDecision
 from combee_core.processors.effects import Publish
-from combee_core.seed import is_import_manifest, is_import_version
+from combee_core.runs.seed import is_import_manifest, is_import_version
 from combee_core.topology import Topic
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage

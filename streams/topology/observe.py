@@ -14,10 +14,10 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
-from combee_core.controller import explain_decision
+from combee_core.control.controller import explain_decision
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
-from combee_core.promotion import PromotionLedger
+from combee_core.promote.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES, TOPICS, Topic, enabled
 from streams.broker.admin import close_client
@@ -326,8 +326,8 @@ def format_status(status: RunStatus) -> str:
 
 
 def guard_state(settings: CombeeSettings, promotion: bool = False) -> str:
-    """The guard's configuration in one line (``combee_core.guard``), as this command's settings say; ``promotion``:
-    the run promotes (its settings, or a promoter's decision on ``promoted``)."""
+    """The guard's configuration in one line (``combee_core.promote.guard``), as this command's settings say;
+    ``promotion``: the run promotes (its settings, or a promoter's decision on ``promoted``)."""
     if settings.promotion or promotion:
         return "off (promotion is on: the held-out rule gates versions)"
     if not settings.guard:

@@ -23,7 +23,7 @@ from combee_core.models import (
     PromotionDecision,
     Reflection,
 )
-from combee_core.promotion import PromotionLedger
+from combee_core.promote.promotion import PromotionLedger
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import PlaybookVersion
 from combee_core.playbook import Playbook, render_entry
-from combee_core.scopes import split_used
+from combee_core.serve.scopes import split_used
 from combee_core.topology import Topic
 from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage

@@ -6,8 +6,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from combee_core.ingest.redaction import RedactionConfig, redact_trace
 from combee_core.models import Trace
-from combee_core.redaction import RedactionConfig, redact_trace
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile

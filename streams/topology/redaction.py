@@ -1,12 +1,12 @@
-"""Where a stage applies redaction (``combee_core.redaction``) and counts it: traces as the reflector decodes them,
-and every dead letter (its reason always; its original when it came from a topic before the ingest point)."""
+"""Where a stage applies redaction (``combee_core.ingest.redaction``) and counts it: traces as the reflector decodes
+them, and every dead letter (its reason always; its original when it came from a topic before the ingest point)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from combee_core.ingest.redaction import RedactionConfig, Redactor
 from combee_core.models import DeadLetter, Trace
-from combee_core.redaction import RedactionConfig, Redactor
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 

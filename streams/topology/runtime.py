@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError
@@ -20,7 +20,7 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.models import CombeeModel
 from combee_core.settings import CombeeSettings
-from combee_core.topology import StageSpec
+from combee_core.topology import StageSpec, topic_spec
 from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.commit_order import commit, fence
 from streams.topology.group_guard import join_wait_s, start_in_group
@@ -78,6 +78,11 @@ class Stage(RecordReading):
         super().__init_subclass__(**kwargs)
         if cls.spec is not None:
             cls.name, cls.consumes = cls.spec.name, cls.spec.consumes
+            consumed = topic_spec(cls.spec.consumes[0])
+            if "input_model" not in cls.__dict__:  # a binding may say None: its handle reads the raw bytes
+                cls.input_model = cast("type[CombeeModel] | None", consumed.model)
+            if "input_label" not in cls.__dict__:
+                cls.input_label = consumed.record
 
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx

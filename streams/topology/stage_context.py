@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 from aiokafka import AIOKafkaProducer
 from aiokafka.structs import RecordMetadata
 
+from combee_core.ingest.redaction import RedactionConfig
 from combee_core.models import CombeeModel, DeadLetter
-from combee_core.redaction import RedactionConfig
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile

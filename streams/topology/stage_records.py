@@ -37,9 +37,11 @@ class RecordReading:
     name: str
     ctx: StageContext
     input_model: type[CombeeModel] | None = None
-    """What every record of ``consumes`` is decoded into before :meth:`handle` sees it (None: the raw bytes)."""
+    """What every record of ``consumes`` is decoded into before :meth:`handle` sees it (None: the raw bytes). A
+    ``Stage`` with a ``spec`` takes its input topic's declared model unless its class says otherwise."""
     input_label = "record"
-    """What the dead letter of a record that cannot be decoded calls it ("unreadable <label>: <why>")."""
+    """What the dead letter of a record that cannot be decoded calls it ("unreadable <label>: <why>"); with a
+    ``spec``, the declaration's ``TopicSpec.record``."""
 
     def decode(self, raw: bytes | None) -> Any:
         """A record's value as :attr:`input_model`; raises ``ValueError`` saying what is wrong (override for a

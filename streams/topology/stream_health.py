@@ -1,4 +1,4 @@
-"""``combee status``'s capacity and backlog lines (:mod:`combee_core.capacity`), from the tails of the topics.
+"""``combee status``'s capacity and backlog lines (:mod:`combee_core.control.capacity`), from the tails of the topics.
 
 Per playbook: the traces sent but not yet in a version (those the reflector has not committed, shared among the
 playbooks of their partition by how many each sent recently, plus those batched and not yet in a version), the age
@@ -20,8 +20,8 @@ from aiokafka import TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.backlog import Backlog, rate_between_versions
-from combee_core.capacity import CapacityModel, median_or_none, rate_until_now, status_backlog, version_cycles
+from combee_core.control.backlog import Backlog, rate_between_versions
+from combee_core.control.capacity import CapacityModel, median_or_none, rate_until_now, status_backlog, version_cycles
 from combee_core.settings import CombeeSettings
 from combee_core.topology import REFLECT, Topic
 from streams.broker.admin import close_client

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from combee_core.batching import UPSTREAM_DRAINED
+from combee_core.batch.batching import UPSTREAM_DRAINED
 from combee_core.models import Reflection
 from combee_core.topology import Topic
 from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from combee_core.ace_format import parse_ace
 from combee_core.models import PlaybookVersion, utc_now
-from combee_core.seed import seed_version
+from combee_core.runs.ace_format import parse_ace
+from combee_core.runs.seed import seed_version
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces

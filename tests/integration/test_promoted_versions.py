@@ -9,8 +9,8 @@ import time
 import pytest
 
 from combee_core.models import PromotionDecision
-from combee_core.promotion import in_canary
-from combee_core.tasks import build_suite, misleading_trace
+from combee_core.promote.promotion import in_canary
+from combee_core.sim.tasks import build_suite, misleading_trace
 from streams.cli.promote import operator_act
 from streams.runs.replay import ReplayOptions, replay_from_topics
 from streams.topology.follower import PlaybookFollower

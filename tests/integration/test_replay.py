@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from combee_core.archive import ArchiveError, read_archive
-from combee_core.diff import diff_versions
 from combee_core.llm.record import LLMRecordMiss
 from combee_core.models import BatchManifest
-from combee_core.replay import ReplayError, TraceSelection
+from combee_core.runs.archive import ArchiveError, read_archive
+from combee_core.runs.diff import diff_versions
+from combee_core.runs.replay import ReplayError, TraceSelection
 from streams.broker.admin import list_topics
 from streams.cli import build_parser
 from streams.runs.replay import ReplayOptions, export_run, replay_archive, replay_from_topics

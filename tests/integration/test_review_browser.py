@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from combee_core.models import PlaybookVersion, ReviewDecision
-from combee_core.review import review_state
+from combee_core.serve.review import review_state
 from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.review.log import read_snapshot

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 
 from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, VersionStats
-from combee_core.review import load_book, reviewed_view
+from combee_core.serve.review import load_book, reviewed_view
 from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.review.server import ReviewServer

@@ -16,7 +16,7 @@ import pytest
 
 from combee_core.models import PlaybookVersion
 from combee_core.playbook import rank_for_task
-from combee_core.serving import as_playbook
+from combee_core.serve.serving import as_playbook
 from streams.cli.promote import operator_act
 from streams.serving.http import ServeHttp
 from streams.serving.served import ServedPlaybooks

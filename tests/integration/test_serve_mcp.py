@@ -17,7 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import ResourceUpdated
 
 from combee_core.playbook import rank_for_task
-from combee_core.serving import as_playbook
+from combee_core.serve.serving import as_playbook
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from tests.integration.test_serve_http import announced
 from tests.integration.topology_support import env_without_combee, run_settings

@@ -23,8 +23,8 @@ from combee_client import CombeeClient
 from combee_client.cache import ClientCache
 from combee_client.runs import USED_ENTRIES
 from combee_core.models import PlaybookVersion, Trace
-from combee_core.scoped_serving import ComposedPlaybook
-from combee_core.serving import etag
+from combee_core.serve.scoped_serving import ComposedPlaybook
+from combee_core.serve.serving import etag
 from combee_core.topology import Topic
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from streams.topology.topic_reader import read_topic

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from combee_core.batching import ShuffleConfig, deal_batch
+from combee_core.batch.batching import ShuffleConfig, deal_batch
 from combee_core.models import Insight, PartialUpdate, Reflection
 from streams.topology.kafka_clients import producer_config
 from streams.topology.pipeline import InProcessPipeline, read_models

@@ -7,7 +7,7 @@ from collections import Counter
 
 from combee_core.models import PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.tasks import build_suite, train_traces
+from combee_core.sim.tasks import build_suite, train_traces
 
 
 def make_traces(count: int, playbook_id: str = "pb", *, seed: int = 0, agents: int = 40) -> list[Trace]:

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from combee_core.ace_format import (
+from combee_core.log_order import valid_versions
+from combee_core.models import PlaybookVersion
+from combee_core.playbook import Playbook
+from combee_core.runs.ace_format import (
     ACE_SECTIONS,
     AceFormatError,
     ace_sections,
@@ -16,10 +19,7 @@ from combee_core.ace_format import (
     section_heading,
     section_slug,
 )
-from combee_core.log_order import valid_versions
-from combee_core.models import PlaybookVersion
-from combee_core.playbook import Playbook
-from combee_core.seed import is_import_manifest, seed_version
+from combee_core.runs.seed import is_import_manifest, seed_version
 
 SAMPLE = Path(__file__).parents[1] / "data" / "ace_playbook.txt"
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -9,7 +9,9 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from combee_core.archive import (
+from combee_core.batch.batching import ShuffleConfig, deal_batch
+from combee_core.models import Insight, Reflection
+from combee_core.runs.archive import (
     ArchiveError,
     ArchiveHeader,
     ArchiveRecord,
@@ -18,9 +20,7 @@ from combee_core.archive import (
     read_archive,
     write_archive,
 )
-from combee_core.batching import ShuffleConfig, deal_batch
-from combee_core.models import Insight, Reflection
-from combee_core.replay import ReplayError, TraceSelection, plan_replay, settings_mismatch
+from combee_core.runs.replay import ReplayError, TraceSelection, plan_replay, settings_mismatch
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 HEADER = ArchiveHeader(prefix="run.", run_id="default", settings={"run_seed": 0}, topics=["traces", "batches"],

@@ -1,4 +1,5 @@
-"""Falling behind, measured (``combee_core.backlog``): lag, rates in and out, the verdict, and what sampling sheds."""
+"""Falling behind, measured (``combee_core.control.backlog``): lag, rates in and out, the verdict, and what sampling
+sheds."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.backlog import Backlog, BacklogMonitor, keep_fraction, kept
+from combee_core.control.backlog import Backlog, BacklogMonitor, keep_fraction, kept
 
 
 def stream(monitor: BacklogMonitor, rate_in: float, rate_out: float, seconds: int, start: int = 0) -> Backlog:
@@ -172,7 +173,7 @@ def test_a_chain_that_keeps_up_through_a_slow_spell_is_not_falling_behind() -> N
     # the same spell with the old bar (the oldest older than half the window) raised it
     monitor = BacklogMonitor(window_s=20)
     monkey = pytest.MonkeyPatch()
-    monkey.setattr("combee_core.backlog.STEADY_AGE_GAPS", 0.0)
+    monkey.setattr("combee_core.control.backlog.STEADY_AGE_GAPS", 0.0)
     try:
         old = _chain(monitor, 20.0, spell)
     finally:

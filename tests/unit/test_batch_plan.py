@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.batch_plan import BatchPlanError, PlannedBatches
-from combee_core.batching import BatchAccumulator, ShuffleConfig
+from combee_core.batch.batch_plan import BatchPlanError, PlannedBatches
+from combee_core.batch.batching import BatchAccumulator, ShuffleConfig
 from combee_core.models import Insight, Reflection
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.budget import change_cap, eviction_key, fit_to_budget, use_value
 from combee_core.models import (
     AddOp,
     DeleteOp,
@@ -22,7 +21,8 @@ from combee_core.models import (
     UseTag,
 )
 from combee_core.playbook import Playbook, make_entry_id, playbook_tokens
-from combee_core.reduction import ScanResult, build_version
+from combee_core.reduce.budget import change_cap, eviction_key, fit_to_budget, use_value
+from combee_core.reduce.reduction import ScanResult, build_version
 from tests.unit.test_playbook import PROPERTY, playbook_and_ops
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -1,11 +1,11 @@
-"""What ``combee status`` says about capacity and backlog (``combee_core.capacity``)."""
+"""What ``combee status`` says about capacity and backlog (``combee_core.control.capacity``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from combee_core.backlog import rate_between_versions
-from combee_core.capacity import CapacityModel, rate_until_now, recent_rate, status_backlog, version_cycles
+from combee_core.control.backlog import rate_between_versions
+from combee_core.control.capacity import CapacityModel, rate_until_now, recent_rate, status_backlog, version_cycles
 
 
 def test_recent_rate_needs_a_long_enough_span() -> None:

@@ -20,8 +20,8 @@ from combee_client.runs import USED_ENTRIES, USED_ENTRIES_OMITTED, Rendering, ru
 from combee_core import limits
 from combee_core.connection import PLAINTEXT
 from combee_core.models import PlaybookEntry, PlaybookVersion, VersionStats
-from combee_core.promotion import PromotionLedger, PromotionRule, operator_decision
-from combee_core.served import ServedLog
+from combee_core.promote.promotion import PromotionLedger, PromotionRule, operator_decision
+from combee_core.serve.served import ServedLog
 from combee_core.settings import CombeeSettings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,7 +9,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.concurrency import AimdConfig, ConcurrencyController, reflector_capacity, version_chain_capacity
+from combee_core.control.concurrency import (
+    AimdConfig,
+    ConcurrencyController,
+    reflector_capacity,
+    version_chain_capacity,
+)
 from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.errors import LLMCallError
 from combee_core.llm.gates import ConcurrencyGates

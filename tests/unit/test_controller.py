@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.controller import BatchSizeController, ControllerConfig, ControllerState, epoch_delay
-from combee_core.delay_model import (
+from combee_core.control.controller import BatchSizeController, ControllerConfig, ControllerState, epoch_delay
+from combee_core.control.delay_model import (
     PowerLawFit,
     RoundModel,
     fit_power_law,
@@ -438,7 +438,7 @@ def test_relative_plateau_is_the_paper_formula_normalised_at_its_own_size(alpha:
 
 
 def test_sample_delay_is_the_round_time_in_sync_mode_and_the_pipeline_delay_otherwise() -> None:
-    from combee_core.delay_model import clock_description, sample_delay, sample_rollout
+    from combee_core.control.delay_model import clock_description, sample_delay, sample_rollout
     from combee_core.models import BatchMetrics
     from combee_core.settings import CombeeSettings
 

@@ -14,13 +14,13 @@ from functools import lru_cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from combee_core.deterministic_merge import ContestedMerge, merge_contested, merge_without_conflict
 from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookEntry, TagOp, Usage, UseTag
 from combee_core.playbook import Playbook, make_entry_id
 from combee_core.playbook.conflict import conflict_reason
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import SemanticJudge
-from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested, merge_without_conflict
+from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
 from tests.unit.test_playbook import contents
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -1,12 +1,12 @@
 """``combee dlq``'s reading of dead letters: the filter, the line, the original bytes
-(``combee_core.dead_letter_query``)."""
+(``combee_core.runs.dead_letter_query``)."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.dead_letter_query import DeadLetterFilter, describe_dead_letter, original_bytes, summarise
+from combee_core.runs.dead_letter_query import DeadLetterFilter, describe_dead_letter, original_bytes, summarise
 from streams.topology.dead_letters import make_dead_letter
 
 

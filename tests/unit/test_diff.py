@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from combee_core.diff import diff_versions
 from combee_core.models import AddOp, AppliedOperation, PlaybookEntry, PlaybookVersion, VersionStats
+from combee_core.runs.diff import diff_versions
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

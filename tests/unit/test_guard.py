@@ -8,7 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.guard import (
+from combee_core.models import PlaybookEntry, PlaybookVersion, PromotionDecision, VersionStats
+from combee_core.playbook import Playbook
+from combee_core.processors.effects import Count, Publish
+from combee_core.processors.guard import Guard
+from combee_core.promote.guard import (
     GUARD,
     GuardRule,
     Sample,
@@ -18,11 +22,7 @@ from combee_core.guard import (
     msprt_log_lr,
     served_without_promotion,
 )
-from combee_core.models import PlaybookEntry, PlaybookVersion, PromotionDecision, VersionStats
-from combee_core.playbook import Playbook
-from combee_core.processors.effects import Count, Publish
-from combee_core.processors.guard import Guard
-from combee_core.promotion import PromotionLedger, PromotionRule, operator_decision
+from combee_core.promote.promotion import PromotionLedger, PromotionRule, operator_decision
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RULE = GuardRule(alpha=0.05, tau=0.2, min_traces=30)

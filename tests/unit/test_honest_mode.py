@@ -12,17 +12,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core import honest_suite
 from combee_core.llm.honest import feedback_kind, honest_insights, verbatim_insights
 from combee_core.llm.prompts import trace_payload
 from combee_core.llm.simulator import SimulatorConfig, simulate_aggregation, simulate_reflection
 from combee_core.models import PlaybookEntry
-from combee_core.sim_registry import RegistryError, Statement, build_registry, normalise_text, registry_for
-from combee_core.tasks import build_suite, expected_accuracy, run_task
+from combee_core.sim import honest_suite
+from combee_core.sim.sim_registry import RegistryError, Statement, build_registry, normalise_text, registry_for
+from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
 
 ROOT = Path(__file__).resolve().parents[2]
-HONEST_MODULES = {"combee_core.sim_registry", "combee_core.honest_suite", "combee_core.llm.honest",
-                  "combee_core.wordings"}
+HONEST_MODULES = {"combee_core.sim.sim_registry", "combee_core.sim.honest_suite", "combee_core.llm.honest",
+                  "combee_core.sim.wordings"}
 SUITE = build_suite(seed=7, feedback="honest")
 REGISTRY = registry_for(7, 24)
 
@@ -54,7 +54,7 @@ def _imports(path: Path, *, top_level_only: bool) -> set[str]:
 
 
 def _curation_modules() -> dict[str, Path]:
-    paths = [*(ROOT / "combee_core" / "playbook").rglob("*.py"), ROOT / "combee_core" / "reduction.py",
+    paths = [*(ROOT / "combee_core" / "playbook").rglob("*.py"), ROOT / "combee_core" / "reduce" / "reduction.py",
              *(ROOT / "combee_core" / "processors").rglob("*.py")]
     return {_module(p): p for p in paths}
 

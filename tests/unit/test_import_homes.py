@@ -70,3 +70,14 @@ def test_the_scan_finds_a_borrowed_name(tmp_path):
     (package / "user.py").write_text("from streams.relay import thing\nfrom streams import thing\n"
                                      "from streams.home import thing as same\n")
     assert borrowed_imports(tmp_path) == ["streams/user.py:1: thing from streams.relay"]
+
+
+def test_combee_core_is_grouped_in_packages_that_hold_only_their_docstring():
+    """Beside its packages (one per step of the flow, docs/architecture.md "combee_core, module by module"),
+    combee_core keeps only the modules every part shares; a package of the flow re-exports nothing."""
+    core = ROOT / "combee_core"
+    shared = sorted(path.stem for path in core.glob("*.py"))
+    assert len(shared) <= 12, shared
+    for package in ("ingest", "batch", "reduce", "control", "promote", "serve", "sim", "runs"):
+        init = ast.parse((core / package / "__init__.py").read_text())
+        assert [type(node) for node in init.body] == [ast.Expr], f"combee_core/{package}/__init__.py"

@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.deterministic_merge import merge_without_conflict
 from combee_core.models import AddOp, DeleteOp, PlaybookEntry
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.conflict import conflict_reason
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, StaticEmbedder, Vectors, make_embedder
 from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
+from combee_core.reduce.deterministic_merge import merge_without_conflict
 
 
 @lru_cache(maxsize=1)
@@ -216,7 +216,7 @@ def test_a_version_records_the_superseded_rule_as_a_delete_after_the_operations(
     from datetime import UTC, datetime
 
     from combee_core.models import PartialUpdate
-    from combee_core.reduction import ScanResult, build_version
+    from combee_core.reduce.reduction import ScanResult, build_version
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     playbook = _playbook(("invoices", "Apply the discount after computing tax on invoice totals.", 0))

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.batching import BatchAccumulator, ShuffleConfig, deal_batch
+from combee_core.batch.batching import BatchAccumulator, ShuffleConfig, deal_batch
 from combee_core.models import AddOp, Insight, PartialUpdate, Reflection, Usage
 from combee_core.playbook import Playbook
-from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
-from combee_core.windows import SubgroupWindows
+from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduce.windows import SubgroupWindows
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -200,7 +200,7 @@ def test_single_partial_needs_no_reduce_call():
 def _unconfirmed_fixture(n: int = 10):
     from datetime import datetime, timezone
 
-    from combee_core.batching import ShuffleConfig, UnconfirmedBatches, deal_batch
+    from combee_core.batch.batching import ShuffleConfig, UnconfirmedBatches, deal_batch
     from combee_core.models import Insight, Reflection
 
     config = ShuffleConfig(run_seed=4, p=2, max_fan_in=32)

@@ -6,12 +6,12 @@ import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from combee_core.batching import ShuffleConfig, deal_batch
+from combee_core.batch.batching import ShuffleConfig, deal_batch
 from combee_core.llm.errors import LLMCallError
 from combee_core.models import AddOp, Insight, PartialUpdate, Reflection, ShuffledReflection, Usage
 from combee_core.processors.aggregator import Aggregator, AggregatorConfig
 from combee_core.processors.testing import EffectLog
-from combee_core.reduction import ReduceOutcome
+from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.batching import ShuffleConfig
+from combee_core.batch.batching import ShuffleConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
 from combee_core.processors.batcher import Batcher, BatcherConfig
 from combee_core.processors.effects import Acknowledge, Publish, Reject
@@ -183,3 +183,21 @@ def test_every_reflection_settles_exactly_once_and_every_trace_is_in_exactly_one
         number = int(rejected.trace_id[1:])
         learned = f"v{first_digest[(rejected.playbook_id, number)]}{number}"
         assert f"batched first under this id (digest {learned})" in rejected.reason
+
+
+def test_a_foreign_manifest_drops_the_open_batch_and_every_stale_playbook_is_rebuilt_from_the_log_once():
+    batcher, log = Batcher(_config()), EffectLog()
+    _feed(batcher, log, range(4))  # batch 0 closed: its manifest
+    [manifest] = log.published("batches")
+    _feed(batcher, log, range(4, 6))  # an open batch of two
+    batcher.foreign_write("pb")
+    batcher.lost_write("other")
+    assert batcher.stale == {"pb", "other"}
+    _feed(batcher, log, range(6, 8))  # the dropped reflections do not close a batch with these two
+    assert len(log.published("batches")) == 1
+    assert isinstance(manifest, BatchManifest)
+    foreign = manifest.model_copy(update={"batch_id": 1, "trace_ids": ["t90", "t91", "t92", "t93"]})
+    batcher.rebuild_stale([manifest, foreign])
+    assert batcher.stale == set()
+    assert batcher.accumulator.is_duplicate(_reflection(90))  # the state is the log's: the foreign batch counts
+    assert not batcher.accumulator.is_duplicate(_reflection(4))  # dropped from the open batch: batched again later

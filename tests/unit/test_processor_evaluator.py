@@ -8,8 +8,8 @@ from combee_core.models import EvalResult
 from combee_core.processors.effects import Acknowledge
 from combee_core.processors.evaluator import Evaluator, parse_playbooks, refusal
 from combee_core.processors.testing import EffectLog
-from combee_core.promotion import eval_requests
-from combee_core.tasks import build_suite, success_probability
+from combee_core.promote.promotion import eval_requests
+from combee_core.sim.tasks import build_suite, success_probability
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

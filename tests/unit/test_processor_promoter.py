@@ -16,8 +16,8 @@ from combee_core.models import (
 from combee_core.processors.effects import Publish
 from combee_core.processors.promoter import HeldOutSet, Promoter
 from combee_core.processors.testing import EffectLog
-from combee_core.promotion import PromotionRule
-from combee_core.tasks import build_suite
+from combee_core.promote.promotion import PromotionRule
+from combee_core.sim.tasks import build_suite
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 SUITE = build_suite(families=4, seed=3)

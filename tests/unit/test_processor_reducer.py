@@ -11,7 +11,7 @@ from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.testing import EffectLog
-from combee_core.reduction import ReduceOutcome
+from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -204,3 +204,33 @@ def test_embedding_runs_off_the_event_loop_so_heartbeats_and_other_stages_go_on(
         return ticks
 
     assert asyncio.run(main()) >= 5  # ~25 while the embedder blocks its thread; 0 if it blocked the loop
+
+
+def test_a_stalled_batch_is_warned_of_with_its_waiting_partials_and_counted_once(caplog):
+    from combee_core.processors.reducer_state import ReducerLogs
+
+    reducer, logs, log = _reducer(Roles()), ReducerLogs(promotion=False), EffectLog()
+    logs.take_manifest(_manifest(0, ["t0-0", "t0-1"]))
+    reducer.take(_partial(0, 1, 2), "p1", current_version=0)
+    late = NOW + timedelta(seconds=120)
+    with caplog.at_level("WARNING"):
+        log.extend(reducer.stalled(logs.stalled({"pb"}, late, 60.0)))
+        log.extend(reducer.stalled(logs.stalled({"pb"}, late, 60.0)))  # each batch is reported once
+    assert log.counts() == {"stalled_batches": 1}
+    [warning] = [r.getMessage() for r in caplog.records if "still not a version" in r.getMessage()]
+    assert "pb: batch 0 (2 traces)" in warning and "partials (1, 2)" in warning
+
+
+def test_a_published_version_is_said_and_a_missing_manifest_is_warned_of(caplog):
+    reducer = _reducer(Roles())
+    for node in (0, 1):
+        reducer.take(_partial(0, node, 2), f"p{node}", current_version=0)
+    partials = reducer.ready("pb", 0)
+    assert partials is not None
+    with caplog.at_level("INFO"):
+        effects = asyncio.run(reducer.next_version(Playbook.empty("pb"), partials, parent_version=None,
+                                                   manifest=None, previous_at=None, now=NOW))
+        reducer.published(effects, now=0.0)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("batch 0: manifest not found" in m for m in messages)
+    assert any(m.startswith("published pb v1 (batch 0, 2 entries") for m in messages)

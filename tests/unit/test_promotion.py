@@ -4,7 +4,6 @@ from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.improvement_cost import CandidateCost
 from combee_core.models import (
     EvalResult,
     PlaybookEntry,
@@ -14,7 +13,8 @@ from combee_core.models import (
     VersionStats,
     entries_digest,
 )
-from combee_core.promotion import (
+from combee_core.promote.improvement_cost import CandidateCost
+from combee_core.promote.promotion import (
     PromotionError,
     PromotionLedger,
     PromotionRule,
@@ -29,7 +29,7 @@ from combee_core.promotion import (
     operator_decision,
     rollback_target,
 )
-from combee_core.tasks import build_suite
+from combee_core.sim.tasks import build_suite
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PROPOSER = ProposerModels(reflector="sim/r", aggregator="sim/a", reducer="sim/d")

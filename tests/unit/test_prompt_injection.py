@@ -13,7 +13,7 @@ from combee_core.llm.parsing import parse_operations_output, parse_reflection_ou
 from combee_core.llm.self_reference import about_learning_system
 from combee_core.models import AddOp, DeleteOp, PartialUpdate, Trace, Usage
 from combee_core.playbook import Playbook, render_playbook
-from combee_core.reduction import ScanResult, build_version
+from combee_core.reduce.reduction import ScanResult, build_version
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 FAST = RoleConfig(backoff_s=0.001)

@@ -7,8 +7,7 @@ import base64
 import pytest
 
 from combee_core import limits
-from combee_core.models import DeadLetter, Trace, utc_now
-from combee_core.redaction import (
+from combee_core.ingest.redaction import (
     DETECTORS,
     RedactionConfig,
     RedactionError,
@@ -17,8 +16,9 @@ from combee_core.redaction import (
     parse_patterns,
     redact_trace,
 )
+from combee_core.models import DeadLetter, Trace, utc_now
 from combee_core.settings import CombeeSettings, SettingsError
-from combee_core.tasks import build_suite, train_traces
+from combee_core.sim.tasks import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, SEEDED, seeded_trace
 
 WITH_USER = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + tuple(DETECTORS.values()))

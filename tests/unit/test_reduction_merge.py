@@ -6,10 +6,10 @@ from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.deterministic_merge import merge_without_conflict
 from combee_core.models import AddOp, DeleteOp, MergeOp, PartialUpdate, TagOp, UpdateOp, Usage
 from combee_core.playbook import Playbook
-from combee_core.reduction import ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduce.deterministic_merge import merge_without_conflict
+from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 A = AddOp(section="dates", content="For leap years (R08), count the end date as included.")

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, UpdateOp, VersionStats
-from combee_core.review import (
+from combee_core.serve.review import (
     ReviewInputError,
     entry_changes,
     inbox,
@@ -192,7 +192,7 @@ def test_agents_get_only_approved_or_edited_texts_and_a_resent_record_changes_no
 def test_history_provenance_ranking_and_likely_pairs():
     from combee_core.models import Insight, Reflection
     from combee_core.playbook.meaning import LexicalJudge
-    from combee_core.review_context import closest_reflections, entry_history, likely_pairs, making_version
+    from combee_core.serve.review_context import closest_reflections, entry_history, likely_pairs, making_version
 
     v3 = version(3, [entry("e2", "Round at the end.", 1), entry("e3", "Sort dates ascending.", 2)])
     assert [(h.version, h.change) for h in entry_history([V1, V2, v3], "e1")] == [(1, "added"), (2, "changed"),

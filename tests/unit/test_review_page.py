@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from multidict import MultiDict, MultiDictProxy
 
-from combee_core.review import ReviewInputError, review_state
+from combee_core.serve.review import ReviewInputError, review_state
 from streams.review.log import ReviewSnapshot
 from streams.review.page import playbook_page
 from streams.review.server import _chosen, check_bind, is_loopback

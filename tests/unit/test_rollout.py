@@ -2,8 +2,8 @@
 
 import pytest
 
+from combee_core.control.rollout import RolloutModel, modelled_task_time_s, round_rollout_s
 from combee_core.llm.simulator import SimulatorConfig
-from combee_core.rollout import RolloutModel, modelled_task_time_s, round_rollout_s
 from combee_core.settings import CombeeSettings
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.scan import ScanPlan, plan_scan, scan_call_count, scan_depth
+from combee_core.reduce.scan import ScanPlan, plan_scan, scan_call_count, scan_depth
 
 SETTINGS = settings(max_examples=200, deadline=None)
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from combee_core.playbook import estimate_tokens
-from combee_core.scoped_serving import affected, chain_etag, composed_context, composed_playbook, render_composed
-from combee_core.scopes import split_used
-from combee_core.serving import NOTHING_SERVED_ETAG, ContextQuery, context_for_task, etag
+from combee_core.serve.scoped_serving import affected, chain_etag, composed_context, composed_playbook, render_composed
+from combee_core.serve.scopes import split_used
+from combee_core.serve.serving import NOTHING_SERVED_ETAG, ContextQuery, context_for_task, etag
 from streams.testing.playbooks import make_version
 
 CHILD_LESSONS = ("tenant a retries the payment call twice", "tenant a writes invoices in euros")

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from combee_core.models import PlaybookEntry
 from combee_core.playbook import estimate_tokens, make_entry_id
-from combee_core.scopes import ScopeError, compose_view, lift_entries, parse_parents, render_view, scope_chain
+from combee_core.serve.scopes import ScopeError, compose_view, lift_entries, parse_parents, render_view, scope_chain
 from combee_core.settings import CombeeSettings, SettingsError
 
 

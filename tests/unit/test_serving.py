@@ -1,4 +1,4 @@
-"""combee_core.serving: entity tags, long-poll waiting, what changed, versions kept, task context, exposure."""
+"""combee_core.serve.serving: entity tags, long-poll waiting, what changed, versions kept, task context, exposure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from combee_core.models import PlaybookEntry, PlaybookVersion, VersionStats
 from combee_core.playbook import rank_for_task
-from combee_core.serving import (
+from combee_core.serve.serving import (
     NOTHING_SERVED_ETAG,
     ContextQuery,
     ServeConfigError,

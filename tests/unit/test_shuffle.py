@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.shuffle import Copy, ShufflePlan, derive_seed, plan_augmented_shuffle, subgroup_count
+from combee_core.batch.shuffle import Copy, ShufflePlan, derive_seed, plan_augmented_shuffle, subgroup_count
 
 SETTINGS = settings(max_examples=150, deadline=None)
 

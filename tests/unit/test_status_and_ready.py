@@ -108,7 +108,7 @@ async def test_a_worker_stopped_before_it_was_ready_says_nothing():
 
 
 def test_status_explains_the_controllers_latest_decision():
-    from combee_core.controller import explain_decision
+    from combee_core.control.controller import explain_decision
     from combee_core.models import ControlDecision, utc_now
 
     decision = ControlDecision(

@@ -170,8 +170,8 @@ def test_the_dedupe_horizon_comes_from_a_flag_or_the_environment_and_reaches_the
     reflections = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=0, insights=[],
                               model="sim") for i in range(4)]
     for number, reflection in enumerate(reflections):
-        assert stage.accumulator.add(reflection, float(number), utc_now()) is not None
-    assert stage.accumulator.forgotten("pb") == 1 and not stage.accumulator.is_duplicate(reflections[0])
+        assert stage.batcher.accumulator.add(reflection, float(number), utc_now()) is not None
+    assert stage.batcher.accumulator.forgotten("pb") == 1 and not stage.batcher.accumulator.is_duplicate(reflections[0])
     monkeypatch.setenv("COMBEE_DEDUPE_HORIZON", "0")
     with pytest.raises(SettingsError, match="DEDUPE_HORIZON"):
         settings_from_args(build_parser().parse_args(["worker"]))

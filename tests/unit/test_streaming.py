@@ -9,11 +9,11 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from combee_core.control.streaming import StreamingObjective
 from combee_core.models import BatchMetrics, ControlDecision
 from combee_core.processors.controller import Controller
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
-from combee_core.streaming import StreamingObjective
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -130,7 +130,7 @@ def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() 
     assert decisions, "no decision"
     last = decisions[-1]
     assert isinstance(last, ControlDecision) and last.batch_size > 40 and "streaming" in last.reason
-    from combee_core.controller import explain_decision
+    from combee_core.control.controller import explain_decision
 
     assert "tau" not in explain_decision(last) and "arrival rate" in explain_decision(last)
 
@@ -138,7 +138,7 @@ def test_the_controller_raises_the_batch_when_the_stream_outruns_the_versions() 
 def test_an_idle_batch_closes_before_max_wait() -> None:
     """The stream stops: the open batch closes batch_idle_s after its last reflection at most, not max_wait_s after
     the first."""
-    from combee_core.batching import BatchAccumulator, ShuffleConfig
+    from combee_core.batch.batching import BatchAccumulator, ShuffleConfig
     from tests.unit.test_processor_batcher import _reflection
 
     accumulator = BatchAccumulator(ShuffleConfig(run_seed=0, p=2), default_batch_size=100)
@@ -155,7 +155,7 @@ def test_a_fast_stream_that_stops_closes_its_batch_at_its_own_pace_once_the_refl
     """At 20 reflections/s, once the reflector said no trace was left to reflect, no reflection for 0.5 s (10 of its
     gaps) says the stream stopped: the last batch does not wait the whole batch_idle_s. Without the reflector's word
     (it may be stalled with traces waiting) and for a slow stream, it still waits batch_idle_s."""
-    from combee_core.batching import IDLE_FLOOR_S, BatchAccumulator, ShuffleConfig, idle_after
+    from combee_core.batch.batching import IDLE_FLOOR_S, BatchAccumulator, ShuffleConfig, idle_after
     from tests.unit.test_processor_batcher import _reflection
 
     accumulator = BatchAccumulator(ShuffleConfig(run_seed=0, p=2), default_batch_size=1000)

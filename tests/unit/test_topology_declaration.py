@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from combee_core import models, topology
-from combee_core.archive import TOPIC_MODELS
+from combee_core.runs.archive import TOPIC_MODELS
 from combee_core.schema_export import render_schemas
 from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES, TOPICS, Topic
@@ -93,6 +93,10 @@ def test_the_registries_are_the_declaration():
     for name, binding in worker.STAGES.items():
         spec = topology.stage_spec(name)
         assert binding.name == spec.name and tuple(binding.consumes) == spec.consumes, binding
+        consumed = topology.topic_spec(spec.consumes[0])  # decoded as declared, or read as bytes where it says so
+        assert binding.input_label == consumed.record and binding.input_model in (consumed.model, None), binding
+    decoded = {name for name, binding in worker.STAGES.items() if binding.input_model is not None}
+    assert decoded == {"reflect", "batch", "aggregate", "reduce", "control", "evaluate"}
 
 
 def test_a_topic_constant_is_its_name_wherever_a_string_is_expected():

@@ -12,7 +12,6 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookEntry, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, StaticEmbedder
@@ -20,7 +19,8 @@ from combee_core.playbook.meaning import SemanticJudge
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, uncertain
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
-from combee_core.reduction import ReduceOutcome
+from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
+from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

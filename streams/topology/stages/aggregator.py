@@ -22,8 +22,8 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.models import ShuffledReflection
 from combee_core.playbook import render_playbook
 from combee_core.processors.aggregator import Aggregator, AggregatorConfig
+from combee_core.reduce.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.topology import AGGREGATE
-from combee_core.windows import ReadyWindow, SubgroupWindows, WindowKey
 from streams.topology.effects import perform
 from streams.topology.playbook_view import PlaybookVersions
 from streams.topology.runtime import Stage, cancel_tasks
@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 
 class AggregatorStage(Stage):
     spec = AGGREGATE
-    input_model = ShuffledReflection
-    input_label = "shuffled copy"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -31,8 +31,6 @@ log = logging.getLogger(__name__)
 
 class ControllerStage(Stage):
     spec = CONTROL
-    input_model = BatchMetrics
-    input_label = "batch metrics"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

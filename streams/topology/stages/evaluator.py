@@ -1,7 +1,7 @@
 """Built-in evaluator: answers ``eval-requests`` for the simulated task suite with ``eval-results``.
 
 A request names a playbook's content (its entries) and one held-out task; the answer is the suite's expected
-success probability of that task with that playbook (``combee_core.tasks.success_probability``: noise-free, no
+success probability of that task with that playbook (``combee_core.sim.tasks.success_probability``: noise-free, no
 LLM). Evaluators in other languages answer the same requests (``docs/protocol.md``, ``examples/node/evaluator.js``);
 run this stage only where no other evaluator does. It scores only ``builtin_evaluator_playbooks`` (default the
 demo's) and refuses the others' requests with an error saying how to plug in an evaluator. The answers are
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 
-from combee_core.models import EvalRequest, utc_now
+from combee_core.models import utc_now
 from combee_core.processors.evaluator import Evaluator, parse_playbooks
-from combee_core.tasks import build_suite
+from combee_core.sim.tasks import build_suite
 from combee_core.topology import EVALUATE
 from streams.topology.effects import perform
 from streams.topology.runtime import Stage
@@ -25,8 +25,6 @@ log = logging.getLogger(__name__)
 
 class EvaluatorStage(Stage):
     spec = EVALUATE
-    input_model = EvalRequest
-    input_label = "evaluation request"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

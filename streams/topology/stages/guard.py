@@ -14,10 +14,10 @@ import logging
 
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.guard import GuardRule
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
 from combee_core.processors.effects import Publish
 from combee_core.processors.guard import Guard
+from combee_core.promote.guard import GuardRule
 from combee_core.topology import GUARD, Topic
 from streams.topology.effects import perform
 from streams.topology.live_traces import LiveTraces
@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 class GuardStage(Stage):
     spec = GUARD
+    input_model = None  # the group only gives ownership: decisions are read through the promoted view
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

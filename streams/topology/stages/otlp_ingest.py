@@ -47,7 +47,6 @@ def _record(token: object) -> ConsumerRecord:
 
 class OtlpIngestStage(Stage):
     spec = INGEST_OTLP
-    input_label = "OTLP record"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -24,8 +24,8 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.models import BatchManifest, EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, utc_now
 from combee_core.processors.effects import Publish
 from combee_core.processors.promoter import HeldOutSet, Promoter
-from combee_core.promotion import PromotionRule
-from combee_core.tasks import build_suite
+from combee_core.promote.promotion import PromotionRule
+from combee_core.sim.tasks import build_suite
 from combee_core.topology import PROMOTE, Topic
 from streams.topology.effects import perform
 from streams.topology.live_traces import LiveScores
@@ -44,6 +44,7 @@ def held_out_set(settings) -> tuple[str, tuple]:
 
 class PromoterStage(Stage):
     spec = PROMOTE
+    input_model = None  # the group only gives ownership: results are read through the eval-results view
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)

@@ -6,15 +6,13 @@ three numbered logs (``NumberedLog``): ``playbook`` (a version counts only when 
 a foreign one for an owned playbook rebuilds the partition), ``batches`` (each pending batch's traces: a trace that
 reached no aggregator window becomes a dead letter) and ``promoted`` (what the next version is built on).
 
-The decisions are ``combee_core.processors.reducer``'s (partials, the scan, the version, its effects) and
-``combee_core.processors.reducer_state``'s (the base of the next version, stalled batches); this stage keeps the
-views, the task per playbook that applies ready batches in order, and performs the effects.
+The decisions are ``combee_core.processors.reducer``'s (partials, the scan, the version, its effects, what it says)
+and ``reducer_state``'s (the base of the next version, stalled batches); this stage keeps the views and the task per
+playbook that applies ready batches in order (``streams.topology.key_tasks``), and performs the effects.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import time
 
 from aiokafka import TopicPartition
@@ -22,41 +20,31 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
-from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import embedder_from
-from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.reducer_state import ReducerLogs
-from combee_core.reduction import PendingPartials, ReduceOutcome
+from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.topology import REDUCE, Topic
 from streams.topology.effects import perform
+from streams.topology.key_tasks import KeyTasks
 from streams.topology.numbered_log import NumberedLog
-from streams.topology.runtime import Stage, cancel_tasks
-
-log = logging.getLogger(__name__)
+from streams.topology.runtime import Stage
 
 
 class ReducerStage(Stage):
     spec = REDUCE
-    input_model = PartialUpdate
-    input_label = "partial"
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         settings = ctx.settings
-        self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce, embedder_from(settings))
+        self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce, embedder_from(settings),
+                               EmptyVersionNotice(settings.reflector_model))
         self.logs = ReducerLogs(promotion=settings.promotion)
-        self._workers: dict[str, asyncio.Task] = {}
+        self.workers = KeyTasks(self, self._apply_ready, "reduce")
         self.versions = NumberedLog[PlaybookVersion](self, Topic.PLAYBOOK, self._take_version, guarded=True,
                                                      checkpointed=True)
         self.batches = NumberedLog[BatchManifest](self, Topic.BATCHES, self._take_manifest, checkpointed=True)
         self.decisions = NumberedLog[PromotionDecision](self, Topic.PROMOTED, accept=self._take_decision)
-        self._empty_notice = EmptyVersionNotice(settings.reflector_model)
-        """Says when versions come out empty because the reflector is the simulator (``combee_core.model_notice``)."""
-
-    @property
-    def playbooks(self) -> dict[str, Playbook]:
-        return self.logs.playbooks
 
     async def prepare(self) -> None:
         for numbered in (self.versions, self.batches, self.decisions):  # promoted: with promotion off, rollbacks
@@ -75,13 +63,13 @@ class ReducerStage(Stage):
         """A decision that counts: the version waiting for it can now be built on."""
         counts = self.logs.take_decision(decision)
         if counts and decision.playbook_id in self.reducer.pending and self.owns_key(decision.playbook_id):
-            self._kick(decision.playbook_id)
+            self.workers.kick(decision.playbook_id)
         return counts
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
-        known = set(self.reducer.pending) | set(self._workers)
-        playbooks = [pb for pb in sorted(known) if self.owner_partition(pb) in revoked]
-        await cancel_tasks([self._workers.pop(pb) for pb in playbooks if pb in self._workers])
+        playbooks = [pb for pb in sorted({*self.reducer.pending, *self.workers.keys()})
+                     if self.owner_partition(pb) in revoked]
+        await self.workers.cancel(playbooks)
         for playbook_id in playbooks:
             self.reducer.release(playbook_id)
 
@@ -90,50 +78,27 @@ class ReducerStage(Stage):
         if redelivered is not None:
             await perform(self, redelivered)
         else:
-            self._kick(partial.playbook_id)
-
-    def _kick(self, playbook_id: str) -> None:
-        worker = self._workers.get(playbook_id)
-        if worker is None or worker.done():
-            self._workers[playbook_id] = self.spawn(self._apply_ready(playbook_id), name=f"reduce-{playbook_id}")
+            self.workers.kick(partial.playbook_id)
 
     async def _apply_ready(self, playbook_id: str) -> None:
-        while self.owns_key(playbook_id):
-            base = self.logs.base(playbook_id)
-            if base is None:
-                return  # the latest version awaits its promotion decision; _take_decision kicks again
+        """Publish the playbook's ready batches as versions in order, until one is missing or another writer's
+        version came first (a base awaiting its promotion decision: ``_take_decision`` kicks again)."""
+        while self.owns_key(playbook_id) and (base := self.logs.base(playbook_id)) is not None:
             playbook, parent_version = base
-            partials = self.reducer.ready(playbook_id, playbook.version)
-            if partials is None or not await self._publish_version(playbook, partials, parent_version):
+            if (partials := self.reducer.ready(playbook_id, playbook.version)) is None:
                 return
-
-    async def _publish_version(self, playbook: Playbook, partials: list[PartialUpdate],
-                               parent_version: int | None) -> bool:
-        """Build and publish the next version; False when another writer's version came first."""
-        playbook_id = playbook.playbook_id
-        previous_at = self.logs.published_at.get(playbook_id) if playbook.version > 0 else None
-        effects = await self.reducer.next_version(playbook, partials, parent_version=parent_version,
-                                                  manifest=await self._manifest(playbook_id, partials[0].batch_id),
-                                                  previous_at=previous_at, now=utc_now())
-        if not await perform(self, effects, self.versions.write):
-            return False
-        [record] = [e.value for e in effects if isinstance(e, Publish) and e.topic == Topic.PLAYBOOK]
-        assert isinstance(record, PlaybookVersion)
-        log.info("published %s v%d (batch %d, %d entries, %d ops, delay %.2fs)", playbook_id, record.version,
-                 record.batch_id, len(record.entries), len(record.operations), record.stats.delay_s)
-        if notice := self._empty_notice.observe(playbook_id, record.version, len(record.operations),
-                                                len(record.lineage), time.monotonic()):
-            log.warning("%s", notice)
-        return True
+            previous_at = self.logs.published_at.get(playbook_id) if playbook.version > 0 else None
+            effects = await self.reducer.next_version(playbook, partials, parent_version=parent_version,
+                                                      manifest=await self._manifest(playbook_id, partials[0].batch_id),
+                                                      previous_at=previous_at, now=utc_now())
+            if not await perform(self, effects, self.versions.write):
+                return
+            self.reducer.published(effects, time.monotonic())
 
     async def _manifest(self, playbook_id: str, batch_id: int) -> BatchManifest | None:
         if batch_id not in self.logs.manifests.get(playbook_id, {}):
             await self.batches.catch_up()
-        manifest = self.logs.manifests.get(playbook_id, {}).get(batch_id)
-        if manifest is None:
-            log.warning("%s batch %d: manifest not found; the version's lineage is not checked against it",
-                        playbook_id, batch_id)
-        return manifest
+        return self.logs.manifests.get(playbook_id, {}).get(batch_id)
 
     async def _reduce(self, children: list[list[Operation]], context: str) -> ReduceOutcome:
         result = await self.ctx.roles.reduce(children, context)
@@ -142,12 +107,7 @@ class ReducerStage(Stage):
     async def tick(self, now: float) -> None:
         """Warn once per batch that has waited longer than ``stall_warning_s`` for its version."""
         owned = {pb for pb in self.logs.manifests if self.owns_key(pb)}
-        for stalled in self.logs.stalled(owned, utc_now(), self.settings.stall_warning_s):
-            self.ctx.count("stalled_batches")
-            waiting = self.reducer.pending.get(stalled.playbook_id, PendingPartials()).waiting()
-            log.warning("%s: batch %d (%d traces) closed %.0f s ago and is still not a version (partials %s)",
-                        stalled.playbook_id, stalled.manifest.batch_id, stalled.manifest.n, stalled.age_s,
-                        waiting.get(stalled.manifest.batch_id, "none"))
+        await perform(self, self.reducer.stalled(self.logs.stalled(owned, utc_now(), self.settings.stall_warning_s)))
 
     async def drain(self) -> None:
         await self.wait_background()

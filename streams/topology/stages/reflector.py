@@ -21,7 +21,7 @@ from aiokafka.errors import IllegalStateError
 from pydantic import ValidationError
 
 from combee_core import limits
-from combee_core.batching import UPSTREAM_DRAINED
+from combee_core.batch.batching import UPSTREAM_DRAINED
 from combee_core.errors import CombeeError
 from combee_core.models import Trace
 from combee_core.processors.effects import Effect, Publish, Reject, acknowledge
@@ -72,7 +72,6 @@ def decode_trace(raw: bytes | None) -> Trace:
 
 class ReflectorStage(Stage):
     spec = REFLECT
-    input_model = Trace
 
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
@@ -151,7 +150,7 @@ class ReflectorStage(Stage):
     async def _drained(self, partitions: set[TopicPartition]) -> set[TopicPartition]:
         """Of these partitions, those with no trace left to reflect: read to their high watermark (the caller's fetch
         is the latest, so none is in flight after it). The last reflection of each gets ``UPSTREAM_DRAINED``: the
-        batcher may then close an idle batch at its stream's pace (``combee_core.batching.idle_after``)."""
+        batcher may then close an idle batch at its stream's pace (``combee_core.batch.batching.idle_after``)."""
         consumer, drained = self.consumer, set()
         for tp in partitions & self.held_by_client():
             assert consumer is not None

@@ -93,7 +93,7 @@ class TaskSuite:
     """Success probability of a family's task when the playbook holds the family's harmful rule (whatever else)."""
     honest: HonestFeedback | None = None
     """Honest mode: feedback from :class:`HonestFeedback`, and entries scored by what they state
-    (``combee_core.honest_suite``); None: the default mode (``LESSON`` lines, scored by the rule's text)."""
+    (``combee_core.sim.honest_suite``); None: the default mode (``LESSON`` lines, scored by the rule's text)."""
 
     def family(self, family_id: str) -> RuleFamily:
         return self._by_id()[family_id]
@@ -156,9 +156,9 @@ def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmf
 def success_probability(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry]) -> float:
     """``harmful_p`` when the playbook holds the family's harmful rule, else ``with_insight_p`` when it holds the
     family's insight, else the family's base probability. Honest mode: by what the entries state
-    (:func:`combee_core.honest_suite.success_probability`)."""
+    (:func:`combee_core.sim.honest_suite.success_probability`)."""
     if suite.honest is not None:
-        from combee_core import honest_suite
+        from combee_core.sim import honest_suite
 
         return honest_suite.success_probability(suite, task, entries)
     family = suite.family(task.family_id)
@@ -207,7 +207,7 @@ def run_task(
     success = _unit(run_seed, task.task_id, attempt, playbook_version, "success") < p
     feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
     if suite.honest is not None:
-        from combee_core import honest_suite
+        from combee_core.sim import honest_suite
 
         used: str | None = honest_suite.used_entries(suite, task, entries)
         feedback_lines += honest_suite.feedback_lines(suite, task, success, run_seed=run_seed, attempt=attempt)

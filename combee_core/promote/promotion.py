@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any, Literal
 
 from combee_core.errors import CombeeError
-from combee_core.improvement_cost import CandidateCost, improvement_cost
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     EvalRequest,
@@ -27,7 +26,8 @@ from combee_core.models import (
     ProposerModels,
     entries_digest,
 )
-from combee_core.tasks import Task
+from combee_core.promote.improvement_cost import CandidateCost, improvement_cost
+from combee_core.sim.tasks import Task
 
 PROMOTER = "promoter"
 
@@ -71,7 +71,7 @@ class PromotionLedger:
     """Per playbook, each version served in turn (starting with 0)."""
     named: dict[str, int] = field(default_factory=dict)
     """Per playbook, the newest version any decision named (served, previous, candidate or newest): every version up
-    to it existed when a decision was made (``combee_core.guard.clean``)."""
+    to it existed when a decision was made (``combee_core.promote.guard.clean``)."""
 
     def apply(self, decision: PromotionDecision) -> bool:
         """Take one record in log order; False (void) when its decision_id is not the next one."""
@@ -313,7 +313,8 @@ def operator_decision(
 ) -> PromotionDecision:
     """An operator's ``promote`` (serves ``version``, resumes automatic promotion) or ``rollback`` (serves
     ``version``, pauses automatic promotion until the next operator promote). ``running``: the version agents run
-    now when the pointer does not say it, and ``newest`` the newest version (promotion off: ``combee_core.guard``)."""
+    now when the pointer does not say it, and ``newest`` the newest version (promotion off:
+    ``combee_core.promote.guard``)."""
     if action not in ("operator-promote", "rollback"):
         raise PromotionError(f"unknown operator action {action!r}")
     decided: Literal["operator-promote", "rollback"] = "rollback" if action == "rollback" else "operator-promote"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from combee_core.batching import ClosedBatch, ShuffleConfig, deal_batch
+from combee_core.batch.batching import ClosedBatch, ShuffleConfig, deal_batch
 from combee_core.errors import CombeeError
 from combee_core.models import BatchManifest, Reflection
 

@@ -13,9 +13,9 @@ pipeline delay, on the configured clock) and the rollout part of it (:func:`samp
    every rung below ~86 is). Every profiling round is a learning round: its traces make a version like any other.
 2. **Fit what is unknown.** The rollout part of a round is known in closed form (``ceil(bs / agents)`` task times,
    the task time measured); the pipeline part gets the paper's power law, fitted on the per-trace pipeline delay
-   (:mod:`combee_core.delay_model`).
+   (:mod:`combee_core.control.delay_model`).
 3. **Read tau as the plateau's tolerance.** bs* is the smallest size whose modelled per-trace delay is within tau of
-   the lowest the bounds [bs_min, bs_max] allow (:func:`combee_core.delay_model.tolerance_plateau`; why not the
+   the lowest the bounds [bs_min, bs_max] allow (:func:`combee_core.control.delay_model.tolerance_plateau`; why not the
    paper's ``alpha/tau`` reading: that module's docstring). ``bs_max`` is the paper's upper bound against quality
    degradation (default 100). With one size measured and every other rung ruled out by its rollouts, that size is
    the choice. A pipeline fit below ``min_r2`` is replaced by the pipeline's mean per round, whatever the size, when
@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from combee_core.delay_model import PowerLawFit, RoundModel, fit_power_law, rollout_waves, tolerance_plateau
+from combee_core.control.delay_model import PowerLawFit, RoundModel, fit_power_law, rollout_waves, tolerance_plateau
 
 if TYPE_CHECKING:
     from combee_core.models import ControlDecision

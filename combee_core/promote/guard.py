@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from combee_core.playbook import Playbook
-from combee_core.promotion import PromotionLedger
+from combee_core.promote.promotion import PromotionLedger
 
 GUARD = "guard"
 """The ``by`` of the guard's decisions on ``promoted``."""

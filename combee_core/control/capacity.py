@@ -2,10 +2,10 @@
 "Capacity and overload").
 
 **The capacity model.** A trace costs one reflector call; a worker's reflector takes ``concurrency / latency``
-traces/s (:func:`combee_core.concurrency.reflector_capacity`), and reflection spreads over workers by partition.
+traces/s (:func:`combee_core.control.concurrency.reflector_capacity`), and reflection spreads over workers by partition.
 One playbook's versions are made one after the other, a batch per cycle: ``batch / cycle`` traces/s
-(:func:`combee_core.concurrency.version_chain_capacity`), whatever the number of workers. A playbook keeps up when
-its rate is below both.
+(:func:`combee_core.control.concurrency.version_chain_capacity`), whatever the number of workers. A playbook keeps up
+when its rate is below both.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from combee_core.backlog import Backlog
-from combee_core.concurrency import reflector_capacity, version_chain_capacity
+from combee_core.control.backlog import Backlog
+from combee_core.control.concurrency import reflector_capacity, version_chain_capacity
 
 __all__ = ["CapacityModel", "rate_until_now", "recent_rate", "status_backlog", "version_cycles"]
 
@@ -71,7 +71,8 @@ def version_cycles(published_s: Sequence[float], delays_s: Sequence[float]) -> l
 
 
 OUTRUN_MARGIN = 0.1
-"""As :class:`combee_core.backlog.BacklogMonitor`'s margin: a stream at capacity reads a little over its rate out."""
+"""As :class:`combee_core.control.backlog.BacklogMonitor`'s margin: a stream at capacity reads a little over its rate
+out."""
 
 
 def status_backlog(playbook_id: str, lag_traces: int, oldest_sent_s: float | None, now: float,

@@ -3,7 +3,8 @@
 Every text the honest simulator can write is enumerated here from the suite's families: each wording of a family's
 rule (polarity +1) and of its opposite (-1), its hints (0), the four generic tips, and the suite's canonical sentence
 with and without its ``(Rnn)`` tag. The simulator writes only these texts, and the honest scoring reads only this
-table. Curation (``combee_core.playbook``, ``combee_core.reduction``, ``combee_core.processors``) never imports it.
+table. Curation (``combee_core.playbook``, ``combee_core.reduce.reduction``, ``combee_core.processors``) never imports
+it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from functools import lru_cache
 from typing import Literal
 
 from combee_core.errors import CombeeError
-from combee_core.tasks import HARMFUL_ACTION, RuleFamily, build_suite
-from combee_core.wordings import ACTION_PHRASINGS, GENERIC_PHRASINGS, HINTS, STRUCTURES, SUBJECT_PHRASINGS
+from combee_core.sim.tasks import HARMFUL_ACTION, RuleFamily, build_suite
+from combee_core.sim.wordings import ACTION_PHRASINGS, GENERIC_PHRASINGS, HINTS, STRUCTURES, SUBJECT_PHRASINGS
 
 _SPACES = re.compile(r"\s+")
 _RULE = re.compile(r"^For (.+) \((R\d+)\), (.+)\.$")

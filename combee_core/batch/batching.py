@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from combee_core.batch.shuffle import derive_seed, plan_augmented_shuffle
+from combee_core.batch.trace_dedupe import DEFAULT_DEDUPE_HORIZON, RecentTraceIds
 from combee_core.models import BatchManifest, Reflection, ShuffledReflection, Usage
-from combee_core.shuffle import derive_seed, plan_augmented_shuffle
-from combee_core.trace_dedupe import DEFAULT_DEDUPE_HORIZON, RecentTraceIds
 
 SubgroupRule = Literal["sqrt", "single"]
 

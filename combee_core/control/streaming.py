@@ -33,7 +33,7 @@ import statistics
 from collections import deque
 from dataclasses import dataclass
 
-from combee_core.delay_model import fit_power_law
+from combee_core.control.delay_model import fit_power_law
 
 __all__ = ["CycleModel", "StreamChoice", "StreamingObjective"]
 

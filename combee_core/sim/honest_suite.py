@@ -12,8 +12,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from combee_core.models import PlaybookEntry
-from combee_core.sim_registry import TextRegistry, registry_for
-from combee_core.tasks import Task, TaskSuite
+from combee_core.sim.sim_registry import TextRegistry, registry_for
+from combee_core.sim.tasks import Task, TaskSuite
 
 BOTH_P = 0.5
 """Success probability with both a right and an opposite statement: the agent follows either with equal chance."""

@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from combee_core.archive import ArchiveRecord
+from combee_core.batch.shuffle import derive_seed
 from combee_core.errors import CombeeError
 from combee_core.models import BatchManifest
-from combee_core.shuffle import derive_seed
+from combee_core.runs.archive import ArchiveRecord
 
 
 class ReplayError(CombeeError, ValueError):

@@ -8,8 +8,6 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from combee_core.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
-from combee_core.deterministic_merge import ContestedMerge
 from combee_core.models import (
     AppliedOperation,
     Operation,
@@ -21,7 +19,9 @@ from combee_core.models import (
 )
 from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
 from combee_core.playbook.meaning import Judge
-from combee_core.scan import plan_scan
+from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
+from combee_core.reduce.deterministic_merge import ContestedMerge
+from combee_core.reduce.scan import plan_scan
 
 
 @dataclass(frozen=True)
@@ -189,9 +189,9 @@ def build_version(
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
     ``parent_version`` names the version whose entries ``playbook`` holds when that is not v (promotion: built on
-    the served version after v was rejected; ``combee_core.promotion.next_base``);
+    the served version after v was rejected; ``combee_core.promote.promotion.next_base``);
     ``change_share``: the share of v's entries the operations and evictions together may rewrite or remove
-    (:func:`combee_core.budget.change_cap`; None: no cap);
+    (:func:`combee_core.reduce.budget.change_cap`; None: no cap);
     ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`), ranked
     by the batch's evidence of use (``PartialUpdate.use_tags``, counted from ``min_evidence`` traces);
     ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure);

@@ -211,7 +211,7 @@ def sample_delay(settings: CombeeSettings, metrics: BatchMetrics) -> float | Non
     wall, the time between the two versions' publication (``metrics.round_s``; None for the first version a reducer
     published). Otherwise the pipeline delay: the LLM critical path (modelled) or batch closed -> version published.
     """
-    from combee_core.rollout import modelled_task_time_s, round_rollout_s
+    from combee_core.control.rollout import modelled_task_time_s, round_rollout_s
 
     modelled = settings.controller_clock == "modelled"
     if settings.fleet_mode == "sync":
@@ -228,7 +228,7 @@ def sample_rollout(settings: CombeeSettings, metrics: BatchMetrics, delay_s: flo
     Modelled: the rollout model's round; wall: the round time less the pipeline's (batch closed -> version
     published), i.e. the fleet's share of the round, rollouts and batching.
     """
-    from combee_core.rollout import modelled_task_time_s, round_rollout_s
+    from combee_core.control.rollout import modelled_task_time_s, round_rollout_s
 
     if settings.fleet_mode != "sync":
         return 0.0

@@ -3,7 +3,7 @@
 Versions and batch ids move together: batch b is applied to version b and gives version b+1 (``docs/protocol.md``).
 So a seeded version v+1 also takes batch id v, with a :class:`BatchManifest` of one pseudo-trace, the import's id
 (``import:<digest>``), which is also the version's lineage. Every reader then sees an ordinary version: the batcher
-numbers the next batch v+1, the reducer builds on the seeded entries, ``combee_core.audit`` finds the batch's one
+numbers the next batch v+1, the reducer builds on the seeded entries, ``combee_core.runs.audit`` finds the batch's one
 "trace" in exactly one lineage. The operations say what changed from the parent version: an ADD per new entry id, an
 UPDATE per entry whose content changed, a DELETE per entry that is gone; counters are the imported ones.
 """

@@ -1,8 +1,8 @@
 """Serving a child's composed view (no Kafka, no HTTP): what ``combee serve`` answers for a playbook with parents.
 
-A playbook's *chain* is it and its ancestors (:func:`combee_core.scopes.scope_chain`), each with the version it
-serves (None: none yet). A chain of one is served exactly as before (``combee_core.serving``): these functions are
-only used for a playbook with a parent. The composed view is :func:`combee_core.scopes.compose_view` within the
+A playbook's *chain* is it and its ancestors (:func:`combee_core.serve.scopes.scope_chain`), each with the version it
+serves (None: none yet). A chain of one is served exactly as before (``combee_core.serve.serving``): these functions are
+only used for a playbook with a parent. The composed view is :func:`combee_core.serve.scopes.compose_view` within the
 playbook token budget; its entity tag covers every scope's served version (a new version of an ancestor is a new
 tag for each of its descendants); the context for a task ranks the composed entries; and a version newly served
 for one playbook wakes its descendants' listeners too (:func:`affected`).
@@ -21,16 +21,16 @@ from combee_core.playbook.embedding import Embedder
 from combee_core.playbook.render import estimate_tokens
 from combee_core.playbook.retrieval import RetrievalIndex
 from combee_core.playbook.value import entry_value
-from combee_core.scopes import ServedView, compose_view, render_view, scope_chain
-from combee_core.serving import NOTHING_SERVED_ETAG, ContextQuery, ServeModel, TaskContext, etag
+from combee_core.serve.scopes import ServedView, compose_view, render_view, scope_chain
+from combee_core.serve.serving import NOTHING_SERVED_ETAG, ContextQuery, ServeModel, TaskContext, etag
 
 Chain = Sequence[tuple[str, PlaybookVersion | None]]
 """A playbook then its ancestors, nearest first, each with its served version (None: none yet)."""
 
 
 def chain_etag(chain: Chain, token_budget: int | None) -> str:
-    """The entity tag of what a chain serves: a chain of one is :func:`combee_core.serving.etag` of its version (as
-    without scopes); a longer one is ``"<v>.<v>...-<hash>"``, each scope's version number, nearest first, and 20 hex
+    """The entity tag of what a chain serves: a chain of one is :func:`combee_core.serve.serving.etag` of its version
+    (as without scopes); a longer one is ``"<v>.<v>...-<hash>"``, each scope's version number, nearest first, and 20 hex
     digits of a hash over every scope's tag and the budget, so any scope's newly served version (or a rollback) is
     a new tag. ``"0"`` while no scope serves anything."""
     if len(chain) == 1:
@@ -50,7 +50,7 @@ def affected(playbook_id: str, parents: Mapping[str, str], known: Iterable[str])
 
 
 def view_of(chain: Chain, token_budget: int | None) -> ServedView:
-    """The composed view of ``chain[0]`` (:func:`combee_core.scopes.compose_view` of the served entries)."""
+    """The composed view of ``chain[0]`` (:func:`combee_core.serve.scopes.compose_view` of the served entries)."""
     return compose_view([(scope, version.entries if version else ()) for scope, version in chain], token_budget)
 
 

@@ -1,0 +1,1 @@
+"""What comes in: redaction of a trace's personal data and secrets at ingest."""
