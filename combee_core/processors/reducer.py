@@ -26,6 +26,7 @@ from combee_core.playbook.meaning import SemanticJudge
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.settings import CombeeSettings
+from combee_core.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ ReduceRole = Callable[[list[list[Operation]], str], Awaitable[ReduceOutcome]]
 
 @dataclass(frozen=True)
 class ReducerConfig:
-    max_fan_in: int = 32
+    max_fan_in: int = DEFAULT_CALL_CAPACITY
     deterministic_merge: bool = True
     budget_tokens: int | None = None
     change_cap: float | None = None
