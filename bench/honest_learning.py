@@ -29,7 +29,7 @@ import argparse
 import asyncio
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -138,10 +138,33 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
         "within_budget": all(t <= budget for t in version_tokens),
         "versions_over_budget": sum(1 for t in version_tokens if t > budget),
         "evictions": sum(1 for v in run.versions for a in v.operations if a.reason.startswith("evicted")),
-        "fan_in": fan_in, "aggregator_calls_per_version": statistics.mean(v.stats.k for v in run.versions),
+        **surplus(suite, run.playbook.entries), "fan_in": fan_in,
+        "aggregator_calls_per_version": statistics.mean(v.stats.k for v in run.versions),
         "calls_per_version": statistics.mean(v.stats.llm_calls for v in run.versions),
         **realised_rates(suite, run),
     }
+
+
+SURPLUS = ("extra_wordings", "opposite_entries", "no_lesson_entries")
+
+
+def surplus(suite: TaskSuite, entries: Sequence[PlaybookEntry]) -> dict[str, int]:
+    """Where the entries beyond one per lesson held come from (the registry reads the final playbook; curation never
+    does): more wordings of a lesson already held (consolidation missed them), opposite rules (contradiction
+    handling kept them), entries stating no lesson (hints, outcome lines)."""
+    registry = honest_suite.suite_registry(suite)
+    stated: Counter[tuple[str, str]] = Counter()
+    opposite = no_lesson = 0
+    for entry in entries:
+        statement = registry.lookup(entry.content)
+        if statement is None or statement.kind == "hint":
+            no_lesson += 1
+        elif statement.kind == "rule" and statement.polarity < 0:
+            opposite += 1
+        else:
+            stated[(statement.kind, statement.subject)] += 1
+    return {"extra_wordings": sum(n - 1 for n in stated.values()), "opposite_entries": opposite,
+            "no_lesson_entries": no_lesson}
 
 
 def static_checks(suite: TaskSuite) -> list[dict[str, Any]]:
@@ -200,6 +223,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    "versions_checked": sum(r["versions"] for r in group),
                    "versions_over_budget": sum(r["versions_over_budget"] for r in group),
                    "evictions": round(mean("evictions"), 1), "fan_in": group[0]["fan_in"],
+                   **{key: round(mean(key), 1) for key in SURPLUS if key in group[0]},
                    "aggregator_calls": round(mean("aggregator_calls_per_version"), 1),
                    "calls_per_version": round(mean("calls_per_version"), 1),
                    "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3)}
@@ -249,6 +273,10 @@ def main() -> None:
     print("\nLLM calls per version after the reflector's (aggregator and reducer), mean over versions and seeds")
     print(table(summary, [("capacity", "C"), ("variant", "variant"), ("fan_in", "fan-in"),
                           ("aggregator_calls", "aggregator calls"), ("calls_per_version", "all calls")]))
+    print("\nentries beyond one per lesson held (final playbook, mean over seeds)")
+    print(table(summary, [("capacity", "C"), ("variant", "variant"), ("entries_per_lesson", "entries/lesson"),
+                          ("extra_wordings", "extra wordings"), ("opposite_entries", "opposite rules"),
+                          ("no_lesson_entries", "no lesson")]))
     print(f"\nrealised (honest runs, mean): {rates}")
     print("\nwhat the scoring credits (held-out accuracy of hand-made playbooks; default_mode = the old scoring)")
     print(table(checks, [("playbook", "playbook"), ("honest", "honest scoring"), ("default_mode", "default scoring")]))
