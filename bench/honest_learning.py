@@ -10,7 +10,8 @@ simulator in virtual time), 960 traces, context on, with the curation as it is o
 a 1,000-token budget). Variants:
 
 - sequential: batch 3, p = 1, one aggregator call per batch;
-- combee: batch 100, p = 2, k = floor(sqrt(n)) subgroups;
+- combee: batch 100, p = 2, the default configuration: k = floor(sqrt(n)) subgroups, raised until no aggregator call
+  reads more than the default ``COMBEE_MAX_FAN_IN`` copies (``combee_core.batch.shuffle.aggregation_shape``);
 - combee fan-in=C: the same with ``COMBEE_MAX_FAN_IN`` = C, so k rises until no aggregator call reads more than C
   copies (and the reducer's scan reads at most C partials per call): the setting sized to the model's capacity;
 - copy (control): combee, with a reflector that copies every feedback line verbatim;
@@ -28,7 +29,7 @@ import argparse
 import asyncio
 import statistics
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -57,7 +58,7 @@ class Spec:
     reflection: Literal["honest", "verbatim"]
     fan_in_at_capacity: bool = False
     """``COMBEE_MAX_FAN_IN`` set to the simulated capacity C (no call reads more items than the model keeps), for
-    the aggregators' subgroups and the reducer's scan; otherwise the default, 32."""
+    the aggregators' subgroups and the reducer's scan; otherwise the default setting (``DEFAULT_CALL_CAPACITY``)."""
 
 
 VARIANTS = {
@@ -118,7 +119,7 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     suite = build_suite(seed=7, feedback="honest")
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
-    fan_in = capacity if spec.fan_in_at_capacity else 32
+    fan_in = capacity if spec.fan_in_at_capacity else CombeeSettings.load(env={}).max_fan_in
     shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=fan_in, run_seed=seed)
     settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in)
     run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
@@ -137,8 +138,33 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
         "within_budget": all(t <= budget for t in version_tokens),
         "versions_over_budget": sum(1 for t in version_tokens if t > budget),
         "evictions": sum(1 for v in run.versions for a in v.operations if a.reason.startswith("evicted")),
+        **surplus(suite, run.playbook.entries), "fan_in": fan_in,
+        "aggregator_calls_per_version": statistics.mean(v.stats.k for v in run.versions),
+        "calls_per_version": statistics.mean(v.stats.llm_calls for v in run.versions),
         **realised_rates(suite, run),
     }
+
+
+SURPLUS = ("extra_wordings", "opposite_entries", "no_lesson_entries")
+
+
+def surplus(suite: TaskSuite, entries: Sequence[PlaybookEntry]) -> dict[str, int]:
+    """Where the entries beyond one per lesson held come from (the registry reads the final playbook; curation never
+    does): more wordings of a lesson already held (consolidation missed them), opposite rules (contradiction
+    handling kept them), entries stating no lesson (hints, outcome lines)."""
+    registry = honest_suite.suite_registry(suite)
+    stated: Counter[tuple[str, str]] = Counter()
+    opposite = no_lesson = 0
+    for entry in entries:
+        statement = registry.lookup(entry.content)
+        if statement is None or statement.kind == "hint":
+            no_lesson += 1
+        elif statement.kind == "rule" and statement.polarity < 0:
+            opposite += 1
+        else:
+            stated[(statement.kind, statement.subject)] += 1
+    return {"extra_wordings": sum(n - 1 for n in stated.values()), "opposite_entries": opposite,
+            "no_lesson_entries": no_lesson}
 
 
 def static_checks(suite: TaskSuite) -> list[dict[str, Any]]:
@@ -196,7 +222,10 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    "within_budget": all(r["within_budget"] for r in group),
                    "versions_checked": sum(r["versions"] for r in group),
                    "versions_over_budget": sum(r["versions_over_budget"] for r in group),
-                   "evictions": round(mean("evictions"), 1),
+                   "evictions": round(mean("evictions"), 1), "fan_in": group[0]["fan_in"],
+                   **{key: round(mean(key), 1) for key in SURPLUS if key in group[0]},
+                   "aggregator_calls": round(mean("aggregator_calls_per_version"), 1),
+                   "calls_per_version": round(mean("calls_per_version"), 1),
                    "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3)}
             row["passes"] = bool(seq and acc >= statistics.mean(seq) - 0.01 and row["entries_per_lesson"] <= 1.2
                                  and row["within_budget"])
@@ -241,6 +270,13 @@ def main() -> None:
     print("\nevery version against the budget (all seeds)")
     print(table(summary, [("capacity", "C"), ("variant", "variant"), ("versions_checked", "versions"),
                           ("versions_over_budget", "over budget"), ("tokens_max", "largest (tokens)")]))
+    print("\nLLM calls per version after the reflector's (aggregator and reducer), mean over versions and seeds")
+    print(table(summary, [("capacity", "C"), ("variant", "variant"), ("fan_in", "fan-in"),
+                          ("aggregator_calls", "aggregator calls"), ("calls_per_version", "all calls")]))
+    print("\nentries beyond one per lesson held (final playbook, mean over seeds)")
+    print(table(summary, [("capacity", "C"), ("variant", "variant"), ("entries_per_lesson", "entries/lesson"),
+                          ("extra_wordings", "extra wordings"), ("opposite_entries", "opposite rules"),
+                          ("no_lesson_entries", "no lesson")]))
     print(f"\nrealised (honest runs, mean): {rates}")
     print("\nwhat the scoring credits (held-out accuracy of hand-made playbooks; default_mode = the old scoring)")
     print(table(checks, [("playbook", "playbook"), ("honest", "honest scoring"), ("default_mode", "default scoring")]))

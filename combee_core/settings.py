@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.connection import BrokerSettings, KafkaConnection, describe_connection_problem
 from combee_core.errors import CombeeError
 
@@ -51,7 +52,13 @@ class CombeeSettings(BrokerSettings):
         "sooner for a fast stream, after 10 of its mean gaps between reflections but at least 1 s; none: off. "
         "For streams, e.g. 3."
     )
-    max_fan_in: int = Field(default=32, ge=2, description="Most items any one LLM call may read.")
+    max_fan_in: int = Field(
+        default=DEFAULT_CALL_CAPACITY, ge=2, description="What the aggregator and reducer model holds: the most items "
+        "(reflection copies, partials) one call reads; k rises above floor(sqrt(n)) until no aggregator call reads "
+        "more, and the reducer's scan tree reads at most this many partials per call. The default, 6, is for a model "
+        "whose capacity is unknown; raise it for a model measured to hold more (docs/models.md, 'How many items one "
+        "call reads')."
+    )
     deterministic_merge: bool = Field(
         default=True, description="Merge a batch's partials without the reducer call when they do not conflict "
         "(combee_core.reduce.deterministic_merge); the reducer call judges only the contested ones (lessons that "

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from combee_core.batch.shuffle import derive_seed, plan_augmented_shuffle
+from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY, derive_seed, plan_augmented_shuffle
 from combee_core.batch.trace_dedupe import DEFAULT_DEDUPE_HORIZON, RecentTraceIds
 from combee_core.models import BatchManifest, Reflection, ShuffledReflection, Usage
 
@@ -44,7 +44,7 @@ class ShuffleConfig:
 
     run_seed: int = 0
     p: int = 2
-    max_fan_in: int = 32
+    max_fan_in: int = DEFAULT_CALL_CAPACITY
     subgroups: SubgroupRule = "sqrt"
 
 

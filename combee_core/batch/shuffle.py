@@ -43,7 +43,17 @@ import random
 from dataclasses import dataclass
 from functools import cached_property
 
-__all__ = ["Copy", "ShufflePlan", "derive_seed", "plan_augmented_shuffle", "subgroup_count"]
+from combee_core.reduce.scan import plan_scan, scan_depth
+
+__all__ = ["DEFAULT_CALL_CAPACITY", "AggregationShape", "Copy", "ShufflePlan", "aggregation_shape", "derive_seed",
+           "plan_augmented_shuffle", "subgroup_count"]
+
+DEFAULT_CALL_CAPACITY = 6
+"""Default of ``COMBEE_MAX_FAN_IN``: the most items (reflection copies, partials) one aggregator or reducer call
+reads when the user has not said what their model holds. Why 6 (docs/models.md, "How many items one call reads"):
+losing a lesson to an overloaded call is silent and cannot be undone, an extra call is visible and costs linearly;
+the only call size reported lossless is the sequential baseline's 3 reflections, and at p = 2 a call of 6 copies
+makes Combee's aggregator cost exactly the sequential baseline's calls per trace (p*n/6 = n/3)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -104,6 +114,51 @@ def subgroup_count(n: int, p: int = 2, max_fan_in: int | None = None) -> int:
     if max_fan_in is not None and -(-copies // k) > max_fan_in:
         k = -(-copies // max_fan_in)
     return min(k, copies)
+
+
+@dataclass(frozen=True)
+class AggregationShape:
+    """How one batch is aggregated when no call may read more than ``capacity`` items: k aggregator calls (the
+    subgroups), then the reducer's scan tree over their k partials, every node of it reading at most ``capacity``."""
+
+    n: int
+    p: int
+    capacity: int
+    k: int
+
+    @property
+    def largest_call(self) -> int:
+        """Copies the largest subgroup holds (the most one aggregator call reads)."""
+        return -(-self.p * self.n // self.k)
+
+    @property
+    def paper_rule(self) -> bool:
+        """Whether k is the paper's ``floor(sqrt(n))`` (the model holds its calls), not raised for the capacity."""
+        return self.k == max(1, math.isqrt(self.n))
+
+    @property
+    def reducer_levels(self) -> int:
+        """Levels of the reducer's scan above the k partials (0 for a single partial)."""
+        return 0 if self.k == 1 else scan_depth(self.k, self.capacity)
+
+    @property
+    def reducer_calls_at_most(self) -> int:
+        """Reducer calls when every scan group needs one (the deterministic merge makes most of them unneeded)."""
+        return 0 if self.k == 1 else plan_scan(self.k, self.capacity).call_count
+
+    @property
+    def calls_at_most(self) -> int:
+        """LLM calls after the reflector's for the batch: the k aggregator calls and at most the reducer's."""
+        return self.k + self.reducer_calls_at_most
+
+
+def aggregation_shape(n: int, p: int, capacity: int) -> AggregationShape:
+    """The aggregation of a batch of n reflections copied p times, for a model that holds ``capacity`` items per call
+    (``COMBEE_MAX_FAN_IN``): the paper's k = floor(sqrt(n)) when its calls, ceil(p*n/k) copies, fit; otherwise the
+    fewest subgroups that fit, ceil(p*n/capacity); the partials then reduce through a tree of fan-in ``capacity``."""
+    if capacity < 2:
+        raise ValueError(f"capacity must be >= 2 (a reducer call merges at least two partials), got {capacity}")
+    return AggregationShape(n=n, p=p, capacity=capacity, k=subgroup_count(n, p, capacity))
 
 
 def derive_seed(run_seed: int, playbook_id: str, batch_id: int) -> int:

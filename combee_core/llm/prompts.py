@@ -49,7 +49,8 @@ CONTEXT_TOKENS = 8_000
 """Default cap on the playbook context a prompt carries (``COMBEE_LLM_CONTEXT_TOKENS``)."""
 PAYLOAD_TOKENS = 64_000
 """Default cap on the items an aggregator or reducer prompt carries (``COMBEE_LLM_PAYLOAD_TOKENS``): 32 reflections
-(the fan-in) of 16 insights of ~480 characters, or 32 partials of ~30 operations, far above what a batch makes."""
+of 16 insights of ~480 characters, or 32 partials of ~30 operations, far above what a call at the default fan-in
+(6, ``combee_core.batch.shuffle.DEFAULT_CALL_CAPACITY``) reads."""
 
 _SHAPE_REFLECT = (
     '{"diagnosis": {"what_went_wrong": "<the specific mistake, or what made the run succeed>",\n'

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.llm.errors import LLMError
 from combee_core.llm.simulator import is_sim_model
 from combee_core.model_notice import EmptyVersionNotice
@@ -42,7 +43,7 @@ ReduceRole = Callable[[list[list[Operation]], str], Awaitable[ReduceOutcome]]
 
 @dataclass(frozen=True)
 class ReducerConfig:
-    max_fan_in: int = 32
+    max_fan_in: int = DEFAULT_CALL_CAPACITY
     deterministic_merge: bool = True
     budget_tokens: int | None = None
     change_cap: float | None = None

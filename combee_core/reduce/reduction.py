@@ -64,12 +64,17 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
     (e.g. :func:`merge_without_conflict`), a group whose children do not conflict is merged by it, with no call
     and no latency; a group that conflicts falls back to the ``reduce`` call, over the whole group, or, when
     ``merge`` returns a :class:`ContestedMerge` (:func:`merge_contested`), over its contested operations only, the
-    rest merged without the call.
+    rest merged without the call. With more children than ``max_fan_in``, ``merge`` reads them all at once (it is no
+    model) and only the calls for what is contested go through a tree of fan-in ``max_fan_in``.
     """
     if not children:
         raise ValueError("nothing to reduce")
     if len(children) == 1:
         return ScanResult(operations=list(children[0]), usage=Usage(), levels=0, critical_path_s=0.0)
+    if merge is not None and len(children) > max_fan_in:
+        flat = await _merge_flat(children, max_fan_in, reduce, merge)
+        if flat is not None:
+            return flat
     plan = plan_scan(len(children), max_fan_in)
     current = [list(ops) for ops in children]
     usage = Usage()
@@ -101,6 +106,29 @@ async def reduce_through_scan(children: Sequence[list[Operation]], max_fan_in: i
         raise AssertionError(f"scan plan ended with {len(current)} nodes instead of one root")
     return ScanResult(operations=current[0], usage=usage, levels=len(plan.levels), critical_path_s=critical_path,
                       merged_without_call=merged, narrowed_calls=narrowed)
+
+
+async def _merge_flat(children: Sequence[list[Operation]], max_fan_in: int, reduce: ReduceCall,
+                      merge: MergeRule) -> ScanResult | None:
+    """All children merged by ``merge`` at once, the contested operations judged by reducer calls of at most
+    ``max_fan_in`` children; None when ``merge`` leaves the whole group to a call (the scan then goes level by level).
+
+    The fan-in bounds what a *model* reads; the merge is a pure function and has no such bound. Merging level by level
+    would regroup each level's merged lessons by meaning again, so the lessons kept would depend on the tree's shape
+    (``docs/benchmarks.md`` §8e); one merge over all the partials does not.
+    """
+    merged = merge(children)
+    if merged is None:
+        return None
+    if not isinstance(merged, ContestedMerge):
+        return ScanResult(operations=merged, usage=Usage(), levels=1, critical_path_s=0.0, merged_without_call=1)
+    if len(merged.contested) <= max_fan_in:
+        judged = await reduce(merged.contested)
+        return ScanResult(operations=[*merged.merged, *judged.operations], usage=judged.usage, levels=1,
+                          critical_path_s=judged.latency_s, narrowed_calls=1)
+    scan = await reduce_through_scan(merged.contested, max_fan_in, reduce)
+    return ScanResult(operations=[*merged.merged, *scan.operations], usage=scan.usage, levels=1 + scan.levels,
+                      critical_path_s=scan.critical_path_s, narrowed_calls=1)
 
 
 @dataclass

@@ -13,6 +13,7 @@ import orjson
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from combee_core.batch.shuffle import subgroup_count
 from combee_core.models import PartialUpdate
 from streams.broker.child_process import stop_processes
 from streams.topology.kafka_clients import producer_config
@@ -66,7 +67,8 @@ async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_co
     assert_contiguous(versions, "pb", 8)
     assert [m.closed_by for m in manifests] == ["size"] * 7 + ["max_wait"]
     assert [m.n for m in manifests] == [40] * 7 + [20]
-    assert [v.stats.k for v in versions] == [6] * 7 + [4]  # floor(sqrt(n))
+    fan_in = run_settings(unique_prefix).max_fan_in  # floor(sqrt(n)), raised so no call reads more than the fan-in
+    assert [v.stats.k for v in versions] == [subgroup_count(m.n, m.p, fan_in) for m in manifests]
     counts = lineage_counts(versions)
     assert set(counts) == {t.trace_id for t in TRACES} and set(counts.values()) == {1}
     assert dead == []

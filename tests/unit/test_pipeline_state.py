@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_core.batch.batching import BatchAccumulator, ShuffleConfig, deal_batch
+from combee_core.batch.shuffle import subgroup_count
 from combee_core.models import AddOp, Insight, PartialUpdate, Reflection, Usage
 from combee_core.playbook import Playbook
 from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
@@ -106,7 +107,7 @@ def test_deal_batch_makes_p_copies_with_positions_and_is_seeded():
     b = deal_batch("pb", 3, refl, ShuffleConfig(run_seed=5, p=2), target_batch_size=40, closed_by="size",
                    closed_at=NOW)
     assert a == b
-    assert len(a.copies) == 80 and a.manifest.k == 6
+    assert len(a.copies) == 80 and a.manifest.k == subgroup_count(40, 2, ShuffleConfig().max_fan_in)
     per_reflection = {}
     for copy in a.copies:
         per_reflection.setdefault(copy.reflection.reflection_id, set()).add(copy.subgroup)

@@ -2,13 +2,14 @@
 
 import asyncio
 import itertools
+from collections import Counter
 from datetime import datetime, timezone
 
 import pytest
 
 from combee_core.models import AddOp, DeleteOp, MergeOp, PartialUpdate, TagOp, UpdateOp, Usage
 from combee_core.playbook import Playbook
-from combee_core.reduce.deterministic_merge import merge_without_conflict
+from combee_core.reduce.deterministic_merge import ContestedMerge, merge_without_conflict
 from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -97,3 +98,38 @@ def test_similar_lessons_in_different_sections_are_different_lessons():
     r14 = AddOp(section="dates", content="For averages (R14), apply the discount before the tax.")
     assert merge_without_conflict([[r13], [r14]]) is not None
     assert merge_without_conflict([[r13], [r14.model_copy(update={"section": "units"})]]) is None
+
+
+def test_with_more_partials_than_the_fan_in_the_merge_reads_them_all_at_once_and_calls_stay_within_it():
+    lessons = [AddOp(section=f"section_{n}", content=f"Lesson {n}.") for n in range(12)]  # distinct: no conflict
+    children = [[lessons[n % 12], lessons[(n + 5) % 12]] for n in range(14)]  # every lesson in several partials
+    seen: list[int] = []
+
+    def merge(group):
+        seen.append(len(group))
+        return merge_without_conflict(group)
+
+    async def never(children):
+        raise AssertionError("no call is needed when nothing conflicts")
+
+    results = [asyncio.run(reduce_through_scan(children, fan_in, never, merge=merge)) for fan_in in (2, 3, 6, 14)]
+    assert seen == [14] * 4  # one merge over all 14 partials, whatever the fan-in
+    assert all(r.operations == results[-1].operations for r in results)  # the tree's shape changes nothing
+    appearances = Counter(op.content for ops in children for op in ops)
+    assert {a.content: a.support for a in results[0].operations} == appearances  # every lesson once, support summed
+
+    # contested operations: judged by calls that each read at most the fan-in's children
+    contested = [[AddOp(section="dates", content=f"For leap years (R08), count the end date as {word}.")]
+                 for word in ("included", "excluded") * 4]
+    calls: list[int] = []
+
+    async def judge(group):
+        calls.append(len(group))
+        return ReduceOutcome(operations=[op for ops in group for op in ops][:1], usage=Usage(), latency_s=0.1)
+
+    def contest(group):
+        return ContestedMerge(merged=[lessons[0]], contested=contested)
+
+    scan = asyncio.run(reduce_through_scan(children, 3, judge, merge=contest))
+    assert calls and max(calls) <= 3 and sum(calls[:3]) == len(contested)  # 8 contested children: 3 + 3 + 2, then up
+    assert scan.operations[0] == lessons[0] and scan.narrowed_calls == 1

@@ -9,7 +9,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.batch.shuffle import Copy, ShufflePlan, derive_seed, plan_augmented_shuffle, subgroup_count
+from combee_core.batch.shuffle import (
+    DEFAULT_CALL_CAPACITY,
+    Copy,
+    ShufflePlan,
+    aggregation_shape,
+    derive_seed,
+    plan_augmented_shuffle,
+    subgroup_count,
+)
+from combee_core.reduce.scan import plan_scan
+from combee_core.settings import CombeeSettings
 
 SETTINGS = settings(max_examples=150, deadline=None)
 
@@ -62,6 +72,50 @@ def test_subgroup_count_rule(n: int, p: int, max_fan_in: int | None) -> None:
 def test_subgroup_count_rejects_bad_arguments(n: int, p: int, max_fan_in: int | None) -> None:
     with pytest.raises(ValueError):
         subgroup_count(n, p, max_fan_in)
+
+
+# ---------------------------------------------------------------------------------------------- sizing to capacity
+
+
+@SETTINGS
+@given(n=batch_sizes, p=copies_per_item, capacity=st.integers(min_value=2, max_value=40), seed=seeds)
+def test_no_call_of_the_aggregation_reads_more_than_the_capacity(n: int, p: int, capacity: int, seed: int) -> None:
+    shape = aggregation_shape(n, p, capacity)
+    plan = plan_augmented_shuffle(n, p, seed, max_fan_in=capacity)
+    assert plan.k == shape.k
+    assert plan.max_subgroup_size == shape.largest_call <= capacity
+    if shape.k > 1:
+        scan = plan_scan(shape.k, capacity)
+        assert scan.max_group_size <= capacity
+        assert (scan.depth, scan.call_count) == (shape.reducer_levels, shape.reducer_calls_at_most)
+
+
+@SETTINGS
+@given(n=batch_sizes, p=copies_per_item, capacity=st.integers(min_value=2, max_value=40))
+def test_the_papers_k_is_kept_exactly_when_the_model_holds_its_calls(n: int, p: int, capacity: int) -> None:
+    shape = aggregation_shape(n, p, capacity)
+    paper_k = max(1, math.isqrt(n))
+    holds = math.ceil(p * n / paper_k) <= capacity
+    assert shape.paper_rule == holds
+    if not holds:  # the fewest calls that fit: one subgroup fewer would overload a call
+        assert shape.k - 1 < paper_k or math.ceil(p * n / (shape.k - 1)) > capacity
+
+
+def test_a_larger_capacity_never_costs_more_calls() -> None:
+    calls = [aggregation_shape(100, 2, capacity).calls_at_most for capacity in range(2, 41)]
+    assert calls == sorted(calls, reverse=True)
+
+
+def test_the_default_capacity_is_the_settings_default_and_costs_the_sequential_baselines_calls() -> None:
+    assert CombeeSettings.load(env={}).max_fan_in == DEFAULT_CALL_CAPACITY
+    for n in (30, 60, 99, 300):  # p = 2 at the default: one aggregator call per 3 traces, as batch 3 with p = 1
+        assert aggregation_shape(n, 2, DEFAULT_CALL_CAPACITY).k == math.ceil(n / 3)
+
+
+@pytest.mark.parametrize("capacity", [0, 1])
+def test_aggregation_shape_rejects_a_capacity_below_two(capacity: int) -> None:
+    with pytest.raises(ValueError, match="capacity"):
+        aggregation_shape(10, 2, capacity)
 
 
 # ---------------------------------------------------------------------------------------------- seeds
