@@ -11,6 +11,8 @@ from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_valida
 from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.connection import BrokerSettings, KafkaConnection, describe_connection_problem
 from combee_core.errors import CombeeError
+from combee_core.ingest.otlp_settings import OtlpSettings
+from combee_core.serve.serve_settings import ServeSettings
 
 ENV_PREFIX = "COMBEE_"
 OTLP_TOPIC = "otlp_spans"
@@ -25,9 +27,10 @@ class SettingsError(CombeeError, ValueError):
     """A setting has a value that cannot be used; the message names the variable."""
 
 
-class CombeeSettings(BrokerSettings):
-    """Everything a worker, a producer or the demo needs to agree on: the broker connection (:class:`BrokerSettings`)
-    and the pipeline's settings.
+class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
+    """Everything a worker, a producer or the demo needs to agree on: the broker connection (:class:`BrokerSettings`),
+    the pipeline's settings, and those of the OTLP doors (:class:`OtlpSettings`) and of ``combee serve``
+    (:class:`ServeSettings`).
 
     Each field can be set from the environment as ``COMBEE_<FIELD_NAME_UPPER>`` (e.g. ``COMBEE_KAFKA_BOOTSTRAP``,
     ``COMBEE_BATCH_SIZE``); explicit overrides (CLI flags) win over the environment.
@@ -275,57 +278,6 @@ class CombeeSettings(BrokerSettings):
         default=None, description="Full name of a topic of BatchManifest records the batcher follows instead of "
         "closing batches by size and time (replay)."
     )
-
-    otlp_ingest: bool = Field(
-        default=False, description="Run the ingest-otlp stage: read OpenTelemetry spans (OTLP, as the Collector's "
-        "Kafka exporter or `combee otlp-receiver` writes them) from otlp_topic and publish one trace per run.",
-    )
-    otlp_topic: str = Field(
-        default="otlp_spans", pattern=r"^[A-Za-z0-9._-]+$", description="Full name (no prefix) of the OTLP topic "
-        "ingest-otlp reads and `combee otlp-receiver` writes (the Collector's Kafka exporter's default).",
-    )
-    otlp_group_by: Literal["trace", "conversation"] = Field(
-        default="trace", description="One trace per OTel trace id, or per gen_ai.conversation.id when a span has one."
-    )
-    otlp_idle_s: float = Field(
-        default=5.0, gt=0, description="A run whose root span never arrives is taken as finished this long after "
-        "its last span."
-    )
-    otlp_feedback_wait_s: float = Field(
-        default=300.0, ge=0, description="How long a finished run without a gen_ai.evaluation.result waits for one; "
-        "then it goes on without it (metadata otlp.feedback says so)."
-    )
-    otlp_window_s: float = Field(
-        default=900.0, gt=0, description="Longest a run is held from its first span, whatever it waits for."
-    )
-    otlp_max_pending: int = Field(
-        default=10_000, ge=1, description="Most runs held at once; beyond it the oldest goes on early (counted)."
-    )
-    otlp_default_playbook: str | None = Field(
-        default=None, description="Playbook of runs whose spans carry no combee.playbook.id (none: dead letter)."
-    )
-    otlp_receiver_host: str = Field(default="127.0.0.1", description="Address `combee otlp-receiver` binds.")
-    otlp_receiver_port: int = Field(default=4318, ge=0, le=65535, description="OTLP/HTTP port (0: any free one).")
-    otlp_max_body_bytes: int = Field(
-        default=4 * 1024 * 1024, ge=1024, description="Largest OTLP/HTTP body accepted, after decompression (413)."
-    )
-    otlp_max_inflight: int = Field(
-        default=32, ge=1, description="Requests the receiver handles at once; more are answered 429 with Retry-After."
-    )
-    otlp_max_lag: int = Field(
-        default=10_000, ge=0, description="Records of the OTLP topic the ingest-otlp group may lag behind before the "
-        "receiver answers 429 with Retry-After (the pipeline cannot keep up; 0: never)."
-    )
-    serve_host: str = Field(default="127.0.0.1", description="Address `combee serve` binds (HTTP and MCP over "
-                            "HTTP); beyond loopback it needs serve_token.")
-    serve_port: int = Field(default=8765, ge=0, le=65535, description="`combee serve` HTTP port (0: any free one).")
-    serve_mcp_port: int | None = Field(default=None, ge=0, le=65535, description="`combee serve` MCP streamable-HTTP "
-                                       "port (none: no MCP over HTTP; `--mcp stdio` serves MCP on stdin/stdout).")
-    serve_token: SecretStr | None = Field(default=None, description="Bearer token `combee serve` requires on every "
-                                          "request (required when it binds beyond loopback).")
-    serve_max_wait_s: float = Field(default=300.0, gt=0, description="Longest `?wait=` a long-poll may ask for.")
-    serve_keep_versions: int = Field(default=256, ge=1, description="Versions per playbook `combee serve` keeps for "
-                                     "GET /playbooks/{id}/versions/{v} (older ones: 410, read the topic).")
 
     redact: bool = Field(
         default=True, description="Replace personal data and secrets in every text field of a trace with typed "
