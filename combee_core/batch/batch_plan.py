@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from combee_core.batch.batching import ClosedBatch, ShuffleConfig, deal_batch
+from combee_core.batch.batching import ClosedBatch, ShuffleConfig, deal_as_manifest
 from combee_core.errors import CombeeError
 from combee_core.models import BatchManifest, Reflection
 
@@ -72,17 +72,7 @@ class PlannedBatches:
             arrived = self._arrived.get((playbook_id, manifest.batch_id), {})
             if len(arrived) < len(manifest.trace_ids):
                 break
-            released.append(
-                deal_batch(
-                    playbook_id,
-                    manifest.batch_id,
-                    [arrived[trace_id] for trace_id in manifest.trace_ids],
-                    self._config,
-                    target_batch_size=manifest.target_batch_size,
-                    closed_by=manifest.closed_by,
-                    closed_at=wall_time,
-                )
-            )
+            released.append(deal_as_manifest(manifest, arrived, self._config, wall_time))
             self._arrived.pop((playbook_id, manifest.batch_id), None)
             self._next[playbook_id] += 1
         return released

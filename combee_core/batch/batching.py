@@ -5,8 +5,8 @@ Pure and clock-injected: the stream stage passes ``now`` (monotonic seconds) and
 
 from __future__ import annotations
 
-from collections.abc import Collection
-from dataclasses import dataclass, field
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
@@ -65,8 +65,10 @@ def deal_batch(
     target_batch_size: int,
     closed_by: Literal["size", "max_wait", "idle"],
     closed_at: datetime,
+    k: int | None = None,
 ) -> ClosedBatch:
-    """Augmented shuffle of one batch: p copies of each reflection dealt to k subgroups, seeded by the batch."""
+    """Augmented shuffle of one batch: p copies of each reflection dealt to k subgroups (``k``: as given, else by the
+    config's rule), seeded by the batch."""
     n = len(reflections)
     if n == 0:
         raise ValueError("cannot deal an empty batch")
@@ -74,7 +76,7 @@ def deal_batch(
     if config.subgroups == "single":
         subgroups = [[(item, replica) for replica in range(config.p) for item in range(n)]]
     else:
-        plan = plan_augmented_shuffle(n, config.p, seed, max_fan_in=config.max_fan_in)
+        plan = plan_augmented_shuffle(n, config.p, seed, max_fan_in=config.max_fan_in, k=k)
         subgroups = [[(copy.item, copy.replica) for copy in group] for group in plan.subgroups]
     k = len(subgroups)
     base_version = batch_id
@@ -261,6 +263,16 @@ class BatchAccumulator:
         return batch
 
 
+def deal_as_manifest(manifest: BatchManifest, reflections: Mapping[str, Reflection], config: ShuffleConfig,
+                     closed_at: datetime) -> ClosedBatch:
+    """Deal a batch again exactly as its manifest says: its traces in its order, its p and its k, whatever the
+    settings are now (a fan-in changed between a crash and the restart, or a plan recorded under another one, would
+    otherwise deal other copies than the aggregators already hold)."""
+    return deal_batch(manifest.playbook_id, manifest.batch_id, [reflections[t] for t in manifest.trace_ids],
+                      replace(config, p=manifest.p), target_batch_size=manifest.target_batch_size,
+                      closed_by=manifest.closed_by, closed_at=closed_at, k=manifest.k)
+
+
 class UnconfirmedBatches:
     """Restored batches whose copies may not all have been sent (a crash between manifest and copies).
 
@@ -313,16 +325,7 @@ class UnconfirmedBatches:
         if len(returned) < len(manifest.trace_ids):
             return None
         self._forget(reflection.playbook_id, batch_id)
-        batch = deal_batch(
-            manifest.playbook_id,
-            manifest.batch_id,
-            [returned[trace_id] for trace_id in manifest.trace_ids],
-            self._config,
-            target_batch_size=manifest.target_batch_size,
-            closed_by=manifest.closed_by,
-            closed_at=manifest.closed_at,
-        )
-        return batch
+        return deal_as_manifest(manifest, returned, self._config, manifest.closed_at)
 
     def _forget(self, playbook_id: str, batch_id: int) -> None:
         manifest = self._manifests[playbook_id].pop(batch_id)

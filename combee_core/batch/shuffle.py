@@ -167,13 +167,18 @@ def derive_seed(run_seed: int, playbook_id: str, batch_id: int) -> int:
     return int.from_bytes(hashlib.sha256(material).digest()[:8], "big")
 
 
-def plan_augmented_shuffle(n: int, p: int, seed: int, max_fan_in: int | None = None) -> ShufflePlan:
-    """Deal p copies of each of n items into :func:`subgroup_count` subgroups (see the module docstring).
+def plan_augmented_shuffle(n: int, p: int, seed: int, max_fan_in: int | None = None, *,
+                           k: int | None = None) -> ShufflePlan:
+    """Deal p copies of each of n items into :func:`subgroup_count` subgroups, or ``k`` (a batch dealt again as its
+    manifest says, whatever the fan-in setting is now; see the module docstring).
 
     Guarantees: exactly p copies of every item; subgroup sizes differ by at most 1; when k >= p the copies of an
     item are in p distinct subgroups; the same arguments always give the same plan.
     """
-    k = subgroup_count(n, p, max_fan_in)
+    if k is None:
+        k = subgroup_count(n, p, max_fan_in)
+    elif not 1 <= k <= p * n:
+        raise ValueError(f"k must be in [1, p*n] = [1, {p * n}], got {k}")
     rng = random.Random(seed)
     order = list(range(n))
     rng.shuffle(order)

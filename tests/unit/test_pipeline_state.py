@@ -226,6 +226,19 @@ def test_an_unconfirmed_batch_is_re_dealt_identically_once_all_its_reflections_a
     assert unconfirmed.batch_of(reflections[0]) is None  # forgotten: a later client resend is a plain duplicate
 
 
+def test_a_batch_is_re_dealt_as_its_manifest_says_when_the_fan_in_setting_changed_meanwhile():
+    from dataclasses import replace
+
+    from combee_core.batch.batching import UnconfirmedBatches
+
+    _, original, reflections = _unconfirmed_fixture(n=16)  # dealt at fan-in 32: k = 4 calls of 8 copies
+    assert original.manifest.k == 4
+    unconfirmed = UnconfirmedBatches(replace(ShuffleConfig(run_seed=4, p=3), max_fan_in=6))  # now p 3, fan-in 6
+    unconfirmed.restore(original.manifest)
+    again = [unconfirmed.collect(r) for r in reflections][-1]
+    assert again is not None and again.copies == original.copies and again.manifest == original.manifest
+
+
 def test_only_the_latest_manifests_stay_unconfirmed():
     unconfirmed, original, reflections = _unconfirmed_fixture()
     unconfirmed.restore(original.manifest)
