@@ -195,9 +195,15 @@ class Batcher:
 
     def rebuild(self, playbook_id: str, manifests: list[BatchManifest]) -> None:
         """After losing a batch id to another writer: the playbook's batch state again, from the ``batches`` log
-        alone (every readable manifest, in order; the first of each batch id counts)."""
+        (every readable manifest, in order; the first of each batch id counts), then the latest manifests the live
+        view applied (it may have applied some after ``manifests`` was read). Its open batch and the reflections held
+        for a re-send go with the old state: only rebuild a playbook whose partition was just released, so that they
+        come back (:meth:`rebuild_stale`)."""
+        self.release(playbook_id)
         self.accumulator.forget_playbook(playbook_id)
         for manifest in valid_manifests(m for m in manifests if m.playbook_id == playbook_id):
+            self.accumulator.restore(manifest)
+        for manifest in self._recent.get(playbook_id, ()):
             self.accumulator.restore(manifest)
 
     def foreign_write(self, playbook_id: str) -> None:
@@ -211,11 +217,14 @@ class Batcher:
         dropped by the reset's release, as before the numbered log)."""
         self.stale.add(playbook_id)
 
-    def rebuild_stale(self, manifests: list[BatchManifest]) -> None:
-        """Every stale playbook's batch state again from the ``batches`` log alone (:meth:`rebuild`)."""
-        for playbook_id in sorted(self.stale):
+    def rebuild_stale(self, manifests: list[BatchManifest], assigned: Collection[str]) -> None:
+        """The stale playbooks among ``assigned`` (those of the partitions being assigned now, released and read again
+        from their committed offsets), rebuilt from the ``batches`` log (:meth:`rebuild`). A stale playbook whose
+        partition this stage keeps owning meanwhile is rebuilt when that partition's reset assigns it again: rebuilt
+        now, its open batch's reflections would be forgotten while their records stay read, never to come back."""
+        for playbook_id in sorted(self.stale.intersection(assigned)):
             self.rebuild(playbook_id, manifests)
-        self.stale.clear()
+            self.stale.discard(playbook_id)
 
     def rearm(self, playbook_id: str) -> None:
         """Newly owned: the playbook's latest batches may have lost copies; re-send them when they come back."""

@@ -197,7 +197,54 @@ def test_a_foreign_manifest_drops_the_open_batch_and_every_stale_playbook_is_reb
     assert len(log.published("batches")) == 1
     assert isinstance(manifest, BatchManifest)
     foreign = manifest.model_copy(update={"batch_id": 1, "trace_ids": ["t90", "t91", "t92", "t93"]})
-    batcher.rebuild_stale([manifest, foreign])
+    batcher.rebuild_stale([manifest, foreign], assigned=["pb", "other"])
     assert batcher.stale == set()
     assert batcher.accumulator.is_duplicate(_reflection(90))  # the state is the log's: the foreign batch counts
     assert not batcher.accumulator.is_duplicate(_reflection(4))  # dropped from the open batch: batched again later
+
+
+def _unbatched_acknowledgements(log: EffectLog) -> list[object]:
+    """Tokens acknowledged without their trace in a published manifest and without being counted a duplicate."""
+    batched = {t for m in log.published("batches") if isinstance(m, BatchManifest) for t in m.trace_ids}
+    return [token for token in log.acknowledged() if f"t{str(token).split(':')[1]}" not in batched]
+
+
+def test_a_stale_playbook_whose_partition_stays_owned_is_not_rebuilt_under_its_open_batch():
+    """The interleaving: a write of ``pb`` lost (its partition's reset is still to come) and more of its reflections
+    taken into an open batch, then another partition's assignment rebuilds the stale playbooks. Rebuilt now, ``pb``
+    would forget the open batch while keeping its records, and the next close would acknowledge them unbatched."""
+    batcher, log = Batcher(_config()), EffectLog()
+    _feed(batcher, log, range(4))
+    [first] = log.published("batches")
+    assert isinstance(first, BatchManifest)
+    batcher.restore(first)  # the live view applies it
+    batcher.lost_write("pb")
+    _feed(batcher, log, range(4, 7))  # its partition is still owned: an open batch of three
+    batcher.rebuild_stale([first], assigned=["other"])
+    _feed(batcher, log, range(7, 8))
+    log.extend(batcher.tick(100.0, WALL))
+    assert _unbatched_acknowledgements(log) == []
+    assert [m.trace_ids for m in log.published("batches")][1:] == [["t4", "t5", "t6", "t7"]]  # type: ignore[union-attr]
+    assert batcher.stale == {"pb"}  # rebuilt when its partition's reset assigns it
+
+
+def test_a_rebuild_drops_the_open_batch_without_acknowledging_it_and_keeps_what_the_view_applied_since():
+    """Rebuilt when its partition is assigned again: the open batch's reflections come back from the committed
+    offset, so they are dropped (never acknowledged); a manifest the live view applied after the log was read for
+    the rebuild still counts (its batch id is not dealt again)."""
+    batcher, log = Batcher(_config()), EffectLog()
+    _feed(batcher, log, range(8))  # batches 0 and 1
+    first, second = log.published("batches")
+    assert isinstance(first, BatchManifest) and isinstance(second, BatchManifest)
+    batcher.restore(first)
+    batcher.restore(second)  # applied by the view after the rebuild's read of the log
+    batcher.lost_write("pb")
+    _feed(batcher, log, range(8, 10))
+    batcher.rebuild_stale([first], assigned=["pb"])
+    assert batcher.stale == set() and batcher.accumulator.open_count("pb") == 0
+    assert batcher.accumulator.next_base_version("pb") == 2
+    log.extend(batcher.tick(100.0, WALL))
+    assert log.acknowledged() == [f"pb:{n}" for n in range(8)]  # pb:8, pb:9 come back, redelivered
+    _feed(batcher, log, range(8, 12))
+    assert [(m.batch_id, m.trace_ids) for m in log.published("batches")][2:] == [  # type: ignore[union-attr]
+        (2, ["t8", "t9", "t10", "t11"])]

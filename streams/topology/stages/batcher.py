@@ -78,10 +78,12 @@ class BatcherStage(Stage):
         self.inputs.revoked(revoked)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self.batcher.stale:  # after losing a batch id: those playbooks' state again from the ``batches`` log
+        playbooks = self._playbooks_of(assigned)
+        if self.batcher.stale.intersection(playbooks):  # after losing a batch id: their state again from the log
             records = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.BATCHES))
-            self.batcher.rebuild_stale([m for m in (self.read_state(r, BatchManifest) for r in records) if m])
-        for playbook_id in self._playbooks_of(assigned):
+            self.batcher.rebuild_stale([m for m in (self.read_state(r, BatchManifest) for r in records) if m],
+                                       playbooks)
+        for playbook_id in playbooks:
             self.batcher.rearm(playbook_id)
         self.inputs.assigned(assigned)
 
