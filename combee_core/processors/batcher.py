@@ -91,14 +91,19 @@ class Batcher:
         closed = self.accumulator.add(reflection, now, wall)
         return self._close(closed) if closed is not None else []
 
-    def tick(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[Effect]:
+    def close_due(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[list[Effect]]:
         """Batches open longer than ``max_wait_s`` (with at least one reflection), or idle (``idle_s``; sooner for the
-        ``drained`` playbooks, whose reflector had no trace waiting), close."""
-        effects: list[Effect] = []
-        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall, self.config.idle_s,
-                                                     drained):
-            effects += self._close(closed)
-        return effects
+        ``drained`` playbooks, whose reflector had no trace waiting), close: one effect list per batch, which the
+        stage performs on its own. A manifest that does not count (lost, or its partition revoked during the write)
+        then stops only its own batch's copies and acknowledgements, never the next batch's manifest, whose batch id
+        and trace ids this state has already taken (skipped, they would be a batch in no log, and its redelivered
+        reflections duplicates of nothing)."""
+        return [self._close(closed) for closed in self.accumulator.close_expired(
+            now, self.config.max_wait_s, wall, self.config.idle_s, drained)]
+
+    def tick(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[Effect]:
+        """:meth:`close_due` as one list, for a driver that performs every effect (a test); a stage must not."""
+        return [effect for effects in self.close_due(now, wall, drained) for effect in effects]
 
     def _follow_plan(self, reflection: Reflection, token: object, wall: datetime) -> list[Effect]:
         assert self.plan is not None

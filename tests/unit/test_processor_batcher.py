@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from combee_core.batch.batching import ShuffleConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
 from combee_core.processors.batcher import Batcher, BatcherConfig
-from combee_core.processors.effects import Acknowledge, Publish, Reject
+from combee_core.processors.effects import Acknowledge, Effect, Publish, Reject
 from combee_core.processors.testing import EffectLog
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
@@ -248,3 +248,38 @@ def test_a_rebuild_drops_the_open_batch_without_acknowledging_it_and_keeps_what_
     _feed(batcher, log, range(8, 12))
     assert [(m.batch_id, m.trace_ids) for m in log.published("batches")][2:] == [  # type: ignore[union-attr]
         (2, ["t8", "t9", "t10", "t11"])]
+
+
+def _write_only_manifests(effect_lists: list[list[Effect]]) -> list[BatchManifest]:
+    """Perform effect lists as the stage does when its partition is revoked during a manifest's write: the manifest
+    is written (and counts), its copies and acknowledgements are skipped (``streams.topology.effects.perform``)."""
+    written = []
+    for effects in effect_lists:
+        for effect in effects:
+            if isinstance(effect, Publish) and effect.number is not None:
+                assert isinstance(effect.value, BatchManifest)
+                written.append(effect.value)
+                break
+    return written
+
+
+def test_batches_closing_in_one_tick_are_performed_apart_so_a_revoked_write_skips_no_other_manifest():
+    """The interleaving of a lost playbook (alpha and beta share a partition): both batches expire in one tick, and
+    the partition is revoked while alpha's manifest is written. Performed as one list, beta's manifest was skipped
+    while this state had taken beta's batch id and traces: back on the partition, their redelivered reflections were
+    acknowledged as duplicates of a batch no log holds. Apart, beta's manifest is written and its copies re-sent."""
+    batcher, log = Batcher(_config()), EffectLog()
+    for playbook_id in ("alpha", "beta"):
+        _feed(batcher, log, range(2), playbook_id)
+    written = _write_only_manifests(batcher.close_due(10.0, WALL))
+    assert [(m.playbook_id, m.batch_id) for m in written] == [("alpha", 0), ("beta", 0)]
+
+    for playbook_id in ("alpha", "beta"):  # revoked, then assigned again: the view has applied both manifests
+        batcher.release(playbook_id)
+    for manifest in written:
+        batcher.restore(manifest)
+    for playbook_id in ("alpha", "beta"):
+        batcher.rearm(playbook_id)
+        _feed(batcher, log, range(2), playbook_id)  # redelivered from the committed offset
+    assert log.counts()["batches_resent"] == 2 and "duplicate_traces" not in log.counts()
+    assert sorted(map(str, log.acknowledged())) == ["alpha:0", "alpha:1", "beta:0", "beta:1"]

@@ -94,7 +94,8 @@ class BatcherStage(Stage):
     async def tick(self, now: float) -> None:
         for playbook_id in self._playbooks_of(await self.inputs.redelivered()):
             await self._perform(self.batcher.confirm(playbook_id))  # its reflections held for a re-send: released
-        await self._perform(self.batcher.tick(now, utc_now(), self._playbooks_of(self.inputs.drained())))
+        for effects in self.batcher.close_due(now, utc_now(), self._playbooks_of(self.inputs.drained())):
+            await self._perform(effects)  # each batch on its own: one manifest that does not count stops only its own
 
     async def _perform(self, effects: list[Effect]) -> None:
         await perform(self, effects, self._write_manifest)
