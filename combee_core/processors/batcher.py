@@ -91,14 +91,19 @@ class Batcher:
         closed = self.accumulator.add(reflection, now, wall)
         return self._close(closed) if closed is not None else []
 
-    def tick(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[Effect]:
+    def close_due(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[list[Effect]]:
         """Batches open longer than ``max_wait_s`` (with at least one reflection), or idle (``idle_s``; sooner for the
-        ``drained`` playbooks, whose reflector had no trace waiting), close."""
-        effects: list[Effect] = []
-        for closed in self.accumulator.close_expired(now, self.config.max_wait_s, wall, self.config.idle_s,
-                                                     drained):
-            effects += self._close(closed)
-        return effects
+        ``drained`` playbooks, whose reflector had no trace waiting), close: one effect list per batch, which the
+        stage performs on its own. A manifest that does not count (lost, or its partition revoked during the write)
+        then stops only its own batch's copies and acknowledgements, never the next batch's manifest, whose batch id
+        and trace ids this state has already taken (skipped, they would be a batch in no log, and its redelivered
+        reflections duplicates of nothing)."""
+        return [self._close(closed) for closed in self.accumulator.close_expired(
+            now, self.config.max_wait_s, wall, self.config.idle_s, drained)]
+
+    def tick(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[Effect]:
+        """:meth:`close_due` as one list, for a driver that performs every effect (a test); a stage must not."""
+        return [effect for effects in self.close_due(now, wall, drained) for effect in effects]
 
     def _follow_plan(self, reflection: Reflection, token: object, wall: datetime) -> list[Effect]:
         assert self.plan is not None
@@ -195,9 +200,15 @@ class Batcher:
 
     def rebuild(self, playbook_id: str, manifests: list[BatchManifest]) -> None:
         """After losing a batch id to another writer: the playbook's batch state again, from the ``batches`` log
-        alone (every readable manifest, in order; the first of each batch id counts)."""
+        (every readable manifest, in order; the first of each batch id counts), then the latest manifests the live
+        view applied (it may have applied some after ``manifests`` was read). Its open batch and the reflections held
+        for a re-send go with the old state: only rebuild a playbook whose partition was just released, so that they
+        come back (:meth:`rebuild_stale`)."""
+        self.release(playbook_id)
         self.accumulator.forget_playbook(playbook_id)
         for manifest in valid_manifests(m for m in manifests if m.playbook_id == playbook_id):
+            self.accumulator.restore(manifest)
+        for manifest in self._recent.get(playbook_id, ()):
             self.accumulator.restore(manifest)
 
     def foreign_write(self, playbook_id: str) -> None:
@@ -211,11 +222,14 @@ class Batcher:
         dropped by the reset's release, as before the numbered log)."""
         self.stale.add(playbook_id)
 
-    def rebuild_stale(self, manifests: list[BatchManifest]) -> None:
-        """Every stale playbook's batch state again from the ``batches`` log alone (:meth:`rebuild`)."""
-        for playbook_id in sorted(self.stale):
+    def rebuild_stale(self, manifests: list[BatchManifest], assigned: Collection[str]) -> None:
+        """The stale playbooks among ``assigned`` (those of the partitions being assigned now, released and read again
+        from their committed offsets), rebuilt from the ``batches`` log (:meth:`rebuild`). A stale playbook whose
+        partition this stage keeps owning meanwhile is rebuilt when that partition's reset assigns it again: rebuilt
+        now, its open batch's reflections would be forgotten while their records stay read, never to come back."""
+        for playbook_id in sorted(self.stale.intersection(assigned)):
             self.rebuild(playbook_id, manifests)
-        self.stale.clear()
+            self.stale.discard(playbook_id)
 
     def rearm(self, playbook_id: str) -> None:
         """Newly owned: the playbook's latest batches may have lost copies; re-send them when they come back."""

@@ -28,6 +28,9 @@ class RunAudit:
     conflicting_versions: list[tuple[str, int]] = field(default_factory=list)
     conflicting_batches: list[tuple[str, int]] = field(default_factory=list)
     batched_not_accounted: list[str] = field(default_factory=list)
+    explanation: list[str] = field(default_factory=list)
+    """Where the missing traces are: each conflicting batch's manifests in log order (which of them counts, which
+    missing traces each lists); a test harness may add what the broker says (reflections, committed offsets)."""
 
     def problems(self, *, fenced_writers: bool = False) -> list[str]:
         """Broken invariants. With ``fenced_writers`` (a run where paused workers woke up as zombies), a number with
@@ -86,7 +89,28 @@ def audit_run(
         if learned is None:
             continue  # not reduced yet: ``missing`` reports its traces if the run is over
         audit.batched_not_accounted += [t for t in manifest.trace_ids if t not in learned and t not in dead]
+    audit.explanation = explain_conflicts(manifests, set(audit.missing), audit.conflicting_batches)
     return audit
+
+
+def explain_conflicts(manifests: list[BatchManifest], missing: set[str],
+                      conflicting: list[tuple[str, int]]) -> list[str]:
+    """For each conflicting batch id: its manifests in log order, whether each counts, their sizes and closing
+    causes, and which ``missing`` traces each lists (and how many missing traces no manifest lists)."""
+    counting = {id(m) for m in valid_manifests(manifests)}
+    lines = []
+    for playbook_id, batch_id in conflicting:
+        for index, manifest in enumerate(m for m in manifests
+                                         if (m.playbook_id, m.batch_id) == (playbook_id, batch_id)):
+            listed = sorted(missing & set(manifest.trace_ids))
+            lines.append(f"batch {playbook_id}/{batch_id} manifest #{index} "
+                         f"({'counts' if id(manifest) in counting else 'void'}, n={manifest.n}, closed by "
+                         f"{manifest.closed_by} at {manifest.closed_at:%H:%M:%S.%f}): {len(listed)} missing "
+                         f"trace(s) {listed}; traces {manifest.trace_ids}")
+    unlisted = sorted(missing - {t for m in manifests for t in m.trace_ids})
+    if missing:
+        lines.append(f"{len(unlisted)} missing trace(s) in no manifest at all: {unlisted[:20]}")
+    return lines
 
 
 def _conflicts(numbered: Iterable[tuple[tuple[str, int], object]]) -> list[tuple[str, int]]:

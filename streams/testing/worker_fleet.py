@@ -22,6 +22,7 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
 from streams.testing.broker import ResolvedBroker
+from streams.testing.loss_report import explain_missing
 from streams.topology.kafka_clients import start_producer
 from streams.topology.topic_reader import read_topic
 
@@ -174,5 +175,7 @@ async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet
         covered = {t for v in valid_versions(versions) for t in v.lineage} | {d.trace_id for d in dead}
         if sent <= covered or time.monotonic() > deadline:
             await asyncio.sleep(3)  # a late duplicate version or batch would show up here
-            return audit_run(sent, *await read_run(settings, broker))
+            audit = audit_run(sent, *await read_run(settings, broker))
+            audit.explanation += await explain_missing(settings, broker, audit.missing)
+            return audit
         await asyncio.sleep(1)

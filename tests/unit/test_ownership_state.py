@@ -70,6 +70,10 @@ def test_audit_finds_lost_and_twice_learned_traces_and_conflicting_numbers():
     assert audit.missing == ["t-5"] and audit.in_several_lineages == ["t-2"]
     assert audit.conflicting_batches == [("pb", 1)] and audit.void_records == 1
     assert "t-5" in problems and "several" in problems
+    first, void, unlisted = audit.explanation  # where the missing trace is: both manifests of batch 1 list it
+    assert first.startswith("batch pb/1 manifest #0 (counts") and "1 missing trace(s) ['t-5']" in first
+    assert void.startswith("batch pb/1 manifest #1 (void") and "1 missing trace(s) ['t-5']" in void
+    assert unlisted.startswith("0 missing trace(s) in no manifest")
     letter = DeadLetter(stage="reduce", reason="not learned", error_type="NotLearned", original_size=0,
                         truncated=False, trace_id="t-5", playbook_id="pb", occurred_at=NOW)
     clean = audit_run(sent, [versions[0], version(1, ["t-3", "t-4"])], batches[:2], [letter])

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from combee_core.batch.batching import ShuffleConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
 from combee_core.processors.batcher import Batcher, BatcherConfig
-from combee_core.processors.effects import Acknowledge, Publish, Reject
+from combee_core.processors.effects import Acknowledge, Effect, Publish, Reject
 from combee_core.processors.testing import EffectLog
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
@@ -197,7 +197,89 @@ def test_a_foreign_manifest_drops_the_open_batch_and_every_stale_playbook_is_reb
     assert len(log.published("batches")) == 1
     assert isinstance(manifest, BatchManifest)
     foreign = manifest.model_copy(update={"batch_id": 1, "trace_ids": ["t90", "t91", "t92", "t93"]})
-    batcher.rebuild_stale([manifest, foreign])
+    batcher.rebuild_stale([manifest, foreign], assigned=["pb", "other"])
     assert batcher.stale == set()
     assert batcher.accumulator.is_duplicate(_reflection(90))  # the state is the log's: the foreign batch counts
     assert not batcher.accumulator.is_duplicate(_reflection(4))  # dropped from the open batch: batched again later
+
+
+def _unbatched_acknowledgements(log: EffectLog) -> list[object]:
+    """Tokens acknowledged without their trace in a published manifest and without being counted a duplicate."""
+    batched = {t for m in log.published("batches") if isinstance(m, BatchManifest) for t in m.trace_ids}
+    return [token for token in log.acknowledged() if f"t{str(token).split(':')[1]}" not in batched]
+
+
+def test_a_stale_playbook_whose_partition_stays_owned_is_not_rebuilt_under_its_open_batch():
+    """The interleaving: a write of ``pb`` lost (its partition's reset is still to come) and more of its reflections
+    taken into an open batch, then another partition's assignment rebuilds the stale playbooks. Rebuilt now, ``pb``
+    would forget the open batch while keeping its records, and the next close would acknowledge them unbatched."""
+    batcher, log = Batcher(_config()), EffectLog()
+    _feed(batcher, log, range(4))
+    [first] = log.published("batches")
+    assert isinstance(first, BatchManifest)
+    batcher.restore(first)  # the live view applies it
+    batcher.lost_write("pb")
+    _feed(batcher, log, range(4, 7))  # its partition is still owned: an open batch of three
+    batcher.rebuild_stale([first], assigned=["other"])
+    _feed(batcher, log, range(7, 8))
+    log.extend(batcher.tick(100.0, WALL))
+    assert _unbatched_acknowledgements(log) == []
+    assert [m.trace_ids for m in log.published("batches")][1:] == [["t4", "t5", "t6", "t7"]]  # type: ignore[union-attr]
+    assert batcher.stale == {"pb"}  # rebuilt when its partition's reset assigns it
+
+
+def test_a_rebuild_drops_the_open_batch_without_acknowledging_it_and_keeps_what_the_view_applied_since():
+    """Rebuilt when its partition is assigned again: the open batch's reflections come back from the committed
+    offset, so they are dropped (never acknowledged); a manifest the live view applied after the log was read for
+    the rebuild still counts (its batch id is not dealt again)."""
+    batcher, log = Batcher(_config()), EffectLog()
+    _feed(batcher, log, range(8))  # batches 0 and 1
+    first, second = log.published("batches")
+    assert isinstance(first, BatchManifest) and isinstance(second, BatchManifest)
+    batcher.restore(first)
+    batcher.restore(second)  # applied by the view after the rebuild's read of the log
+    batcher.lost_write("pb")
+    _feed(batcher, log, range(8, 10))
+    batcher.rebuild_stale([first], assigned=["pb"])
+    assert batcher.stale == set() and batcher.accumulator.open_count("pb") == 0
+    assert batcher.accumulator.next_base_version("pb") == 2
+    log.extend(batcher.tick(100.0, WALL))
+    assert log.acknowledged() == [f"pb:{n}" for n in range(8)]  # pb:8, pb:9 come back, redelivered
+    _feed(batcher, log, range(8, 12))
+    assert [(m.batch_id, m.trace_ids) for m in log.published("batches")][2:] == [  # type: ignore[union-attr]
+        (2, ["t8", "t9", "t10", "t11"])]
+
+
+def _write_only_manifests(effect_lists: list[list[Effect]]) -> list[BatchManifest]:
+    """Perform effect lists as the stage does when its partition is revoked during a manifest's write: the manifest
+    is written (and counts), its copies and acknowledgements are skipped (``streams.topology.effects.perform``)."""
+    written = []
+    for effects in effect_lists:
+        for effect in effects:
+            if isinstance(effect, Publish) and effect.number is not None:
+                assert isinstance(effect.value, BatchManifest)
+                written.append(effect.value)
+                break
+    return written
+
+
+def test_batches_closing_in_one_tick_are_performed_apart_so_a_revoked_write_skips_no_other_manifest():
+    """The interleaving of a lost playbook (alpha and beta share a partition): both batches expire in one tick, and
+    the partition is revoked while alpha's manifest is written. Performed as one list, beta's manifest was skipped
+    while this state had taken beta's batch id and traces: back on the partition, their redelivered reflections were
+    acknowledged as duplicates of a batch no log holds. Apart, beta's manifest is written and its copies re-sent."""
+    batcher, log = Batcher(_config()), EffectLog()
+    for playbook_id in ("alpha", "beta"):
+        _feed(batcher, log, range(2), playbook_id)
+    written = _write_only_manifests(batcher.close_due(10.0, WALL))
+    assert [(m.playbook_id, m.batch_id) for m in written] == [("alpha", 0), ("beta", 0)]
+
+    for playbook_id in ("alpha", "beta"):  # revoked, then assigned again: the view has applied both manifests
+        batcher.release(playbook_id)
+    for manifest in written:
+        batcher.restore(manifest)
+    for playbook_id in ("alpha", "beta"):
+        batcher.rearm(playbook_id)
+        _feed(batcher, log, range(2), playbook_id)  # redelivered from the committed offset
+    assert log.counts()["batches_resent"] == 2 and "duplicate_traces" not in log.counts()
+    assert sorted(map(str, log.acknowledged())) == ["alpha:0", "alpha:1", "beta:0", "beta:1"]

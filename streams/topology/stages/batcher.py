@@ -78,10 +78,12 @@ class BatcherStage(Stage):
         self.inputs.revoked(revoked)
 
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self.batcher.stale:  # after losing a batch id: those playbooks' state again from the ``batches`` log
+        playbooks = self._playbooks_of(assigned)
+        if self.batcher.stale.intersection(playbooks):  # after losing a batch id: their state again from the log
             records = await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.BATCHES))
-            self.batcher.rebuild_stale([m for m in (self.read_state(r, BatchManifest) for r in records) if m])
-        for playbook_id in self._playbooks_of(assigned):
+            self.batcher.rebuild_stale([m for m in (self.read_state(r, BatchManifest) for r in records) if m],
+                                       playbooks)
+        for playbook_id in playbooks:
             self.batcher.rearm(playbook_id)
         self.inputs.assigned(assigned)
 
@@ -92,7 +94,8 @@ class BatcherStage(Stage):
     async def tick(self, now: float) -> None:
         for playbook_id in self._playbooks_of(await self.inputs.redelivered()):
             await self._perform(self.batcher.confirm(playbook_id))  # its reflections held for a re-send: released
-        await self._perform(self.batcher.tick(now, utc_now(), self._playbooks_of(self.inputs.drained())))
+        for effects in self.batcher.close_due(now, utc_now(), self._playbooks_of(self.inputs.drained())):
+            await self._perform(effects)  # each batch on its own: one manifest that does not count stops only its own
 
     async def _perform(self, effects: list[Effect]) -> None:
         await perform(self, effects, self._write_manifest)
