@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -205,6 +206,8 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
+    # versions are built here without batch manifests, which the reducer warns of once per version
+    logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")
     parser.add_argument("--batches", default="3,40,100")
