@@ -30,10 +30,11 @@ _SINGLE_RUN_HASHES: dict[str, list[str]] = {}
 
 
 SIZE_CLOSES_S = 15.0
-"""max_wait_s of the runs compared by content hash: their versions are the same only if their batches close at the same
-traces, by size. At 3 s a loaded machine closed a batch early: after a kill -9 the restarted batcher got its redelivered
-reflections at once and the new ones only after the reflector joined its group (3-6 s on Tansu). The last batch (20
-of 40) closes by max_wait, so this is also what each run waits for it."""
+"""max_wait_s of the runs whose batches must close by size (compared by content hash, or their versions counted):
+their versions are the same only if their batches close at the same traces. At 3 s a loaded machine closed a batch
+early: after a kill -9 the restarted batcher got its redelivered reflections at once and the new ones only after the
+reflector joined its group (3-6 s on Tansu). The last batch (20 of 40) closes by max_wait, so this is also what each
+run waits for it."""
 
 
 async def _reference_hashes(kafka, prefix: str) -> list[str]:
@@ -119,7 +120,7 @@ async def test_sending_every_trace_twice_gives_the_same_versions_as_once(kafka, 
 
 
 async def test_two_interleaved_playbooks_get_independent_contiguous_versions(kafka, unique_prefix):
-    settings = run_settings(unique_prefix)
+    settings = run_settings(unique_prefix, max_wait_s=SIZE_CLOSES_S)  # 3 + 2 batches of 40, each closed by size
     alpha, beta = make_traces(120, "alpha", seed=1), make_traces(80, "beta", seed=2)
     interleaved = [t for pair in zip(alpha, beta) for t in pair] + alpha[len(beta):]
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
