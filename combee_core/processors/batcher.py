@@ -70,6 +70,8 @@ class Batcher:
         self._open: dict[str, list[object]] = {}
         self._resend: dict[tuple[str, int], list[object]] = {}
         self._planned: dict[str, list[object]] = {}
+        self._planned_ready: deque[ClosedBatch] = deque()
+        """Planned batches complete but not closed yet: one reflection can complete several (:meth:`_follow_plan`)."""
         self.stale: set[str] = set()
         """Playbooks whose batch state must be rebuilt from the ``batches`` log at the next assignment."""
 
@@ -97,8 +99,10 @@ class Batcher:
         stage performs on its own. A manifest that does not count (lost, or its partition revoked during the write)
         then stops only its own batch's copies and acknowledgements, never the next batch's manifest, whose batch id
         and trace ids this state has already taken (skipped, they would be a batch in no log, and its redelivered
-        reflections duplicates of nothing)."""
-        return [self._close(closed) for closed in self.accumulator.close_expired(
+        reflections duplicates of nothing). Planned batches that a reflection completed after its first close here,
+        each on its own as well."""
+        planned = [self._close_planned() for _ in range(len(self._planned_ready))]
+        return planned + [self._close(closed) for closed in self.accumulator.close_expired(
             now, self.config.max_wait_s, wall, self.config.idle_s, drained)]
 
     def tick(self, now: float, wall: datetime, drained: Collection[str] = ()) -> list[Effect]:
@@ -111,11 +115,16 @@ class Batcher:
             return [Reject(token, f"trace {reflection.trace_id} is not in the batch plan ({self.config.plan_name})",
                            "UnplannedTrace", trace_id=reflection.trace_id, playbook_id=reflection.playbook_id)]
         self._planned.setdefault(reflection.trace_id, []).append(token)
-        effects: list[Effect] = []
-        for batch in self.plan.add(reflection, wall):
-            self.accumulator.restore(batch.manifest)  # dedupe and base versions, as if it had been formed here
-            effects += self._close(batch)
-        return effects
+        self._planned_ready.extend(self.plan.add(reflection, wall))
+        return self._close_planned() if self._planned_ready else []
+
+    def _close_planned(self) -> list[Effect]:
+        """The next complete planned batch. One per effect list, as in :meth:`close_due`: a reflection that completes
+        several batches closes the first now and the rest at the next tick, so that a manifest that does not count
+        skips no other batch's manifest."""
+        batch = self._planned_ready.popleft()
+        self.accumulator.restore(batch.manifest)  # dedupe and base versions, as if it had been formed here
+        return self._close(batch)
 
     def _duplicate(self, reflection: Reflection, token: object) -> list[Effect]:
         """A trace already batched: a client's resend, or a redelivery after a crash (see UnconfirmedBatches); or

@@ -148,7 +148,11 @@ def test_a_batch_plan_releases_recorded_batches_in_order_and_rejects_traces_it_d
     [unplanned] = log.extend(replaying.take(_reflection(99), "pb:99", 0.0, WALL))
     assert isinstance(unplanned, Reject) and unplanned.error_type == "UnplannedTrace"
     assert "(old.batches)" in unplanned.reason
-    _feed(replaying, log, range(4))
+    _feed(replaying, log, range(4))  # reflection 3 completes batches 0 and 1: batch 0 closes now, batch 1 apart
+    assert [m.batch_id for m in log.published("batches")] == [0]  # type: ignore[attr-defined]
+    groups = replaying.close_due(0.0, WALL)
+    assert [[e.value.batch_id for e in g if isinstance(e, Publish) and e.topic == "batches"] for g in groups] == [[1]]
+    log.extend(effect for group in groups for effect in group)
     assert [m.trace_ids for m in log.published("batches")] == [m.trace_ids for m in plan]  # type: ignore[attr-defined]
     assert log.published("shuffle") == first.published("shuffle")
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(8))
