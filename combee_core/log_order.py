@@ -37,6 +37,14 @@ class ContiguousNumbers(Generic[K]):
         self._next[key] = number + 1
         return True
 
+    def why_void(self, key: K, number: int) -> str:
+        """Why a record numbered ``number`` did not count, read after the log reached it: its number was taken
+        (by another record first), or the log has not reached it (the numbers before it are missing)."""
+        expected = self.next(key)
+        if number >= expected:
+            return f"out of order: the log's next number is {expected}"
+        return "another record took the number first"
+
     def load(self, nexts: dict[K, int]) -> None:
         """Resume from a checkpoint: these keys' next numbers (others start over)."""
         self._next = dict(nexts)

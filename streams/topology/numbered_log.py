@@ -132,6 +132,11 @@ class NumberedLog(Generic[M]):
             told(playbook_id)
         self.stage.mark_stale(self.stage.owner_partition(playbook_id), expected=expected)
 
+    def _why_lost(self, playbook_id: str, number: int) -> str:
+        if self._accept is not None:  # its own rule, not the contiguous gate, decided
+            return "another record took the number first, or it was out of order"
+        return self.gate.why_void(playbook_id, number)
+
     async def write(self, publish: Publish) -> bool:
         """Write a numbered record; True when it is the first of its number (it counts), else False (counted, logged,
         and for a guarded log the playbook's partition is rebuilt from the logs)."""
@@ -139,7 +144,7 @@ class NumberedLog(Generic[M]):
         if await self.view.write(publish.number, publish.value.to_json_bytes()):
             return True
         self.stage.ctx.count(self.numbering.lost)
-        log.warning("%s: another record took the number first; %s", self.numbering.label(*publish.number),
+        log.warning("%s: %s; %s", self.numbering.label(*publish.number), self._why_lost(*publish.number),
                     "rebuilding from the log" if self._guarded else "deciding again")
         if self._guarded:
             self._stale(publish.number[0], lost=True)

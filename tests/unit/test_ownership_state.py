@@ -185,3 +185,10 @@ def test_status_shows_traces_batched_but_not_in_a_version_and_flags_a_stall():
     report = format_status(RunStatus(versions={"pb": 1}, waiting=waiting, stall_warning_s=180))
     assert "8 trace(s) batched, not yet in a version (oldest batch 400 s ago) STALLED?" in report
     assert "STALLED" not in format_status(RunStatus(versions={"pb": 1}, waiting={"pb": (3, 5.0)}))
+
+
+def test_a_void_record_says_whether_its_number_was_taken_or_the_log_has_not_reached_it():
+    gate = ContiguousNumbers[str]()
+    assert gate.accept("pb", 0) and not gate.accept("pb", 0) and not gate.accept("pb", 3)
+    assert gate.why_void("pb", 0) == "another record took the number first"
+    assert gate.why_void("pb", 3) == "out of order: the log's next number is 1"
