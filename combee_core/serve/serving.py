@@ -124,9 +124,12 @@ class ServeModel(BaseModel):
 
 
 class PlaybookSummary(ServeModel):
-    """One playbook in ``GET /playbooks``: its served version (0: none yet) and the newest version seen."""
+    """One playbook in ``GET /playbooks``: its served version (0: none yet) and the newest version seen; with a
+    parent (``COMBEE_PLAYBOOK_PARENTS``) it is listed even before a version of its own, and its ``etag`` is that of
+    the composed view ``GET /playbooks/{id}`` answers."""
 
     playbook_id: str
+    parent: str | None = None
     served_version: int = Field(ge=0)
     newest_version: int = Field(ge=0)
     etag: str

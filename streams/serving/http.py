@@ -37,7 +37,6 @@ from combee_core.serve.serving import (
     etag_matches,
     keep_waiting,
     parse_wait,
-    summarize,
 )
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -107,9 +106,8 @@ class ServeHttp:
         return web.json_response({"status": "ok"})
 
     async def playbooks(self, request: web.Request) -> web.Response:
-        table = self.served.table
-        return web.json_response([summarize(table, pid).model_dump(mode="json") for pid in table.playbook_ids()],
-                                 dumps=lambda obj: orjson.dumps(obj).decode())
+        listed = [self.served.summary(pid).model_dump(mode="json") for pid in self.served.playbook_ids()]
+        return web.json_response(listed, dumps=lambda obj: orjson.dumps(obj).decode())
 
     async def playbook(self, request: web.Request) -> web.Response:
         playbook_id = request.match_info["playbook_id"]

@@ -23,7 +23,7 @@ from aiokafka import TopicPartition
 from combee_core.models import PlaybookVersion, PromotionDecision
 from combee_core.serve.scoped_serving import Chain, affected, chain_etag
 from combee_core.serve.scopes import parse_parents, scope_chain
-from combee_core.serve.serving import ServedTable
+from combee_core.serve.serving import PlaybookSummary, ServedTable, summarize
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -115,6 +115,11 @@ class ServedPlaybooks:
         """Seen on the playbook topic, or a child some scope of whose chain was."""
         return self._seen(playbook_id) or (self.composed(playbook_id) and any(
             self._seen(scope) for scope in scope_chain(playbook_id, self.parents)))
+
+    def summary(self, playbook_id: str) -> PlaybookSummary:
+        """The playbook's line in ``GET /playbooks``: its own versions, its parent and the tag of what it is served."""
+        return summarize(self.table, playbook_id).model_copy(
+            update={"parent": self.parents.get(playbook_id), "etag": self.etag(playbook_id)})
 
     def playbook_ids(self) -> list[str]:
         """The known playbooks: those seen, and the children with a scope seen."""

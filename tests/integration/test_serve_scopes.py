@@ -34,7 +34,7 @@ from tests.integration.topology_support import env_without_combee, run_settings
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-PARENTS = "tenant-a=shared"
+PARENTS = "tenant-a=shared,tenant-b=shared"
 CHILD_LESSONS = ("tenant a retries the payment call twice", "tenant a writes invoices in euros")
 PARENT_LESSONS = ("retry a network call that timed out", "restate the question first")
 TASK = "the network call timed out: retry it"
@@ -126,6 +126,17 @@ async def test_a_child_is_served_its_own_then_its_parents_entries_and_a_parents_
         # The parent's own answer is its version, unchanged by having a child.
         async with client.get("/playbooks/shared") as response:
             assert response.headers["ETag"] == etag(parent(2))
+
+        # The list names every playbook an agent can ask for: tenant-b has no version of its own yet.
+        async with client.get("/playbooks/tenant-b") as response:
+            assert response.status == 200
+            b_tag = response.headers["ETag"]
+        async with client.get("/playbooks") as response:
+            listed = {p["playbook_id"]: p for p in await response.json()}
+        assert set(listed) == {"pb", "shared", "tenant-a", "tenant-b"}
+        assert (listed["tenant-b"]["parent"], listed["tenant-b"]["served_version"]) == ("shared", 0)
+        assert listed["tenant-b"]["etag"] == b_tag and listed["tenant-a"]["etag"] == new_tag
+        assert listed["shared"]["parent"] is None and listed["shared"]["etag"] == etag(parent(2))
 
 
 async def test_an_mcp_subscriber_of_a_child_is_notified_when_only_its_parent_changes(kafka, unique_prefix):
