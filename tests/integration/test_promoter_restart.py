@@ -1,0 +1,75 @@
+"""A restarted promoter starts its logs from its checkpoints, not from the beginning, and decides as one that read
+everything (``combee_core.processors.promoter_resume``, ``streams/topology/promoter_views.py``).
+
+A run with promotion decides several versions, one batch of traces at a time, and goes quiet (every version decided, nothing in flight); the worker
+stops, a new one starts on the same topics and more traces come. The new promoter must say it resumed each of its
+four views from a checkpoint past the start of the log, and the run's decisions must still be those of one promoter
+that never stopped: every candidate decided once, in version order, no decision id with two contents; no (content,
+task) pair evaluated twice (the cache of results it skipped the start of still holds the served version's scores);
+and a replay of the same traces, by a promoter that reads everything once, makes the same decisions byte for byte."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import Counter
+
+import pytest
+
+from combee_core.models import EvalRequest, PromotionDecision
+from combee_core.topology import Topic
+from streams.runs.replay import ReplayOptions, replay_from_topics
+from streams.topology.pipeline import InProcessPipeline, read_models
+from streams.topology.produce import produce_traces
+from tests.integration.topology_support import make_traces, run_settings
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PB = "restarted"
+BATCH, BEFORE, AFTER = 20, 6, 3
+"""Batches closed by size: 6 versions decided before the restart, 3 after."""
+VIEWS = ("promote/playbook", "promote/promoted", "promote/batches", "promote/eval-results")
+
+
+async def _decided(run: InProcessPipeline, count: int) -> list[PromotionDecision]:
+    versions = await run.wait_for(lambda vs: len([v for v in vs if v.playbook_id == PB]) >= count, timeout_s=600)
+    return await run.wait_decided([v for v in versions if v.playbook_id == PB], timeout_s=600)
+
+
+async def test_a_restarted_promoter_resumes_from_its_checkpoints_and_decides_the_same(kafka, unique_prefix, caplog):
+    caplog.set_level(logging.INFO, logger="streams")
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=BATCH,
+                            max_wait_s=600.0, view_checkpoint_every=2, eval_suite_families=4)
+    traces = make_traces(BATCH * (BEFORE + AFTER), PB, seed=5)
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        for batch in range(BEFORE):  # one batch at a time: each log's later checkpoints are written past decisions
+            await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[BATCH * batch:BATCH * (batch + 1)])
+            before = await _decided(run, batch + 1)
+    served = before[-1].served_version
+    assert served >= 2, [(d.candidate_version, d.action) for d in before]  # the logs hold records no decision needs
+    caplog.clear()
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[BATCH * BEFORE:])
+        await _decided(run, BEFORE + AFTER)
+        decisions = await read_models(run, Topic.PROMOTED, PromotionDecision)
+        requests = await read_models(run, Topic.EVAL_REQUESTS, EvalRequest)
+        found = await run.promotions()
+    resumed = dict(re.findall(r"(promote/[\w-]+): resumed from its checkpoint at offset (\d+)", caplog.text))
+
+    assert set(resumed) == set(VIEWS), caplog.text[-3000:]
+    assert all(int(offset) > 0 for offset in resumed.values()), resumed  # each view skipped the start of its log
+    ours = [d for d in found if d.playbook_id == PB]
+    assert [d.candidate_version for d in ours] == list(range(1, BEFORE + AFTER + 1)), [
+        (d.decision_id, d.candidate_version, d.action) for d in ours]
+    contents: dict[int, set[str]] = {}
+    for decision in decisions:
+        contents.setdefault(decision.decision_id, set()).add(decision.decision_hash())
+    assert all(len(hashes) == 1 for hashes in contents.values()), contents
+    twice = [pair for pair, n in Counter((r.digest, r.task_id) for r in requests).items() if n > 1]
+    assert twice == [], f"{len(twice)} (content, task) pairs evaluated twice, e.g. {twice[:2]}"
+
+    replay = await replay_from_topics(settings, kafka.bootstrap, kafka.profile, ReplayOptions())
+    again = await InProcessPipeline(replay.settings, kafka.bootstrap, kafka.profile).promotions()
+    assert [d.decision_hash() for d in again] == [d.decision_hash() for d in ours], (
+        [(d.candidate_version, d.action, d.held_out_score) for d in again],
+        [(d.candidate_version, d.action, d.held_out_score) for d in ours])
