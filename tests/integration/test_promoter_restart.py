@@ -1,12 +1,16 @@
 """A restarted promoter starts its logs from its checkpoints, not from the beginning, and decides as one that read
 everything (``combee_core.processors.promoter_resume``, ``streams/topology/promoter_views.py``).
 
-A run with promotion decides several versions, one batch of traces at a time, and goes quiet (every version decided, nothing in flight); the worker
-stops, a new one starts on the same topics and more traces come. The new promoter must say it resumed each of its
-four views from a checkpoint past the start of the log, and the run's decisions must still be those of one promoter
-that never stopped: every candidate decided once, in version order, no decision id with two contents; no (content,
-task) pair evaluated twice (the cache of results it skipped the start of still holds the served version's scores);
-and a replay of the same traces, by a promoter that reads everything once, makes the same decisions byte for byte."""
+A run with promotion decides three versions, one batch of traces at a time (promote, promote, and a reject of the
+batch that taught a harmful rule: ``test_promoted_versions.poisoned_stream``), and goes quiet (every version decided,
+nothing in flight); the worker stops, a new one starts on the same topics and the last batch comes. Its candidate is
+scored against the served v2, whose results are far back on ``eval-results``, and costed with the rejected v3.
+
+The new promoter must say it resumed each of its four views from a checkpoint past the start of the log, and the
+run's decisions must still be those of one promoter that never stopped: every candidate decided once, in version
+order, no decision id with two contents; no (content, task) pair evaluated twice (the cache of results it skipped the
+start of still holds the served version's scores); and a replay of the same traces, by a promoter that reads
+everything once, makes the same decisions byte for byte."""
 
 from __future__ import annotations
 
@@ -21,13 +25,13 @@ from combee_core.topology import Topic
 from streams.runs.replay import ReplayOptions, replay_from_topics
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.test_promoted_versions import PB, poisoned_stream
+from tests.integration.topology_support import run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-PB = "restarted"
-BATCH, BEFORE, AFTER = 20, 6, 3
-"""Batches closed by size: 6 versions decided before the restart, 3 after."""
+BATCH, BEFORE, AFTER = 40, 3, 1
+"""Batches closed by size: 3 versions decided before the restart, 1 after."""
 VIEWS = ("promote/playbook", "promote/promoted", "promote/batches", "promote/eval-results")
 
 
@@ -38,15 +42,14 @@ async def _decided(run: InProcessPipeline, count: int) -> list[PromotionDecision
 
 async def test_a_restarted_promoter_resumes_from_its_checkpoints_and_decides_the_same(kafka, unique_prefix, caplog):
     caplog.set_level(logging.INFO, logger="streams")
-    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=BATCH,
-                            max_wait_s=600.0, view_checkpoint_every=2, eval_suite_families=4)
-    traces = make_traces(BATCH * (BEFORE + AFTER), PB, seed=5)
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005,
+                            batch_size=BATCH, max_wait_s=600.0, view_checkpoint_every=2)
+    traces, _ = poisoned_stream()
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         for batch in range(BEFORE):  # one batch at a time: each log's later checkpoints are written past decisions
             await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[BATCH * batch:BATCH * (batch + 1)])
             before = await _decided(run, batch + 1)
-    served = before[-1].served_version
-    assert served >= 2, [(d.candidate_version, d.action) for d in before]  # the logs hold records no decision needs
+    assert [(d.candidate_version, d.action) for d in before] == [(1, "promote"), (2, "promote"), (3, "reject")]
     caplog.clear()
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[BATCH * BEFORE:])
@@ -61,6 +64,8 @@ async def test_a_restarted_promoter_resumes_from_its_checkpoints_and_decides_the
     ours = [d for d in found if d.playbook_id == PB]
     assert [d.candidate_version for d in ours] == list(range(1, BEFORE + AFTER + 1)), [
         (d.decision_id, d.candidate_version, d.action) for d in ours]
+    assert ours[3].previous_version == 2 and ours[3].incumbent_score == ours[1].held_out_score
+    assert ours[3].action != "promote" or ours[3].cost.candidates == 2  # the rejected v3's cost counts too
     contents: dict[int, set[str]] = {}
     for decision in decisions:
         contents.setdefault(decision.decision_id, set()).add(decision.decision_hash())
