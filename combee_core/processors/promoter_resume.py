@@ -82,8 +82,14 @@ def floors(promoter: Promoter, playbook_id: str) -> Floors:
         ids.append(latest.decision_id)
     version = min(served, decided) + 1
     costs = promoter.costs.get(playbook_id, {})
-    kept = [batch_id for v, (_, batch_id) in costs.items() if v >= version]
-    batch = min(kept) if kept else max((batch_id + 1 for _, batch_id in costs.values()), default=0)
+    kept: list[int] = []
+    after_newest = 0
+    for v in reversed(costs):  # versions are read in order, and batch ids grow with them: the newest first
+        after_newest = after_newest or costs[v][1] + 1
+        if v < version:
+            break
+        kept.append(costs[v][1])
+    batch = min(kept) if kept else after_newest
     return Floors(decision=min(ids, default=None), version=version, batch=batch)
 
 
