@@ -23,6 +23,12 @@ the newest candidate decided on (``PromotionLedger.last_decided``; the one in ca
   which its views advance. A restart starts the log at the first result of the oldest content kept
   (:func:`first_results_resume`).
 
+- ``traces`` (with a canary, every partition, outside any group): a verdict counts the first
+  ``canary_min_traces`` scored traces of the candidate in canary and the incumbent's from the candidate's first trace
+  on (``canary_verdict``), so a playbook's traces are needed from its first trace of a version not decided yet, or
+  of the one in canary (:func:`canary_floor`, :func:`traces_resume`). Only the pure part is done: the stage still
+  reads ``traces`` from the beginning (``streams.topology.live_traces`` has no checkpoint, and the guard shares it).
+
 A floor only rises while the promoter decides (decisions go in version order, the served version moves to newer
 candidates), so what a checkpoint skips stays unneeded. Two things can reach below it, and then a restarted process
 does not decide as one that read everything would:
@@ -43,7 +49,7 @@ need an operator action or a repeated content after a restart; a run without a r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -157,3 +163,16 @@ class ResumeTracker:
     def results_resume(self, position: int) -> int:
         """Where ``eval-results`` can be read from again, ``position`` being the view's next offset."""
         return first_results_resume(self.first_at, position, droppable_digests(self.promoter).__contains__)
+
+
+def canary_floor(promoter: Promoter, playbook_id: str) -> int:
+    """The lowest version whose traces a canary verdict of the playbook can still count: the one in canary, else the
+    next undecided candidate (its canary's first trace may come before its decision, from an agent running it)."""
+    canary = promoter.ledger.canary(playbook_id)
+    return canary.version if canary is not None else promoter.ledger.last_decided(playbook_id) + 1
+
+
+def traces_resume(traces: Iterable[tuple[int, str, int]], floor: Callable[[str], int], position: int) -> int:
+    """Where one partition of ``traces`` can be read from again: its first trace (``(offset, playbook, version)`` in
+    partition order) of a version at or above its playbook's ``floor`` (:func:`canary_floor`), else ``position``."""
+    return min((offset for offset, playbook_id, version in traces if version >= floor(playbook_id)), default=position)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from functools import partial
 
 import pytest
 
@@ -20,8 +21,8 @@ from combee_core.models import (
 )
 from combee_core.processors.effects import Publish
 from combee_core.processors.promoter import HeldOutSet, Promoter
-from combee_core.processors.promoter_resume import ResumeTracker, floors
-from combee_core.promote.promotion import PromotionRule, next_base
+from combee_core.processors.promoter_resume import ResumeTracker, canary_floor, floors, traces_resume
+from combee_core.promote.promotion import PromotionRule, canary_verdict, next_base
 from combee_core.sim.tasks import build_suite
 from combee_core.topology import Topic
 
@@ -55,6 +56,16 @@ def _apply(promoter: Promoter, tracker: ResumeTracker | None, topic: Topic, offs
         tracker.took(topic, value.playbook_id, offset, number)
 
 
+def _version(playbook_id: str, version: int, parent_version: int) -> PlaybookVersion:
+    entries = [PlaybookEntry(entry_id=f"e{version}", section="tools", content=f"{playbook_id} lesson {version}",
+                             created_version=version, updated_version=version)]
+    return PlaybookVersion(
+        playbook_id=playbook_id, version=version, parent_version=parent_version, batch_id=version - 1,
+        entries=entries, next_entry_number=2, operations=[], lineage=[f"t{version}"],
+        stats=VersionStats(batch_size=1, k=1, p=1, llm_calls=2 * version), content_hash=f"{version:064x}",
+        published_at=NOW)
+
+
 class Run:
     """The promoter's four logs, written as a run would write them, and a promoter reading them as they grow."""
 
@@ -74,13 +85,7 @@ class Run:
             closed_by="size", closed_at=NOW, reflection_usage=Usage(calls=version, cost_usd=0.01 * version)))
         base = next_base(self.whole.ledger, playbook_id, version - 1)
         assert base is not None
-        entries = [PlaybookEntry(entry_id=f"e{version}", section="tools", content=f"{playbook_id} lesson {version}",
-                                 created_version=version, updated_version=version)]
-        self.write(Topic.PLAYBOOK, PlaybookVersion(
-            playbook_id=playbook_id, version=version, parent_version=base.parent_version, batch_id=version - 1,
-            entries=entries, next_entry_number=2, operations=[], lineage=[f"t{version}"],
-            stats=VersionStats(batch_size=1, k=1, p=1, llm_calls=2 * version), content_hash=f"{version:064x}",
-            published_at=NOW))
+        self.write(Topic.PLAYBOOK, _version(playbook_id, version, base.parent_version))
 
     async def evaluate(self, playbook_id: str) -> list[PromotionDecision]:
         """Answer the requests (each first result followed by a contradicting second one) and return the decision."""
@@ -170,3 +175,35 @@ async def test_the_resume_points_rise_as_decisions_are_made() -> None:
         seen.append(_resume_points(run)[0])
     for topic in ORDER:
         assert [s[topic] for s in seen] == sorted(s[topic] for s in seen), topic
+
+
+def _served(decision_id: int, version: int, action: str, canary: PlaybookVersion | None = None) -> PromotionDecision:
+    candidate = _version("pb", version, version - 1)
+    keep = version - 1 if canary is not None else version
+    return PromotionDecision(
+        playbook_id="pb", decision_id=decision_id, action=action, candidate_version=version,
+        candidate_hash=candidate.content_hash, served_version=keep,
+        served=None if keep == 0 else _version("pb", keep, keep - 1),
+        previous_version=version - 1, rule="r", by="promoter", decided_at=NOW, reason="test", canary=canary,
+        canary_share=0.5 if canary is not None else None, held_out_score=0.5, incumbent_score=0.4)
+
+
+def test_a_canary_verdict_counts_the_traces_from_the_resume_offset_on() -> None:
+    rule = PromotionRule(canary_share=0.5, canary_min_traces=3)
+    promoter = Promoter(rule, HELD_OUT, ProposerModels(reflector="r", aggregator="a", reducer="d"))
+    promoter.apply_decision(_served(0, 1, "promote"))
+    promoter.apply_decision(_served(1, 2, "canary", canary=_version("pb", 2, 1)))
+    # one partition: pb's traces of v0 and v1 before its canary, pa's (no decision yet) of v0, then the canary's
+    partition = [(0, "pb", 0, 0.1), (1, "pa", 0, 0.9), (2, "pb", 1, 0.2), (3, "pb", 1, 0.3), (4, "pa", 0, 0.5),
+                 (5, "pb", 2, 0.9), (6, "pb", 1, 0.4), (7, "pb", 2, 0.8), (8, "pb", 1, 0.5), (9, "pb", 2, 0.7),
+                 (10, "pb", 1, 0.6), (11, "pb", 2, 0.2)]
+
+    def verdict(start: int):
+        live = [(version, score) for offset, pb, version, score in partition if pb == "pb" and offset >= start]
+        return canary_verdict(rule, promoter.ledger, "pb", live, costs=[], now=NOW)
+
+    start = traces_resume([(o, pb, v) for o, pb, v, _ in partition], partial(canary_floor, promoter), len(partition))
+    assert start == 5  # pb's first trace of v2; pa's traces are of decided versions (v0)
+    assert verdict(start) == verdict(0) is not None and verdict(0).action == "promote"
+    assert verdict(start + 1) != verdict(0)  # without the canary's first trace: too few incumbent traces after it
+    assert canary_floor(promoter, "pa") == 1  # no canary: from its next candidate on
