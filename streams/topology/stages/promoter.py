@@ -10,7 +10,7 @@ state is four views: ``playbook`` (candidates), ``promoted`` (the ledger), ``eva
 (one partition: one promoter at a time); a restart re-sends the requests of the candidate in flight whose results
 are not on the log yet. Its views (``streams.topology.promoter_views``) are checkpointed: a start reads each log
 from the oldest record its decisions still rest on (``combee_core.processors.promoter_resume``), not from the
-beginning. With a canary, every trace's score is read from the beginning of ``traces``
+beginning; with a canary, every partition of ``traces`` too, from its first trace a verdict can still count
 (``streams.topology.live_traces``).
 
 The decisions are ``combee_core.processors.promoter``'s; this stage keeps the views and performs the effects.
@@ -19,6 +19,7 @@ The decisions are ``combee_core.processors.promoter``'s; this stage keeps the vi
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
@@ -26,6 +27,7 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.models import PromotionDecision, ProposerModels, utc_now
 from combee_core.processors.effects import Publish
 from combee_core.processors.promoter import HeldOutSet, Promoter
+from combee_core.processors.promoter_resume import canary_floor
 from combee_core.promote.promotion import PromotionRule
 from combee_core.sim.tasks import build_suite
 from combee_core.topology import PROMOTE
@@ -56,7 +58,7 @@ class PromoterStage(Stage):
         proposer = ProposerModels(reflector=settings.reflector_model, aggregator=settings.aggregator_model,
                                   reducer=settings.reducer_model)
         self.promoter = Promoter(rule, HeldOutSet(self.task_set, tuple(self.tasks)), proposer)
-        self.live = LiveScores(self) if rule.canary_share > 0 else None
+        self.live = LiveScores(self, partial(canary_floor, self.promoter)) if rule.canary_share > 0 else None
         self.logs = PromoterViews(self, self.promoter)
 
     @property
