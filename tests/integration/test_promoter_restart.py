@@ -61,9 +61,12 @@ async def test_a_restarted_promoter_resumes_from_its_checkpoints_and_decides_the
         decisions = await read_models(run, Topic.PROMOTED, PromotionDecision)
         requests = await read_models(run, Topic.EVAL_REQUESTS, EvalRequest)
         found = await run.promotions()
+        lengths = {f"promote/{t}": len(await read_topic(kafka.bootstrap, kafka.profile, settings.topic(t)))
+                   for t in (Topic.PLAYBOOK, Topic.PROMOTED, Topic.BATCHES, Topic.EVAL_RESULTS)}
     resumed = dict(re.findall(r"(promote/[\w-]+): resumed from its checkpoint at offset (\d+)", caplog.text))
 
     assert set(resumed) == set(VIEWS), caplog.text[-3000:]
+    print("resumed at / records at the end:", {view: (int(resumed[view]), lengths[view]) for view in VIEWS})
     assert all(int(offset) > 0 for offset in resumed.values()), resumed  # each view skipped the start of its log
     ours = [d for d in found if d.playbook_id == PB]
     assert [d.candidate_version for d in ours] == list(range(1, BEFORE + AFTER + 1)), [
