@@ -64,22 +64,30 @@ class Promoter:
         """Per playbook and version: its own cost (aggregate and reduce calls) and its batch id."""
         self.reflection_usage: dict[str, dict[int, Usage | None]] = {}
         """Per playbook and batch id: what the batch's reflections cost (from its manifest)."""
-        self._batches = ContiguousNumbers[str]()
-        self._versions = ContiguousNumbers[str](start=1)
+        self.batches_gate = ContiguousNumbers[str]()
+        self.versions_gate = ContiguousNumbers[str](start=1)
+        self.digests: dict[str, dict[int, str]] = {}
+        """Per playbook and version, its content's digest (what ``droppable`` tells results by)."""
         self._requested: set[tuple[str, str]] = set()
 
     # ------------------------------------------------------------------------------------------ the logs
 
-    def apply_version(self, version: PlaybookVersion) -> None:
-        if not self._versions.accept(version.playbook_id, version.version):
-            return
+    def apply_version(self, version: PlaybookVersion) -> bool:
+        """A record of ``playbook``; True when it counts (the first of its number)."""
+        if not self.versions_gate.accept(version.playbook_id, version.version):
+            return False
+        self.digests.setdefault(version.playbook_id, {})[version.version] = entries_digest(list(version.entries))
         self.costs.setdefault(version.playbook_id, {})[version.version] = (CandidateCost.of(version), version.batch_id)
         if version.version > self.ledger.last_decided(version.playbook_id):
             self.candidates.setdefault(version.playbook_id, {})[version.version] = version
+        return True
 
-    def apply_manifest(self, manifest: BatchManifest) -> None:
-        if self._batches.accept(manifest.playbook_id, manifest.batch_id):
-            self.reflection_usage.setdefault(manifest.playbook_id, {})[manifest.batch_id] = manifest.reflection_usage
+    def apply_manifest(self, manifest: BatchManifest) -> bool:
+        """A record of ``batches``; True when it counts (the first of its batch id)."""
+        if not self.batches_gate.accept(manifest.playbook_id, manifest.batch_id):
+            return False
+        self.reflection_usage.setdefault(manifest.playbook_id, {})[manifest.batch_id] = manifest.reflection_usage
+        return True
 
     def apply_result(self, result: EvalResult) -> None:
         self.cache.add(result)

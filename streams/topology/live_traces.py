@@ -1,19 +1,26 @@
-"""Every trace's playbook, version and outcome, read from the beginning of every partition of ``traces`` outside any
-group (the promoter's canary scores, the guard's samples): every replica keeps them, so a new owner decides at once
-on the same log."""
+"""Every trace's playbook, version and outcome, read from every partition of ``traces`` outside any group (the
+promoter's canary scores, the guard's samples): every replica keeps them, so a new owner decides at once on the same
+log. The guard reads them from the beginning; the promoter from its checkpoints (``<stage>/traces/<partition>``,
+every ``view_checkpoint_every`` traces): per partition, its first trace a canary verdict can still count
+(``combee_core.processors.promoter_resume.traces_resume``)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 
 import orjson
 from aiokafka import TopicPartition
 
+from combee_core.models import ViewCheckpoint, utc_now
+from combee_core.processors.promoter_resume import traces_resume
 from combee_core.promote.promotion import LiveScore
 from combee_core.topology import Topic
 from streams.topology.runtime import Stage
-from streams.topology.topic_reader import TopicReader
+from streams.topology.topic_reader import TopicReader, read_topic
+
+log = logging.getLogger(__name__)
 
 
 def trace_outcome(value: bytes | None, metric: str) -> tuple[str, int, float | None] | None:
@@ -35,15 +42,23 @@ def trace_outcome(value: bytes | None, metric: str) -> tuple[str, int, float | N
 
 
 class LiveTraces:
-    """Hands ``take(playbook, version, value)`` every trace's ``metric``, in the order of its partition, from the
-    beginning of ``traces``, until the stage stops."""
+    """Hands ``take(playbook, version, value)`` every trace's ``metric``, in the order of its partition, until the
+    stage stops: from the beginning of ``traces``, or with ``floor`` (playbook -> the lowest version whose traces
+    are still needed) from the latest checkpoints."""
 
-    def __init__(self, stage: Stage, metric: str, take: Callable[[str, int, float | None], None]) -> None:
+    def __init__(self, stage: Stage, metric: str, take: Callable[[str, int, float | None], None],
+                 floor: Callable[[str], int] | None = None) -> None:
         self._stage = stage
         self._metric = metric
         self._take = take
+        self._floor = floor
         self._closed = asyncio.Event()
         self._reader: TopicReader | None = None
+        self._next: dict[int, int] = {}
+        """Per partition, the offset of the next trace to read."""
+        self._first: dict[tuple[int, str, int], int] = {}
+        """(partition, playbook, version) -> offset of its first trace read, for the versions still needed."""
+        self._unchecked = 0
         self.applied = 0
         """Trace records read since start (as a ``LogView`` counts its records)."""
 
@@ -51,9 +66,23 @@ class LiveTraces:
         ctx = self._stage.ctx
         topic = ctx.settings.topic(Topic.TRACES)
         self._reader = await TopicReader(ctx.bootstrap, ctx.profile, what=f"{self._stage.name}'s trace reader").start()
-        await self._reader.assign(await self._reader.partitions(topic, refresh=True) or [TopicPartition(topic, 0)])
+        partitions = await self._reader.partitions(topic, refresh=True) or [TopicPartition(topic, 0)]
+        self._next = await self._checkpoints() if self._floor is not None else {}
+        for partition, offset in self._next.items():
+            log.info("%s/traces/%d: resumed from its checkpoint at offset %d", self._stage.name, partition, offset)
+        await self._reader.assign({tp: self._next.get(tp.partition) for tp in partitions})
         self._stage.spawn(self._follow(), name=f"{self._stage.name}-live-traces", service=True)
         self._stage.views.append(self)
+
+    async def _checkpoints(self) -> dict[int, int]:
+        ctx, prefix = self._stage.ctx, f"{self._stage.name}/traces/"
+        positions: dict[int, int] = {}
+        for record in await read_topic(ctx.bootstrap, ctx.profile, ctx.settings.topic(Topic.CHECKPOINTS)):
+            checkpoint = self._stage.read_state(record, ViewCheckpoint)
+            if checkpoint is not None and checkpoint.view.startswith(prefix):
+                partition = int(checkpoint.view[len(prefix):])
+                positions[partition] = max(positions.get(partition, 0), checkpoint.position)
+        return positions
 
     async def _follow(self) -> None:
         assert self._reader is not None
@@ -61,10 +90,27 @@ class LiveTraces:
             async for records in self._reader.follow(self._closed):
                 self.applied += len(records)
                 for record in records:
+                    self._next[record.partition] = record.offset + 1
                     if (outcome := trace_outcome(record.value, self._metric)) is not None:
                         self._take(*outcome)
+                        if self._floor is not None:
+                            self._first.setdefault((record.partition, outcome[0], outcome[1]), record.offset)
+                self._unchecked += len(records)
+                if self._floor is not None and self._unchecked >= self._stage.settings.view_checkpoint_every:
+                    await self._checkpoint(self._floor)
         finally:
             await self._reader.stop()
+
+    async def _checkpoint(self, floor: Callable[[str], int]) -> None:
+        """Per partition, where a restart reads again: its first trace of a version a verdict can still count."""
+        self._unchecked = 0
+        self._first = {key: offset for key, offset in self._first.items() if key[2] >= floor(key[1])}
+        for partition, position in self._next.items():
+            traces = [(offset, pb, v) for (part, pb, v), offset in self._first.items() if part == partition]
+            view = f"{self._stage.name}/traces/{partition}"
+            checkpoint = ViewCheckpoint(view=view, position=traces_resume(traces, floor, position), nexts={},
+                                        written_at=utc_now())
+            await self._stage.ctx.send(Topic.CHECKPOINTS, view, checkpoint)
 
     async def catch_up(self) -> None:
         """Nothing to wait for: a verdict counts the first traces of the log, whenever it is computed."""
@@ -74,11 +120,12 @@ class LiveTraces:
 
 
 class LiveScores:
-    """With a canary: (playbook_version, score) of every trace, per playbook, in the order of its traces partition."""
+    """With a canary: (playbook_version, score) of every trace, per playbook, in the order of its traces partition
+    (with ``floor``: from the checkpoints on, ``LiveTraces``)."""
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: Stage, floor: Callable[[str], int] | None = None) -> None:
         self.scores: dict[str, list[LiveScore]] = {}
-        self.traces = LiveTraces(stage, "score", self.take)
+        self.traces = LiveTraces(stage, "score", self.take, floor)
 
     async def start(self) -> None:
         await self.traces.start()

@@ -70,19 +70,20 @@ class NumberedLog(Generic[M]):
     """One stage's view of one numbered state topic (see the module's docstring).
 
     ``take(value, offset)`` is called for every record that counts; ``accept(value)`` replaces the contiguous gate
-    (it says whether the record counts, and takes it); ``guarded``: foreign and lost writes for a playbook this stage
-    owns mark its partition stale (``on_foreign(playbook_id)`` is told first); ``checkpointed``: the gate and resume
-    points are checkpointed (``state.points`` / ``state.latest`` say what a restart needs).
+    (it says whether the record counts, and takes it; ``gate``: the gate it counts with, which a checkpoint saves and
+    loads); ``guarded``: foreign and lost writes for a playbook this stage owns mark its partition stale
+    (``on_foreign(playbook_id)`` is told first); ``checkpointed``: the gate and resume points are checkpointed
+    (``state.points`` / ``state.latest`` say what a restart needs).
     """
 
     def __init__(self, stage: Stage, topic: Topic, take: Callable[[M, int], None] | None = None, *,
-                 accept: Callable[[M], bool] | None = None, guarded: bool = False, checkpointed: bool = False,
-                 on_foreign: Callable[[str], None] | None = None, on_lost: Callable[[str], None] | None = None
-                 ) -> None:
+                 accept: Callable[[M], bool] | None = None, gate: ContiguousNumbers[str] | None = None,
+                 guarded: bool = False, checkpointed: bool = False, on_foreign: Callable[[str], None] | None = None,
+                 on_lost: Callable[[str], None] | None = None) -> None:
         self.stage = stage
         self.topic = topic
         self.numbering = NUMBERED[topic]
-        self.gate = ContiguousNumbers[str](start=self.numbering.first)
+        self.gate = gate if gate is not None else ContiguousNumbers[str](start=self.numbering.first)
         self.state = GatedState(self.gate, load=self._load)
         self._take = take
         self._accept = accept

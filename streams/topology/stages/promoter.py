@@ -5,11 +5,13 @@ Per playbook, candidates are decided in version order: for the next undecided ca
 ``EvalRequest`` per held-out task for the candidate's content and for the served version's, unless a result for
 that (content digest, task) is already on ``eval-results`` (the cache); once every score is in, it writes a
 ``PromotionDecision`` with the next decision id and keeps it only if it counts (first record of the id wins). Its
-state is three views read from the beginning: ``playbook`` (candidates), ``promoted`` (the ledger) and
-``eval-results`` (the cache). It consumes ``eval-results`` in its group only to own the playbooks (one partition:
-one promoter at a time); a restart re-sends the requests of the candidate in flight whose results are not on the
-log yet. Its views: ``promoted`` is a numbered log (``NumberedLog``: a decision counts when it is the first of its
-id), the others plain model views; with a canary, every trace's score (``streams.topology.live_traces``).
+state is four views: ``playbook`` (candidates), ``promoted`` (the ledger), ``eval-results`` (the cache) and
+``batches`` (what each batch's reflections cost). It consumes ``eval-results`` in its group only to own the playbooks
+(one partition: one promoter at a time); a restart re-sends the requests of the candidate in flight whose results
+are not on the log yet. Its views (``streams.topology.promoter_views``) are checkpointed: a start reads each log
+from the oldest record its decisions still rest on (``combee_core.processors.promoter_resume``), not from the
+beginning; with a canary, every partition of ``traces`` too, from its first trace a verdict can still count
+(``streams.topology.live_traces``).
 
 The decisions are ``combee_core.processors.promoter``'s; this stage keeps the views and performs the effects.
 """
@@ -17,20 +19,21 @@ The decisions are ``combee_core.processors.promoter``'s; this stage keeps the vi
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.models import BatchManifest, EvalResult, PlaybookVersion, PromotionDecision, ProposerModels, utc_now
+from combee_core.models import PromotionDecision, ProposerModels, utc_now
 from combee_core.processors.effects import Publish
 from combee_core.processors.promoter import HeldOutSet, Promoter
+from combee_core.processors.promoter_resume import canary_floor
 from combee_core.promote.promotion import PromotionRule
 from combee_core.sim.tasks import build_suite
-from combee_core.topology import PROMOTE, Topic
+from combee_core.topology import PROMOTE
 from streams.topology.effects import perform
 from streams.topology.live_traces import LiveScores
-from streams.topology.log_view import model_view
-from streams.topology.numbered_log import NumberedLog
+from streams.topology.promoter_views import PromoterViews
 from streams.topology.runtime import Stage
 
 log = logging.getLogger(__name__)
@@ -55,19 +58,15 @@ class PromoterStage(Stage):
         proposer = ProposerModels(reflector=settings.reflector_model, aggregator=settings.aggregator_model,
                                   reducer=settings.reducer_model)
         self.promoter = Promoter(rule, HeldOutSet(self.task_set, tuple(self.tasks)), proposer)
-        self.live = LiveScores(self) if rule.canary_share > 0 else None
-        self.decisions = NumberedLog[PromotionDecision](self, Topic.PROMOTED, accept=self.promoter.apply_decision)
-        self._batches = model_view(self, Topic.BATCHES, BatchManifest, self.promoter.apply_manifest)
+        self.live = LiveScores(self, partial(canary_floor, self.promoter)) if rule.canary_share > 0 else None
+        self.logs = PromoterViews(self, self.promoter)
 
     @property
     def ledger(self):
         return self.promoter.ledger
 
     async def prepare(self) -> None:
-        for view in (model_view(self, Topic.PLAYBOOK, PlaybookVersion, self.promoter.apply_version),
-                     model_view(self, Topic.EVAL_RESULTS, EvalResult, self.promoter.apply_result),
-                     self.decisions, self._batches):
-            await view.start()
+        await self.logs.start()
         if self.live is not None:
             await self.live.start()
 
@@ -81,11 +80,11 @@ class PromoterStage(Stage):
         for playbook_id in self.promoter.playbooks():
             if self.owns_key(playbook_id):
                 live = self.live.scores.get(playbook_id, []) if self.live is not None else None
-                effects = await self.promoter.advance(playbook_id, live, utc_now(), self._batches.catch_up)
+                effects = await self.promoter.advance(playbook_id, live, utc_now(), self.logs.batches.catch_up)
                 await perform(self, effects, self._write_decision)
 
     async def _write_decision(self, publish: Publish) -> bool:
-        if not await self.decisions.write(publish):
+        if not await self.logs.decisions.write(publish):
             return False
         decision = publish.value
         assert isinstance(decision, PromotionDecision)
