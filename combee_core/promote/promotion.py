@@ -285,9 +285,12 @@ def canary_verdict(
 def built_on_rejected(ledger: PromotionLedger, candidate: PlaybookVersion, *, now: datetime,
                       rule: PromotionRule) -> PromotionDecision | None:
     """A reject, without evaluation, of a candidate built on a candidate that its canary rejected (built while that
-    canary ran); None otherwise."""
+    canary ran); None otherwise, and None when agents were served the parent since (an operator promoted it: the
+    reducer then builds on it, and what is built on it is evaluated as usual)."""
     parent = ledger.decision_on(candidate.playbook_id, candidate.parent_version)
     if parent is None or parent.action != "reject" or candidate.parent_version == parent.served_version:
+        return None
+    if candidate.parent_version in ledger.served_history.get(candidate.playbook_id, ()):
         return None
     return PromotionDecision(
         playbook_id=candidate.playbook_id, decision_id=ledger.next_id(candidate.playbook_id), action="reject",

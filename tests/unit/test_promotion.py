@@ -197,6 +197,23 @@ def test_a_failed_canary_rejects_the_candidate_and_the_version_built_on_it_and_l
     assert built_on_rejected(ledger, v3, now=NOW, rule=CANARY) is None
 
 
+def test_a_rejected_candidate_that_an_operator_promotes_is_built_on_and_what_is_built_on_it_is_evaluated():
+    """Before: once learning reached the promoted version, the next candidate was rejected unevaluated as "built on
+    v1, which was rejected", and that reject served v0 again, undoing the operator's promotion."""
+    ledger = PromotionLedger()
+    ledger.apply(_decide(ledger, _version(1, ["a"]), 0.3, 0.4))  # rejected: v0 stays served
+    ledger.apply(operator_decision(ledger, "operator-promote", _version(1, ["a"]), playbook_id="pb", by="ann@host",
+                                   why="trusted", rule=PromotionRule(), now=NOW))
+    v2 = _version(2, ["b"]).model_copy(update={"parent_version": next_base(ledger, "pb", 1).parent_version})
+    ledger.apply(_decide(ledger, v2, 0.1, 0.3))  # built on the base the first decision on v1 fixed; rejected
+    assert ledger.served_version("pb") == 1
+    v3 = _version(3, ["a", "c"]).model_copy(update={"parent_version": next_base(ledger, "pb", 2).parent_version})
+    assert v3.parent_version == 1  # learning continues from the promoted version
+    assert built_on_rejected(ledger, v3, now=NOW, rule=RULE) is None
+    decision = _decide(ledger, v3, 0.5, 0.3)
+    assert decision.action == "promote" and decision.served_version == 3
+
+
 def test_replayed_decisions_compare_field_for_field_but_the_time_and_operators_are_left_out():
     ledger = PromotionLedger()
     first = _decide(ledger, _version(1, ["a"]), 0.6, 0.4)
@@ -209,3 +226,4 @@ def test_replayed_decisions_compare_field_for_field_but_the_time_and_operators_a
     assert "recorded promote" in compare_decisions([first], [other]) and "replayed reject" in \
         compare_decisions([first], [other])
     assert compare_decisions([first], []) == "the replay made no promotion decision"
+
