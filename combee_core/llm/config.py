@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from combee_core.batch.shuffle import aggregation_shape
 from combee_core.control.concurrency import AimdConfig
 from combee_core.llm import prompts
 from combee_core.llm.simulator import DEFAULT_MODEL, SimulatorConfig
@@ -81,7 +82,8 @@ class LLMConfig(BaseModel):
 
         return cls(
             reflector=RoleConfig(model=settings.reflector_model, extra=extra("reflect"), **common),
-            aggregator=RoleConfig(model=settings.aggregator_model, extra=extra("aggregate"), **common),
+            aggregator=RoleConfig(model=settings.aggregator_model, extra=extra("aggregate"),
+                                  **{**common, "concurrency": aggregator_start(settings)}),
             reducer=RoleConfig(model=settings.reducer_model, extra=extra("reduce"), **common),
             simulator=SimulatorConfig(
                 capacity=settings.sim_capacity,
@@ -100,3 +102,13 @@ class LLMConfig(BaseModel):
         """The config of ``role``."""
         config: RoleConfig = getattr(self, role)
         return config
+
+
+def aggregator_start(settings: CombeeSettings) -> int:
+    """The aggregator's start concurrency: a batch's aggregator calls are made together (the method's parallelism),
+    so the calls of one batch at the largest size it runs (``controller_bs_max`` with the controller on, else
+    ``batch_size``), within [``llm_concurrency``, ``llm_concurrency_max``]. Started at ``llm_concurrency`` (8) with
+    34 calls per batch of 100 at fan-in 6, the limit took 55-130 s to reach them (docs/benchmarks.md §12d)."""
+    size = settings.controller_bs_max if settings.auto_batch_size else settings.batch_size
+    calls = aggregation_shape(size, settings.p, settings.max_fan_in).k
+    return max(settings.llm_concurrency, min(calls, settings.llm_concurrency_max))

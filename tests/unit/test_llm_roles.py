@@ -300,6 +300,18 @@ def test_config_from_settings():
     assert cfg.reducer.max_retries == settings.llm_max_retries
 
 
+def test_the_aggregator_starts_with_room_for_one_batchs_calls_within_the_configured_concurrency():
+    def start(**values) -> tuple[int, int]:
+        cfg = LLMConfig.from_settings(CombeeSettings.load(env={}, **values))
+        return cfg.aimd("aggregator").initial, cfg.aimd("reflector").initial
+
+    assert start(auto_batch_size=True, controller_bs_max=100) == (34, 8)  # 200 copies, at most 6 per call
+    assert start(batch_size=40) == (14, 8)
+    assert start(batch_size=9) == (8, 8)  # fewer calls than llm_concurrency: its start stands
+    assert start(auto_batch_size=True, controller_bs_max=100, llm_concurrency_max=8) == (8, 8)  # fixed: kept
+    assert start(batch_size=200, llm_concurrency_max=50) == (50, 8)
+
+
 def test_importing_combee_core_and_llm_modules_does_not_import_litellm():
     code = (
         "import sys, combee_core, combee_core.llm, combee_core.llm.prompts, combee_core.llm.parsing,"
