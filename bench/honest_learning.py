@@ -3,6 +3,7 @@ state (the registry), never by the similarity curation uses.
 
     python -m bench.honest_learning      # 3 seeds x C = 6, 12, 24; writes bench/results/honest_learning.json
     python -m bench.honest_learning --seeds 0 --capacities 12
+    python -m bench.honest_learning --variants sequential --batch-sizes 100,160,240,320   # the quality bound, §12e
 
 Each run is the sync fleet of ``bench/learning.py`` (the ``combee_core`` functions the stages call, no Kafka, the
 simulator in virtual time), 960 traces, context on, with the curation as it is on the tree that runs it
@@ -16,7 +17,9 @@ a 1,000-token budget). Variants:
   copies (and the reducer's scan reads at most C partials per call): the setting sized to the model's capacity;
 - copy (control): combee, with a reflector that copies every feedback line verbatim;
 - oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
-  canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach.
+  canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach;
+- combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
+  ``controller_bs_max``, docs/benchmarks.md §12e).
 
 A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
 per distinct lesson is <= 1.2, and every version of every seed is within the budget. Every figure is simulated
@@ -70,6 +73,14 @@ VARIANTS = {
     "oracle consolidation": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
 }
 ORACLE = "oracle consolidation"
+BATCH_PREFIX = "combee bs "
+
+
+def variant_spec(variant: str) -> Spec:
+    """A named variant, or ``combee bs N``: combee (default configuration) at batch N."""
+    if variant.startswith(BATCH_PREFIX):
+        return Spec(batch=int(variant.removeprefix(BATCH_PREFIX)), p=2, subgroups="sqrt", reflection="honest")
+    return VARIANTS[variant]
 
 
 def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operation]]:
@@ -116,7 +127,7 @@ def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
 
 
 async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: int) -> dict[str, Any]:
-    spec = VARIANTS[variant]
+    spec = variant_spec(variant)
     suite = build_suite(seed=7, feedback="honest")
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
@@ -205,7 +216,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for capacity in sorted({r["capacity"] for r in rows}):
         seq = [r["held_out_accuracy"] for r in rows if r["capacity"] == capacity and r["variant"] == "sequential"]
-        for variant in VARIANTS:
+        for variant in dict.fromkeys([*VARIANTS, *(r["variant"] for r in rows)]):
             group = [r for r in rows if r["capacity"] == capacity and r["variant"] == variant]
             if not group:
                 continue
@@ -256,12 +267,14 @@ def main() -> None:
     parser.add_argument("--capacities", default="6,12,24")
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--batch-sizes", default="", help="also run combee at these batch sizes ('combee bs N')")
     parser.add_argument("--budget", type=int, default=1000, help="playbook budget in tokens (docs/simulator.md)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
     rows = []
+    variants = args.variants.split(",") + [f"{BATCH_PREFIX}{int(n)}" for n in args.batch_sizes.split(",") if n]
     for capacity in (int(c) for c in args.capacities.split(",")):
-        for variant in args.variants.split(","):
+        for variant in variants:
             for seed in (int(s) for s in args.seeds.split(",")):
                 rows.append(asyncio.run(one(variant, capacity, seed, traces=args.traces, budget=args.budget)))
     summary = summarise(rows)
