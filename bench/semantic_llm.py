@@ -104,6 +104,7 @@ class LLMReader:
 
 
 async def run_sets(args: argparse.Namespace, settings: CombeeSettings, log: CallLog) -> dict:
+    """Each set's results are written as soon as it is done (a slow model may not finish them all)."""
     config = ReducerConfig.from_settings(settings)
     assert config.ask_reducer, f"route (b) is off for reducer model {settings.reducer_model} (the simulator?)"
     roles = LLMRoles(LLMConfig.from_settings(settings), on_call=log)
@@ -124,6 +125,8 @@ async def run_sets(args: argparse.Namespace, settings: CombeeSettings, log: Call
             "wall_s": round(time.monotonic() - started, 1)}
         print(json.dumps({k: v for k, v in results[f"{set_name}/semantic+llm"].items()
                           if k in ("reader", "corrections_reader", "attempts", "wall_s")}), flush=True)
+        write_results(RESULTS / out_name(args), {"args": vars(args), "reducer_model": settings.reducer_model,
+                                                 "partial": True, "results": results, "machine": machine()})
     return results
 
 
@@ -168,6 +171,10 @@ async def run_pairs(args: argparse.Namespace, settings: CombeeSettings, log: Cal
         cell[row["verdict"]] = cell.get(row["verdict"], 0) + 1
     print(json.dumps(table, indent=1), flush=True)
     return {"table": table, "rows": rows, "attempts": log.summary()}
+
+
+def out_name(args: argparse.Namespace) -> str:
+    return args.out or ("semantic_llm_pairs.json" if args.pairs else "semantic_llm.json")
 
 
 def settings_for(args: argparse.Namespace, server: Any) -> CombeeSettings:
@@ -227,8 +234,7 @@ def main() -> None:
     if server is not None:
         out["server"] = out_server
     out["elapsed_s"] = round(time.monotonic() - started, 1)
-    name = args.out or ("semantic_llm_pairs.json" if args.pairs else "semantic_llm.json")
-    write_results(RESULTS / name, {"args": vars(args), **out, "machine": machine()})
+    write_results(RESULTS / out_name(args), {"args": vars(args), **out, "machine": machine()})
 
 
 if __name__ == "__main__":
