@@ -115,7 +115,8 @@ async def run_sets(args: argparse.Namespace, settings: CombeeSettings, log: Call
         started, first = time.monotonic(), len(log.records)
         reader = LLMReader(roles, settings.llm_context_tokens)
         entries = await entries_per_lesson(data, judge, args.batch, args.k, args.seed, reader)
-        entries["final_entries"] = [e.content for e in reader.playbook.entries]
+        # the playbook the last batch's call read (the harness keeps no later one): for reading what the model wrote
+        entries["entries_before_last_batch"] = [e.content for e in reader.playbook.entries]
         corr_reader = LLMReader(roles, settings.llm_context_tokens)
         corr = await corrections(data, judge, args.wrong_support, args.correction_support,
                                  make_reader=lambda reader=corr_reader: reader)
@@ -148,6 +149,7 @@ def pairs_of(args: argparse.Namespace) -> list[dict]:
             pair = json.loads(line)
             out.append({"set": "pairs_heldout", "kind": "paraphrase" if pair["same"] else "different",
                         "a": pair["a"], "b": pair["b"]})
+    random.Random(args.seed).shuffle(out)  # a run cut short still reads every kind of pair
     return out
 
 
@@ -165,11 +167,18 @@ async def run_pairs(args: argparse.Namespace, settings: CombeeSettings, log: Cal
         except LLMError as error:
             verdict, ops = "failed", [str(error)[:200]]
         rows.append({**pair, "verdict": verdict, "call_s": round(time.monotonic() - started, 2), "answer": ops})
+        write_results(RESULTS / out_name(args), {"args": vars(args), "reducer_model": settings.reducer_model,
+                                                 "partial": True, "pairs": _pair_table(rows, log)})
+    result = _pair_table(rows, log)
+    print(json.dumps(result["table"], indent=1), flush=True)
+    return result
+
+
+def _pair_table(rows: list[dict], log: CallLog) -> dict:
     table: dict[str, dict[str, int]] = {}
     for row in rows:
         cell = table.setdefault(f"{row['set']} / {row['kind']}", {})
         cell[row["verdict"]] = cell.get(row["verdict"], 0) + 1
-    print(json.dumps(table, indent=1), flush=True)
     return {"table": table, "rows": rows, "attempts": log.summary()}
 
 
