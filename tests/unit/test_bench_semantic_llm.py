@@ -25,8 +25,8 @@ async def test_the_reader_sends_the_playbook_and_counts_an_unparsed_answer_befor
     log = CallLog()
     merged = '{"operations": [{"op": "ADD", "section": "rules", "content": "Quote every variable.", "support": 2}]}'
     reader = LLMReader(_roles(["I think they are the same lesson.", merged], asked, log), 4000)
-    reader.playbook = apply_operations(Playbook.empty("bench"), [AddOp(section="rules", content="Pin the random seed.")],
-                                       1).playbook
+    seed = AddOp(section="rules", content="Pin the random seed.")
+    reader.playbook = apply_operations(Playbook.empty("bench"), [seed], 1).playbook
     outcome = await reader.reduce([[AddOp(section="rules", content="Quote every variable.")],
                                    [AddOp(section="rules", content="Always quote shell variables.")]])
     assert [op.content for op in outcome.operations] == ["Quote every variable."]
