@@ -90,7 +90,7 @@ class OracleReader:
 
 
 async def learn(playbook: Playbook, adds: list[AddOp], k: int, judge: Judge | None, batch_id: int,
-                reader: OracleReader | None = None) -> Playbook:
+                reader: OracleReader | None = None) -> Playbook:  # reader: anything with reduce/playbook
     """One batch: ``adds`` spread over ``k`` partials, merged and applied like the reducer does (with ``reader``:
     like the reducer stage with a real model, ``ReducerConfig.ask_reducer``)."""
     children = [adds[i::k] for i in range(k)]
@@ -139,21 +139,23 @@ async def entries_per_lesson(data: dict, judge: Judge | None, batch: int, k: int
         adds = [AddOp(section=sections[t], content=t) for t in wordings[start:start + batch]]
         playbook = await learn(playbook, adds, k, judge, batch_id, reader)
     per_lesson: dict[str, int] = {}
-    for entry in playbook.entries:
-        per_lesson[lessons[entry.content]] = per_lesson.get(lessons[entry.content], 0) + 1
+    for entry in playbook.entries:  # a real model may reword an ADD: "?" (not one of the set's wordings)
+        per_lesson[lessons.get(entry.content, "?")] = per_lesson.get(lessons.get(entry.content, "?"), 0) + 1
+    per_lesson_known = {label: n for label, n in per_lesson.items() if label != "?"}
     mixed = sum(1 for e in playbook.entries if e.helpful > 0)
     return {"lessons": len(data["lessons"]), "wordings": len(wordings), "entries": len(playbook),
             "entries_per_lesson": round(len(playbook) / len(data["lessons"]), 2),
-            "lessons_kept": len(per_lesson), "reinforced_entries": mixed, "per_lesson": per_lesson,
+            "lessons_kept": len(per_lesson_known), "reinforced_entries": mixed, "per_lesson": per_lesson,
             "reader_calls": reader.calls if reader else 0, "adds_read": reader.adds_read if reader else 0,
             "batches": -(-len(wordings) // batch)}
 
 
 async def corrections(data: dict, judge: Judge | None, wrong_support: int, correction_support: int,
-                      name: str = "") -> list[dict]:
+                      name: str = "", make_reader=None) -> list[dict]:  # type: ignore[no-untyped-def]
+    """``make_reader``: the reducer call's reader for each correction (default: by ``name``, as ``_reader``)."""
     out = []
     for i, item in enumerate(data.get("corrections", [])):
-        reader = _reader(data, judge, name)
+        reader = make_reader() if make_reader is not None else _reader(data, judge, name)
         playbook = Playbook.empty("bench")
         playbook = await learn(playbook, [AddOp(section="rules", content=item["rule"], support=wrong_support)], 1,
                                judge, 0, reader)
@@ -165,7 +167,7 @@ async def corrections(data: dict, judge: Judge | None, wrong_support: int, corre
                     "wrong_rule_counters_grew": after is not None and after.helpful > before.helpful,
                     "superseded": after is None,
                     "both_kept": after is not None and any(e.content == item["correction"] for e in playbook.entries),
-                    "index": i})
+                    "index": i, "entries_after": [e.content for e in playbook.entries]})
     return out
 
 
