@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, write_results
-from bench.semantic_pipeline import DATA, corrections, entries_per_lesson
+from bench.semantic_pipeline import DATA, add_batch_args, corrections, entries_per_lesson
 from combee_core.llm.config import LLMConfig
 from combee_core.llm.errors import LLMError
 from combee_core.llm.roles import LLMRoles
@@ -220,11 +220,7 @@ def main() -> None:
     parser.add_argument("--retries", type=int, default=1, help="COMBEE_LLM_MAX_RETRIES")
     parser.add_argument("--timeout-s", type=float, default=300.0, help="COMBEE_LLM_TIMEOUT_S")
     parser.add_argument("--out", default=None, help="results file name under bench/results")
-    parser.add_argument("--batch", type=int, default=10)
-    parser.add_argument("--k", type=int, default=3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--wrong-support", type=int, default=2)
-    parser.add_argument("--correction-support", type=int, default=5)
+    add_batch_args(parser)
     args = parser.parse_args()
     started = time.monotonic()
     server = None

@@ -187,16 +187,21 @@ async def main_async(args: argparse.Namespace) -> dict:
     return results
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sets", nargs="+", default=["lessons_dev", "lessons_heldout", "lessons_heldout_b",
-                                                       "lessons_heldout_c"], help="files of bench/data, no suffix")
-    parser.add_argument("--out", default=RESULTS.name, help="results file name under bench/results")
+def add_batch_args(parser: argparse.ArgumentParser) -> None:
+    """The harness's batches and corrections (shared with ``bench.semantic_llm``)."""
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--k", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--wrong-support", type=int, default=2)
     parser.add_argument("--correction-support", type=int, default=5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sets", nargs="+", default=["lessons_dev", "lessons_heldout", "lessons_heldout_b",
+                                                       "lessons_heldout_c"], help="files of bench/data, no suffix")
+    parser.add_argument("--out", default=RESULTS.name, help="results file name under bench/results")
+    add_batch_args(parser)
     args = parser.parse_args()
     results = asyncio.run(main_async(args))
     print(f"batches of {args.batch} ADDs over k={args.k} partials, seed {args.seed}; corrections: wrong rule support "
