@@ -17,7 +17,7 @@ from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.test_cli import _combee
-from tests.integration.topology_support import env_without_combee, make_traces, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, env_without_combee, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -47,7 +47,8 @@ async def wait_decisions(run, count: int, timeout_s: float) -> list[PromotionDec
 
 
 async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_the_incumbent(kafka, unique_prefix):
-    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005)
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005,
+                            max_wait_s=SIZE_CLOSES_S)  # 4 batches of 40, each closed by size
     traces, harmful = poisoned_stream()
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
             PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
@@ -127,7 +128,7 @@ async def test_a_canary_that_does_worse_live_is_rejected_with_the_version_built_
     """Canary on (half the agents, 10 scored traces a side): v1 passes held-out and goes to canary; its live traces
     score 0 against the incumbent's 1, so v1 is rejected, v2 (built on v1 meanwhile) too, and v3 is built on v0."""
     settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20,
-                            canary_share=0.5, canary_min_traces=10)
+                            canary_share=0.5, canary_min_traces=10, max_wait_s=SIZE_CLOSES_S)
     ordinary = make_traces(120, PB)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
             PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
@@ -164,7 +165,8 @@ async def test_two_promoters_decide_each_candidate_once_and_the_survivor_takes_o
     from combee_core.models import PromotionDecision as Decision
     from streams.topology.topic_reader import read_topic
 
-    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20)
+    settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20,
+                            max_wait_s=SIZE_CLOSES_S)
     traces = make_traces(120, PB)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         second = InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("promote", "evaluate"))

@@ -20,21 +20,19 @@ from streams.topology.kafka_clients import producer_config
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
 from streams.topology.topic_reader import read_topic
-from tests.integration.topology_support import assert_contiguous, lineage_counts, make_traces, run_settings
+from tests.integration.topology_support import (
+    SIZE_CLOSES_S,
+    assert_contiguous,
+    lineage_counts,
+    make_traces,
+    run_settings,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TRACES = make_traces(300)
 _SINGLE_RUN_HASHES: dict[str, list[str]] = {}
 """Content hashes of one single-process run of TRACES, per broker: the reference the other tests compare with."""
-
-
-SIZE_CLOSES_S = 15.0
-"""max_wait_s of the runs whose batches must close by size (compared by content hash, or their versions counted):
-their versions are the same only if their batches close at the same traces. At 3 s a loaded machine closed a batch
-early: after a kill -9 the restarted batcher got its redelivered reflections at once and the new ones only after the
-reflector joined its group (3-6 s on Tansu). The last batch (20 of 40) closes by max_wait, so this is also what each
-run waits for it."""
 
 
 async def _reference_hashes(kafka, prefix: str) -> list[str]:

@@ -23,6 +23,14 @@ def env_without_combee(**extra: str) -> dict[str, str]:
     return env
 
 
+SIZE_CLOSES_S = 15.0
+"""max_wait_s of the runs whose batches must close by size (compared by content hash, their versions counted or their
+decisions listed): their versions are the same only if their batches close at the same traces. At 3 s a loaded
+machine closed batches early: after a kill -9 the restarted batcher got its redelivered reflections at once and the
+new ones only after the reflector joined its group (3-6 s on Tansu); 160 traces for promotion made 5 versions instead
+of 4 at load 9. A last batch that is not full closes by max_wait, so this is also what such a run waits for it."""
+
+
 def run_settings(prefix: str, **overrides: object) -> CombeeSettings:
     """Settings for a fast test run: virtual simulator clock, short max_wait."""
     values: dict[str, object] = dict(topic_prefix=prefix, batch_size=40, p=2, max_wait_s=3.0, sim_clock="virtual",
