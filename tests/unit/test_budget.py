@@ -23,7 +23,7 @@ from combee_core.models import (
 from combee_core.playbook import Playbook, make_entry_id, playbook_tokens
 from combee_core.reduce.budget import change_cap, eviction_key, fit_to_budget, use_value
 from combee_core.reduce.reduction import ScanResult, build_version
-from tests.unit.test_playbook import PROPERTY, playbook_and_ops
+from tests.unit.playbook_support import PROPERTY, playbook_and_ops
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

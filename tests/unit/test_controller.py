@@ -1,5 +1,5 @@
-"""Batch-size controller: power-law fit, the plateau's readings, profiling from the top, rollouts in closed form,
-hysteresis, state (property tests)."""
+"""Batch-size controller: power-law fit, the plateau's readings, profiling from the top, rollouts in closed form
+(property tests)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.control.controller import BatchSizeController, ControllerConfig, ControllerState, epoch_delay
+from combee_core.control.controller import BatchSizeController, ControllerConfig, epoch_delay
 from combee_core.control.delay_model import (
     PowerLawFit,
     RoundModel,
@@ -22,60 +22,18 @@ from combee_core.control.delay_model import (
     rollout_waves,
     tolerance_plateau,
 )
-
-SETTINGS = settings(max_examples=60, deadline=None)
-
-coefficients = st.floats(min_value=1.0, max_value=100.0)
-exponents = st.floats(min_value=0.3, max_value=1.5)
-taus = st.floats(min_value=1e-4, max_value=0.5)
-
-# a wide ladder with repeats so a 5% noise cannot move the fit by 5% (about 6 standard errors away)
-WIDE_LADDER = tuple(sorted({round(x) for x in np.geomspace(1, 200, 12)}))
-# The ladder and bounds these mechanics tests were written for (no rollouts: every rung is profiled).
-REF1 = dict(bs_min=3, bs_max=200, candidates=(5, 10, 20, 40, 80))
-TASK_S = 38.0  # one wave of rollouts, the rollout model's task time (docs/simulator.md)
-
-
-def batch_delay(A: float, alpha: float, batch_size: int, noise: float = 1.0) -> float:
-    """Batch delay whose per-trace delay is A * bs**(-alpha), times a multiplicative noise."""
-    return A * batch_size ** (1 - alpha) * noise
-
-
-def analytic_choice(fit: PowerLawFit, config: ControllerConfig) -> int:
-    """The smallest integer size within tau of the fitted power law's value at the upper bound."""
-    return max(config.bs_min, math.ceil(power_law_tolerance_plateau(fit.alpha, config.tau, config.bs_max) - 1e-9))
-
-
-def run_profile(controller: BatchSizeController, A: float, alpha: float, rng: np.random.Generator | None = None):
-    """Follow the controller's own profiling decisions, feeding it measured delays, until it has fitted."""
-    decisions = []
-    for _ in range(1000):
-        decision = controller.decide()
-        decisions.append(decision)
-        if decision.phase == "fitted":
-            return decisions
-        noise = 1.0 if rng is None else rng.uniform(0.95, 1.05)
-        controller.observe(decision.batch_size, batch_delay(A, alpha, decision.batch_size, noise))
-    raise AssertionError("profiling never ended")
-
-
-def sync_round(bs: int, agents: int | None, task_s: float = TASK_S, per_call_s: float = 3.0) -> tuple[float, float]:
-    """(round time, its rollouts): ceil(bs / agents) waves of rollouts, then a pipeline that grows as sqrt(bs)."""
-    rollout = rollout_waves(bs, agents) * task_s
-    return rollout + per_call_s * (1 + math.sqrt(bs)), rollout
-
-
-def run_sync_fleet(controller: BatchSizeController, start: int, rounds: int, agents: int | None,
-                   task_s: float = TASK_S) -> tuple[list[int], list]:
-    """A sync fleet: each round at the current size, its round time observed, then the controller's next size."""
-    sizes, decisions, size = [], [], start
-    for _ in range(rounds):
-        sizes.append(size)
-        controller.observe(size, *sync_round(size, agents, task_s))
-        decisions.append(controller.decide())
-        size = decisions[-1].batch_size
-    return sizes, decisions
-
+from tests.unit.controller_support import (
+    REF1,
+    SETTINGS,
+    TASK_S,
+    WIDE_LADDER,
+    analytic_choice,
+    coefficients,
+    exponents,
+    run_profile,
+    run_sync_fleet,
+    taus,
+)
 
 # ---------------------------------------------------------------------------------------------- fit
 
@@ -306,177 +264,3 @@ def test_decision_is_the_tolerance_plateau_of_a_noisy_fit(A: float, alpha: float
     assert abs(decision.batch_size - true_choice) <= max(1, 0.05 * true_choice)
     assert f"{decision.fit.alpha:.3f}" in decision.reason and "bs* = smallest within tau" in decision.reason
     assert len(decision.samples) == 4 * len(WIDE_LADDER)
-
-
-def fitted_at(current: int, A: float, alpha: float, tau: float, hysteresis: float = 0.2) -> BatchSizeController:
-    """A controller past profiling, currently at ``current``, with exact samples of the given law (no rollouts)."""
-    samples = tuple((bs, batch_delay(A, alpha, bs), 0.0) for bs in (5, 10, 20, 40, 80))
-    config = ControllerConfig(tau=tau, hysteresis=hysteresis, bs_min=3, bs_max=100)
-    return BatchSizeController.from_state(ControllerState(samples, current, profiled=True), config)
-
-
-def tau_for(target: float, alpha: float) -> float:
-    """tau whose tolerance plateau on a power law of ``alpha`` within [3, 100] is exactly ``target``."""
-    return (100 / target) ** alpha - 1
-
-
-@pytest.mark.parametrize(("plateau", "expected"),
-                         [(44.0, 40), (37.0, 40), (48.0, 40), (48.5, 49), (32.0, 40), (30.5, 31), (40.0, 40)])
-def test_hysteresis_keeps_close_choices(plateau: float, expected: int) -> None:
-    decision = fitted_at(40, A=3.0, alpha=0.1, tau=tau_for(plateau, 0.1)).decide()
-    assert decision.batch_size == expected
-    if expected == 40 and plateau != 40.0:
-        assert "within hysteresis" in decision.reason
-
-
-def test_hysteresis_prevents_flapping_under_noise() -> None:
-    rng = np.random.default_rng(7)
-    tau = tau_for(40.0, alpha=0.05)
-
-    def trajectory(hysteresis: float) -> list[int]:
-        controller = fitted_at(40, A=5.0, alpha=0.05, tau=tau, hysteresis=hysteresis)
-        sizes = []
-        for _ in range(60):
-            decision = controller.decide()
-            sizes.append(decision.batch_size)
-            controller.observe(decision.batch_size, batch_delay(5.0, 0.05, decision.batch_size, rng.uniform(0.9, 1.1)))
-        return sizes
-
-    assert len(set(trajectory(0.0))) > 2  # without hysteresis the noise moves the choice around
-    assert set(trajectory(0.2)) == {40}
-
-
-def test_non_falling_delay_chooses_bs_min() -> None:
-    decision = fitted_at(40, A=1.0, alpha=-0.3, tau=0.016).decide()
-    assert decision.batch_size == 3 and decision.best == 3 and "lowest within [3, 100] at 3" in decision.reason
-    assert decision.fit is not None and decision.fit.alpha < 0
-
-
-def test_poor_fit_keeps_the_current_size() -> None:
-    samples = ((5, 1.0, 0.0), (10, 40.0, 0.0), (20, 1.0, 0.0), (40, 80.0, 0.0), (80, 0.5, 0.0), (5, 30.0, 0.0))
-    controller = BatchSizeController.from_state(ControllerState(samples, 20, profiled=True))
-    decision = controller.decide()
-    assert decision.batch_size == 20 and decision.phase == "fitted"
-    assert "below min_r2" in decision.reason
-
-
-def test_zero_delays_count_for_profiling_but_not_for_the_fit() -> None:
-    controller = BatchSizeController(ControllerConfig(**REF1))
-    for bs in (80, 40, 20, 10, 5):
-        controller.observe(bs, 0.0)
-    decision = controller.decide()
-    assert decision.phase == "fitted" and "cannot fit" in decision.reason and "5 samples without" in decision.reason
-
-
-@SETTINGS
-@given(
-    samples=st.lists(
-        st.tuples(st.integers(1, 500), st.floats(min_value=0.0, max_value=1e6, allow_nan=False),
-                  st.floats(min_value=0.0, max_value=1.0)), max_size=40
-    ),
-    current=st.none() | st.integers(1, 200),
-    agents=st.none() | st.integers(1, 200),
-)
-def test_decisions_are_always_valid_sizes(samples: list[tuple[int, float, float]], current: int | None,
-                                          agents: int | None) -> None:
-    controller = BatchSizeController(ControllerConfig(fleet_agents=agents), current_batch_size=current)
-    for bs, delay, rollout_share in samples:
-        controller.observe(bs, delay, delay * rollout_share)
-    decision = controller.decide()
-    assert isinstance(decision.batch_size, int) and 1 <= decision.batch_size <= 100
-    if decision.fit is not None:
-        assert all(math.isfinite(v) for v in (decision.fit.A, decision.fit.alpha, decision.fit.r2))
-    assert "nan" not in decision.reason and "inf" not in decision.reason
-
-
-def test_observe_rejects_bad_samples() -> None:
-    controller = BatchSizeController()
-    for bs, delay, rollout in ((0, 1.0, 0.0), (5, -1.0, 0.0), (5, float("nan"), 0.0), (5, float("inf"), 0.0),
-                               (5, 1.0, 2.0), (5, 1.0, -0.1)):
-        with pytest.raises(ValueError):
-            controller.observe(bs, delay, rollout)
-
-
-def test_sample_window_keeps_the_latest() -> None:
-    controller = BatchSizeController(ControllerConfig(max_samples=3))
-    for bs in (5, 10, 20, 40):
-        controller.observe(bs, 1.0)
-    assert controller.samples == ((10, 1.0, 0.0), (20, 1.0, 0.0), (40, 1.0, 0.0))
-
-
-def test_a_controller_rebuilt_from_its_state_decides_the_same() -> None:
-    controller = BatchSizeController(ControllerConfig(fleet_agents=40))
-    run_sync_fleet(controller, start=40, rounds=4, agents=40)
-    restored = BatchSizeController.from_state(controller.state(), controller.config)
-    assert restored.state() == controller.state()
-    assert restored.decide() == controller.decide()
-
-
-@pytest.mark.parametrize(
-    "kwargs",
-    [{"tau": 0.0}, {"bs_min": 0}, {"bs_min": 10, "bs_max": 5}, {"candidates": ()}, {"hysteresis": 1.0},
-     {"min_r2": 2.0}, {"fleet_agents": 0}],
-)
-def test_config_validation(kwargs) -> None:
-    with pytest.raises(ValueError):
-        ControllerConfig(**kwargs)
-
-
-# ------------------------------------------------------------------------------ the paper's form, kept for reference
-
-
-@SETTINGS
-@given(alpha=exponents, tau=taus)
-def test_relative_plateau_is_the_paper_formula_normalised_at_its_own_size(alpha: float, tau: float) -> None:
-    bs = plateau_batch_size_relative(alpha, tau)
-    assert bs == pytest.approx(alpha / tau)
-    # the paper's formula with the delay normalised at bs* gives bs* back (a fixed point)
-    assert plateau_batch_size(1.0, alpha, tau, reference_batch_size=bs) == pytest.approx(bs, rel=1e-9)
-
-
-# ---------------------------------------------------------------------------------- what the user waits for
-
-
-def test_sample_delay_is_the_round_time_in_sync_mode_and_the_pipeline_delay_otherwise() -> None:
-    from combee_core.control.delay_model import clock_description, sample_delay, sample_rollout
-    from combee_core.models import BatchMetrics
-    from combee_core.settings import CombeeSettings
-
-    metrics = BatchMetrics(playbook_id="p", batch_id=1, version=2, batch_size=50, k=7, delay_s=9.0,
-                           llm_critical_path_s=12.0, llm_calls=8, round_s=70.0)
-    first = metrics.model_copy(update={"round_s": None})
-
-    def settings(**overrides) -> CombeeSettings:
-        return CombeeSettings.load(env={}, **overrides)
-
-    sync_modelled = settings(fleet_mode="sync", controller_clock="modelled", fleet_agents=40)
-    assert sample_delay(sync_modelled, metrics) == pytest.approx(2 * 38.0 + 12.0)  # two waves of 40 agents
-    assert sample_rollout(sync_modelled, metrics, 88.0) == pytest.approx(2 * 38.0)
-    assert sample_delay(settings(fleet_mode="sync", controller_clock="modelled"), metrics) == pytest.approx(50.0)
-    sync_wall = settings(fleet_mode="sync", controller_clock="wall")
-    assert sample_delay(sync_wall, metrics) == 70.0
-    assert sample_rollout(sync_wall, metrics, 70.0) == 61.0  # the round less the pipeline's delay
-    assert sample_delay(sync_wall, first) is None
-    assert sample_delay(settings(fleet_mode="async", controller_clock="modelled"), metrics) == 12.0
-    assert sample_delay(settings(fleet_mode="async", controller_clock="wall"), metrics) == 9.0
-    assert sample_rollout(settings(fleet_mode="async"), metrics, 9.0) == 0.0
-    assert "round time" in clock_description(sync_modelled) and "40 agents" in clock_description(sync_modelled)
-    assert "pipeline" in clock_description(settings())
-
-
-def test_without_a_usable_pipeline_fit_the_known_rollouts_decide() -> None:
-    # 40 agents; the rounds' pipeline falls over time (early batches write more), not with the size: profiled from
-    # the top, the per-trace pipeline seems to rise with the batch size and the fit is poor
-    controller = BatchSizeController(ControllerConfig(fleet_agents=40))
-    for bs, pipeline in ((100, 30.0), (80, 4.0), (40, 6.0)):
-        rollout = rollout_waves(bs, 40) * TASK_S
-        controller.observe(bs, rollout + pipeline, rollout)
-        decision = controller.decide()
-    assert decision.phase == "fitted" and decision.fit is not None and decision.fit.r2 < 0.5
-    assert "pipeline taken as its mean per round" in decision.reason
-    # two full waves cost least per trace once the pipeline does not depend on the size
-    assert decision.best == 80 and decision.batch_size in (79, 80)
-    # without rollouts nothing is known: a poor fit keeps the current size
-    blind = BatchSizeController.from_state(
-        ControllerState(((100, 30.0, 0.0), (80, 4.0, 0.0), (40, 6.0, 0.0)), 40, profiled=True))
-    assert blind.decide().batch_size == 40

@@ -21,7 +21,7 @@ from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested, merge_without_conflict
 from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
-from tests.unit.test_playbook import contents
+from tests.unit.playbook_support import contents
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
