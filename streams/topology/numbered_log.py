@@ -70,16 +70,17 @@ class NumberedLog(Generic[M]):
     """One stage's view of one numbered state topic (see the module's docstring).
 
     ``take(value, offset)`` is called for every record that counts; ``accept(value)`` replaces the contiguous gate
-    (it says whether the record counts, and takes it; ``gate``: the gate it counts with, which a checkpoint saves and
-    loads); ``guarded``: foreign and lost writes for a playbook this stage owns mark its partition stale
-    (``on_foreign(playbook_id)`` is told first); ``checkpointed``: the gate and resume points are checkpointed
-    (``state.points`` / ``state.latest`` say what a restart needs).
+    (it says whether the record counts, and takes it) and comes with ``gate``, the gate it counts with, which a
+    checkpoint saves and loads and which says why a write was lost; ``guarded``: foreign and lost writes for a
+    playbook this stage owns mark its partition stale (``on_foreign(playbook_id)`` is told first); ``checkpointed``:
+    the gate and resume points are checkpointed (``state.points`` / ``state.latest`` say what a restart needs).
     """
 
     def __init__(self, stage: Stage, topic: Topic, take: Callable[[M, int], None] | None = None, *,
                  accept: Callable[[M], bool] | None = None, gate: ContiguousNumbers[str] | None = None,
                  guarded: bool = False, checkpointed: bool = False, on_foreign: Callable[[str], None] | None = None,
                  on_lost: Callable[[str], None] | None = None) -> None:
+        assert (accept is None) == (gate is None), "a log with its own rule names the gate that rule counts with"
         self.stage = stage
         self.topic = topic
         self.numbering = NUMBERED[topic]
@@ -133,11 +134,6 @@ class NumberedLog(Generic[M]):
             told(playbook_id)
         self.stage.mark_stale(self.stage.owner_partition(playbook_id), expected=expected)
 
-    def _why_lost(self, playbook_id: str, number: int) -> str:
-        if self._accept is not None:  # its own rule, not the contiguous gate, decided
-            return "another record took the number first, or it was out of order"
-        return self.gate.why_void(playbook_id, number)
-
     async def write(self, publish: Publish) -> bool:
         """Write a numbered record; True when it is the first of its number (it counts), else False (counted, logged,
         and for a guarded log the playbook's partition is rebuilt from the logs)."""
@@ -145,7 +141,7 @@ class NumberedLog(Generic[M]):
         if await self.view.write(publish.number, publish.value.to_json_bytes()):
             return True
         self.stage.ctx.count(self.numbering.lost)
-        log.warning("%s: %s; %s", self.numbering.label(*publish.number), self._why_lost(*publish.number),
+        log.warning("%s: %s; %s", self.numbering.label(*publish.number), self.gate.why_void(*publish.number),
                     "rebuilding from the log" if self._guarded else "deciding again")
         if self._guarded:
             self._stale(publish.number[0], lost=True)

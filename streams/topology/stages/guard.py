@@ -37,7 +37,8 @@ class GuardStage(Stage):
         settings = ctx.settings
         self.guard = Guard(GuardRule(alpha=settings.guard_alpha, tau=settings.guard_tau,
                                      min_traces=settings.guard_min_traces, metric=settings.guard_metric))
-        self.decisions = NumberedLog[PromotionDecision](self, Topic.PROMOTED, accept=self.guard.apply_decision)
+        self.decisions = NumberedLog[PromotionDecision](self, Topic.PROMOTED, accept=self.guard.apply_decision,
+                                                        gate=self.guard.ledger.gate)
         self._versions = model_view(self, Topic.PLAYBOOK, PlaybookVersion, self.guard.apply_version)
 
     async def prepare(self) -> None:

@@ -44,7 +44,8 @@ class ReducerStage(Stage):
         self.versions = NumberedLog[PlaybookVersion](self, Topic.PLAYBOOK, self._take_version, guarded=True,
                                                      checkpointed=True)
         self.batches = NumberedLog[BatchManifest](self, Topic.BATCHES, self._take_manifest, checkpointed=True)
-        self.decisions = NumberedLog[PromotionDecision](self, Topic.PROMOTED, accept=self._take_decision)
+        self.decisions = NumberedLog[PromotionDecision](self, Topic.PROMOTED, accept=self._take_decision,
+                                                        gate=self.logs.ledger.gate)
 
     async def prepare(self) -> None:
         for numbered in (self.versions, self.batches, self.decisions):  # promoted: with promotion off, rollbacks
