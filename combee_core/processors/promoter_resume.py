@@ -30,20 +30,22 @@ the newest candidate decided on (``PromotionLedger.last_decided``; the one in ca
   ``streams.topology.live_traces``; the guard, which shares that reader, still reads from the beginning).
 
 A floor only rises while the promoter decides (decisions go in version order, the served version moves to newer
-candidates), so what a checkpoint skips stays unneeded. Two things can reach below it, and then a restarted process
+candidates), so what a checkpoint skips stays unneeded. Three things can reach below it, and then a restarted process
 does not decide as one that read everything would:
 
 - an operator's ``combee rollback`` (or ``combee promote``) to a version older than ``F`` at the checkpoint: that
   version's held-out results are requested again (a re-evaluation), the improvement cost of the next promotion counts
   only the candidates read, and ``decision_on`` of that version is unknown (a candidate built on a formerly rejected
   version is then evaluated instead of rejected unevaluated);
+- an operator's ``combee promote`` of a candidate decided (rejected or held) before the checkpoint, newer than
+  ``F``: its results were droppable, so they are requested again (a re-evaluation; nothing else differs);
 - a candidate whose content repeats one decided before the checkpoint (e.g. an empty batch on a version that was
   rejected): its results are requested again.
 
 A re-evaluation never changes a decision already written: decisions are first-of-id-wins, so a second record of an
 id is void, and the promoter's write of a taken id loses and it decides again from the ledger. It can change the
 *next* decision's scores when the evaluator is not deterministic (an LLM judge; the simulator is): that decision then
-rests on the new result where a replay from offset 0 takes the first on the log (``compare_decisions``). Both cases
+rests on the new result where a replay from offset 0 takes the first on the log (``compare_decisions``). These cases
 need an operator action or a repeated content after a restart; a run without a restart is unchanged.
 """
 
