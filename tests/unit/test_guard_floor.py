@@ -76,7 +76,7 @@ def live(run: Run, checkpoint: int, stop: int, rule: GuardRule, raise_floor: int
         if step == checkpoint:
             floor = guard.floor(PB)
             read = [(offset, PB, v) for offset, (v, _) in enumerate(traces)]
-            resume = traces_resume(read, lambda _: floor + raise_floor, len(traces))
+            resume = traces_resume(read, {PB: floor + raise_floor}.__getitem__, len(traces))
         if event is None:
             break
         if event[0] == "trace":
