@@ -129,8 +129,9 @@ class Guard:
 
     def floor(self, playbook_id: str) -> int:
         """The lowest version whose traces the guard can still need: the oldest version it keeps (:meth:`kept`,
-        version 0 included while kept), else the next one. A restart reads each ``traces`` partition from its first
-        trace of a version at or above its playbook's floor (``streams.topology.live_traces``).
+        version 0 included while kept) or the served one, else the next one. A restart reads each ``traces``
+        partition from its first trace of a version at or above its playbook's floor
+        (``streams.topology.live_traces``).
 
         Why that decides as a guard that read everything: a test compares a watched version with its parent, and a
         watched version's parent is kept (:meth:`watched`), so both are at or above the floor; their samples are read
@@ -138,17 +139,22 @@ class Guard:
         the same trace, and the first crossing (an alarm pending at the checkpoint included: its version and parent
         are such a pair) is the same trace with the same statistics. A trace below the floor that is read again (it
         follows the first trace of a version at the floor) adds to a version that is not watched and is no watched
-        version's parent, so it moves no test. Versions seen later are newer than every one seen, so above the floor.
+        version's parent, so it moves no test. Versions seen later are newer than every one seen, so above the floor;
+        and the floor only rises (a version dropped is never kept again).
 
-        Why not lower and not higher: the floor only rises (versions are dropped, never kept again). A version
-        that is kept can become a watched version's parent after the checkpoint: an operator's ``combee promote`` or
-        ``rollback`` serves it, the next version is built on it and is judged against it from its first trace on;
-        so it is every kept version, not only the watched ones and their parents (those are fewer only while no
-        decision lets an older version be served, and the saving is at most ``KEEP_VERSIONS`` versions' traces). A
-        guard that starts applies ``playbook`` before ``promoted``, so it keeps no more than the window of newest
-        versions below this process's newest (never the served one's exemption): what it keeps is above this
-        floor."""
+        Why every kept version, not only the watched ones and their parents: a kept version can become a parent
+        after the checkpoint (an operator's ``combee promote`` or ``rollback`` serves it, the next version is built
+        on it and judged against it from its first trace on). The saving would be at most ``KEEP_VERSIONS``
+        versions' traces. The served version counts too: a guard that starts keeps it if it reads the decision
+        before the version ``KEEP_VERSIONS`` newer, whatever this one dropped.
+
+        Not covered: an operator serving, after the checkpoint, a version this guard no longer kept. A guard that
+        starts then keeps it or not depending on the order in which its views of ``playbook`` and ``promoted`` are
+        read (so does one reading from the beginning), and may judge the next version against a sample it did not
+        read whole."""
         kept = list(self.versions.get(playbook_id, {})) + ([0] if self.kept(playbook_id, 0) else [])
+        if playbook_id in self.ledger.latest:
+            kept.append(self.ledger.served_version(playbook_id))
         return min(kept, default=self.newest(playbook_id) + 1)
 
     def _test(self, playbook_id: str, version: int) -> None:

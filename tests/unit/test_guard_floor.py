@@ -217,3 +217,16 @@ def test_a_served_version_stays_kept_and_holds_the_floor():
             guard.apply_version(version(n, served if n == 3 * KEEP_VERSIONS - 1 else n - 1))
         assert guard.floor(PB) == served and guard.kept(PB, served)
         assert guard.watched(PB, 3 * KEEP_VERSIONS - 1), "built on the served version after the decision"
+
+
+def test_a_version_served_after_it_was_dropped_holds_the_floor():
+    """An operator serves v3 once v100 exists: this guard dropped it, but one that starts may read the decision
+    before v67 and keep it, so its traces are kept too."""
+    guard = Guard(GuardRule())
+    for n in range(1, 101):
+        guard.apply_version(version(n, n - 1))
+    assert guard.floor(PB) == 100 - KEEP_VERSIONS + 1 and not guard.kept(PB, 3)
+    guard.versions[PB][3] = version(3, 2)  # the operator's command reads v3 from the log
+    decision = operator(guard, "operator-promote", 3)
+    del guard.versions[PB][3]
+    assert guard.apply_decision(decision) and guard.floor(PB) == 3
