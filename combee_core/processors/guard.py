@@ -140,18 +140,18 @@ class Guard:
         are such a pair) is the same trace with the same statistics. A trace below the floor that is read again (it
         follows the first trace of a version at the floor) adds to a version that is not watched and is no watched
         version's parent, so it moves no test. Versions seen later are newer than every one seen, so above the floor;
-        and the floor only rises (a version dropped is never kept again).
+        and the floor only rises (a version dropped is never kept again), but for the case below.
 
         Why every kept version, not only the watched ones and their parents: a kept version can become a parent
         after the checkpoint (an operator's ``combee promote`` or ``rollback`` serves it, the next version is built
         on it and judged against it from its first trace on). The saving would be at most ``KEEP_VERSIONS``
-        versions' traces. The served version counts too: a guard that starts keeps it if it reads the decision
-        before the version ``KEEP_VERSIONS`` newer, whatever this one dropped.
+        versions' traces.
 
-        Not covered: an operator serving, after the checkpoint, a version this guard no longer kept. A guard that
-        starts then keeps it or not depending on the order in which its views of ``playbook`` and ``promoted`` are
-        read (so does one reading from the beginning), and may judge the next version against a sample it did not
-        read whole."""
+        Not covered: an operator serving a version this guard no longer kept. A guard that starts then keeps it or
+        not depending on the order in which its views of ``playbook`` and ``promoted`` are read (so does one reading
+        from the beginning), and may judge the next version against a sample it did not read whole. The served
+        version counts in the floor for that case (the floor then falls to it), which keeps its traces read since
+        the decision, not the ones before the checkpoints already written."""
         kept = list(self.versions.get(playbook_id, {})) + ([0] if self.kept(playbook_id, 0) else [])
         if playbook_id in self.ledger.latest:
             kept.append(self.ledger.served_version(playbook_id))

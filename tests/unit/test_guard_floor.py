@@ -221,7 +221,7 @@ def test_a_served_version_stays_kept_and_holds_the_floor():
 
 def test_a_version_served_after_it_was_dropped_holds_the_floor():
     """An operator serves v3 once v100 exists: this guard dropped it, but one that starts may read the decision
-    before v67 and keep it, so its traces are kept too."""
+    before v67 and keep it, so the floor falls to it (its traces from then on are read again)."""
     guard = Guard(GuardRule())
     for n in range(1, 101):
         guard.apply_version(version(n, n - 1))
