@@ -198,7 +198,7 @@ PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
                     runs_when=WITH_PROMOTION)
 EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
                      runs_when=WITH_PROMOTION)
-GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED, Topic.DLQ),
+GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED, Topic.DLQ, Topic.CHECKPOINTS),
                   reads=(Topic.PROMOTED, Topic.PLAYBOOK, Topic.TRACES),
                   runs_when=RunsWhen(on=("guard",), off=("promotion",),
                                      said="only without --promotion, unless COMBEE_GUARD=0"))

@@ -6,7 +6,8 @@ with the test's statistics; then nothing more is judged until an operator's ``co
 Watched: with no decision on ``promoted``, every version; after one, the versions built after it on a clean version
 (``combee_core.promote.guard.clean``), and none while the playbook is paused. A trace naming a version the guard has not
 seen yet waits (with every later trace of its playbook) until the version is seen, so that a verdict is a function of
-the logs; one naming a version that does not exist is dropped and counted (:meth:`Guard.drop_unknown`).
+the logs; one naming a version that does not exist is dropped and counted (:meth:`Guard.drop_unknown`). Only the
+traces of the versions from :meth:`Guard.floor` on can still move a verdict: a restart reads ``traces`` from there.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Guard:
         self.pending: dict[str, deque[tuple[int, float]]] = {}
         self.alarm: dict[str, Alarm] = {}
         self._gate = ContiguousNumbers[str](start=1)
+        self._zero_dropped: set[str] = set()
+        """Playbooks whose version 0 is no longer kept (it is on no log: :meth:`kept`)."""
 
     # ------------------------------------------------------------------------------------------ the logs
 
@@ -62,6 +65,16 @@ class Guard:
         served = self.ledger.served_version(playbook_id)
         for old in [v for v in kept if v <= number - KEEP_VERSIONS and v != served]:
             del kept[old]
+        if number >= KEEP_VERSIONS and not (playbook_id in self.ledger.latest and served == 0):
+            self._zero_dropped.add(playbook_id)
+
+    def kept(self, playbook_id: str, version: int) -> bool:
+        """Whether ``version`` is still kept, so that a version built on it can be judged: one of the newest
+        :data:`KEEP_VERSIONS` or the one served when a newer one came. Version 0 (empty, on no log) by the same rule:
+        once version ``KEEP_VERSIONS`` exists, unless a decision serves it then."""
+        if version == 0:
+            return playbook_id not in self._zero_dropped
+        return version in self.versions.get(playbook_id, {})
 
     def apply_decision(self, decision: PromotionDecision) -> bool:
         """A record of ``promoted``; True when it counts. A decision that counts ends the alarm it answers (or
@@ -107,12 +120,42 @@ class Guard:
     def watched(self, playbook_id: str, version: int) -> bool:
         decision = self.ledger.latest.get(playbook_id)
         parent = self.parents.get(playbook_id, {}).get(version)
-        if version < 1 or parent is None or (parent and parent not in self.versions.get(playbook_id, {})):
+        if version < 1 or parent is None or not self.kept(playbook_id, parent):
             return False  # version 0, one not seen, or one whose parent is no longer kept (too old to judge)
         if decision is None:
             return True
         return (not decision.paused and version > self.ledger.named.get(playbook_id, 0)
                 and clean(version, self.ledger, playbook_id, self.parents.get(playbook_id, {})))
+
+    def floor(self, playbook_id: str) -> int:
+        """The lowest version whose traces the guard can still need: the oldest version it keeps (:meth:`kept`,
+        version 0 included while kept) or the served one, else the next one. A restart reads each ``traces``
+        partition from its first trace of a version at or above its playbook's floor
+        (``streams.topology.live_traces``).
+
+        Why that decides as a guard that read everything: a test compares a watched version with its parent, and a
+        watched version's parent is kept (:meth:`watched`), so both are at or above the floor; their samples are read
+        again from their first trace, in the same order, so every test of a watched pair sees the same samples after
+        the same trace, and the first crossing (an alarm pending at the checkpoint included: its version and parent
+        are such a pair) is the same trace with the same statistics. A trace below the floor that is read again (it
+        follows the first trace of a version at the floor) adds to a version that is not watched and is no watched
+        version's parent, so it moves no test. Versions seen later are newer than every one seen, so above the floor;
+        and the floor only rises (a version dropped is never kept again), but for the case below.
+
+        Why every kept version, not only the watched ones and their parents: a kept version can become a parent
+        after the checkpoint (an operator's ``combee promote`` or ``rollback`` serves it, the next version is built
+        on it and judged against it from its first trace on). The saving would be at most ``KEEP_VERSIONS``
+        versions' traces.
+
+        Not covered: an operator serving a version this guard no longer kept. A guard that starts then keeps it or
+        not depending on the order in which its views of ``playbook`` and ``promoted`` are read (so does one reading
+        from the beginning), and may judge the next version against a sample it did not read whole. The served
+        version counts in the floor for that case (the floor then falls to it), which keeps its traces read since
+        the decision, not the ones before the checkpoints already written."""
+        kept = list(self.versions.get(playbook_id, {})) + ([0] if self.kept(playbook_id, 0) else [])
+        if playbook_id in self.ledger.latest:
+            kept.append(self.ledger.served_version(playbook_id))
+        return min(kept, default=self.newest(playbook_id) + 1)
 
     def _test(self, playbook_id: str, version: int) -> None:
         """Test the watched versions this trace's version concerns: itself against its parent, its children

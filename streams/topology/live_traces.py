@@ -1,8 +1,9 @@
 """Every trace's playbook, version and outcome, read from every partition of ``traces`` outside any group (the
 promoter's canary scores, the guard's samples): every replica keeps them, so a new owner decides at once on the same
-log. The guard reads them from the beginning; the promoter from its checkpoints (``<stage>/traces/<partition>``,
-every ``view_checkpoint_every`` traces): per partition, its first trace a canary verdict can still count
-(``combee_core.processors.promoter_resume.traces_resume``)."""
+log. Both read them from their checkpoints (``<stage>/traces/<partition>``, every ``view_checkpoint_every`` traces):
+per partition, its first trace of a version at or above its playbook's floor (``traces_resume``): the promoter's
+the first a canary verdict can still count (``combee_core.processors.promoter_resume.canary_floor``), the guard's
+the oldest version it keeps (``combee_core.processors.guard.Guard.floor``)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,10 @@
 (``combee_core.processors.guard``), writing the rollback on ``promoted`` (by ``guard``, paused until
 ``combee promote``); followers and the reducer honour that pointer.
 
-It reads every partition of ``traces`` from the beginning outside any group (the success or score of each trace and
-the version it names), and ``playbook`` and ``promoted`` as views. It consumes ``promoted`` in its group only to own
+It reads every partition of ``traces`` outside any group (the success or score of each trace and the version it
+names) from its checkpoints (``guard/traces/<partition>`` on ``checkpoints``): per partition, its first trace of a
+version at or above the playbook's ``Guard.floor``, the oldest version the guard keeps; and ``playbook`` and
+``promoted`` as views, from the beginning. It consumes ``promoted`` in its group only to own
 the playbooks (one partition: one guard decides at a time); every replica keeps the samples, so a new owner decides
 at once on the same log.
 """
@@ -44,7 +46,8 @@ class GuardStage(Stage):
     async def prepare(self) -> None:
         for view in (self._versions, self.decisions):
             await view.start()
-        await LiveTraces(self, self.guard.rule.metric, self._observe).start()
+        self.traces = LiveTraces(self, self.guard.rule.metric, self._observe, floor=self.guard.floor)
+        await self.traces.start()
 
     def _observe(self, playbook_id: str, version: int, value: float | None) -> None:
         """One trace's metric; a trace without it does not count."""
