@@ -16,7 +16,7 @@ from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ensure_topics
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,7 +26,7 @@ MIB = 1024 * 1024
 async def test_poison_records_become_bounded_dead_letters_and_later_traces_still_become_versions(
     kafka, unique_prefix
 ):
-    settings = run_settings(unique_prefix, batch_size=10)
+    settings = run_settings(unique_prefix, batch_size=10, max_wait_s=SIZE_CLOSES_S)  # 2 batches, closed by size
     *traces, spare = make_traces(21, seed=3)
     typed_wrong = {**orjson.loads(spare.to_json_bytes()), "success": "yes"}
     poison = [
@@ -68,7 +68,7 @@ async def test_bad_records_in_state_topics_and_on_stage_inputs_are_dead_letters_
 ):
     """Every stage decodes its input and its state through one guard: a record it cannot read, on an input topic or
     in a state or checkpoint topic read at start, is a dead letter with its reason, and nothing stops."""
-    settings = run_settings(unique_prefix, batch_size=10)
+    settings = run_settings(unique_prefix, batch_size=10, max_wait_s=SIZE_CLOSES_S)  # 2 batches, closed by size
     traces = make_traces(20, seed=4)
     await ensure_topics(settings, kafka.bootstrap)
     bad = {

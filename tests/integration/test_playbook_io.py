@@ -15,7 +15,7 @@ from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.test_cli import _combee
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration]
 
@@ -43,7 +43,7 @@ async def test_ace_import_export_round_trip_and_the_pipeline_builds_on_the_seed(
     assert code == 0 and "## COMMON MISTAKES TO AVOID" in out and "- **cal-00002** (helpful 8, harmful 0)" in out
 
     # the pipeline takes the seed as version 1: the next batch is batch 1 and becomes version 2 on top of it
-    settings = run_settings(unique_prefix, batch_size=10)
+    settings = run_settings(unique_prefix, batch_size=10, max_wait_s=SIZE_CLOSES_S)  # one batch of 10, closed by size
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         traces = make_traces(10, "fin", seed=5)
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)

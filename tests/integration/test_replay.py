@@ -14,7 +14,7 @@ from streams.cli import build_parser
 from streams.runs.replay import ReplayOptions, export_run, replay_archive, replay_from_topics
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -30,7 +30,7 @@ async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, u
     # Aggregator calls of 14 copies (fan-in 32) on the simulator's capacity of 12: what they keep depends on the seed,
     # so the replay under another seed (part 3) makes other versions. At the default fan-in (6) no call is over the
     # capacity, nothing is dropped at random, and another seed reproduces the same versions.
-    settings = run_settings(unique_prefix, max_fan_in=32)
+    settings = run_settings(unique_prefix, max_fan_in=32, max_wait_s=SIZE_CLOSES_S)  # 5 batches of 40, closed by size
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
         original = await run.wait_for(lambda vs: len(vs) >= 5, timeout_s=120, what="5 versions")

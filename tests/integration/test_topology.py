@@ -95,7 +95,8 @@ async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_co
 
 async def test_fan_in_bound_forces_more_subgroups_and_a_multi_level_reduce(kafka, unique_prefix):
     # every group through the reducer call (the deterministic merge would skip the calls of non-conflicting groups)
-    settings = run_settings(unique_prefix, max_fan_in=4, batch_size=20, deterministic_merge=False)
+    settings = run_settings(unique_prefix, max_fan_in=4, batch_size=20, deterministic_merge=False,
+                            max_wait_s=SIZE_CLOSES_S)  # one batch of 20, closed by size
     traces = make_traces(20, seed=3)
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
@@ -137,7 +138,7 @@ async def test_two_interleaved_playbooks_get_independent_contiguous_versions(kaf
 async def test_bad_messages_become_one_dead_letter_each_and_valid_traces_around_them_are_learned(
     kafka, unique_prefix
 ):
-    settings = run_settings(unique_prefix, batch_size=10)
+    settings = run_settings(unique_prefix, batch_size=10, max_wait_s=SIZE_CLOSES_S)  # 2 batches, closed by size
     traces = make_traces(20, seed=5)
     wrong_types = orjson.loads(traces[0].to_json_bytes())
     wrong_types.update(trace_id="wrong-types", playbook_version="three", steps="none")
