@@ -80,7 +80,9 @@ async def test_an_import_while_workers_own_the_playbook_is_rebuilt_from_without_
     assert caplog.text.count("after a `combee playbook import`") >= 2, caplog.text
     assert "batch fin/1 was written by `combee playbook import`" in caplog.text
     assert "fin v2 was written by `combee playbook import`" in caplog.text
-    faults = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("streams")]
+    # the broker's liveness watchdog may warn of a pause of the loaded broker: not the import's doing
+    faults = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING and r.name.startswith("streams")
+              and r.name != "streams.broker.watchdog"]
     assert not faults, faults
 
 
