@@ -21,7 +21,7 @@ from combee_core.models import PlaybookVersion
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.worker import ALL_STAGES
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,7 +55,7 @@ def _traces_file(directory: Path, playbook_id: str) -> tuple[Path, list[str]]:
 
 
 async def _check_example(kafka, prefix: str, tmp_path: Path, producer: list[str], subscriber: list[str]) -> None:
-    settings = run_settings(prefix, batch_size=10, max_wait_s=2.0)
+    settings = run_settings(prefix, batch_size=10, max_wait_s=SIZE_CLOSES_S)  # batches of 10, closed by size
     common = ["--bootstrap", kafka.bootstrap, "--prefix", prefix]
     path, file_ids = _traces_file(tmp_path, "pb-file")
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
