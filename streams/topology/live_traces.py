@@ -19,7 +19,7 @@ from combee_core.processors.promoter_resume import traces_resume
 from combee_core.promote.promotion import LiveScore
 from combee_core.topology import Topic
 from streams.topology.runtime import Stage
-from streams.topology.topic_reader import TopicReader, read_topic
+from streams.topology.topic_reader import TopicReader
 
 log = logging.getLogger(__name__)
 
@@ -68,22 +68,14 @@ class LiveTraces:
         topic = ctx.settings.topic(Topic.TRACES)
         self._reader = await TopicReader(ctx.bootstrap, ctx.profile, what=f"{self._stage.name}'s trace reader").start()
         partitions = await self._reader.partitions(topic, refresh=True) or [TopicPartition(topic, 0)]
-        self._next = await self._checkpoints() if self._floor is not None else {}
+        if self._floor is not None:
+            resumed = await self._stage.checkpoints.under(f"{self._stage.name}/traces/")
+            self._next = {int(partition): checkpoint.position for partition, checkpoint in resumed.items()}
         for partition, offset in self._next.items():
             log.info("%s/traces/%d: resumed from its checkpoint at offset %d", self._stage.name, partition, offset)
         await self._reader.assign({tp: self._next.get(tp.partition) for tp in partitions})
         self._stage.spawn(self._follow(), name=f"{self._stage.name}-live-traces", service=True)
         self._stage.views.append(self)
-
-    async def _checkpoints(self) -> dict[int, int]:
-        ctx, prefix = self._stage.ctx, f"{self._stage.name}/traces/"
-        positions: dict[int, int] = {}
-        for record in await read_topic(ctx.bootstrap, ctx.profile, ctx.settings.topic(Topic.CHECKPOINTS)):
-            checkpoint = self._stage.read_state(record, ViewCheckpoint)
-            if checkpoint is not None and checkpoint.view.startswith(prefix):
-                partition = int(checkpoint.view[len(prefix):])
-                positions[partition] = max(positions.get(partition, 0), checkpoint.position)
-        return positions
 
     async def _follow(self) -> None:
         assert self._reader is not None

@@ -22,7 +22,7 @@ from combee_core.log_order import ContiguousNumbers, ResumePoints
 from combee_core.models import CombeeModel, ViewCheckpoint, utc_now
 from combee_core.topology import Topic
 from streams.topology.runtime import Stage
-from streams.topology.topic_reader import TopicReader, read_topic
+from streams.topology.topic_reader import TopicReader
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class LogView:
         ctx = self._stage.ctx
         self._reader = await TopicReader(ctx.bootstrap, ctx.profile, what=f"the view {self.name}",
                                          fetch_max_wait_ms=VIEW_FETCH_WAIT_MS).start()
-        checkpoint = await self._latest_checkpoint() if self._state is not None else None
+        checkpoint = await self._stage.checkpoints.latest(self.name) if self._state is not None else None
         if checkpoint is None:
             await self._reader.assign([self._tp])
         else:
@@ -168,16 +168,6 @@ class LogView:
         checkpoint = ViewCheckpoint(view=self.name, position=resume, nexts=nexts, latest=latest, written_at=utc_now())
         await self._stage.ctx.send(Topic.CHECKPOINTS, self.name, checkpoint)
         self._checkpointed = self.position
-
-    async def _latest_checkpoint(self) -> ViewCheckpoint | None:
-        ctx = self._stage.ctx
-        latest = None
-        for record in await read_topic(ctx.bootstrap, ctx.profile, self._stage.settings.topic(Topic.CHECKPOINTS)):
-            checkpoint = self._stage.read_state(record, ViewCheckpoint)
-            if checkpoint is not None and checkpoint.view == self.name and (
-                    latest is None or checkpoint.position >= latest.position):
-                latest = checkpoint
-        return latest
 
     async def _fetch_at(self, offset: int) -> ConsumerRecord:
         """One record of the topic, before following starts."""

@@ -28,6 +28,7 @@ from streams.topology.kafka_clients import consumer_config, partition_for
 from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
 from streams.topology.stage_records import Delivery, RecordReading
+from streams.topology.start_checkpoints import StartCheckpoints
 
 __all__ = ["Stage", "StageFailed", "cancel_tasks"]
 
@@ -91,6 +92,8 @@ class Stage(RecordReading):
         """Partitions this member owns now: it handles, produces for and commits only these."""
         self.views: list = []
         """Live state-topic views (``streams.topology.log_view.LogView``), closed when the stage stops."""
+        self.checkpoints = StartCheckpoints(self)
+        """Where the views resume, read once at start."""
         self._to_rebuild: set[TopicPartition] = set()
         """Assigned by the group, state not rebuilt yet: paused until the main loop has rebuilt it."""
         self._releases = 0

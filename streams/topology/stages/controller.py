@@ -24,7 +24,7 @@ from combee_core.processors.controller import Controller, resume_offset
 from combee_core.topology import CONTROL, Topic
 from streams.topology.effects import perform
 from streams.topology.runtime import Stage
-from streams.topology.topic_reader import TopicTail, read_topic
+from streams.topology.topic_reader import TopicTail
 
 log = logging.getLogger(__name__)
 
@@ -46,15 +46,11 @@ class ControllerStage(Stage):
 
     async def _resume(self) -> None:
         """Start both tails at the latest checkpoints' positions (none: from the beginning)."""
-        tails = {f"{self.name}/{Topic.CONTROL}": self._control, f"{self.name}/{Topic.METRICS}": self._metrics}
-        positions: dict[str, int] = {}
-        for record in await read_topic(self.ctx.bootstrap, self.ctx.profile, self.settings.topic(Topic.CHECKPOINTS)):
-            checkpoint = self.read_state(record, ViewCheckpoint)
-            if checkpoint is not None and checkpoint.view in tails:
-                positions[checkpoint.view] = max(positions.get(checkpoint.view, 0), checkpoint.position)
-        for view, position in positions.items():
-            tails[view].next = {0: position}
-            log.info("%s: resumed from its checkpoint at offset %d", view, position)
+        for topic, tail in ((Topic.CONTROL, self._control), (Topic.METRICS, self._metrics)):
+            view = f"{self.name}/{topic}"
+            if (checkpoint := await self.checkpoints.latest(view)) is not None:
+                tail.next = {0: checkpoint.position}
+                log.info("%s: resumed from its checkpoint at offset %d", view, checkpoint.position)
         self._resumed = True
 
     async def _read_new(self) -> None:

@@ -46,8 +46,7 @@ class GuardStage(Stage):
     async def prepare(self) -> None:
         for view in (self._versions, self.decisions):
             await view.start()
-        self.traces = LiveTraces(self, self.guard.rule.metric, self._observe, floor=self.guard.floor)
-        await self.traces.start()
+        await LiveTraces(self, self.guard.rule.metric, self._observe, floor=self.guard.floor).start()
 
     def _observe(self, playbook_id: str, version: int, value: float | None) -> None:
         """One trace's metric; a trace without it does not count."""
