@@ -5,6 +5,8 @@ live traces. A decision is a numbered record on ``promoted`` (the first record o
 
 Its state is what the stage's views read from the logs (``apply_*``, in log order): the candidates (``playbook``),
 the ledger (``promoted``), the score cache (``eval-results``) and what each batch's reflections cost (``batches``).
+It keeps of them what its next decisions can still read (``combee_core.processors.promoter_memory``), unless made
+with ``keep_everything`` (a comparison in tests and benchmarks).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from sys import intern
 
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
@@ -25,6 +28,7 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.processors.effects import Count, Effect, Publish
+from combee_core.processors.promoter_memory import prune_below_floors, summarise_complete
 from combee_core.promote.improvement_cost import CandidateCost
 from combee_core.promote.promotion import (
     LiveScore,
@@ -53,7 +57,8 @@ class HeldOutSet:
 class Promoter:
     """Candidates, evaluation results and decisions in; evaluation requests and decisions out."""
 
-    def __init__(self, rule: PromotionRule, held_out: HeldOutSet, proposer: ProposerModels) -> None:
+    def __init__(self, rule: PromotionRule, held_out: HeldOutSet, proposer: ProposerModels, *,
+                 keep_everything: bool = False) -> None:
         self.rule = rule
         self.held_out = held_out
         self.proposer = proposer
@@ -69,6 +74,8 @@ class Promoter:
         self.digests: dict[str, dict[int, str]] = {}
         """Per playbook and version, its content's digest (what ``droppable`` tells results by)."""
         self._requested: set[tuple[str, str]] = set()
+        self.keep_everything = keep_everything
+        """Never prune what was read (``promoter_memory``): the same decisions and requests, memory growing."""
 
     # ------------------------------------------------------------------------------------------ the logs
 
@@ -76,7 +83,8 @@ class Promoter:
         """A record of ``playbook``; True when it counts (the first of its number)."""
         if not self.versions_gate.accept(version.playbook_id, version.version):
             return False
-        self.digests.setdefault(version.playbook_id, {})[version.version] = entries_digest(list(version.entries))
+        digest = intern(entries_digest(list(version.entries)))  # one string with its summary's key
+        self.digests.setdefault(version.playbook_id, {})[version.version] = digest
         self.costs.setdefault(version.playbook_id, {})[version.version] = (CandidateCost.of(version), version.batch_id)
         if version.version > self.ledger.last_decided(version.playbook_id):
             self.candidates.setdefault(version.playbook_id, {})[version.version] = version
@@ -90,7 +98,8 @@ class Promoter:
         return True
 
     def apply_result(self, result: EvalResult) -> None:
-        self.cache.add(result)
+        if self.cache.add(result) and not self.keep_everything:
+            summarise_complete(self, result.digest)
 
     def apply_decision(self, decision: PromotionDecision) -> bool:
         """A record of ``promoted``; True when it counts (the first of its decision id)."""
@@ -99,11 +108,17 @@ class Promoter:
             waiting = self.candidates.get(decision.playbook_id, {})
             for version in [v for v in waiting if v <= self.ledger.last_decided(decision.playbook_id)]:
                 del waiting[version]
+        if counts and not self.keep_everything:
+            prune_below_floors(self, decision.playbook_id)
         return counts
 
-    def forget_requests(self) -> None:
-        """Newly assigned: requests sent before may have been lost with the previous owner; send them again."""
-        self._requested.clear()
+    def forget_requests(self, digest: str | None = None) -> None:
+        """Newly assigned: requests sent before may have been lost with the previous owner; send them again. With a
+        ``digest``: only that content's (summarised: none of its results can be missing again)."""
+        if digest is None:
+            self._requested.clear()
+        else:
+            self._requested = {(p, d) for p, d in self._requested if d != digest}
 
     # ------------------------------------------------------------------------------------------ deciding
 
@@ -115,7 +130,7 @@ class Promoter:
     def _wanted(self, playbook_id: str, candidate_version: int) -> list[tuple[CandidateCost, int]]:
         served = self.ledger.served_version(playbook_id)
         costs = self.costs.get(playbook_id, {})
-        return [costs[v] for v in sorted(costs) if served < v <= candidate_version]
+        return [costs[v] for v in range(served + 1, candidate_version + 1) if v in costs]
 
     async def _costs(self, playbook_id: str, candidate_version: int, catch_up: CatchUp) -> list[CandidateCost]:
         """The candidates after the served version up to this one (rejected ones included), each with its batch's

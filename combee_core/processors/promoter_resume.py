@@ -42,6 +42,11 @@ does not decide as one that read everything would:
 - a candidate whose content repeats one decided before the checkpoint (e.g. an empty batch on a version that was
   rejected): its results are requested again.
 
+A live promoter drops what it no longer reads (``combee_core.processors.promoter_memory``) and then decides exactly
+as one that keeps everything, but in the first case: after an operator serves a version below the floors of its last
+decision, the next promotion's improvement cost counts only the candidates from that floor on, as a restarted
+promoter's does (its results, summarised, are not requested again, and ``decision_on`` is kept).
+
 A re-evaluation never changes a decision already written: decisions are first-of-id-wins, so a second record of an
 id is void, and the promoter's write of a taken id loses and it decides again from the ledger. It can change the
 *next* decision's scores when the evaluator is not deterministic (an LLM judge; the simulator is): that decision then
@@ -120,8 +125,10 @@ def needed_digests(promoter: Promoter) -> set[str]:
 def droppable_digests(promoter: Promoter) -> set[str]:
     """Contents known to be decided candidates' (or the empty version 0) and not needed (:func:`needed_digests`):
     their results can be skipped by a restart."""
-    decided = {d for playbook_id, digests in promoter.digests.items()
-               for v, d in digests.items() if v <= promoter.ledger.last_decided(playbook_id)}
+    decided = set()
+    for playbook_id, digests in promoter.digests.items():
+        last = promoter.ledger.last_decided(playbook_id)  # once per playbook: it is a max over its decisions
+        decided.update(d for v, d in digests.items() if v <= last)
     return (decided | {EMPTY}) - needed_digests(promoter)
 
 

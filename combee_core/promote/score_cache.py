@@ -1,0 +1,82 @@
+"""The promoter's cache of held-out results: the first result of each (content digest, task), and, once a content
+has a result for every task of the promoter's held-out set, only its score (:meth:`ScoreCache.summarise`)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from combee_core.models import EvalResult
+from combee_core.sim.tasks import Task
+
+Score = tuple[float | None, str, str]
+"""(mean score over the tasks, the first error, the evaluator models): what :meth:`ScoreCache.score` answers."""
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """The task ids a summary covers, in the order its mean was taken (one object per task set, shared)."""
+
+    order: tuple[str, ...]
+    members: frozenset[str]
+
+
+@dataclass
+class ScoreCache:
+    """Evaluation results by (entries digest, task): the same pair is evaluated once. A summarised content keeps
+    its score instead of its results: :meth:`missing`, :meth:`score` and :meth:`add` answer for it as they did
+    before (its first results are final: a later result of the same pair is a repeat)."""
+
+    results: dict[tuple[str, str], EvalResult] = field(default_factory=dict)
+    summaries: dict[str, tuple[TaskSet, Score]] = field(default_factory=dict)
+    _task_sets: dict[tuple[str, ...], TaskSet] = field(default_factory=dict, repr=False)
+
+    def add(self, result: EvalResult) -> bool:
+        """Keep the first result of each pair; False for a repeat."""
+        key = (result.digest, result.task_id)
+        if key in self.results or result.task_id in self._covered(result.digest):
+            return False
+        self.results[key] = result
+        return True
+
+    def missing(self, digest: str, tasks: Sequence[Task]) -> list[Task]:
+        covered = self._covered(digest)
+        return [task for task in tasks if task.task_id not in covered and (digest, task.task_id) not in self.results]
+
+    def score(self, digest: str, tasks: Sequence[Task]) -> Score:
+        """(mean score over ``tasks``, the first error, the evaluator model); the mean is None until every task has
+        a result, or when one failed."""
+        summary = self.summaries.get(digest)
+        if summary is not None:
+            task_set, score = summary
+            if task_set.order == tuple(task.task_id for task in tasks):
+                return score
+            if any(task.task_id in task_set.members for task in tasks):
+                raise ValueError(f"{digest[:16]}: its results are summarised over another task set")
+        results = [self.results.get((digest, task.task_id)) for task in tasks]
+        if any(result is None for result in results) or not results:
+            return None, "", ""
+        models = sorted({r.evaluator_model for r in results if r is not None})
+        failed = [r for r in results if r is not None and r.score is None]
+        if failed:
+            return None, f"task {failed[0].task_id}: {failed[0].error or 'no score'}", ", ".join(models)
+        scores = [r.score for r in results if r is not None and r.score is not None]
+        return sum(scores) / len(results), "", ", ".join(models)
+
+    def summarise(self, digest: str, tasks: Sequence[Task]) -> bool:
+        """Replace the content's results of ``tasks`` by its score over them, once it has one for each (True then).
+        A content is summarised over one task set (the promoter's held-out set); results of other tasks stay."""
+        if not tasks or digest in self.summaries or self.missing(digest, tasks):
+            return False
+        mean, error, models = self.score(digest, tasks)
+        order = tuple(task.task_id for task in tasks)
+        task_set = self._task_sets.setdefault(order, TaskSet(order, frozenset(order)))
+        for task_id in order:
+            del self.results[(digest, task_id)]
+        self.summaries[sys.intern(digest)] = (task_set, (mean, error, sys.intern(models)))
+        return True
+
+    def _covered(self, digest: str) -> frozenset[str]:
+        summary = self.summaries.get(digest)
+        return summary[0].members if summary is not None else frozenset()
