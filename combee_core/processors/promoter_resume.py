@@ -125,7 +125,7 @@ def needed_digests(promoter: Promoter) -> set[str]:
 def droppable_digests(promoter: Promoter) -> set[str]:
     """Contents known to be decided candidates' (or the empty version 0) and not needed (:func:`needed_digests`):
     their results can be skipped by a restart."""
-    decided = set()
+    decided: set[str] = set()
     for playbook_id, digests in promoter.digests.items():
         last = promoter.ledger.last_decided(playbook_id)  # once per playbook: it is a max over its decisions
         decided.update(d for v, d in digests.items() if v <= last)
