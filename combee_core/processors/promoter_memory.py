@@ -20,8 +20,11 @@ what it no longer reads: the rules, and why a run decides and requests exactly a
   unevaluated rejection of a candidate built on it keep ``F``), so a later decision's costs, the versions after
   ``F`` up to its candidate, are all at or above ``min(F, D) + 1``, and their batches at or above the batch floor
   (batch ids grow with versions). An operator's ``combee rollback`` / ``combee promote`` to a version below the
-  floor moves ``F`` below it: the next promotion's improvement cost then counts only the candidates from the floor
-  on, as a restarted promoter's does (``promoter_resume``'s docstring); the decision is otherwise the same.
+  floor moves ``F`` below it: the next promotion's improvement cost then counts only the candidates still kept (those
+  from the floor of the decision before on, and the newest read then), as a restarted promoter's counts only those
+  it read (``promoter_resume``'s docstring); the decision is otherwise the same (``decision_on`` is kept, the
+  version's results are summarised). A floor that would cover any version an operator can serve is 0: exactness
+  there would mean keeping every cost, and it is the one field of one decision.
 - **Kept whole**: the ledger (``promoted``: the decisions ``decision_on`` and ``last_decided`` look up), the
   candidates (already dropped once decided) and ``digests`` (one per version: what tells a decided content, for
   ``droppable_digests`` and the ``eval-results`` resume; an unknown digest would pin the resume offset).

@@ -43,9 +43,9 @@ does not decide as one that read everything would:
   rejected): its results are requested again.
 
 A live promoter drops what it no longer reads (``combee_core.processors.promoter_memory``) and then decides exactly
-as one that keeps everything, but in the first case: after an operator serves a version below the floors of its last
-decision, the next promotion's improvement cost counts only the candidates from that floor on, as a restarted
-promoter's does (its results, summarised, are not requested again, and ``decision_on`` is kept).
+as one that keeps everything, but in the first case: after an operator serves a version older than ``F``, the next
+promotion's improvement cost counts only the candidates it kept, as a restarted promoter's counts only those it read
+(that version's results, summarised, are not requested again, and ``decision_on`` is kept).
 
 A re-evaluation never changes a decision already written: decisions are first-of-id-wins, so a second record of an
 id is void, and the promoter's write of a taken id loses and it decides again from the ledger. It can change the
