@@ -34,12 +34,12 @@ from combee_core.promote.promotion import (
     LiveScore,
     PromotionLedger,
     PromotionRule,
-    ScoreCache,
     built_on_rejected,
     canary_verdict,
     decide,
     eval_requests,
 )
+from combee_core.promote.score_cache import SummarisedScoreCache
 from combee_core.sim.tasks import Task
 from combee_core.topology import Topic
 
@@ -63,7 +63,7 @@ class Promoter:
         self.held_out = held_out
         self.proposer = proposer
         self.ledger = PromotionLedger()
-        self.cache = ScoreCache()
+        self.cache = SummarisedScoreCache()
         self.candidates: dict[str, dict[int, PlaybookVersion]] = {}
         self.costs: dict[str, dict[int, tuple[CandidateCost, int]]] = {}
         """Per playbook and version: its own cost (aggregate and reduce calls) and its batch id."""

@@ -19,6 +19,7 @@ from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     EvalRequest,
+    EvalResult,
     PlaybookEntry,
     PlaybookVersion,
     PromotionDecision,
@@ -26,7 +27,6 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.promote.improvement_cost import CandidateCost, improvement_cost
-from combee_core.promote.score_cache import ScoreCache as ScoreCache  # re-exported: promotion's cache
 from combee_core.sim.tasks import Task
 
 PROMOTER = "promoter"
@@ -130,6 +130,37 @@ def load_ledger(decisions: Iterable[PromotionDecision]) -> PromotionLedger:
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
+
+
+@dataclass
+class ScoreCache:
+    """Evaluation results by (entries digest, task): the same pair is evaluated once."""
+
+    results: dict[tuple[str, str], EvalResult] = field(default_factory=dict)
+
+    def add(self, result: EvalResult) -> bool:
+        """Keep the first result of each pair; False for a repeat."""
+        key = (result.digest, result.task_id)
+        if key in self.results:
+            return False
+        self.results[key] = result
+        return True
+
+    def missing(self, digest: str, tasks: Sequence[Task]) -> list[Task]:
+        return [task for task in tasks if (digest, task.task_id) not in self.results]
+
+    def score(self, digest: str, tasks: Sequence[Task]) -> tuple[float | None, str, str]:
+        """(mean score over ``tasks``, the first error, the evaluator model); the mean is None until every task has
+        a result, or when one failed."""
+        results = [self.results.get((digest, task.task_id)) for task in tasks]
+        if any(result is None for result in results) or not results:
+            return None, "", ""
+        models = sorted({r.evaluator_model for r in results if r is not None})
+        failed = [r for r in results if r is not None and r.score is None]
+        if failed:
+            return None, f"task {failed[0].task_id}: {failed[0].error or 'no score'}", ", ".join(models)
+        scores = [r.score for r in results if r is not None and r.score is not None]
+        return sum(scores) / len(results), "", ", ".join(models)
 
 
 def eval_requests(playbook_id: str, version: int, entries: list[PlaybookEntry], task_set: str,

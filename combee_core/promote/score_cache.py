@@ -1,5 +1,6 @@
-"""The promoter's cache of held-out results: the first result of each (content digest, task), and, once a content
-has a result for every task of the promoter's held-out set, only its score (:meth:`ScoreCache.summarise`)."""
+"""The promoter's cache of held-out results: the first result of each (content digest, task) (``ScoreCache``), and,
+once a content has a result for every task of the promoter's held-out set, only its score
+(:meth:`SummarisedScoreCache.summarise`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from combee_core.models import EvalResult
+from combee_core.promote.promotion import ScoreCache
 from combee_core.sim.tasks import Task
 
 Score = tuple[float | None, str, str]
-"""(mean score over the tasks, the first error, the evaluator models): what :meth:`ScoreCache.score` answers."""
+"""(mean score over the tasks, the first error, the evaluator models): what ``ScoreCache.score`` answers."""
 
 
 @dataclass(frozen=True)
@@ -23,30 +25,25 @@ class TaskSet:
 
 
 @dataclass
-class ScoreCache:
-    """Evaluation results by (entries digest, task): the same pair is evaluated once. A summarised content keeps
-    its score instead of its results: :meth:`missing`, :meth:`score` and :meth:`add` answer for it as they did
-    before (its first results are final: a later result of the same pair is a repeat)."""
+class SummarisedScoreCache(ScoreCache):
+    """A :class:`ScoreCache` in which a content can be summarised (:meth:`summarise`): it then keeps its score
+    instead of its results, and :meth:`missing`, :meth:`score` and :meth:`add` answer for it as they did before (its
+    first results are final: a later result of the same pair is a repeat)."""
 
-    results: dict[tuple[str, str], EvalResult] = field(default_factory=dict)
     summaries: dict[str, tuple[TaskSet, Score]] = field(default_factory=dict)
     _task_sets: dict[tuple[str, ...], TaskSet] = field(default_factory=dict, repr=False)
 
     def add(self, result: EvalResult) -> bool:
         """Keep the first result of each pair; False for a repeat."""
-        key = (result.digest, result.task_id)
-        if key in self.results or result.task_id in self._covered(result.digest):
+        if result.task_id in self._covered(result.digest):
             return False
-        self.results[key] = result
-        return True
+        return super().add(result)
 
     def missing(self, digest: str, tasks: Sequence[Task]) -> list[Task]:
         covered = self._covered(digest)
-        return [task for task in tasks if task.task_id not in covered and (digest, task.task_id) not in self.results]
+        return [task for task in super().missing(digest, tasks) if task.task_id not in covered]
 
     def score(self, digest: str, tasks: Sequence[Task]) -> Score:
-        """(mean score over ``tasks``, the first error, the evaluator model); the mean is None until every task has
-        a result, or when one failed."""
         summary = self.summaries.get(digest)
         if summary is not None:
             task_set, score = summary
@@ -54,15 +51,7 @@ class ScoreCache:
                 return score
             if any(task.task_id in task_set.members for task in tasks):
                 raise ValueError(f"{digest[:16]}: its results are summarised over another task set")
-        results = [self.results.get((digest, task.task_id)) for task in tasks]
-        if any(result is None for result in results) or not results:
-            return None, "", ""
-        models = sorted({r.evaluator_model for r in results if r is not None})
-        failed = [r for r in results if r is not None and r.score is None]
-        if failed:
-            return None, f"task {failed[0].task_id}: {failed[0].error or 'no score'}", ", ".join(models)
-        scores = [r.score for r in results if r is not None and r.score is not None]
-        return sum(scores) / len(results), "", ", ".join(models)
+        return super().score(digest, tasks)
 
     def summarise(self, digest: str, tasks: Sequence[Task]) -> bool:
         """Replace the content's results of ``tasks`` by its score over them, once it has one for each (True then).

@@ -26,6 +26,7 @@ from combee_core.models import (
 )
 from combee_core.processors.effects import Effect, Publish
 from combee_core.processors.promoter import Promoter
+from combee_core.processors.promoter_resume import floors
 from combee_core.promote.promotion import PromotionRule, next_base, operator_decision
 from combee_core.topology import Topic
 from tests.unit.test_promoter_resume import HELD_OUT, NOW, ORDER, _apply, _nothing, _version
@@ -52,6 +53,7 @@ class Twins:
         self.live: dict[str, list[tuple[int, float | None]]] = {pb: [] for pb in PLAYBOOKS}
         self.effects: list[Effect] = []
         """Every effect of the keeping promoter's advances, in order (the pruning one's were the same)."""
+        self.operated = False
         self.summarised_repeats = 0
         """Candidates whose content was already summarised by the pruning promoter when they were read."""
 
@@ -109,6 +111,8 @@ class Twins:
         pruned = await self.pruned.advance(playbook_id, live, NOW, _nothing)
         whole = await self.whole.advance(playbook_id, live, NOW, _nothing)
         assert pruned == whole, (playbook_id, len(self.effects))
+        if not self.operated:  # the same resume points too (an operator's rollback below them moves the batch floor)
+            assert floors(self.pruned, playbook_id) == floors(self.whole, playbook_id)
         self.effects += whole
         for value in [e.value for e in whole if isinstance(e, Publish)]:
             if isinstance(value, EvalRequest):
@@ -158,6 +162,7 @@ class Twins:
     # ------------------------------------------------------------------------------------------ operators
 
     def operator(self, playbook_id: str, action: str, version: int) -> None:
+        self.operated = True
         served = None if version == 0 else next(v for v in self.logs[Topic.PLAYBOOK]
                                                 if (v.playbook_id, v.version) == (playbook_id, version))
         self.write(Topic.PROMOTED, operator_decision(self.whole.ledger, action, served, playbook_id=playbook_id,

@@ -9,7 +9,7 @@ import pytest
 from combee_core.models import EvalResult, PlaybookEntry, entries_digest
 from combee_core.processors.effects import Effect
 from combee_core.processors.promoter_resume import floors
-from combee_core.promote.score_cache import ScoreCache
+from combee_core.promote.score_cache import SummarisedScoreCache
 from combee_core.topology import Topic
 from tests.unit.promoter_twins import CANARY, NO_CANARY, PLAYBOOKS, Twins, decisions, requests
 from tests.unit.test_promoter_resume import HELD_OUT, NOW, _nothing
@@ -100,9 +100,9 @@ async def _decide(twins: Twins) -> None:
 
 
 def test_a_summarised_content_answers_as_its_results_did() -> None:
-    """``ScoreCache.summarise``: missing, score and add (a repeat) the same before and after; not before the
+    """``SummarisedScoreCache.summarise``: missing, score and add (a repeat) the same before and after; not before the
     content is complete; another task set over the summarised tasks is refused rather than answered wrongly."""
-    cache, tasks, d = ScoreCache(), HELD_OUT.tasks, "d" * 64
+    cache, tasks, d = SummarisedScoreCache(), HELD_OUT.tasks, "d" * 64
 
     def result(task_id: str, score: float | None) -> EvalResult:
         return EvalResult(request_id=task_id, playbook_id="pa", digest=d, task_id=task_id, score=score,
