@@ -41,17 +41,15 @@ if TYPE_CHECKING:
     from combee_core.processors.promoter import Promoter
 
 
-def summarise_complete(promoter: Promoter, digest: str) -> bool:
-    """Keep only the score of a content once every held-out task has its result (True then)."""
-    if not promoter.cache.summarise(digest, promoter.held_out.tasks):
-        return False
-    promoter.forget_requests(digest)
-    return True
+def summarise_complete(promoter: Promoter, digest: str) -> None:
+    """Keep only the score of a content once every held-out task has its result."""
+    if promoter.cache.summarise(digest, promoter.held_out.tasks):
+        promoter.forget_requests(digest)
 
 
-def prune_below_floors(promoter: Promoter, playbook_id: str) -> tuple[int, int]:
-    """Drop the playbook's costs and reflection usage below its floors; (costs, usages) dropped. Both are read in
-    number order (the gates accept contiguous numbers), so the dropped ones are at the front: amortised O(1)."""
+def prune_below_floors(promoter: Promoter, playbook_id: str) -> None:
+    """Drop the playbook's costs and reflection usage below its floors. Both are read in number order (the gates
+    accept contiguous numbers), so the dropped ones are at the front: amortised O(1)."""
     floor = floors(promoter, playbook_id)
     costs = promoter.costs.get(playbook_id, {})
     newest = next(reversed(costs), None)
@@ -62,4 +60,3 @@ def prune_below_floors(promoter: Promoter, playbook_id: str) -> tuple[int, int]:
     old_usage = list(takewhile(lambda batch_id: batch_id < floor.batch, usage))
     for batch_id in old_usage:
         del usage[batch_id]
-    return len(old_costs), len(old_usage)
