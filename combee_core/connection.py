@@ -170,6 +170,30 @@ class KafkaConnection(BaseModel):
         return self.security_protocol + (f" ({'; '.join(parts)})" if parts else "")
 
 
+class UnusedSecuritySettings(CombeeError, ValueError):
+    """Security settings were given for a connection that would not use them (one line: which, and what to do)."""
+
+
+def given_settings(connection: KafkaConnection) -> list[str]:
+    """The ``COMBEE_KAFKA_*`` names of the security settings ``connection`` sets (none: plain defaults)."""
+    defaults = KafkaConnection()
+    return [env_name(name) for name in KafkaConnection.model_fields
+            if getattr(connection, name) != getattr(defaults, name)]
+
+
+def refuse_unused(connection: KafkaConnection, broker: str) -> None:
+    """:class:`UnusedSecuritySettings` when ``connection`` sets anything while the broker used is ``broker``, one
+    that takes none of it (a local ``combee broker``, a throwaway embedded one: plaintext on loopback). A
+    SASL_SSL configuration is never dropped silently for a plaintext connection (as the Java client warns of
+    settings it was given and did not use, but refused: the user meant another broker)."""
+    given = given_settings(connection)
+    if given:
+        raise UnusedSecuritySettings(
+            f"{', '.join(given)} {'is' if len(given) == 1 else 'are'} set but no bootstrap is, and {broker} is "
+            "plaintext and would not use them: set COMBEE_KAFKA_BOOTSTRAP (or --bootstrap) to the broker they are "
+            "for, or unset them to use this one")
+
+
 class BrokerSettings(BaseModel):
     """Where the broker is and how every client reaches it: the connection part of
     :class:`combee_core.settings.CombeeSettings` (which extends it with the pipeline's settings), each field set from

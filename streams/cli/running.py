@@ -11,7 +11,7 @@ import sys
 from collections.abc import AsyncIterator, Awaitable
 from typing import TypeVar
 
-from combee_core.connection import PLAINTEXT
+from combee_core.connection import PLAINTEXT, refuse_unused
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.broker.state import BrokerRecord
@@ -62,6 +62,7 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False,
         record = read_record()
         if record is None:
             raise NoBrokerFound(no_broker_help(offer_embedded=offer_embedded, gone=gone))
+        refuse_unused(settings.kafka, f"the local `combee broker` at {record.bootstrap}")
         bootstrap = record.bootstrap
         print(f"Using the broker at {bootstrap} (`combee broker`, pid {record.pid}, storage {record.storage}).",
               file=sys.stderr)
@@ -69,6 +70,7 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False,
         await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s, connection=connection)
         yield bootstrap, await profile_for(bootstrap, settings.broker_kind, connection)
         return
+    refuse_unused(settings.kafka, "the throwaway embedded broker (--embedded)")
     broker = EmbeddedBroker()
     await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
     print(f"Started a throwaway embedded broker (Tansu) at {broker.bootstrap}. Its data lives in memory only, for as "

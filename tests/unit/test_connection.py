@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import ssl
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -152,6 +153,46 @@ async def test_the_configured_broker_gets_the_connection_and_a_local_broker_stay
     async with broker_for(settings) as (bootstrap, profile):
         assert bootstrap == "k:9093" and profile.connection == settings.kafka == seen[0]
     assert settings.kafka.security_protocol == "SASL_SSL"
+
+
+async def test_security_settings_a_local_broker_would_not_use_are_refused_in_one_line(monkeypatch, tmp_path):
+    """No bootstrap, a `combee broker` running here (plaintext on loopback) and a full SASL_SSL configuration: the
+    command refuses (exit 2) instead of connecting in plaintext; without security settings it uses the broker."""
+    import os
+
+    from combee_core.connection import UnusedSecuritySettings
+    from streams.broker import handshake
+    from streams.broker.state import BrokerRecord, write_record
+    from streams.cli.running import broker_for
+
+    monkeypatch.setenv("COMBEE_STATE_DIR", str(tmp_path))
+    write_record(BrokerRecord.now("127.0.0.1:1", "memory://tansu/", pid=os.getpid()))
+    asked: list[str] = []
+
+    async def answering(bootstrap, timeout_s, *, connection):
+        asked.append(bootstrap)
+        raise ConnectionRefusedError("stop here")
+
+    monkeypatch.setattr(handshake, "check_broker", answering)
+    for embedded in (False, True):
+        with pytest.raises(UnusedSecuritySettings) as refused:
+            async with broker_for(CombeeSettings.load(env=SCRAM_ENV), embedded=embedded):
+                pass
+        message = str(refused.value)
+        assert "\n" not in message and refused.value.exit_code == 2 and SECRET not in message
+        assert all(name in message for name in SCRAM_ENV) and "COMBEE_KAFKA_BOOTSTRAP" in message
+    assert asked == []  # refused before any connection
+    with pytest.raises(ConnectionRefusedError):
+        async with broker_for(CombeeSettings.load(env={})):
+            pass
+    assert asked == ["127.0.0.1:1"]
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}, **SCRAM_ENV,
+           "COMBEE_STATE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "streams.cli", "status"], env=env, capture_output=True, text=True,
+                          cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and done.stdout == "" and SECRET not in done.stderr
+    assert done.stderr.strip().startswith("combee status: COMBEE_KAFKA_SECURITY_PROTOCOL")
+    assert len(done.stderr.strip().splitlines()) == 1 and "Using the broker" not in done.stderr
 
 
 CLIENT_CLASSES = {"AIOKafkaProducer", "AIOKafkaConsumer", "AIOKafkaAdminClient", "AIOKafkaClient"}

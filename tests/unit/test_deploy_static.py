@@ -232,3 +232,34 @@ def test_retention_advice_names_every_topic_as_the_topology_declares_it():
     finite_part = bullet.split("may have a finite retention")[0].rsplit(". ", 1)[-1]
     assert set(re.findall(r"`([a-z_-]+)`", state_part)) == {spec.name for spec in TOPICS if spec.state}
     assert set(re.findall(r"`([a-z_-]+)`", finite_part)) == {spec.name for spec in TOPICS if not spec.state}
+
+
+def _published(entry: str | dict) -> tuple[str | None, int]:
+    """A compose ``ports`` entry as (host address or None for every interface, container port)."""
+    if isinstance(entry, dict):
+        return entry.get("host_ip"), int(entry["target"])
+    parts = str(entry).split(":")
+    return (parts[0] if len(parts) == 3 else None), int(parts[-1].split("/")[0])
+
+
+def _listener_protocols(env: dict) -> dict[int, str]:
+    """Kafka's listeners by port: ``KAFKA_LISTENERS`` names, mapped to their security protocol."""
+    protocols = dict(item.split(":", 1) for item in env.get("KAFKA_LISTENER_SECURITY_PROTOCOL_MAP", "").split(",")
+                     if ":" in item)
+    return {int(address.rsplit(":", 1)[1]): protocols.get(address.split("://")[0], address.split("://")[0])
+            for address in env.get("KAFKA_LISTENERS", "").split(",") if address}
+
+
+def test_no_compose_file_publishes_an_unauthenticated_listener_beyond_loopback():
+    """A port published on every interface must ask who connects (a SASL listener); a plaintext, unauthenticated
+    Kafka listener is published on 127.0.0.1 only."""
+    for path in sorted(ROOT.glob("docker-compose*.yml")):
+        for name, service in (yaml.safe_load(path.read_text()).get("services") or {}).items():
+            protocols = _listener_protocols(service.get("environment") or {}) if isinstance(service, dict) else {}
+            for entry in (service.get("ports") or []) if isinstance(service, dict) else []:
+                host, port = _published(entry)
+                if protocols.get(port, "").startswith("SASL_"):
+                    continue
+                assert host in ("127.0.0.1", "::1", "localhost"), (
+                    f"{path.name}: {name} publishes port {port} ({protocols.get(port, 'no authentication')}) on "
+                    "every interface; bind it to 127.0.0.1 or give it a SASL listener")
