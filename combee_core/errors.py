@@ -12,3 +12,11 @@ class CombeeError(Exception):
 
     exit_code: int = 2
     """The ``combee`` command's exit status when this failure ends it (2: something the user can fix)."""
+
+
+def one_line(error: BaseException, most: int = 300) -> str:
+    """``error`` as one line for a dead letter's reason or an HTTP 400: its type, then the first line of its message
+    (at most ``most`` characters)."""
+    lines = str(error).strip().splitlines()
+    text = f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
+    return text if len(text) <= most else text[: most - 1] + "…"

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from combee_core import limits
-from combee_core.errors import CombeeError
+from combee_core.errors import CombeeError, one_line
 from combee_core.models import Trace, TraceStep
 from combee_core.otlp.wire import AttributeValue, OtlpSpan
 
@@ -258,7 +258,18 @@ def map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | No
     """The trace of one run (``key``: its OTel trace id, or ``conv:<conversation id>``) from its spans.
 
     :class:`UnmappableTrace` when the spans follow no GenAI convention, carry no message content, or name no
-    playbook (and there is no ``default_playbook``)."""
+    playbook (and there is no ``default_playbook``), and for any other failure to read them (an attribute nested
+    too deeply, a time out of range): the stage dead-letters the run and goes on."""
+    try:
+        return _map_trace(key, spans, default_playbook=default_playbook, metadata=metadata)
+    except UnmappableTrace:
+        raise
+    except Exception as error:  # spans are data the sender chose: any failure to map them is about them
+        raise UnmappableTrace(f"trace {key}: cannot be mapped: {one_line(error)}") from error
+
+
+def _map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | None,
+               metadata: dict[str, str | int | float | bool | None] | None) -> Trace:
     ordered = sorted(spans, key=lambda span: (span.start_ns, span.span_id))
     trace_id = trace_id_for(key)
     if not any(is_genai(span) for span in ordered):

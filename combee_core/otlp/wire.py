@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from combee_core.errors import CombeeError
+from combee_core.errors import CombeeError, one_line
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -111,8 +111,20 @@ def _base64_to_hex(value: str) -> str:
 
 
 def decode_request(raw: bytes, encoding: Encoding = "auto") -> ExportTraceServiceRequest:
-    """``raw`` as an ``ExportTraceServiceRequest``; :class:`OtlpDecodeError` saying why it is not one."""
-    pb = proto_messages()
+    """``raw`` as an ``ExportTraceServiceRequest``; :class:`OtlpDecodeError` saying why it is not one, whatever the
+    bytes hold (deep nesting, a value of the wrong type, invalid UTF-8): both OTLP doors answer it with a dead letter
+    or a 400, never a stopped stage or a 500."""
+    pb = proto_messages()  # OtlpMissing (no [otlp] extra) is the installation's fault, not the record's
+    try:
+        return _decode_request(pb, raw, encoding)
+    except OtlpDecodeError:
+        raise
+    except Exception as error:  # hostile bytes: any failure to read them is about them (AttributeError or
+        # TypeError from a value of the wrong type where the mapping expects an object, RecursionError ...)
+        raise OtlpDecodeError(f"not an OTLP trace request: {one_line(error)}") from error
+
+
+def _decode_request(pb: Any, raw: bytes, encoding: Encoding) -> ExportTraceServiceRequest:
     chosen = detect_encoding(raw) if encoding == "auto" else encoding
     request: ExportTraceServiceRequest = pb.ExportTraceServiceRequest()
     if chosen == "otlp_json":
@@ -120,13 +132,15 @@ def decode_request(raw: bytes, encoding: Encoding = "auto") -> ExportTraceServic
             document = json.loads(raw)
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise OtlpDecodeError(f"not OTLP/JSON: {error}") from error
+        except RecursionError as error:
+            raise OtlpDecodeError("not OTLP/JSON: nested too deeply to read") from error
         if not isinstance(document, dict):
             raise OtlpDecodeError("not OTLP/JSON: the document is not an object")
         _ids(document, _hex_to_base64)
         try:
             json_format().ParseDict(document, request, ignore_unknown_fields=True)
         except Exception as error:  # json_format.ParseError and the TypeErrors/ValueErrors it lets through
-            raise OtlpDecodeError(f"not an OTLP/JSON trace request: {error}") from error
+            raise OtlpDecodeError(f"not an OTLP/JSON trace request: {one_line(error)}") from error
         return request
     try:
         request.ParseFromString(raw)
@@ -183,4 +197,8 @@ def iter_spans(request: ExportTraceServiceRequest) -> Iterator[OtlpSpan]:
 
 def decode_spans(raw: bytes, encoding: Encoding = "auto") -> list[OtlpSpan]:
     """The spans of one record or body; :class:`OtlpDecodeError` when it is not an OTLP trace request."""
-    return list(iter_spans(decode_request(raw, encoding)))
+    request = decode_request(raw, encoding)
+    try:
+        return list(iter_spans(request))
+    except Exception as error:  # as decode_request's: a request protobuf accepted but that cannot be read
+        raise OtlpDecodeError(f"unreadable spans: {one_line(error)}") from error

@@ -10,6 +10,7 @@ from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
+from combee_core.errors import one_line
 from combee_core.models import CombeeModel
 from streams.topology.dead_letters import make_dead_letter, readable_ids
 
@@ -45,14 +46,16 @@ class RecordReading:
 
     def decode(self, raw: bytes | None) -> Any:
         """A record's value as :attr:`input_model`; raises ``ValueError`` saying what is wrong (override for a
-        stricter reading, as the reflector's of traces)."""
+        stricter reading, as the reflector's of traces). Whatever else a decoder raises on hostile bytes (a
+        ``RecursionError`` for deep nesting, a ``TypeError`` for a value of the wrong type) is a dead letter too."""
         if self.input_model is None:
             return raw
         return self.input_model.from_json_bytes(raw)
 
-    def unreadable_reason(self, error: ValueError) -> str:
-        """The dead letter's reason for a record :meth:`decode` refused."""
-        return f"unreadable {self.input_label}: {error}"
+    def unreadable_reason(self, error: Exception) -> str:
+        """The dead letter's reason for a record :meth:`decode` refused (a ``ValueError`` says what is wrong; any
+        other failure is named by its type, in one line)."""
+        return f"unreadable {self.input_label}: {error if isinstance(error, ValueError) else one_line(error)}"
 
     async def decode_fetch(self, records: list[ConsumerRecord]) -> list[Delivery]:
         """Decode the records of one fetch: the one place where an input record that cannot be read becomes a dead
@@ -62,7 +65,10 @@ class RecordReading:
         for record in records:
             try:
                 deliveries.append(Delivery(record, self.decode(record.value)))
-            except ValueError as error:  # pydantic's ValidationError and orjson's JSONDecodeError are ValueErrors
+            except Exception as error:  # any failure to read one record is about that record (its bytes are the
+                # decoder's only input): a dead letter with the reason, never a stopped stage (Kafka Connect's
+                # errors.tolerance=all). ValidationError and JSONDecodeError are ValueErrors; deep nesting raises
+                # RecursionError, a wrong type in a library's hands TypeError or AttributeError
                 await self.reject(record, self.unreadable_reason(error), error, **readable_ids(record.value))
         return deliveries
 
@@ -87,10 +93,11 @@ class RecordReading:
         state record that cannot be read becomes a dead letter with its reason, and the rebuild goes on without it."""
         try:
             return model.from_json_bytes(record.value)
-        except (ValueError, ValidationError) as error:
+        except Exception as error:  # as an input's (decode_fetch): any failure is about this record
             self.ctx.count("unreadable_state_records")
+            why = error if isinstance(error, (ValueError, ValidationError)) else one_line(error)
             self.spawn(self.ctx.dead_letter(make_dead_letter(
-                self.name, f"unreadable {model.__name__} in {record.topic}: {error}", error, record.value,
+                self.name, f"unreadable {model.__name__} in {record.topic}: {why}", error, record.value,
                 topic=record.topic, partition=record.partition, offset=record.offset, key=record.key,
                 **readable_ids(record.value))))
             return None

@@ -114,8 +114,10 @@ class ReflectorStage(Stage):
         """The strictest reading, then redaction: the one place a trace enters the pipeline (docs/redaction.md)."""
         return redact_trace_counted(self.ctx.redaction, self.ctx.count, self.name, decode_trace(raw))
 
-    def unreadable_reason(self, error: ValueError) -> str:
-        return str(error)  # decode_trace says exactly what is wrong
+    def unreadable_reason(self, error: Exception) -> str:
+        if isinstance(error, TraceRejected):
+            return str(error)  # decode_trace says exactly what is wrong
+        return super().unreadable_reason(error)
 
     async def handle_many(self, deliveries: list[Delivery]) -> None:
         """Start the fetch's calls and return (the consume loop takes the next fetch meanwhile); its reflections
