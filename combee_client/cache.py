@@ -39,6 +39,8 @@ class ClientCache(CombeeModel):
     saved_at: Timestamp
     inherited: list[InheritedVersion] = Field(
         default_factory=list, description="Each ancestor and its served version, nearest first (no parent: none).")
+    reviewed: bool = Field(default=False, description="The versions are the reviewed views (review mode was on for "
+                           "the playbook or an ancestor): a cache of the other kind is not read back.")
 
 
 def default_cache_path(topic_prefix: str, playbook_id: str) -> Path:
@@ -50,9 +52,9 @@ def default_cache_path(topic_prefix: str, playbook_id: str) -> Path:
 
 
 def load_cache(path: Path, playbook_id: str, topic_prefix: str, promotion: bool,
-               ancestors: tuple[str, ...] = ()) -> ClientCache | None:
-    """The cache at ``path`` if it is this playbook's, on these topics, with the same promotion setting and
-    ancestors; None when there is none or it is another's (logged; an unreadable file too)."""
+               ancestors: tuple[str, ...] = (), reviewed: bool = False) -> ClientCache | None:
+    """The cache at ``path`` if it is this playbook's, on these topics, with the same promotion setting, ancestors
+    and review mode; None when there is none or it is another's (logged; an unreadable file too)."""
     try:
         cache = ClientCache.from_json_bytes(path.read_bytes())
     except FileNotFoundError:
@@ -69,6 +71,10 @@ def load_cache(path: Path, playbook_id: str, topic_prefix: str, promotion: bool,
                     ", ".join(item.playbook_id for item in cache.inherited) or "none", playbook_id,
                     ", ".join(ancestors) or "none")
         return None
+    if cache.reviewed != reviewed:  # an unreviewed cache would serve what review withholds
+        log.warning("combee client: ignoring the cache file %s: it was written with review mode %s", path,
+                    "on" if cache.reviewed else "off")
+        return None
     return cache
 
 
@@ -81,7 +87,7 @@ def save_cache(path: Path, cache: ClientCache) -> None:
 
 
 def cache_of(playbook_id: str, topic_prefix: str, promotion: bool, served: PlaybookVersion | None,
-             inherited: Sequence[tuple[str, PlaybookVersion | None]] = ()) -> ClientCache:
+             inherited: Sequence[tuple[str, PlaybookVersion | None]] = (), reviewed: bool = False) -> ClientCache:
     return ClientCache(playbook_id=playbook_id, topic_prefix=topic_prefix, promotion=promotion, served=served,
-                       saved_at=datetime.now(timezone.utc),
+                       saved_at=datetime.now(timezone.utc), reviewed=reviewed,
                        inherited=[InheritedVersion(playbook_id=scope, served=version) for scope, version in inherited])

@@ -30,6 +30,7 @@ from combee_core.models.traces import MetadataValue
 from combee_core.playbook.embedding import Embedder
 from combee_core.playbook.retrieval import DEFAULT_TOP_K, RetrievalIndex
 from combee_core.playbook.value import Playbook
+from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain, chain_etag, composed_index, render_view_for_task, view_of
 from combee_core.serve.scopes import ServedView, parse_parents, scope_chain
 from combee_core.settings import CombeeSettings
@@ -81,7 +82,8 @@ class CombeeClient:
     ``get()`` and ``render()`` never wait on the broker: they answer from the version in memory (the cache file's at
     start, then the topics'). ``report()`` produces a :class:`~combee_core.models.Trace` and waits for the broker's
     acknowledgement. Settings not given come from the ``COMBEE_*`` environment (``CombeeSettings``):
-    ``COMBEE_KAFKA_BOOTSTRAP``, ``COMBEE_TOPIC_PREFIX``, ``COMBEE_PROMOTION`` and the ``COMBEE_KAFKA_*`` security
+    ``COMBEE_KAFKA_BOOTSTRAP``, ``COMBEE_TOPIC_PREFIX``, ``COMBEE_PROMOTION``, ``COMBEE_REVIEW_PLAYBOOKS`` (review
+    mode: only the reviewed entries are served, as ``combee serve`` serves them) and the ``COMBEE_KAFKA_*`` security
     settings. Use as a context manager, or call :meth:`close`.
     """
 
@@ -113,15 +115,18 @@ class CombeeClient:
         self._index: tuple[object, RetrievalIndex] | None = None
         self._composed: tuple[str, ServedView] | None = None
         self._producer: AIOKafkaProducer | None = None
+        self.review_playbooks = settings.review_playbooks
+        """``COMBEE_REVIEW_PLAYBOOKS``: in review mode the agent gets only reviewed entries, as ``combee serve``."""
         state = FollowState()
-        cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion, self.ancestors)
+        cached = load_cache(self.cache_path, playbook_id, self.topic_prefix, self.promotion, self.ancestors,
+                            reviewed=self._reviewing())
         if cached is not None:
             state = FollowState(cached.served, "cache", [(item.playbook_id, item.served) for item in cached.inherited])
             log.info("combee client: version %d of %s from %s", cached.served.version if cached.served else 0,
                      playbook_id, self.cache_path)
         self._follower = ServedFollower(playbook_id, self.topic_prefix, self.promotion, self.agent_id,
                                         self.bootstrap, self.connection, state, self._save,
-                                        ancestors=self.ancestors)
+                                        ancestors=self.ancestors, review_playbooks=self.review_playbooks)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"combee-client-{playbook_id}",
                                         daemon=True)
@@ -131,10 +136,13 @@ class CombeeClient:
     async def _start_following(self) -> asyncio.Task[None]:
         return asyncio.create_task(self._follower.run())
 
+    def _reviewing(self) -> bool:
+        return any(review_on(self.review_playbooks, scope) for scope in (self.playbook_id, *self.ancestors))
+
     def _save(self, served: PlaybookVersion | None) -> None:
         try:
             save_cache(self.cache_path, cache_of(self.playbook_id, self.topic_prefix, self.promotion, served,
-                                                 self._follower.state.inherited))
+                                                 self._follower.state.inherited, reviewed=self._reviewing()))
         except OSError as error:
             log.warning("combee client: cannot write the cache file %s: %s", self.cache_path, error)
 

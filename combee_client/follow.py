@@ -1,7 +1,9 @@
-"""Following the served version of one playbook in the background: the ``playbook`` and ``promoted`` topics read
-from their beginning (no consumer group), with their reading rules and the served-version rule of every follower
-(``combee_core.serve.served``); a broker that is away is retried with backoff while the last served version stays. With
-ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancestor's served version is followed too, for the composed view."""
+"""Following the served version of one playbook in the background: the ``playbook`` and ``promoted`` topics (and in
+review mode, ``COMBEE_REVIEW_PLAYBOOKS``, the ``review`` topic) read from their beginning (no consumer group), with
+their reading rules and the served-version rule of every follower (``combee_core.serve.served``: in review mode only
+the reviewed entries, as ``combee serve`` serves them); a broker that is away is retried with backoff while the last
+served version stays. With ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancestor's served version is followed too,
+for the composed view."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
-from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.models import PlaybookVersion, PromotionDecision, ReviewDecision
+from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain
 from combee_core.serve.served import ServedLog
 from combee_core.serve.serving import etag
@@ -29,6 +32,8 @@ FETCH_MAX_WAIT_MS = 100
 (docs/broker.md), so this bounds how late a new version is seen; Kafka answers as soon as one arrives."""
 RETRY_S = (0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to reach the broker (the last one repeats)."""
+_MODELS: dict[str, type[PlaybookVersion] | type[PromotionDecision] | type[ReviewDecision]] = {
+    Topic.PLAYBOOK: PlaybookVersion, Topic.PROMOTED: PromotionDecision, Topic.REVIEW: ReviewDecision}
 
 
 class FollowState:
@@ -84,9 +89,22 @@ class ServedFollower:
     log_state: ServedLog = field(default_factory=ServedLog)
     ancestors: tuple[str, ...] = ()
     """The playbook's ancestors, nearest first (``combee_core.serve.scopes.scope_chain`` without the playbook)."""
+    review_playbooks: str = ""
+    """``COMBEE_REVIEW_PLAYBOOKS``: the playbooks whose agents get only reviewed entries."""
 
-    def topics(self) -> tuple[str, str]:
-        return f"{self.topic_prefix}{Topic.PLAYBOOK}", f"{self.topic_prefix}{Topic.PROMOTED}"
+    def __post_init__(self) -> None:
+        self.log_state = self._fresh_log()
+
+    def _fresh_log(self) -> ServedLog:
+        return ServedLog(review_playbooks=self.review_playbooks)
+
+    def reviewing(self) -> bool:
+        """Whether the playbook or an ancestor is in review mode (then the ``review`` topic is followed too)."""
+        return any(review_on(self.review_playbooks, scope) for scope in self.scopes())
+
+    def topics(self) -> tuple[str, ...]:
+        followed = (Topic.PLAYBOOK, Topic.PROMOTED, *((Topic.REVIEW,) if self.reviewing() else ()))
+        return tuple(f"{self.topic_prefix}{topic}" for topic in followed)
 
     async def run(self) -> None:
         """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
@@ -118,18 +136,17 @@ class ServedFollower:
         return self.state.served.version if self.state.served is not None else 0
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
-        self.log_state = ServedLog()  # read from the beginning again: a fresh consumer starts at offset 0
+        self.log_state = self._fresh_log()  # read from the beginning again: a fresh consumer starts at offset 0
         self.state.caught_up = False
-        playbook_topic, promoted_topic = self.topics()
         await self._wait_for_topics(consumer)
-        tps = [TopicPartition(playbook_topic, 0), TopicPartition(promoted_topic, 0)]
+        tps = [TopicPartition(topic, 0) for topic in self.topics()]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         while True:
             batch = await consumer.getmany(timeout_ms=FETCH_MAX_WAIT_MS * 2)
             for tp, records in batch.items():
                 for record in records:
-                    self._take(tp.topic == playbook_topic, record.value)
+                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value)
             ends = [consumer.highwater(tp) for tp in tps]
             if not self.state.caught_up and await _at_ends(consumer, tps, ends):
                 self.state.caught_up = True
@@ -153,19 +170,23 @@ class ServedFollower:
                 said = True
             await asyncio.sleep(RETRY_S[1])
 
-    def _take(self, is_version: bool, value: bytes | None) -> None:
+    def _take(self, topic: str, value: bytes | None) -> None:
+        """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``)."""
+        model = _MODELS.get(topic, ReviewDecision)
         try:
-            if is_version:
-                version = PlaybookVersion.from_json_bytes(value)
-                if version.playbook_id in self.scopes():
-                    self.log_state.take_version(version)
-            else:
-                decision = PromotionDecision.from_json_bytes(value)
-                if decision.playbook_id in self.scopes():
-                    self.log_state.take_decision(decision)
+            record = model.from_json_bytes(value)
         except ValueError as error:  # not ours to dead-letter: the pipeline's readers skip it too
-            log.warning("combee client: skipping a record that is not a valid %s: %s",
-                        "PlaybookVersion" if is_version else "PromotionDecision", str(error).splitlines()[0])
+            log.warning("combee client: skipping a record that is not a valid %s: %s", model.__name__,
+                        str(error).splitlines()[0])
+            return
+        if record.playbook_id not in self.scopes():
+            return
+        if isinstance(record, PlaybookVersion):
+            self.log_state.take_version(record)
+        elif isinstance(record, PromotionDecision):
+            self.log_state.take_decision(record)
+        else:
+            self.log_state.take_review(record)
 
     def scopes(self) -> tuple[str, ...]:
         return (self.playbook_id, *self.ancestors)

@@ -83,6 +83,30 @@ class ReviewBook:
         return (best[1], best[2]) if best is not None else None
 
 
+def review_marks(playbook_id: str, entries: Sequence[PlaybookEntry], book: ReviewBook) -> dict[str, str]:
+    """Each entry's review state as ``combee tail`` marks it: ``approved``, ``edited``, ``rejected`` or ``awaiting
+    review``; a change not approved whose entry keeps an earlier approved text says so (what agents get of it)."""
+    marks = {}
+    for entry in entries:
+        decision = book.verdict(playbook_id, entry)
+        if decision is not None and decision.action != "reject":
+            marks[entry.entry_id] = "edited" if decision.action == "edit" else "approved"
+            continue
+        mark = "rejected" if decision is not None else "awaiting review"
+        kept = book.last_approved(playbook_id, entry.entry_id) is not None
+        marks[entry.entry_id] = f"{mark}; agents get the approved text before it" if kept else \
+            f"{mark}; withheld from agents"
+    return marks
+
+
+def describe_review(decision: ReviewDecision) -> str:
+    """One line on a review decision (``combee tail`` in review mode)."""
+    ids = ", ".join(item.entry_id for item in decision.items)
+    note = f": {decision.note}" if decision.note else ""
+    return f"{decision.playbook_id} review {decision.decision_id[:12]}: {decision.action} {ids} by " \
+           f"{decision.reviewer}{note}"
+
+
 def load_book(decisions: Iterable[ReviewDecision]) -> ReviewBook:
     book = ReviewBook()
     for decision in decisions:

@@ -146,14 +146,16 @@ class ServeHttp:
         except ValueError:
             return _error(400, f"a version is a number, got {request.match_info['version']!r}")
         try:
-            found = self.served.table.version(playbook_id, number)
+            found = self.served.version(playbook_id, number)
         except VersionNotKept as error:
             return _error(410, str(error))
         if found is None:
             return _error(404, f"{playbook_id} has no version {number} (newest seen: "
                                f"v{self.served.table.newest.get(playbook_id, 0)})")
+        cache = "no-cache" if self.served.under_review(playbook_id) else "max-age=31536000, immutable"  # a decision
+        # changes what a version serves under review
         return web.Response(body=found.to_json_bytes(), content_type="application/json",
-                            headers={"ETag": etag(found), "Cache-Control": "max-age=31536000, immutable"})
+                            headers={"ETag": etag(found), "Cache-Control": cache})
 
     async def context(self, request: web.Request) -> web.Response:
         playbook_id = request.match_info["playbook_id"]

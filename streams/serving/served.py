@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 
 from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain, affected, chain_etag
 from combee_core.serve.scopes import parse_parents, scope_chain
 from combee_core.serve.serving import PlaybookSummary, ServedTable, summarize
@@ -76,13 +77,13 @@ class ServedPlaybooks:
         self._listeners: set[Listener] = set()
 
     async def __aenter__(self) -> ServedPlaybooks:
-        ends = await topic_ends(self._bootstrap, self._profile,
-                                [self.settings.topic(Topic.PLAYBOOK), self.settings.topic(Topic.PROMOTED)])
+        followed = [Topic.PLAYBOOK, Topic.PROMOTED, *([Topic.REVIEW] if self.settings.review_playbooks else [])]
+        ends = await topic_ends(self._bootstrap, self._profile, [self.settings.topic(t) for t in followed])
         await self.follower.__aenter__()
         try:
             await self.follower.wait_until(
                 lambda: all(self.follower.read_to.get(tp, 0) >= end for tp, end in ends.items()),
-                self._catch_up_timeout_s, "the playbook and promoted topics to be read to their end")
+                self._catch_up_timeout_s, f"the {', '.join(followed)} topics to be read to their end")
         except BaseException:
             await self.follower.__aexit__(None, None, None)
             raise
@@ -94,6 +95,16 @@ class ServedPlaybooks:
     def served(self, playbook_id: str) -> PlaybookVersion | None:
         """The served version (None: none yet, the empty version 0)."""
         return self.table.served.get(playbook_id)
+
+    def version(self, playbook_id: str, number: int) -> PlaybookVersion | None:
+        """A version kept (``GET .../versions/{v}``), as agents would get it (only reviewed entries in review mode);
+        None when never seen, ``VersionNotKept`` when dropped as too old."""
+        found = self.table.version(playbook_id, number)
+        return self.follower.reviewed(found) if found is not None else None
+
+    def under_review(self, playbook_id: str) -> bool:
+        """Whether the playbook's agents get only reviewed entries (``COMBEE_REVIEW_PLAYBOOKS``)."""
+        return review_on(self.settings.review_playbooks, playbook_id)
 
     def chain(self, playbook_id: str) -> Chain:
         """The playbook then its ancestors, nearest first, each with its served version (one: no parent)."""

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiokafka import TopicPartition
 
+from combee_core.errors import one_line
 from combee_core.models import (
+    CombeeModel,
     ControlDecision,
     DeadLetter,
     PlaybookEntry,
@@ -21,12 +25,17 @@ from combee_core.models import (
     ReviewDecision,
 )
 from combee_core.promote.promotion import PromotionLedger
-from combee_core.serve.review import ReviewBook, review_on, reviewed_view
-from combee_core.serve.served import served_playbook
+from combee_core.serve.review import ReviewBook
+from combee_core.serve.served import served_playbook, served_to_agents
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.topology.topic_reader import TopicReader
+
+_MODELS: dict[str, type[CombeeModel]] = {Topic.PLAYBOOK: PlaybookVersion, Topic.PROMOTED: PromotionDecision,
+                                         Topic.REVIEW: ReviewDecision, Topic.CONTROL: ControlDecision,
+                                         Topic.DLQ: DeadLetter}
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -70,6 +79,8 @@ class PlaybookFollower:
     """Per partition, the offset after the last record read (``combee serve`` waits until it reaches the end)."""
     review: ReviewBook = field(default_factory=ReviewBook)
     """The ``review`` log (followed when ``settings.review_playbooks`` names any playbook)."""
+    unreadable: int = 0
+    """Records of the followed topics that could not be read, skipped (each logged)."""
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
     _reader: TopicReader | None = None
@@ -105,8 +116,21 @@ class PlaybookFollower:
             self._changed.set()
 
     def _take(self, topic: str, value: bytes) -> None:
+        """One record of a followed topic; one that cannot be read is skipped, counted and logged (not this reader's
+        to dead-letter; a foreign writer's record must not stop ``combee serve``)."""
+        if topic == Topic.DLQ and not self.history:
+            return  # dead letters matter only to a run's waits
+        try:
+            record = _MODELS.get(topic, DeadLetter).from_json_bytes(value)
+        except Exception as error:  # any failure to read the bytes is about them (RecursionError, TypeError ...)
+            self.unreadable += 1
+            log.warning("playbook follower: skipping an unreadable record of %s: %s", topic, one_line(error))
+            return
+        self._apply(topic, record)
+
+    def _apply(self, topic: str, record: Any) -> None:
         if topic == Topic.PLAYBOOK:
-            version = PlaybookVersion.from_json_bytes(value)
+            version = record
             current = self.latest.get(version.playbook_id)
             if version.version != (current.version if current else 0) + 1:
                 return  # not the next version: a fenced writer's duplicate (docs/protocol.md, "Reading versions")
@@ -117,33 +141,32 @@ class PlaybookFollower:
             if self.on_version is not None:
                 self.on_version(version)
         elif topic == Topic.PROMOTED:
-            promotion = PromotionDecision.from_json_bytes(value)
+            promotion = record
             if self.ledger.apply(promotion) and self.on_promotion is not None:
                 self.on_promotion(promotion)
         elif topic == Topic.REVIEW:
-            review = ReviewDecision.from_json_bytes(value)
+            review = record
             if self.review.apply(review) and self.on_review is not None:
                 self.on_review(review.playbook_id)
         elif topic == Topic.CONTROL:
-            decision = ControlDecision.from_json_bytes(value)
+            decision = record
             if self.history:
                 self.decisions.append(decision)
             self.batch_sizes[decision.playbook_id] = decision.batch_size
             if self.on_decision is not None:
                 self.on_decision(decision)
         elif self.history:
-            letter = DeadLetter.from_json_bytes(value)
+            letter = record
             self.dead_letters.append(letter)
             if letter.trace_id:
                 self.covered.add(letter.trace_id)
 
     def playbook(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
-        """(version, entries) an agent runs: :meth:`unreviewed`, filtered to the approved entries when the playbook is
-        in review mode (``combee_core.serve.review.reviewed_view``)."""
-        version, entries = self.unreviewed(playbook_id, agent_id)
-        if review_on(self.settings.review_playbooks, playbook_id):
-            entries = reviewed_view(playbook_id, version, entries, self.review).entries
-        return version, entries
+        """(version, entries) an agent runs: :meth:`unreviewed`, as agents get it
+        (``combee_core.serve.served.served_to_agents``: only the approved entries when the playbook is in review
+        mode)."""
+        served = self._for_agents(playbook_id, self._served(playbook_id, agent_id))
+        return (served.version, list(served.entries)) if served else (0, [])
 
     def unreviewed(self, playbook_id: str, agent_id: str | None = None) -> tuple[int, list[PlaybookEntry]]:
         """(version, entries) an agent runs (``combee_core.serve.served.served_playbook``): with promotion on, the
@@ -153,12 +176,18 @@ class PlaybookFollower:
         return (served.version, list(served.entries)) if served else (0, [])
 
     def served_reviewed(self, playbook_id: str) -> PlaybookVersion | None:
-        """:meth:`served`, with only the approved entries when the playbook is in review mode."""
-        served = self.served(playbook_id)
-        if served is None or not review_on(self.settings.review_playbooks, playbook_id):
-            return served
-        view = reviewed_view(playbook_id, served.version, served.entries, self.review)
-        return served.model_copy(update={"entries": view.entries})
+        """:meth:`served` as agents get it: only the approved entries when the playbook is in review mode."""
+        return self._for_agents(playbook_id, self.served(playbook_id))
+
+    def reviewed(self, version: PlaybookVersion) -> PlaybookVersion:
+        """Any version of the log as agents would get it (``combee serve``'s ``/versions/{v}``)."""
+        found = self._for_agents(version.playbook_id, version)
+        assert found is not None
+        return found
+
+    def _for_agents(self, playbook_id: str, served: PlaybookVersion | None) -> PlaybookVersion | None:
+        return served_to_agents(playbook_id, served, review_playbooks=self.settings.review_playbooks,
+                                book=self.review)
 
     def served(self, playbook_id: str) -> PlaybookVersion | None:
         """The version every agent outside a canary runs, as :meth:`playbook` says (None: the empty version 0)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TextIO
@@ -18,16 +18,19 @@ from combee_core.control.controller import explain_decision
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.promote.promotion import PromotionLedger
+from combee_core.serve.review import review_marks, review_on
 from combee_core.settings import CombeeSettings
 from combee_core.topology import STAGES, TOPICS, Topic, enabled
 from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
+from streams.topology.tail_review import ReviewSoFar, review_so_far
 from streams.topology.topic_reader import TopicReader
 
 
-def describe_version(version: PlaybookVersion) -> str:
-    """One paragraph on a version: what changed and the stats."""
+def describe_version(version: PlaybookVersion, marks: Mapping[str, str] | None = None) -> str:
+    """One paragraph on a version: what changed and the stats; with ``marks`` (review mode,
+    ``combee_core.serve.review.review_marks``) each added or changed entry says where review stands on it."""
     outcomes = Counter(
         (applied.operation.op if applied.outcome == "applied" else "rejected") for applied in version.operations
     )
@@ -46,14 +49,19 @@ def describe_version(version: PlaybookVersion) -> str:
             lines.append(f"  ! {op.op} rejected: {applied.reason}")
         elif op.op in ("ADD", "UPDATE", "MERGE") and applied.entry_id in entries:
             entry = entries[applied.entry_id]
+            mark = f"  ({marks[entry.entry_id]})" if marks and entry.entry_id in marks else ""
             if op.op != "ADD":
-                lines.append(f"  ~ [{applied.entry_id}] {entry.content}")
+                lines.append(f"  ~ [{applied.entry_id}] {entry.content}{mark}")
             elif entry.created_version == version.version:
-                lines.append(f"  + [{applied.entry_id}] {entry.content}")
+                lines.append(f"  + [{applied.entry_id}] {entry.content}{mark}")
             else:  # an ADD folded into an existing near-duplicate entry: reinforced, not added
                 lines.append(f"  = [{applied.entry_id}] helpful {entry.helpful} (ADD merged: {applied.reason})")
         elif op.op == "DELETE":
             lines.append(f"  - [{op.entry_id}]")
+    if marks is not None:
+        served = sum(not mark.endswith("withheld from agents") for mark in marks.values())
+        lines.append(f"  review: agents get {served} of {len(version.entries)} entries "
+                     f"({sum(m.startswith('awaiting review') for m in marks.values())} awaiting review)")
     return "\n".join(lines)
 
 
@@ -85,6 +93,13 @@ async def tail_versions(
     every promotion decision instead, with the served version when the pointer moves (``limit`` counts those).
     ``on_following(topic)`` is called once the consumer reads the topic."""
     stop = stop or asyncio.Event()
+    review = await review_so_far(settings, bootstrap, profile) if settings.review_playbooks else None
+
+    def described(version: PlaybookVersion) -> str:
+        if review is None or not review_on(settings.review_playbooks, version.playbook_id):
+            return describe_version(version)
+        return describe_version(version, review_marks(version.playbook_id, version.entries, review.book))
+
     if promoted:
         ledger = PromotionLedger()
 
@@ -94,11 +109,11 @@ async def tail_versions(
                 return []  # the first record of each decision id counts
             lines = [describe_decision(decision)]
             if decision.served is not None and decision.served_version != decision.previous_version:
-                lines.append(describe_version(decision.served))
+                lines.append(described(decision.served))
             return lines
 
         return await _follow(bootstrap, profile, settings.topic(Topic.PROMOTED), decision_lines, limit=limit, stop=stop,
-                             out=out, on_following=on_following)
+                             out=out, on_following=on_following, review=review, playbook_id=playbook_id)
     gate = ContiguousNumbers[str](start=1)
 
     def version_lines(record: ConsumerRecord) -> list[str]:
@@ -107,24 +122,33 @@ async def tail_versions(
             return []  # a fenced writer's duplicate: the first record of each version counts
         if playbook_id and version.playbook_id != playbook_id:
             return []
-        return [describe_version(version)]
+        return [described(version)]
 
     return await _follow(bootstrap, profile, settings.topic(Topic.PLAYBOOK), version_lines, limit=limit, stop=stop,
-                         out=out, on_following=on_following)
+                         out=out, on_following=on_following, review=review, playbook_id=playbook_id)
 
 
 async def _follow(bootstrap: str, profile: BrokerProfile, topic: str,
                   lines_for: Callable[[ConsumerRecord], list[str]], *, limit: int | None, stop: asyncio.Event,
-                  out: TextIO, on_following: Callable[[str], None] | None) -> int:
+                  out: TextIO, on_following: Callable[[str], None] | None, review: ReviewSoFar | None = None,
+                  playbook_id: str | None = None) -> int:
     """Print ``lines_for(record)`` for every record of single-partition ``topic`` from its beginning, until ``stop``
-    or ``limit`` records that printed something; returns how many did."""
+    or ``limit`` records that printed something; returns how many did. With ``review``, each new review decision
+    is a line too (not counted)."""
     printed = 0
     async with TopicReader(bootstrap, profile, what="the tail consumer") as reader:
-        await reader.assign([TopicPartition(topic, 0)])
+        start: dict[TopicPartition, int | None] = {TopicPartition(topic, 0): None}
+        if review is not None:
+            start[review.tp] = review.end
+        await reader.assign(start)
         if on_following is not None:
             on_following(topic)
         async for records in reader.follow(stop, timeout_ms=250):
             for record in records:
+                if review is not None and record.topic == review.tp.topic:
+                    for line in review.lines(record, playbook_id):
+                        print(line, file=out, flush=True)
+                    continue
                 lines = lines_for(record)
                 if not lines:
                     continue

@@ -23,6 +23,7 @@ from combee_core.models import PlaybookEntry, PlaybookVersion, VersionStats
 from combee_core.promote.promotion import PromotionLedger, PromotionRule, operator_decision
 from combee_core.serve.served import ServedLog
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 
 ROOT = Path(__file__).resolve().parents[2]
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -64,12 +65,12 @@ def test_with_promotion_the_client_serves_the_promoted_version_not_the_newest_ca
     follower, seen = _follower(promotion=True)
     ledger = PromotionLedger()
     v1, v2 = _version(1, ["a"]), _version(2, ["a", "b"])
-    follower._take(True, v1.to_json_bytes())
-    follower._take(False, _decision(ledger, "operator-promote", v1))
-    follower._take(True, v2.to_json_bytes())
+    follower._take(Topic.PLAYBOOK, v1.to_json_bytes())
+    follower._take(Topic.PROMOTED, _decision(ledger, "operator-promote", v1))
+    follower._take(Topic.PLAYBOOK, v2.to_json_bytes())
     follower._publish()
     assert follower.state.served == v1 and seen == [v1]
-    follower._take(False, _decision(ledger, "operator-promote", v2))
+    follower._take(Topic.PROMOTED, _decision(ledger, "operator-promote", v2))
     follower._publish()
     assert follower.state.served == v2 and seen == [v1, v2]
 
@@ -78,10 +79,10 @@ def test_without_promotion_the_client_serves_the_newest_version_unless_rolled_ba
     follower, seen = _follower(promotion=False)
     v1, v2 = _version(1, ["a"]), _version(2, ["a", "b"])
     for version in (v1, v2, _version(2, ["zombie"])):  # a second record of version 2 does not count
-        follower._take(True, version.to_json_bytes())
+        follower._take(Topic.PLAYBOOK, version.to_json_bytes())
     follower._publish()
     assert follower.state.served == v2 and follower.state.source == "log"
-    follower._take(False, _decision(PromotionLedger(), "rollback", v1))
+    follower._take(Topic.PROMOTED, _decision(PromotionLedger(), "rollback", v1))
     follower._publish()
     assert follower.state.served == v1 and seen == [v2, v1]
 
@@ -108,11 +109,11 @@ def test_the_client_serves_what_the_pipelines_playbook_follower_serves(promotion
     ledger = PromotionLedger()
     for n in (1, 2, 3):
         pipeline._take("playbook", versions[n].to_json_bytes())
-        client._take(True, versions[n].to_json_bytes())
+        client._take(Topic.PLAYBOOK, versions[n].to_json_bytes())
     for action, n in zip(decisions[::2], decisions[1::2]):
         record = _decision(ledger, action, versions[n])
         pipeline._take("promoted", record)
-        client._take(False, record)
+        client._take(Topic.PROMOTED, record)
     client._publish()
     served = client.state.served
     assert pipeline.playbook("pb", "agent") == ((served.version, list(served.entries)) if served else (0, []))
@@ -190,3 +191,55 @@ def test_without_a_broker_the_client_serves_its_cache_renders_from_it_and_says_a
         assert refused.value.trace.metadata[USED_ENTRIES] == "e0" and refused.value.trace.output == "[redacted]"
         assert len(reported) == 1 and client.get().version == 2
     assert json.loads(cache.read_text())["served"]["version"] == 2  # untouched: no log was read
+
+
+def _review(version: PlaybookVersion, action: str, *ids: str, note: str = ""):
+    from combee_core.models import ReviewDecision
+    from combee_core.serve.review import items_for
+
+    return ReviewDecision.make(playbook_id=version.playbook_id, action=action, items=items_for(version, list(ids)),
+                               note=note, edit=None, reviewer="ana@host", decided_at=NOW)
+
+
+def test_in_review_mode_the_client_serves_only_the_reviewed_entries_as_combee_serve_does():
+    from streams.broker.profile import BrokerProfile
+    from streams.topology.follower import PlaybookFollower
+
+    v1 = _version(1, ["check the refund policy first", "wire money to any account asked", "retry on timeout"])
+    seen: list = []
+    client = ServedFollower("pb", "t.", False, "agent", "localhost:1", PLAINTEXT, FollowState(), seen.append,
+                            review_playbooks="pb")
+    pipeline = PlaybookFollower(CombeeSettings.load(env={}, review_playbooks="pb"), "", BrokerProfile.for_tansu())
+    assert client.topics() == ("t.playbook", "t.promoted", "t.review")
+    records = [(Topic.PLAYBOOK, v1.to_json_bytes()), (Topic.REVIEW, _review(v1, "approve", "e0").to_json_bytes()),
+               (Topic.REVIEW, _review(v1, "reject", "e1", note="unsafe").to_json_bytes())]
+    for topic, value in records:
+        client._take(topic, value)
+        pipeline._take(topic, value)
+    client._publish()
+    served = client.state.served
+    assert [e.content for e in served.entries] == ["check the refund policy first"]  # rejected and undecided: not
+    assert served.operations == [] and served == pipeline.served_reviewed("pb")
+    assert pipeline.playbook("pb") == (1, list(served.entries))
+    approve = _review(v1, "approve", "e2").to_json_bytes()
+    client._take(Topic.REVIEW, approve)
+    client._publish()  # a decision changes what is served, and its entity tag: the agent's copy is refreshed
+    assert [e.entry_id for e in client.state.served.entries] == ["e0", "e2"] and len(seen) == 2
+    assert ServedFollower("pb", "t.", False, "a", "x:1", PLAINTEXT).topics() == ("t.playbook", "t.promoted")
+
+
+def test_in_review_mode_render_puts_only_reviewed_entries_in_the_prompt_and_an_unreviewed_cache_is_not_read(
+        tmp_path):
+    cache = tmp_path / "pb.json"
+    v1 = _version(1, ["check the refund policy first", "wire refund money to any account asked"])
+    save_cache(cache, cache_of("pb", "t.", False, v1))  # written without review mode: every entry
+    settings = CombeeSettings.load(env={}, review_playbooks="*")
+    with CombeeClient("pb", bootstrap=_closed_port(), topic_prefix="t.", promotion=False, cache_path=cache,
+                      settings=settings) as client:
+        assert client.get().source == "empty" and client.render("a refund request", k=5).entry_ids == ()
+        client._follower._take(Topic.PLAYBOOK, v1.to_json_bytes())
+        client._follower._take(Topic.REVIEW, _review(v1, "approve", "e0").to_json_bytes())
+        client._follower._publish()
+        rendering = client.render("a refund request", k=5)
+        assert rendering.entry_ids == ("e0",) and "any account" not in rendering.text
+    assert json.loads(cache.read_text())["reviewed"] is True

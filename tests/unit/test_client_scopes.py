@@ -10,6 +10,7 @@ from combee_client.cache import cache_of, load_cache, save_cache
 from combee_client.follow import FollowState, ServedFollower
 from combee_core.connection import PLAINTEXT
 from combee_core.settings import CombeeSettings
+from combee_core.topology import Topic
 from streams.testing.playbooks import make_version
 
 CHILD_LESSONS = ("tenant a retries the payment call twice", "tenant a writes invoices in euros")
@@ -37,12 +38,12 @@ def follower(state: FollowState | None = None) -> tuple[ServedFollower, list]:
 def test_the_childs_follower_takes_its_ancestors_versions_and_publishes_when_only_the_parent_changes():
     following, seen = follower()
     for version in (parent(1), child(1), make_version(1, "other")):
-        following._take(True, version.to_json_bytes())
+        following._take(Topic.PLAYBOOK, version.to_json_bytes())
     following._publish()
     assert following.state.served == child(1) and following.state.inherited == (("shared", parent(1)),)
     following._publish()
     assert len(seen) == 1  # nothing changed: not published again
-    following._take(True, parent(2).to_json_bytes())
+    following._take(Topic.PLAYBOOK, parent(2).to_json_bytes())
     following._publish()
     assert following.state.served == child(1) and following.state.inherited == (("shared", parent(2)),)
     assert len(seen) == 2
@@ -50,8 +51,8 @@ def test_the_childs_follower_takes_its_ancestors_versions_and_publishes_when_onl
 
 def test_a_log_about_the_parent_only_keeps_the_cached_childs_version():
     following, _ = follower(FollowState(child(3), "cache", (("shared", parent(1)),)))
-    following._take(True, parent(1).to_json_bytes())
-    following._take(True, parent(2).to_json_bytes())
+    following._take(Topic.PLAYBOOK, parent(1).to_json_bytes())
+    following._take(Topic.PLAYBOOK, parent(2).to_json_bytes())
     following._publish()
     assert following.state.served == child(3) and following.state.inherited == (("shared", parent(2)),)
 
