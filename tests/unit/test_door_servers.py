@@ -206,3 +206,30 @@ async def test_the_doors_serve_tls_with_a_certificate(tmp_path, monkeypatch):
         async with client.get(f"{url}/playbooks/tenant-a", ssl=trust,
                               headers={"Origin": url.replace("https", "http")}) as response:
             assert response.status == 403
+
+
+async def test_the_worker_health_port_refuses_a_rebound_host_and_answers_probes_by_address():
+    import asyncio
+
+    from combee_core.serve.doors import DoorPolicy
+    from streams.topology.health import HealthServer, WorkerReadiness
+    from streams.topology.metrics import WorkerMetrics
+
+    async def get(port: int, path: str, **headers: str) -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        lines = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        writer.write(f"GET {path} HTTP/1.1\r\n{lines}\r\n".encode())
+        await writer.drain()
+        response = await asyncio.wait_for(reader.read(), timeout=5)
+        writer.close()
+        return int(response.split()[1])
+
+    readiness = WorkerReadiness()
+    policy = DoorPolicy.for_bind("0.0.0.0", "combee-worker.svc")
+    async with HealthServer(readiness.report, host="127.0.0.1", port=0, metrics=WorkerMetrics(readiness).render,
+                            policy=policy) as server:
+        assert await get(server.port, "/metrics", Host="rebound.evil.example") == 421
+        assert await get(server.port, "/metrics", Host="127.0.0.1", Origin="http://evil.example") == 403
+        for host in ("10.1.2.3:8080", "combee-worker.svc:8080", "localhost:8080"):  # kubelet, a scraper
+            assert await get(server.port, "/metrics", Host=host) == 200, host
+        assert await get(server.port, "/healthz", Host="10.1.2.3") == 200
