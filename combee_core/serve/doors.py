@@ -34,13 +34,15 @@ PAGE_HEADERS: dict[str, str] = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
                                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
 """What the review page's answers carry: no script runs (the page has none), styles only inline, forms post only to
-the page itself, nothing frames it, no address (nor a ``?token=``) leaks in a Referer."""
+the page itself, nothing frames it, no address (nor a ``?token=``) leaks to another site in a Referer. Not
+``no-referrer``: under it a browser sends ``Origin: null`` with the page's own form posts, which the Origin check
+must refuse (a sandboxed frame sends the same)."""
 
 API_HEADERS: dict[str, str] = {
     "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",

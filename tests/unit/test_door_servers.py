@@ -122,7 +122,7 @@ async def test_the_review_page_refuses_a_foreign_host_and_a_foreign_post_and_car
             csp = page.headers["Content-Security-Policy"]
             assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src" not in csp
             assert page.headers["X-Content-Type-Options"] == "nosniff"
-            assert page.headers["Referrer-Policy"] == "no-referrer" and page.headers["X-Frame-Options"] == "DENY"
+            assert page.headers["Referrer-Policy"] == "same-origin" and page.headers["X-Frame-Options"] == "DENY"
         async with client.get(server.url, headers=_bearer("tok", **FOREIGN_HOST)) as response:
             assert response.status == 421
             assert response.headers["X-Content-Type-Options"] == "nosniff"  # refusals carry the headers too
