@@ -149,3 +149,17 @@ def test_an_ingest_key_writes_only_into_its_playbooks():
         enforce_write_scope(_request("tenant-b"), reader, None)
     everything = _request("tenant-b", None)
     assert enforce_write_scope(everything, OPEN, None) == 0 and _targets(everything) == ["tenant-b", None]
+
+
+def test_combee_key_new_prints_a_secret_once_and_a_line_holding_its_digest_only(capsys):
+    from streams.cli import main
+
+    assert main(["key", "new", "--name", "tenant-a-otel", "--write", "tenant-a"]) == 0
+    out, err = capsys.readouterr()
+    secret = err.split(": ", 1)[1].strip()
+    assert secret.startswith("cmb_") and secret not in out
+    ring = KeyRing.parse(out)
+    grant = ring.grant(f"Bearer {secret}")
+    assert grant is not None and grant.name == "tenant-a-otel" and grant.may_write("tenant-a") and not grant.read
+    assert main(["key", "new", "--name", "x"]) == 2
+    assert "--read and/or --write" in capsys.readouterr().err
