@@ -206,12 +206,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(hosts: Iterable[str], token: str | None) -> None:
-    """Refuse to bind beyond loopback without a token (one line naming the setting)."""
+def check_exposure(hosts: Iterable[str], token: str | None, *, keys: bool = False) -> None:
+    """Refuse to bind beyond loopback without a token or access keys (one line naming the settings)."""
     exposed = [host for host in hosts if not is_loopback(host)]
-    if exposed and not token:
+    if exposed and not token and not keys:
         raise ServeConfigError(f"refusing to serve on {exposed[0]} (beyond loopback) without a token: set "
-                               "COMBEE_SERVE_TOKEN (clients send 'Authorization: Bearer <token>')")
+                               "COMBEE_ACCESS_KEYS (keys scoped to playbooks) or COMBEE_SERVE_TOKEN (clients send "
+                               "'Authorization: Bearer <token>')")
 
 
 def authorized(authorization: str | None, token: str | None) -> bool:

@@ -15,6 +15,7 @@ from streams.cli import (
     broker,
     demo,
     dlq,
+    key,
     model,
     otlp_receiver,
     playbook,
@@ -31,7 +32,7 @@ from streams.cli import (
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      review, ui, otlp_receiver, serve)
+                      review, ui, otlp_receiver, serve, key)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

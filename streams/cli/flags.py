@@ -90,6 +90,24 @@ def add_loss_grace(parser: argparse.ArgumentParser) -> None:
                         help="seconds without an answer from the broker before stopping with exit 3 (default 60)")
 
 
+def add_door(parser: argparse.ArgumentParser, *, keys: bool = True) -> None:
+    """The flags of an HTTP door's who-and-where checks (docs/operations.md, "Running a door off loopback")."""
+    parser.add_argument("--allow-host", dest="allow_host", action="append", metavar="NAME",
+                        help="a Host name clients use besides loopback names, IP addresses and --host (repeatable; "
+                        "env COMBEE_ALLOWED_HOSTS, comma-separated); any other Host is refused 421")
+    parser.add_argument("--tls-cert", dest="http_tls_cert", help="serve HTTPS with this PEM certificate (chain) "
+                        "(env COMBEE_HTTP_TLS_CERT; with --tls-key)")
+    parser.add_argument("--tls-key", dest="http_tls_key", help="the PEM private key of --tls-cert (env "
+                        "COMBEE_HTTP_TLS_KEY)")
+    if keys:
+        parser.add_argument("--access-keys-file", dest="access_keys_file", help="file of access keys scoped to "
+                            "playbooks, one 'NAME sha256:HEX read=... write=...' line each (env "
+                            "COMBEE_ACCESS_KEYS_FILE; docs/serving.md, 'Keys')")
+
+
+DOOR_FLAGS = ("http_tls_cert", "http_tls_key", "access_keys_file")
+"""The door flags named after their setting (``--allow-host`` sets ``allowed_hosts``)."""
+
 PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
                   "dedupe_horizon", "promotion", "promotion_epsilon", "llm_record", "llm_record_file",
                   "broker_connect_timeout_s", "broker_loss_grace_s")
@@ -108,6 +126,8 @@ def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str
         overrides["auto_batch_size"] = True
     elif batch_size is not None:
         overrides["batch_size"] = batch_size
+    if getattr(args, "allow_host", None):
+        overrides["allowed_hosts"] = ",".join(args.allow_host)
     model = getattr(args, "model", None)
     if model:
         overrides.update(reflector_model=model, aggregator_model=model, reducer_model=model)
@@ -116,4 +136,4 @@ def flag_overrides(args: argparse.Namespace, names: tuple[str, ...]) -> dict[str
 
 def settings_from_args(args: argparse.Namespace) -> CombeeSettings:
     """Settings from the environment, overridden by the flags given."""
-    return CombeeSettings.load(**flag_overrides(args, PIPELINE_FLAGS))
+    return CombeeSettings.load(**flag_overrides(args, PIPELINE_FLAGS + DOOR_FLAGS))

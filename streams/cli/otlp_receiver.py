@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import sys
 
-from streams.cli.flags import add_common, settings_from_args
+from streams.cli.flags import add_common, add_door, settings_from_args
 from streams.cli.running import broker_for, stop_on_signals
 
 
@@ -20,6 +20,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                           "loopback only)")
     receiver.add_argument("--port", type=int, help="port (env COMBEE_OTLP_RECEIVER_PORT, default 4318)")
     receiver.add_argument("--otlp-topic", help="OTLP topic to write (env COMBEE_OTLP_TOPIC, default otlp_spans)")
+    add_door(receiver)
     receiver.set_defaults(handler=cmd_otlp_receiver)
 
 
@@ -29,6 +30,9 @@ async def cmd_otlp_receiver(args: argparse.Namespace) -> int:
                                                             "otlp_receiver_port": args.port,
                                                             "otlp_topic": args.otlp_topic}.items()
                                            if v is not None})
+    from streams.ingest.otlp_receiver import check_receiver_bind, receiver_keys
+
+    check_receiver_bind(settings.otlp_receiver_host, receiver_keys(settings))  # before connecting to the broker
     stop = asyncio.Event()
     stop_on_signals(stop)
     from streams.ingest.otlp_receiver import serve_receiver

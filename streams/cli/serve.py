@@ -8,7 +8,7 @@ import contextlib
 import sys
 from typing import TYPE_CHECKING, Any
 
-from streams.cli.flags import add_common, add_loss_grace, settings_from_args
+from streams.cli.flags import add_common, add_door, add_loss_grace, settings_from_args
 from streams.cli.running import broker_for, stop_on_signals
 
 if TYPE_CHECKING:
@@ -33,17 +33,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--promotion", action="store_const", const=True, help="the run promotes versions (env "
                        "COMBEE_PROMOTION): serve the promoted version (the default when the promoter has decided)")
     add_loss_grace(serve)
+    add_door(serve)
     serve.set_defaults(handler=cmd_serve)
 
 
 async def cmd_serve(args: argparse.Namespace) -> int:
     from combee_core.serve.serving import check_exposure
+    from streams.serving.http import serve_keys
 
     settings = settings_from_args(args)
     settings = settings.model_copy(update={k: v for k, v in {"serve_host": args.host, "serve_port": args.port,
                                                             "serve_mcp_port": args.mcp_port}.items()
                                            if v is not None})
-    check_exposure([settings.serve_host], settings.serve_token.get_secret_value() if settings.serve_token else None)
+    check_exposure([settings.serve_host], settings.serve_token.get_secret_value() if settings.serve_token else None,
+                   keys=bool(serve_keys(settings).keys))
     http_on = args.mcp != "stdio" or args.port is not None
     stop = asyncio.Event()
     stop_on_signals(stop)
@@ -57,7 +60,7 @@ async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfil
     from combee_core.topology import Topic
     from streams.broker.watchdog import BrokerWatchdog, watching
     from streams.cli.promote import read_ledger
-    from streams.serving.http import ServeHttp
+    from streams.serving.http import ServeHttp, serve_keys
     from streams.serving.served import ServedPlaybooks
 
     def say(line: str) -> None:
@@ -86,7 +89,7 @@ async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfil
                 raise ServeConfigError(f"the MCP server needs the [serve] extra ({missing.name} is not installed): "
                                        "pip install 'combee-streams[serve]'") from missing
 
-            server = PlaybookMcp(served)
+            server = PlaybookMcp(served, serve_keys(settings))
             tasks.append(asyncio.create_task(server.notify(), name="mcp-notify"))
             if mcp == "stdio":
                 tasks.append(asyncio.create_task(server.run_stdio(), name="mcp-stdio"))

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 import sys
 
-from streams.cli.flags import add_common, settings_from_args
+from streams.cli.flags import add_common, add_door, settings_from_args
 from streams.cli.promote import operator_name
 from streams.cli.running import broker_for, stop_on_signals
 
@@ -18,6 +18,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                     "COMBEE_UI_TOKEN)")
     ui.add_argument("--port", type=int, help="port (env COMBEE_UI_PORT, default 8765; 0: any free one)")
     ui.add_argument("--reviewer", help="whom decisions are attributed to by default (default user@host)")
+    add_door(ui, keys=False)
     ui.set_defaults(handler=cmd_ui)
 
 

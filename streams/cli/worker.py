@@ -50,13 +50,15 @@ async def cmd_worker(args: argparse.Namespace) -> int:
 
         readiness, metrics = WorkerReadiness(), None
         if args.health_port is not None:  # first, so that liveness answers while the LLM layer imports
+            from combee_core.serve.doors import DoorPolicy
             from streams.topology.health import HealthServer
             from streams.topology.metrics import WorkerMetrics
 
             metrics = WorkerMetrics(readiness)
             health = await exits.enter_async_context(
                 HealthServer(readiness.report, host=settings.health_host, port=args.health_port,
-                             metrics=metrics.render))
+                             metrics=metrics.render, policy=DoorPolicy.for_bind(
+                                 settings.health_host, settings.allowed_hosts, door="the worker's health port")))
             print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics; bound to {settings.health_host})",
                   file=sys.stderr)
         from streams.topology.worker import STOP_BUDGET_S, parse_stages, run_worker

@@ -8,6 +8,11 @@ rejected and counted in ``partial_success``. When the pipeline cannot keep up it
 requests already in hand, or the ``ingest-otlp`` group more than ``otlp_max_lag`` records behind on the topic, as
 measured every :data:`LAG_POLL_S`), and when the broker does not take the records in time 503, both with
 ``Retry-After``: the OTLP exporters retry those. Loopback by default (``otlp_receiver_host``).
+
+Who and where: with access keys that may write (``COMBEE_ACCESS_KEYS``, ``write=``) every request needs
+``Authorization: Bearer <key>`` (401), and every span must land in a playbook the key may write (403, nothing written;
+``combee_core.otlp.ingest_scope``); beyond loopback it refuses to start without such keys. A foreign ``Host`` is 421
+and a foreign ``Origin`` 403 (``combee_core.serve.doors``); TLS with ``COMBEE_HTTP_TLS_CERT``/``_KEY``.
 """
 
 from __future__ import annotations
@@ -23,10 +28,14 @@ from aiohttp import web
 from combee_core.errors import CombeeError
 from combee_core.ingest.redaction import RedactionConfig, Redactor
 from combee_core.otlp.export import WireEncoding, export_response, split_by_trace, status_body
+from combee_core.otlp.ingest_scope import ScopeRefused, enforce_write_scope
 from combee_core.otlp.redaction import redact_message
 from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
+from combee_core.serve.access_keys import Grant, KeyRing
+from combee_core.serve.doors import API_HEADERS
+from combee_core.serve.serving import is_loopback
 from combee_core.settings import CombeeSettings
-from streams.topology.web_app import http_url, start_app
+from streams.topology.web_app import door_policy, guard, http_url, start_app, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +54,23 @@ class BodyTooLarge(CombeeError, ValueError):
     """The body is over the receiver's limit."""
 
 
+class ReceiverBindError(CombeeError, ValueError):
+    """``combee otlp-receiver`` asked to listen beyond this machine without keys that may write."""
+
+
+def receiver_keys(settings: CombeeSettings) -> KeyRing:
+    """The keys the receiver accepts: the access keys that may write (none: every sender, loopback only)."""
+    ring = KeyRing.load(settings.access_keys, settings.access_keys_file)
+    return KeyRing({digest: grant for digest, grant in ring.keys.items() if grant.write})
+
+
+def check_receiver_bind(host: str, keys: KeyRing) -> None:
+    """:class:`ReceiverBindError` for an address beyond loopback without a key that may write."""
+    if not is_loopback(host) and not keys.required:
+        raise ReceiverBindError(f"combee otlp-receiver will not listen on {host} without keys: set COMBEE_ACCESS_KEYS "
+                                "(or --access-keys-file) with a write=<playbooks> key per sender, or bind 127.0.0.1")
+
+
 @dataclass
 class OtlpReceiver:
     """An aiohttp server for ``POST /v1/traces``; ``async with OtlpReceiver(settings, sink) as receiver``."""
@@ -58,19 +84,27 @@ class OtlpReceiver:
     """Records the ingest-otlp group has not consumed yet (None: not measured), kept by :func:`follow_backlog`."""
     redaction: RedactionConfig | None = None
     """Set from the settings when ``redact`` and ``redact_before_produce`` are on: requests are redacted first."""
+    keys: KeyRing = field(default_factory=KeyRing)
+    """The keys that may write (set from the settings)."""
     _inflight: int = 0
     _runner: web.AppRunner | None = None
+    _tls: bool = False
 
     def __post_init__(self) -> None:
         if self.redaction is None and self.settings.redact and self.settings.redact_before_produce:
             self.redaction = RedactionConfig.from_settings(self.settings)
+        self.keys = receiver_keys(self.settings)
+        check_receiver_bind(self.host or self.settings.otlp_receiver_host, self.keys)
 
     async def __aenter__(self) -> OtlpReceiver:
         app = web.Application(client_max_size=self.settings.otlp_max_body_bytes + 1)
         app.router.add_post("/v1/traces", self.handle)
+        context = tls_context(self.settings)
+        self._tls = context is not None
+        host = self.host or self.settings.otlp_receiver_host
+        guard(app, door_policy(self.settings, host, "combee otlp-receiver"), API_HEADERS, tls=self._tls)
         self._runner, self.port = await start_app(
-            app, self.host or self.settings.otlp_receiver_host,
-            self.settings.otlp_receiver_port if self.port is None else self.port)
+            app, host, self.settings.otlp_receiver_port if self.port is None else self.port, ssl_context=context)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -80,7 +114,7 @@ class OtlpReceiver:
     @property
     def url(self) -> str:
         assert self.port is not None
-        return http_url(self.host or self.settings.otlp_receiver_host, self.port, "/v1/traces")
+        return http_url(self.host or self.settings.otlp_receiver_host, self.port, "/v1/traces", tls=self._tls)
 
     def _count(self, name: str, amount: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + amount
@@ -90,6 +124,10 @@ class OtlpReceiver:
         if encoding is None:
             return self._error("otlp_json", 415, 3, f"unsupported content type {request.content_type!r}: "
                                "application/x-protobuf or application/json")
+        grant = self.keys.grant(request.headers.get("Authorization"))
+        if grant is None:
+            return self._error(encoding, 401, 16, "a key is required: Authorization: Bearer <access key with "
+                               "write=> (OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<key>)")
         if self._inflight >= self.settings.otlp_max_inflight:
             return self._error(encoding, 429, 8, "receiver busy; retry later", retry_after=RETRY_BUSY_S)
         limit = self.settings.otlp_max_lag
@@ -98,11 +136,11 @@ class OtlpReceiver:
                                retry_after=RETRY_BUSY_S)
         self._inflight += 1
         try:
-            return await self._export(request, encoding)
+            return await self._export(request, encoding, grant)
         finally:
             self._inflight -= 1
 
-    async def _export(self, request: web.Request, encoding: WireEncoding) -> web.Response:
+    async def _export(self, request: web.Request, encoding: WireEncoding, grant: Grant) -> web.Response:
         limit = self.settings.otlp_max_body_bytes
         try:
             body = await _read_body(request, limit)
@@ -111,6 +149,11 @@ class OtlpReceiver:
             return self._error(encoding, 413, 3, str(error))
         except OtlpDecodeError as error:
             return self._error(encoding, 400, 3, f"unreadable request: {error}")
+        try:
+            self._count("otlp_receiver_stamped_spans", enforce_write_scope(parsed, grant,
+                                                                          self.settings.otlp_default_playbook))
+        except ScopeRefused as error:
+            return self._error(encoding, 403, 7, str(error))
         split = split_by_trace(parsed)
         if self.redaction is not None:  # redact_before_produce: raw content never reaches the OTLP topic
             redactor = Redactor(self.redaction)

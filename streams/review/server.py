@@ -1,7 +1,9 @@
 """The review web server (``combee ui``): an aiohttp app that reads the topics at each request and writes decisions
 to ``review``. Loopback by default; bound to any other address it refuses to start without a token
 (``COMBEE_UI_TOKEN``), and then every request must carry it (``?token=`` once, kept in a cookie, or
-``Authorization: Bearer``). Every form carries a per-process secret, so another site cannot post decisions."""
+``Authorization: Bearer``). Every form carries a per-process secret, so another site cannot post decisions; a
+foreign ``Host`` is refused 421 and a foreign ``Origin`` 403, token or not, and every answer carries the page's
+security headers (``combee_core.serve.doors``)."""
 
 from __future__ import annotations
 
@@ -20,13 +22,14 @@ from combee_core.errors import CombeeError
 from combee_core.models import utc_now
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, embedder_from
 from combee_core.playbook.meaning import Judge
+from combee_core.serve.doors import PAGE_HEADERS
 from combee_core.serve.review import ReviewInputError, make_decision, review_on
 from combee_core.serve.review_context import closest_reflections, curation_judge, entry_history, making_version
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision
 from streams.review.page import entry_page, error_page, index_page, playbook_page, reflections_traces
-from streams.topology.web_app import http_url, start_app
+from streams.topology.web_app import door_policy, guard, http_url, start_app, tls_context
 
 log = logging.getLogger(__name__)
 COOKIE = "combee_ui_token"
@@ -65,6 +68,7 @@ class ReviewServer:
     token: str | None = None
     csrf: str = field(default_factory=lambda: secrets.token_urlsafe(24))
     _runner: web.AppRunner | None = None
+    _tls: bool = False
     _embedder: tuple[Embedder | None] | None = None
     """(curation's embedder, or None for the lexical judge), once made."""
     _embeddings: dict[str, EmbeddingCache] = field(default_factory=dict)
@@ -79,7 +83,10 @@ class ReviewServer:
         app.router.add_get("/p/{pb}", self.playbook)
         app.router.add_get("/p/{pb}/entry/{entry}", self.entry)
         app.router.add_post("/p/{pb}/decide", self.decide)
-        self._runner, self.port = await start_app(app, self.host, self.port)
+        context = tls_context(self.settings)
+        self._tls = context is not None
+        guard(app, door_policy(self.settings, self.host, "combee ui"), PAGE_HEADERS, tls=self._tls)
+        self._runner, self.port = await start_app(app, self.host, self.port, ssl_context=context)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -88,7 +95,7 @@ class ReviewServer:
 
     @property
     def url(self) -> str:
-        return http_url(self.host, self.port, "/")
+        return http_url(self.host, self.port, "/", tls=self._tls)
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -102,7 +109,7 @@ class ReviewServer:
         if "token" in request.query:  # keep it in a cookie, and out of the address bar and the history
             response = web.HTTPSeeOther(request.rel_url.with_query({k: v for k, v in request.query.items()
                                                                    if k != "token"}))
-            response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict")
+            response.set_cookie(COOKIE, self.token, httponly=True, samesite="Strict", secure=self._tls)
             raise response
         return await handler(request)
 

@@ -5,7 +5,10 @@ with an ``ETag``: ``If-None-Match`` with the same tag is 304, and ``?wait=S`` ho
 is served or ``S`` seconds pass (a long-poll); ``GET /playbooks/{id}/versions/{v}`` any version kept;
 ``GET /playbooks/{id}/context?task=...&k=...&budget=...`` the top ``k`` entries for a task within a token budget;
 ``GET /playbooks/{id}/events`` a server-sent event stream, one ``version`` event per newly served version. With a
-token (``COMBEE_SERVE_TOKEN``) every request needs ``Authorization: Bearer <token>`` (401 otherwise).
+token (``COMBEE_SERVE_TOKEN``) or access keys (``COMBEE_ACCESS_KEYS``, ``combee_core.serve.access_keys``) every
+request needs ``Authorization: Bearer <token or key>`` (401 otherwise); a key reads only the playbooks it names (403
+for another, known or not), ``GET /playbooks`` lists only those, and no error names another. A foreign ``Host`` is
+421 and a foreign ``Origin`` 403 (``combee_core.serve.doors``), with or without a key.
 
 A playbook with a parent (``COMBEE_PLAYBOOK_PARENTS``) is answered its composed view instead of its version
 (``combee_core.serve.scoped_serving.ComposedPlaybook``, in ``GET /playbooks/{id}`` and its events), under a tag over
@@ -19,19 +22,20 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import orjson
 from aiohttp import web
 from pydantic import ValidationError
 
+from combee_core.serve.access_keys import OPEN, Grant, KeyRing
+from combee_core.serve.doors import API_HEADERS
 from combee_core.serve.scoped_serving import composed_context, composed_playbook
 from combee_core.serve.serving import (
     NOTHING_SERVED_ETAG,
     ContextQuery,
     TaskContext,
     VersionNotKept,
-    authorized,
     context_for_task,
     etag,
     etag_matches,
@@ -41,7 +45,7 @@ from combee_core.serve.serving import (
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.serving.served import ServedPlaybooks
-from streams.topology.web_app import http_url, start_app
+from streams.topology.web_app import door_policy, guard, http_url, start_app, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +56,8 @@ SHUTDOWN_S = 2.0
 """On stop, open long-polls and event streams are given this long, then closed (they reconnect elsewhere)."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+GRANT = web.RequestKey("grant", Grant)
+"""What the request's token or key may read (set by the auth middleware)."""
 
 
 def _error(status: int, message: str, **headers: str) -> web.Response:
@@ -66,14 +72,22 @@ class ServeHttp:
     served: ServedPlaybooks
     host: str | None = None
     port: int | None = None
+    keys: KeyRing = field(default_factory=KeyRing)
+    """The keys accepted (set from the settings on enter)."""
     _runner: web.AppRunner | None = None
+    _tls: bool = False
 
     @property
     def token(self) -> str | None:
         return self.settings.serve_token.get_secret_value() if self.settings.serve_token else None
 
     async def __aenter__(self) -> ServeHttp:
+        self.keys = serve_keys(self.settings)
         app = web.Application(middlewares=[self._auth])
+        context = tls_context(self.settings)
+        self._tls = context is not None
+        guard(app, door_policy(self.settings, self.host or self.settings.serve_host, "combee serve"), API_HEADERS,
+              tls=self._tls)
         app.router.add_get("/healthz", self.healthz)
         app.router.add_get("/playbooks", self.playbooks)
         app.router.add_get("/playbooks/{playbook_id}", self.playbook)
@@ -82,7 +96,7 @@ class ServeHttp:
         app.router.add_get("/playbooks/{playbook_id}/events", self.events)
         self._runner, self.port = await start_app(
             app, self.host or self.settings.serve_host, self.settings.serve_port if self.port is None else self.port,
-            handler_cancellation=True, shutdown_timeout=SHUTDOWN_S)
+            handler_cancellation=True, shutdown_timeout=SHUTDOWN_S, ssl_context=context)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -92,13 +106,18 @@ class ServeHttp:
     @property
     def url(self) -> str:
         assert self.port is not None
-        return http_url(self.host or self.settings.serve_host, self.port)
+        return http_url(self.host or self.settings.serve_host, self.port, tls=self._tls)
 
     @web.middleware
     async def _auth(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if not authorized(request.headers.get("Authorization"), self.token):
-            return _error(401, "a bearer token is required (Authorization: Bearer <COMBEE_SERVE_TOKEN>)",
-                          **{"WWW-Authenticate": 'Bearer realm="combee"'})
+        grant = self.keys.grant(request.headers.get("Authorization"))
+        if grant is None:
+            return _error(401, "a bearer token is required (Authorization: Bearer <an access key or "
+                          "COMBEE_SERVE_TOKEN>)", **{"WWW-Authenticate": 'Bearer realm="combee"'})
+        playbook_id = request.match_info.get("playbook_id")
+        if playbook_id is not None and not grant.may_read(playbook_id):
+            return _error(403, f"key {grant.name} may not read playbook {playbook_id}")
+        request[GRANT] = grant
         return await handler(request)
 
     async def healthz(self, request: web.Request) -> web.Response:
@@ -106,7 +125,8 @@ class ServeHttp:
         return web.json_response({"status": "ok"})
 
     async def playbooks(self, request: web.Request) -> web.Response:
-        listed = [self.served.summary(pid).model_dump(mode="json") for pid in self.served.playbook_ids()]
+        listed = [self.served.summary(pid).model_dump(mode="json")
+                  for pid in _grant(request).readable(self.served.playbook_ids())]
         return web.json_response(listed, dumps=lambda obj: orjson.dumps(obj).decode())
 
     async def playbook(self, request: web.Request) -> web.Response:
@@ -125,7 +145,7 @@ class ServeHttp:
             return web.Response(status=304, headers=headers)
         body = self._body(playbook_id)
         if body is None:
-            return _error(404, self._missing(playbook_id), **headers)
+            return _error(404, self._missing(playbook_id, _grant(request)), **headers)
         return web.Response(body=body, content_type="application/json", headers=headers)
 
     def _body(self, playbook_id: str) -> bytes | None:
@@ -167,7 +187,7 @@ class ServeHttp:
         except (ValueError, ValidationError) as error:
             return _error(400, _one_line(error))
         if not self.served.known(playbook_id):
-            return _error(404, self._missing(playbook_id))
+            return _error(404, self._missing(playbook_id, _grant(request)))
         if self.served.composed(playbook_id):
             found: TaskContext = composed_context(self.served.chain(playbook_id), asked, self.served.token_budget)
         else:
@@ -197,11 +217,21 @@ class ServeHttp:
                     self.served.check_following()
         return response  # the client went away
 
-    def _missing(self, playbook_id: str) -> str:
+    def _missing(self, playbook_id: str, grant: Grant) -> str:
         if self.served.known(playbook_id):
             return f"{playbook_id}: no version served yet"
-        known = ", ".join(self.served.playbook_ids()) or "none yet"
+        known = ", ".join(grant.readable(self.served.playbook_ids())) or "none yet"
         return f"no playbook {playbook_id} on {self.settings.topic(Topic.PLAYBOOK)} (known: {known})"
+
+
+def serve_keys(settings: CombeeSettings) -> KeyRing:
+    """The keys ``combee serve`` (HTTP and MCP) accepts: the access keys, and the global token as a read-all key."""
+    token = settings.serve_token.get_secret_value() if settings.serve_token else None
+    return KeyRing.load(settings.access_keys, settings.access_keys_file, token=token)
+
+
+def _grant(request: web.Request) -> Grant:
+    return request.get(GRANT, OPEN)
 
 
 def _integer(name: str, value: str) -> int:

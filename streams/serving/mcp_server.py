@@ -5,7 +5,9 @@ newly served version notifies ``notifications/resources/updated`` for its URI, o
 ``subscriptions/listen`` streams of 2026-07-28 clients (through the SDK's subscription bus) and to the sessions of
 handshake-era clients that called ``resources/subscribe``; a new playbook notifies ``resources/list_changed``.
 Tool: ``context_for_task(playbook_id, task, k, token_budget)``, the top ``k`` entries for a task within a budget.
-Transports: stdio, and streamable HTTP (served by uvicorn, bearer token as the HTTP API). A playbook with a parent
+Transports: stdio, and streamable HTTP (served by uvicorn behind :class:`DoorGate`: the Host/Origin check every HTTP
+door shares, then the bearer token or access key as the HTTP API; a key lists, reads, subscribes to and asks for
+context of only the playbooks it may read, and no error names another). A playbook with a parent
 (``COMBEE_PLAYBOOK_PARENTS``) reads as its composed view, is notified when any scope of it serves a new version, and
 its tool context is ranked among the composed entries (``combee_core.serve.scoped_serving``).
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -27,8 +30,10 @@ from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, Res
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from combee_core.serve.access_keys import OPEN, Grant, KeyRing
+from combee_core.serve.doors import API_HEADERS, DoorPolicy
 from combee_core.serve.scoped_serving import composed_context, render_composed
-from combee_core.serve.serving import ContextQuery, TaskContext, authorized, context_for_task, render_served
+from combee_core.serve.serving import ContextQuery, TaskContext, context_for_task, render_served
 from combee_core.settings import CombeeSettings
 from streams.serving.served import ServedPlaybooks
 
@@ -47,9 +52,12 @@ def playbook_uri(playbook_id: str) -> str:
 class PlaybookMcp:
     """The MCP handlers over :class:`ServedPlaybooks` and the notifier that tells subscribers of new versions."""
 
-    def __init__(self, served: ServedPlaybooks) -> None:
+    def __init__(self, served: ServedPlaybooks, keys: KeyRing | None = None) -> None:
         self.served = served
+        self.keys = keys or KeyRing()
+        """The keys of MCP over HTTP (stdio has no key: its client launched it)."""
         self.bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self.bus)
         self.legacy: dict[str, set[ServerSession]] = {}
         """Per URI, the handshake-era sessions that subscribed to it."""
         self.server: Server[Any] = Server(
@@ -58,13 +66,13 @@ class PlaybookMcp:
                          "to hear of each new one, call context_for_task for the entries a task needs.",
             on_list_resources=self._list_resources, on_read_resource=self._read_resource,
             on_subscribe_resource=self._subscribe, on_unsubscribe_resource=self._unsubscribe,
-            on_subscriptions_listen=ListenHandler(self.bus), on_list_tools=self._list_tools,
+            on_subscriptions_listen=self._subscriptions_listen, on_list_tools=self._list_tools,
             on_call_tool=self._call_tool)
 
     async def _list_resources(self, ctx: ServerRequestContext[Any],
                               params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         resources = []
-        for playbook_id in self.served.playbook_ids():
+        for playbook_id in self._grant(ctx).readable(self.served.playbook_ids()):
             served = self.served.served(playbook_id)
             description = f"the served version (now v{served.version if served else 0}) as prompt text"
             if self.served.composed(playbook_id):
@@ -76,16 +84,28 @@ class PlaybookMcp:
                 description=description, mime_type="text/markdown"))
         return types.ListResourcesResult(resources=resources)
 
-    def _playbook_id(self, uri: str) -> str:
+    def _grant(self, ctx: ServerRequestContext[Any]) -> Grant:
+        """What the request's key may read (stdio: everything)."""
+        request = ctx.request
+        if request is None:
+            return OPEN
+        grant = self.keys.grant(request.headers.get("authorization"))
+        if grant is None:  # DoorGate answered 401 before; a session outliving its key lands here
+            raise MCPError(RESOURCE_NOT_FOUND, "a bearer token is required")
+        return grant
+
+    def _playbook_id(self, uri: str, grant: Grant) -> str:
         playbook_id = uri.removeprefix(SCHEME)
+        if uri.startswith(SCHEME) and not grant.may_read(playbook_id):
+            raise MCPError(RESOURCE_NOT_FOUND, f"key {grant.name} may not read {uri}")
         if not uri.startswith(SCHEME) or not self.served.known(playbook_id):
-            known = ", ".join(playbook_uri(p) for p in self.served.playbook_ids()) or "none yet"
+            known = ", ".join(playbook_uri(p) for p in grant.readable(self.served.playbook_ids())) or "none yet"
             raise MCPError(RESOURCE_NOT_FOUND, f"no resource {uri} (known: {known})")
         return playbook_id
 
     async def _read_resource(self, ctx: ServerRequestContext[Any],
                              params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        playbook_id = self._playbook_id(str(params.uri))
+        playbook_id = self._playbook_id(str(params.uri), self._grant(ctx))
         served = self.served.served(playbook_id)
         text = (render_composed(self.served.chain(playbook_id), self.served.token_budget)
                 if self.served.composed(playbook_id) else render_served(playbook_id, served))
@@ -95,8 +115,18 @@ class PlaybookMcp:
 
     async def _subscribe(self, ctx: ServerRequestContext[Any], params: types.SubscribeRequestParams
                          ) -> types.EmptyResult:
+        self._playbook_id(str(params.uri), self._grant(ctx))
         self.legacy.setdefault(str(params.uri), set()).add(ctx.session)
         return types.EmptyResult()
+
+    async def _subscriptions_listen(self, ctx: ServerRequestContext[Any],
+                                    params: types.SubscriptionsListenRequestParams
+                                    ) -> types.SubscriptionsListenResult:
+        """The SDK's listen stream, once every resource it names is one the key may read."""
+        grant = self._grant(ctx)
+        for uri in params.notifications.resource_subscriptions or ():
+            self._playbook_id(str(uri), grant)
+        return await self._listen(ctx, params)
 
     async def _unsubscribe(self, ctx: ServerRequestContext[Any], params: types.UnsubscribeRequestParams
                            ) -> types.EmptyResult:
@@ -120,9 +150,12 @@ class PlaybookMcp:
         except ValidationError as error:
             first = error.errors()[0]
             return _tool_error(f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}")
+        grant = self._grant(ctx)
+        if not grant.may_read(query.playbook_id):
+            return _tool_error(f"key {grant.name} may not read playbook {query.playbook_id}")
         if not self.served.known(query.playbook_id):
             return _tool_error(f"no playbook {query.playbook_id} (known: "
-                               f"{', '.join(self.served.playbook_ids()) or 'none yet'})")
+                               f"{', '.join(grant.readable(self.served.playbook_ids())) or 'none yet'})")
         if self.served.composed(query.playbook_id):
             found: TaskContext = composed_context(self.served.chain(query.playbook_id), query, self.served.token_budget)
         else:
@@ -164,11 +197,17 @@ class PlaybookMcp:
                        on_ready: Callable[[str], None] | None = None) -> None:
         """Streamable HTTP at ``/mcp`` on ``settings.serve_host:port`` until cancelled."""
         import uvicorn
+        from mcp.server.transport_security import TransportSecuritySettings
 
-        app = self.server.streamable_http_app(host=settings.serve_host, stateless_http=False)
-        token = settings.serve_token.get_secret_value() if settings.serve_token else None
-        config = uvicorn.Config(BearerGate(app, token), host=settings.serve_host, port=port, log_level="warning",
-                                lifespan="on")
+        # Host and Origin are checked by DoorGate, as at every door (the SDK's own check knows no allowed names)
+        app = self.server.streamable_http_app(host=settings.serve_host, stateless_http=False,
+                                              transport_security=TransportSecuritySettings(
+                                                  enable_dns_rebinding_protection=False))
+        tls = bool(settings.http_tls_cert and settings.http_tls_key)
+        gate = DoorGate(app, self.keys, DoorPolicy.for_bind(settings.serve_host, settings.allowed_hosts,
+                                                            door="combee serve (MCP)"), tls=tls)
+        config = uvicorn.Config(gate, host=settings.serve_host, port=port, log_level="warning", lifespan="on",
+                                ssl_certfile=settings.http_tls_cert, ssl_keyfile=settings.http_tls_key)
         server = uvicorn.Server(config)
         task = asyncio.create_task(server.serve())
         try:
@@ -180,7 +219,7 @@ class PlaybookMcp:
             bound = server.servers[0].sockets[0].getsockname()[1]
             host = settings.serve_host
             if on_ready is not None:
-                on_ready(f"http://{f'[{host}]' if ':' in host else host}:{bound}/mcp")
+                on_ready(f"{'https' if tls else 'http'}://{f'[{host}]' if ':' in host else host}:{bound}/mcp")
             await task
         finally:
             server.should_exit = True
@@ -188,23 +227,46 @@ class PlaybookMcp:
                 await task
 
 
-class BearerGate:
-    """An ASGI wrapper answering 401 to an HTTP request without the bearer token (none: every request passes)."""
+class DoorGate:
+    """An ASGI wrapper: a foreign ``Host`` 421 and a foreign ``Origin`` 403 (``combee_core.serve.doors``, as every
+    door), then 401 to a request without a valid token or key (none configured: every request passes); the security
+    headers on every answer."""
 
-    def __init__(self, app: Callable[..., Awaitable[None]], token: str | None) -> None:
-        self.app, self.token = app, token
+    def __init__(self, app: Callable[..., Awaitable[None]], keys: KeyRing, policy: DoorPolicy, *,
+                 tls: bool = False) -> None:
+        self.app, self.keys, self.policy, self.tls = app, keys, policy, tls
 
     async def __call__(self, scope: MutableMapping[str, Any], receive: Callable[..., Awaitable[Any]],
                        send: Callable[..., Awaitable[None]]) -> None:
-        if scope["type"] == "http" and self.token:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-            if not authorized(headers.get("authorization"), self.token):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b'Bearer realm="combee"')]})
-                await send({"type": "http.response.body", "body": b'{"error": "a bearer token is required"}'})
-                return
-        await self.app(scope, receive, send)
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        refused = self.policy.refusal(headers.get("host"), headers.get("origin"), tls=self.tls)
+        if refused is not None:
+            await _answer(send, refused[0], refused[1])
+            return
+        if self.keys.grant(headers.get("authorization")) is None:
+            await _answer(send, 401, "a bearer token is required", www_authenticate=True)
+            return
+
+        async def with_headers(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *_SECURITY]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+_SECURITY = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in API_HEADERS.items()]
+
+
+async def _answer(send: Callable[..., Awaitable[None]], status: int, message: str, *,
+                  www_authenticate: bool = False) -> None:
+    extra = [(b"www-authenticate", b'Bearer realm="combee"')] if www_authenticate else []
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), *extra, *_SECURITY]})
+    await send({"type": "http.response.body", "body": json.dumps({"error": message}).encode()})
 
 
 def _tool_error(message: str) -> types.CallToolResult:

@@ -4,7 +4,9 @@ A deliberately tiny asyncio HTTP/1.1 server: ``GET /healthz`` answers 200 while 
 ``GET /readyz`` answers 200 once every stage of the worker has started its consumer (joined its consumer group) and
 no stage has died, 503 otherwise; ``GET /metrics`` (when the server is given a metrics source, see
 ``metrics.py``) answers the Prometheus text format. Anything else is 404. Health responses are one short
-JSON body; connections close.
+JSON body; connections close. Given a :class:`~combee_core.serve.doors.DoorPolicy` (the worker's), a foreign
+``Host`` is 421 and a foreign ``Origin`` 403, as at every door (the metrics name playbooks; probes and scrapers by
+IP address are not affected).
 """
 
 from __future__ import annotations
@@ -19,13 +21,14 @@ from typing import TYPE_CHECKING
 import orjson
 
 if TYPE_CHECKING:
+    from combee_core.serve.doors import DoorPolicy
     from streams.broker.watchdog import BrokerWatchdog
     from streams.topology.runtime import Stage
 
 log = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error",
-            503: "Service Unavailable"}
+_REASONS = {200: "OK", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 421: "Misdirected Request",
+            500: "Internal Server Error", 503: "Service Unavailable"}
 MAX_REQUEST_HEAD_BYTES = 8192
 
 
@@ -87,9 +90,11 @@ class HealthServer:
     (an async callable returning the exposition text, e.g. ``WorkerMetrics.render``) it serves ``/metrics`` too."""
 
     def __init__(self, readiness: Callable[[], tuple[bool, dict[str, str]]], host: str = "127.0.0.1",
-                 port: int = 8080, *, metrics: Callable[[], Awaitable[bytes]] | None = None) -> None:
+                 port: int = 8080, *, metrics: Callable[[], Awaitable[bytes]] | None = None,
+                 policy: DoorPolicy | None = None) -> None:
         self._readiness = readiness
         self._metrics = metrics
+        self._policy = policy
         self.host = host
         self.port = port
         self._server: asyncio.Server | None = None
@@ -112,6 +117,16 @@ class HealthServer:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    def _refusal(self, head: bytes) -> tuple[int, str] | None:
+        """The door policy's answer to the request's ``Host`` and ``Origin`` headers (None: answer it)."""
+        if self._policy is None:
+            return None
+        headers = {}
+        for line in head.decode("latin-1").split("\r\n")[1:]:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return self._policy.refusal(headers.get("host"), headers.get("origin"))
 
     def respond(self, method: str, path: str) -> tuple[int, dict[str, object]]:
         """Status and JSON body for a request line (pure; the socket handling is in ``_serve``)."""
@@ -137,7 +152,10 @@ class HealthServer:
         parts = head[:MAX_REQUEST_HEAD_BYTES].split(b"\r\n", 1)[0].decode("latin-1").split()
         method, path = (parts[0], parts[1]) if len(parts) >= 2 else ("GET", "/")
         content_type = "application/json"
-        if path.split("?", 1)[0] == "/metrics" and self._metrics is not None and method in ("GET", "HEAD"):
+        refused = self._refusal(head[:MAX_REQUEST_HEAD_BYTES])
+        if refused is not None:
+            status, payload = refused[0], orjson.dumps({"error": refused[1]})
+        elif path.split("?", 1)[0] == "/metrics" and self._metrics is not None and method in ("GET", "HEAD"):
             from prometheus_client import CONTENT_TYPE_LATEST  # the text exposition format
 
             try:
