@@ -65,3 +65,20 @@ async def test_a_refused_sasl_login_is_one_line_naming_what_to_check_and_exit_2(
         assert lines[0].startswith(f"combee {command}: SASL authentication ({mechanism} as alice) at "), lines[0]
         assert expected in lines[0] and "COMBEE_KAFKA_SASL_USERNAME" in lines[0], lines[0]
         assert PASSWORD not in (out + err).decode()
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
+async def test_the_most_verbose_log_holds_no_password(authenticating_tansu, mechanism):
+    """COMBEE_LOG_LEVEL=DEBUG with COMBEE_KAFKA_DEBUG: every aiokafka request is logged, the SASL ones included (a
+    PLAIN request carries the password itself; no login needs to succeed: the request is logged as it is sent), and
+    the password is in none of them (streams/broker/log_mask.py)."""
+    env = env_without_combee(COMBEE_KAFKA_BOOTSTRAP=authenticating_tansu,
+                             COMBEE_KAFKA_SECURITY_PROTOCOL="SASL_PLAINTEXT", COMBEE_KAFKA_SASL_MECHANISM=mechanism,
+                             COMBEE_KAFKA_SASL_USERNAME="alice", COMBEE_KAFKA_SASL_PASSWORD=PASSWORD,
+                             COMBEE_BROKER_CONNECT_TIMEOUT_S="10", COMBEE_LOG_LEVEL="DEBUG", COMBEE_KAFKA_DEBUG="1")
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "streams.cli", "status", env=env,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    text = (out + err).decode()
+    assert "SaslAuthenticateRequest" in text, text[-3000:]  # the request was logged...
+    assert PASSWORD not in text  # ...without the password

@@ -7,12 +7,12 @@ import base64
 import pytest
 
 from combee_core import limits
+from combee_core.ingest.detectors import luhn_valid
 from combee_core.ingest.redaction import (
-    DETECTORS,
+    ALL_BUILT_IN,
     RedactionConfig,
     RedactionError,
     Redactor,
-    luhn_valid,
     parse_patterns,
     redact_trace,
 )
@@ -21,7 +21,7 @@ from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.sim.tasks import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, SEEDED, seeded_trace
 
-WITH_USER = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + tuple(DETECTORS.values()))
+WITH_USER = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + ALL_BUILT_IN)
 BASE = train_traces(build_suite(seed=7), 3, playbook_ids=("pb",), run_seed=0, agents=4)
 
 
