@@ -26,21 +26,27 @@ def mask_value(value: Any, depth: int = 0) -> Any:
     """``value`` as it may be logged: bytes-like as their length, protocol structs and containers walked, a consumed
     record as where it came from; anything else unchanged."""
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return f"<{len(value)} bytes>"
+        return _Shown(f"<{len(value)} bytes>")
     if depth >= MAX_DEPTH:
         return "..."
     schema = getattr(type(value), "SCHEMA", None)
     if schema is not None and hasattr(schema, "names"):  # aiokafka.protocol.struct.Struct (no import: duck-typed)
-        fields = ", ".join(f"{name}={mask_value(getattr(value, name, None), depth + 1)!s}" for name in schema.names)
+        fields = ", ".join(f"{name}={_shown(mask_value(getattr(value, name, None), depth + 1))!r}"
+                           for name in schema.names)
         return _Shown(f"{type(value).__name__}({fields})")
     if all(hasattr(value, name) for name in ("topic", "partition", "offset", "value")):  # a ConsumerRecord
         return _Shown(f"{type(value).__name__}(topic={value.topic}, partition={value.partition}, "
                       f"offset={value.offset}, value=<masked>)")
     if isinstance(value, (list, tuple)):
-        return _Shown(repr(type(value)(_Shown(str(mask_value(item, depth + 1))) for item in value)))
+        return _Shown(repr(type(value)(_shown(mask_value(item, depth + 1)) for item in value)))
     if isinstance(value, dict):
-        return _Shown(repr({key: _Shown(str(mask_value(item, depth + 1))) for key, item in value.items()}))
+        return _Shown(repr({key: _shown(mask_value(item, depth + 1)) for key, item in value.items()}))
     return value
+
+
+def _shown(value: Any) -> Any:
+    """A masked part as it shows inside a struct or container: itself when masked, else as its own repr would."""
+    return value if isinstance(value, _Shown) else _Shown(repr(value))
 
 
 class _Shown(str):
