@@ -37,10 +37,16 @@ def mask_value(value: Any, depth: int = 0) -> Any:
     if all(hasattr(value, name) for name in ("topic", "partition", "offset", "value")):  # a ConsumerRecord
         return _Shown(f"{type(value).__name__}(topic={value.topic}, partition={value.partition}, "
                       f"offset={value.offset}, value=<masked>)")
-    if isinstance(value, (list, tuple)):
-        return _Shown(repr(type(value)(_shown(mask_value(item, depth + 1)) for item in value)))
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple (TopicPartition, ...)
+        fields = ", ".join(f"{name}={_shown(mask_value(item, depth + 1))!r}"
+                           for name, item in zip(value._fields, value, strict=False))
+        return _Shown(f"{type(value).__name__}({fields})")
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_shown(mask_value(item, depth + 1)) for item in value]
+        return _Shown(repr(items) if isinstance(value, list) else repr(tuple(items)))
     if isinstance(value, dict):
-        return _Shown(repr({key: _shown(mask_value(item, depth + 1)) for key, item in value.items()}))
+        return _Shown(repr({_shown(mask_value(key, depth + 1)): _shown(mask_value(item, depth + 1))
+                            for key, item in value.items()}))
     return value
 
 
@@ -60,12 +66,16 @@ class KafkaLogMask(logging.Filter):
     """Masks the arguments of a Kafka client's log record (:func:`mask_value`); never drops a record."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if isinstance(record.args, tuple):
-            record.args = tuple(mask_value(arg) for arg in record.args)
-        elif isinstance(record.args, dict):
-            record.args = {key: mask_value(arg) for key, arg in record.args.items()}
-        if not isinstance(record.msg, str):
-            record.msg = str(mask_value(record.msg))
+        try:
+            if isinstance(record.args, tuple):
+                record.args = tuple(mask_value(arg) for arg in record.args)
+            elif isinstance(record.args, dict):
+                record.args = {key: mask_value(arg) for key, arg in record.args.items()}
+            if not isinstance(record.msg, str):
+                record.msg = str(mask_value(record.msg))
+        except (TypeError, ValueError, AttributeError, RecursionError):  # an object we cannot walk: hide them all
+            record.args = tuple("<masked>" for _ in record.args) if isinstance(record.args, tuple) else None
+            record.msg = str(record.msg)
         return True
 
 

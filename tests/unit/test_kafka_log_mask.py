@@ -64,8 +64,12 @@ def test_every_client_logger_is_masked_once_a_client_is_configured(debug_output)
 
 
 def test_masking_keeps_what_is_not_bytes_and_walks_containers():
+    from aiokafka import TopicPartition
+
     assert mask_value("combee.traces") == "combee.traces" and mask_value(7) == 7
     assert str(mask_value([(0, b"abc"), {"k": bytearray(b"xy")}])) == "[(0, <3 bytes>), {'k': <2 bytes>}]"
+    assert str(mask_value({TopicPartition("t", 1): [b"x"]})) == "{TopicPartition(topic='t', partition=1): [<1 bytes>]}"
+    assert str(mask_value({b"key": 1})) == "{<3 bytes>: 1}"
 
 
 def test_the_cli_keeps_aiokafka_at_info_under_combee_log_level_debug(tmp_path):

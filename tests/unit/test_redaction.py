@@ -56,7 +56,8 @@ def test_a_secret_after_its_label_is_replaced_and_the_label_kept(value, expected
 @pytest.mark.parametrize("value", [
     "2026-11-25 15:32:15", "version 1.2.3", "ip 192.168.1.10", "str-00001, mis-00012", "12345", "3.14159265",
     "1732545600000", "4111111111111112", "r-3f2a9c0d1e2f3a4b", "sha256 " + "ab" * 32, "the token budget is 8000",
-    "[EMAIL] [PHONE] [CARD] [SECRET]", "email-3fa2c9d0e1",
+    "[EMAIL] [PHONE] [CARD] [SECRET]", "email-3fa2c9d0e1", "bypass=true", "passenger_count=3", "max_tokens=512",
+    "tokenizer: bpe", "sort_key: created_at",
 ])
 def test_ordinary_text_numbers_ids_and_placeholders_are_left_alone(value):
     assert text(value) == value
