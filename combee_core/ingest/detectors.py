@@ -86,7 +86,7 @@ _LONG_KEYWORDS = (
 _SHORT_KEYWORDS = r"pass|pwd|pin|sig"
 _LABEL = (
     rf"(?<![\w.-])(?:(?i:[\w.-]*?(?:{_LONG_KEYWORDS})|(?:[\w.-]*[_.-])?(?:{_SHORT_KEYWORDS}))"
-    r"|[\w.-]*?[a-z0-9](?:Pwd|Pass|Pin|Sig))(?![\w])"  # camelCase: dbPwd, DbPass
+    r"|[\w.-]*?[A-Za-z0-9](?:Pwd|Pass|Pin|Sig))(?![\w])"  # camelCase: dbPwd, DbPass, XPwd
 )
 _QUOTED = (  # JSON inside a string escapes its quotes: {\"password\": \"...\"}
     r"\\?\"(?P<dq>(?:[^\"\\\r\n]|\\(?!\"))+)\\?\"|\\?'(?P<sq>(?:[^'\\\r\n]|\\(?!'))+)\\?'"
@@ -97,7 +97,7 @@ _CANDIDATE = re.compile(  # any word, then a separator and a value: the word is 
     rf"[^\S\r\n]*(?::=|=>|[:=])[^\S\r\n]*(?:{_QUOTED}|{_BARE})"
 )
 _SECRET_LABEL = re.compile(_LABEL)
-_FLAG = rf"(?<![\w-])--?(?i:[\w-]*?(?:{_LONG_KEYWORDS}|{_SHORT_KEYWORDS}))[= ](?P<flag>[^\s\"'-][^\s\"']{{2,299}})"
+_FLAG = rf"(?<![\w-])--?(?i:[\w.-]*?(?:{_LONG_KEYWORDS}|{_SHORT_KEYWORDS}))[= ](?P<flag>[^\s\"'-][^\s\"']{{2,299}})"
 _SAID = rf"(?i:\bmy\s+(?:{_LONG_KEYWORDS}|pin)\s+(?:is|was|:)\s+)(?P<said>[^\s\"',;]{{4,200}})"
 _HEADER = (
     r"(?i:\b(?:proxy-)?authori[sz]ation[\"']?[^\S\r\n]*[:=][^\S\r\n]*[\"']?(?:[a-z][\w-]*[^\S\r\n]+)?)"

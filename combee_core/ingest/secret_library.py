@@ -74,9 +74,11 @@ class LibraryDetector:
         values: set[str] = set()
         limit = getattr(plugin, "entropy_limit", None)
         for line in text.splitlines():
+            if '"' not in line and "'" not in line and "`" not in line:  # both read quoted strings only
+                continue
             if limit is not None:  # a high-entropy detector: quoted strings over its limit
                 values.update(v for v in plugin.analyze_string(line) if plugin.calculate_shannon_entropy(v) > limit)
-            else:  # the keyword detector, quotes required (unquoted, it takes the rest of the line as the value)
+            elif _KEYWORD_HINT.search(line):  # the keyword detector (quotes required), where one of its words is
                 values.update(plugin.analyze_string(line, denylist_regex_to_group=_keyword_regexes()))
         return [span for value in values for span in self._value_spans(text, value)]
 
@@ -91,6 +93,7 @@ class LibraryDetector:
         return merged
 
 
+_KEYWORD_HINT = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=.-]*(?<!\.)")
 
 
