@@ -1,13 +1,15 @@
 """Redaction at ingest (no Kafka): detectors that replace personal data and secrets with typed placeholders in every
 text field of a trace, and count what they replaced (never keeping the values).
 
-Built-in detectors, applied after the user's own patterns (so a user pattern never sees a built-in placeholder):
+Built-in detectors, applied after the user's own patterns (so a user pattern never sees a built-in placeholder), in
+this order (docs/redaction.md):
 
-- ``SECRET``: API keys and tokens of known shapes (``sk-...``, ``ghp_...``, ``AKIA...``, ``xoxb-...``, ...),
-  JWT-like ``eyJ...`` triples, PEM private keys, the token after ``Bearer``, the value of ``password=...``,
-  ``api_key: ...`` and the like, and the password in a ``scheme://user:password@host`` URL;
-- ``EMAIL``: ``local@domain.tld``;
-- ``CARD``: 13 to 19 digits (spaces or dashes allowed) with a card network's prefix that pass the Luhn check;
+- ``SECRET``: detect-secrets' plugins (``combee_core.ingest.secret_library``), then the project's own rules for what
+  they miss (``combee_core.ingest.detectors``): values after labels joined by ``_ - .`` (``DB_PASSWORD=``,
+  ``"db_password": "..."``), headers, URL passwords, private key blocks, keys of known shapes;
+- ``EMAIL``: ``local@domain.tld``, letters of any script;
+- ``CARD``: 13 to 19 digits (any spaces, dashes, dots or slashes between groups) with a card network's prefix that
+  pass the Luhn check;
 - ``PHONE``: ``+`` and 8 to 15 digits, or a national number written in groups (``(415) 555-0134``,
   ``020 7946 0958``).
 
