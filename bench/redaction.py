@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from bench.common import machine, write_results
-from combee_core.ingest.redaction import DETECTORS, RedactionConfig, parse_patterns, redact_trace
+from combee_core.ingest.redaction import ALL_BUILT_IN, RedactionConfig, parse_patterns, redact_trace
 from combee_core.sim.tasks import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, seeded_trace
 
@@ -36,7 +36,7 @@ def main() -> None:
     parser.add_argument("--out", default="bench/results")
     args = parser.parse_args()
     plain = train_traces(build_suite(seed=7), args.traces, playbook_ids=("bench",), run_seed=1, agents=40)
-    config = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + tuple(DETECTORS.values()))
+    config = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + ALL_BUILT_IN)
     rows = {"simulated (nothing to find)": measure(plain, config),
             "seeded (personal data in every field)": measure([seeded_trace(t, n) for n, t in enumerate(plain)],
                                                              config)}

@@ -1,13 +1,15 @@
 """Redaction at ingest (no Kafka): detectors that replace personal data and secrets with typed placeholders in every
 text field of a trace, and count what they replaced (never keeping the values).
 
-Built-in detectors, applied after the user's own patterns (so a user pattern never sees a built-in placeholder):
+Built-in detectors, applied after the user's own patterns (so a user pattern never sees a built-in placeholder), in
+this order (docs/redaction.md):
 
-- ``SECRET``: API keys and tokens of known shapes (``sk-...``, ``ghp_...``, ``AKIA...``, ``xoxb-...``, ...),
-  JWT-like ``eyJ...`` triples, PEM private keys, the token after ``Bearer``, the value of ``password=...``,
-  ``api_key: ...`` and the like, and the password in a ``scheme://user:password@host`` URL;
-- ``EMAIL``: ``local@domain.tld``;
-- ``CARD``: 13 to 19 digits (spaces or dashes allowed) with a card network's prefix that pass the Luhn check;
+- ``SECRET``: detect-secrets' plugins (``combee_core.ingest.secret_library``), then the project's own rules for what
+  they miss (``combee_core.ingest.detectors``): values after labels joined by ``_ - .`` (``DB_PASSWORD=``,
+  ``"db_password": "..."``), headers, URL passwords, private key blocks, keys of known shapes;
+- ``EMAIL``: ``local@domain.tld``, letters of any script;
+- ``CARD``: 13 to 19 digits (any spaces, dashes, dots or slashes between groups) with a card network's prefix that
+  pass the Luhn check;
 - ``PHONE``: ``+`` and 8 to 15 digits, or a national number written in groups (``(415) 555-0134``,
   ``020 7946 0958``).
 
@@ -25,17 +27,19 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from pydantic import ValidationError
 
 from combee_core import limits
 from combee_core.errors import CombeeError
+from combee_core.ingest.detectors import OWN_DETECTORS, Detector
+from combee_core.ingest.secret_library import library_detectors
 from combee_core.models import DeadLetter, Trace
 from combee_core.models.base import first_error
 
-BUILT_IN = ("email", "phone", "card", "secret")
+BUILT_IN = ("secret", "email", "card", "phone")
 IDENTIFIER_FIELDS = frozenset({"trace_id", "agent_id", "task_id"})
 KEPT_FIELDS = frozenset({"playbook_id", "schema_version"})
 _NAME = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
@@ -45,66 +49,22 @@ class RedactionError(CombeeError, ValueError):
     """Redaction could not be applied (a bad pattern, or a trace over a limit once redacted)."""
 
 
-@dataclass(frozen=True)
-class Detector:
-    """One kind of data: matches of ``pattern`` (its ``value`` group when it has one) that pass ``check`` are
-    replaced by ``[name]``."""
-
-    name: str
-    pattern: re.Pattern[str]
-    check: Callable[[str], bool] | None = None
+class SpanFinder(Protocol):
+    """What a detector is: a name (its placeholder is ``[name]``) and the spans of a text to replace."""
 
     @property
-    def placeholder(self) -> str:
-        return f"[{self.name}]"
+    def name(self) -> str: ...
+
+    def spans(self, text: str) -> list[tuple[int, int]]: ...
 
 
-def luhn_valid(digits: str) -> bool:
-    """The Luhn checksum of a string of digits (what every payment card number passes)."""
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = int(char)
-        if position % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
-
-
-_CARD_PREFIX = re.compile(r"^(?:4|5[1-5]|2[2-7]|3[47]|3[0689]|6(?:011|5|4[4-9]|2))")
-
-
-def _card(text: str) -> bool:
-    digits = re.sub(r"\D", "", text)
-    return 13 <= len(digits) <= 19 and bool(_CARD_PREFIX.match(digits)) and luhn_valid(digits)
-
-
-def _phone(text: str) -> bool:
-    return 7 <= sum(char.isdigit() for char in text) <= 15
-
-
-_SECRET_SHAPES = "|".join((
-    r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----",
-    r"\beyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}",
-    r"\b(?:sk|rk|pk)-[A-Za-z0-9_-]{16,}",
-    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{12,}",
-    r"\bgh[pousr]_[A-Za-z0-9]{30,}", r"\bgithub_pat_[A-Za-z0-9_]{30,}", r"\bglpat-[A-Za-z0-9_-]{20,}",
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}", r"\bAKIA[0-9A-Z]{16}\b", r"\bAIza[0-9A-Za-z_-]{35}", r"\bhf_[A-Za-z0-9]{30,}",
-    r"(?i:\bbearer\s+)(?P<value>[A-Za-z0-9._~+/-]{12,}=*)",
-    r"(?i:\b(?:api[_-]?key|access[_-]?key|secret[_-]?key|client[_-]?secret|access[_-]?token|auth[_-]?token|"
-    r"refresh[_-]?token|token|secret|password|passwd|pwd)\b[\"']?\s*[:=]\s*[\"']?)(?P<value2>[^\s\"',;&[][^\s\"',;&]{5,})",
-    r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+:(?P<value3>[^\s@/]+)@",
-))
-
-DETECTORS: dict[str, Detector] = {
-    "secret": Detector("SECRET", re.compile(_SECRET_SHAPES)),
-    "email": Detector("EMAIL", re.compile(
-        r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}(?![A-Za-z0-9])")),
-    "card": Detector("CARD", re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])"), _card),
-    "phone": Detector("PHONE", re.compile(
-        r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\w-])"
-        r"|(?<![\w+.-])\(?0?\d{2,4}\)?[ .-]\d{3,4}[ .-]\d{4}(?![\w-])"), _phone),
-}
-"""The built-in detectors by setting name, in the order they apply."""
+DETECTORS: dict[str, tuple[SpanFinder, ...]] = {
+    "secret": (*library_detectors(), OWN_DETECTORS["secret"]), "email": (OWN_DETECTORS["email"],),
+    "card": (OWN_DETECTORS["card"],), "phone": (OWN_DETECTORS["phone"],)}
+"""The built-in detectors by setting name, in the order they apply: ``secret`` is the maintained library's
+detectors, then the project's own rules for what they miss; the others are the project's own
+(``combee_core.ingest.detectors``). Secrets first: a key's digits are never taken for a phone number, half left."""
+ALL_BUILT_IN: tuple[SpanFinder, ...] = tuple(d for group in DETECTORS.values() for d in group)
 
 
 def parse_patterns(text: str) -> tuple[Detector, ...]:
@@ -135,13 +95,13 @@ def parse_patterns(text: str) -> tuple[Detector, ...]:
     return tuple(detectors)
 
 
-def parse_detectors(text: str) -> tuple[Detector, ...]:
+def parse_detectors(text: str) -> tuple[SpanFinder, ...]:
     """The built-in detectors named in a comma-separated list (``email,phone,card,secret``; empty: none)."""
     names = [name.strip().lower() for name in text.split(",") if name.strip()]
     unknown = [name for name in names if name not in DETECTORS]
     if unknown:
         raise RedactionError(f"unknown redaction detector(s) {', '.join(unknown)}: choose from {', '.join(BUILT_IN)}")
-    return tuple(detector for key, detector in DETECTORS.items() if key in names)
+    return tuple(detector for key, group in DETECTORS.items() if key in names for detector in group)
 
 
 @dataclass(frozen=True)
@@ -149,7 +109,7 @@ class RedactionConfig:
     """What to redact: the detectors in the order they apply (the user's first), and the key of identifiers'
     digests. ``enabled`` False: everything passes unchanged."""
 
-    detectors: tuple[Detector, ...] = tuple(DETECTORS.values())
+    detectors: tuple[SpanFinder, ...] = ALL_BUILT_IN
     salt: bytes = b""
     enabled: bool = True
 
@@ -167,20 +127,11 @@ class Redactor:
     config: RedactionConfig
     counts: Counter[str] = field(default_factory=Counter)
 
-    def _spans(self, detector: Detector, text: str) -> list[tuple[int, int]]:
-        spans = []
-        for match in detector.pattern.finditer(text):
-            group = next((name for name, value in match.groupdict().items() if value is not None), None)
-            start, end = match.span(group) if group is not None else match.span()
-            if detector.check is None or detector.check(text[start:end]):
-                spans.append((start, end))
-        return spans
-
-    def _replace(self, text: str, make: Callable[[Detector, str], str]) -> str:
+    def _replace(self, text: str, make: Callable[[SpanFinder, str], str]) -> str:
         if not self.config.enabled:
             return text
         for detector in self.config.detectors:
-            spans = self._spans(detector, text)
+            spans = detector.spans(text)
             for start, end in reversed(spans):
                 text = text[:start] + make(detector, text[start:end]) + text[end:]
             self.counts[detector.name] += len(spans)
@@ -188,11 +139,11 @@ class Redactor:
 
     def text(self, text: str) -> str:
         """Free text with every match replaced by its ``[NAME]`` placeholder."""
-        return self._replace(text, lambda detector, _: detector.placeholder)
+        return self._replace(text, lambda detector, _: f"[{detector.name}]")
 
     def identifier(self, value: str) -> str:
         """An id with every match replaced by ``name-<digest>``: still a valid, unique, stable identifier."""
-        def pseudonym(detector: Detector, found: str) -> str:
+        def pseudonym(detector: SpanFinder, found: str) -> str:
             digest = hmac.new(self.config.salt, found.encode(), hashlib.sha256).hexdigest()[:10]
             return f"{detector.name.lower().replace('_', '-')}-{digest}"
         return self._replace(value, pseudonym)

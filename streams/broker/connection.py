@@ -15,6 +15,7 @@ from aiokafka.helpers import create_ssl_context
 
 from combee_core.connection import ConnectionSecretError, KafkaConnection, env_name, read_secret_file
 from combee_core.errors import CombeeError
+from streams.broker.log_mask import mask_kafka_client_logs
 
 TOKEN_COMMAND_TIMEOUT_S = 30.0
 
@@ -24,7 +25,9 @@ class ConnectionSettingsError(CombeeError, ValueError):
 
 
 def client_kwargs(bootstrap: str, connection: KafkaConnection) -> dict[str, Any]:
-    """``bootstrap_servers`` and the security arguments of any aiokafka client (producer, consumer, admin, client)."""
+    """``bootstrap_servers`` and the security arguments of any aiokafka client (producer, consumer, admin, client).
+    The client's loggers get their mask first: no password, token or record value in any of its log lines."""
+    mask_kafka_client_logs()
     kwargs: dict[str, Any] = {"bootstrap_servers": bootstrap, "security_protocol": connection.security_protocol}
     if connection.tls:
         kwargs["ssl_context"] = ssl_context(connection)

@@ -50,12 +50,12 @@ def main(argv: list[str] | None = None) -> int:
     verbose = getattr(args, "verbose", False)
     root = logging.getLogger()
     existing = list(root.handlers)
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else os.environ.get("COMBEE_LOG_LEVEL", "WARNING"),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if verbose and "COMBEE_KAFKA_DEBUG" not in os.environ:  # aiokafka's DEBUG lines hold every record's raw bytes:
-        logging.getLogger("aiokafka").setLevel(logging.INFO)  # raw traces, personal data (docs/redaction.md)
+    level = logging.DEBUG if verbose else os.environ.get("COMBEE_LOG_LEVEL", "WARNING")
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger().isEnabledFor(logging.DEBUG) and "COMBEE_KAFKA_DEBUG" not in os.environ:
+        # -v or COMBEE_LOG_LEVEL=DEBUG: aiokafka's DEBUG lines are every request and record it sends (masked by
+        # streams.broker.log_mask, and still a flood): kept at INFO unless asked for (docs/redaction.md)
+        logging.getLogger("aiokafka").setLevel(logging.INFO)
     if not verbose:  # only on the handler made here (a host's own logging, e.g. pytest's, is left alone)
         from streams.cli.log_flood import limit_repeated_logs
 

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from combee_core.ingest.redaction import RedactionConfig, Redactor
 from combee_core.log_order import valid_versions
 from combee_core.models import CombeeModel, PlaybookVersion, PromotionDecision, Reflection, ReviewDecision, Trace
 from combee_core.promote.promotion import load_ledger
@@ -100,18 +101,21 @@ async def write_decision(settings: CombeeSettings, bootstrap: str, profile: Brok
 
 async def provenance(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile,
                      trace_ids: Sequence[str]) -> tuple[list[Reflection], list[Trace]]:
-    """The reflections and traces of ``trace_ids`` (a version's lineage), read from their topics."""
+    """The reflections and traces of ``trace_ids`` (a version's lineage), read from their topics, as the page may
+    show them: redacted by the pipeline's own redactor (``traces`` holds raw traces unless
+    ``redact_before_produce``; a lineage names the redacted ids)."""
     wanted = set(trace_ids)
+    redaction = RedactionConfig.from_settings(settings)
     reflections = [r for r in await _models(settings, bootstrap, profile, Topic.REFLECTIONS, Reflection)
-                   if r.trace_id in wanted]
+                   if r.trace_id in wanted]  # made from redacted traces
     traces = []
     for record in await _read(settings, bootstrap, profile, Topic.TRACES):
         try:
             trace = Trace.from_json_bytes(record)
-        except ValueError:
+            if Redactor(redaction).identifier(trace.trace_id) in wanted:  # redact only the ones shown
+                traces.append(Redactor(redaction).trace(trace))
+        except ValueError:  # RedactionError included
             continue  # an invalid trace is a dead letter of the run, not provenance
-        if trace.trace_id in wanted:
-            traces.append(trace)
     return reflections, traces
 
 

@@ -1,5 +1,6 @@
-"""Redaction on a real broker: personal data seeded in every text field of traces (and in unreadable trace records)
-appears on no topic after the ingest point, in no log line and in no recorded LLM prompt; with
+"""Redaction on a real broker: personal data seeded in every text field of traces, the hand-written corpus of
+secrets among them (and in unreadable trace records), appears on no topic after the ingest point, in no log line
+(aiokafka's DEBUG included), in no recorded LLM prompt and not on the review page's provenance; with
 ``redact_before_produce`` it does not reach the traces topic either."""
 
 from __future__ import annotations
@@ -9,22 +10,34 @@ import logging
 import orjson
 import pytest
 
-from combee_core.models import PlaybookVersion
+from combee_core.models import PlaybookVersion, Trace
 from combee_core.topology import TOPICS, Topic, enabled
+from streams.review.log import provenance
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import make_traces, run_settings
+from tests.redaction_corpus import SECRETS
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, SEEDED, seeded_trace
 
 pytestmark = [pytest.mark.integration]
 
 
+VALUES = {**SEEDED, **{f"corpus-{n}-{case.kind}": value for n, case in enumerate(SECRETS) for value in case.values}}
+CORPUS = "\n".join(case.text for case in SECRETS)
+
+
 def leaks(data: bytes | str) -> list[str]:
-    """The seeded values found in ``data``."""
+    """The seeded values (and the corpus's) found in ``data``."""
     text = data if isinstance(data, str) else data.decode("utf-8", "replace")
-    return [name for name, value in SEEDED.items() if value in text]
+    return [name for name, value in VALUES.items() if value in text or value.replace("\u00a0", "\\xa0") in text]
+
+
+def with_corpus(trace: Trace) -> Trace:
+    """``trace`` with the whole corpus in one more step (as a tool's output)."""
+    return Trace.model_validate({**trace.model_dump(), "steps": [*trace.model_dump()["steps"],
+                                                                 {"role": "tool", "content": CORPUS, "tool": "shell"}]})
 
 
 def unreadable_records() -> list[bytes]:
@@ -37,10 +50,10 @@ def unreadable_records() -> list[bytes]:
 
 async def test_seeded_personal_data_reaches_no_topic_after_ingest_no_log_and_no_prompt(kafka, unique_prefix, caplog):
     caplog.set_level(logging.DEBUG)
-    caplog.set_level(logging.INFO, logger="aiokafka")  # as `combee -v` sets it: its DEBUG lines hold raw records
+    caplog.set_level(logging.DEBUG, logger="aiokafka")  # the most verbose: every request and record it sends
     settings = run_settings(unique_prefix, batch_size=12, redact_patterns=EMPLOYEE_PATTERN)
     base = make_traces(12, seed=5)
-    traces = [seeded_trace(trace, n) if n % 2 == 0 else trace for n, trace in enumerate(base)]
+    traces = [with_corpus(seeded_trace(trace, n)) if n % 2 == 0 else trace for n, trace in enumerate(base)]
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         producer = await start_producer(kafka.bootstrap, kafka.profile)
         try:
@@ -52,6 +65,7 @@ async def test_seeded_personal_data_reaches_no_topic_after_ingest_no_log_and_no_
         versions = await run.wait_for(lambda vs: sum(len(v.lineage) for v in vs) >= 12, timeout_s=120,
                                       what="a version of the 12 traces")
         dead = await run.dead_letters()
+        shown = await provenance(settings, kafka.bootstrap, kafka.profile, [t for v in versions for t in v.lineage])
         published = {spec.topic: await read_topic(kafka.bootstrap, kafka.profile, settings.topic(spec.topic))
                      for spec in TOPICS if enabled(spec, settings)}
 
@@ -63,6 +77,12 @@ async def test_seeded_personal_data_reaches_no_topic_after_ingest_no_log_and_no_
     assert {topic: hits for topic, hits in found.items() if hits} == {}
     assert published[Topic.LLM_CALLS] and published[Topic.REFLECTIONS] and published[Topic.BATCHES]
     assert leaks(caplog.text) == [] and leaks(b"".join(orjson.dumps(c.messages) for c in run.calls)) == []
+    assert "ProduceRequest" in caplog.text  # aiokafka's DEBUG lines were on
+    # the review page's provenance: the traces behind the versions, read raw from `traces`, shown redacted
+    reflections, page_traces = shown
+    assert len(page_traces) == 12 and reflections
+    assert [leaks(t.to_json_bytes()) for t in page_traces if leaks(t.to_json_bytes())] == []
+    assert sum("[EMAIL]" in t.input for t in page_traces) == 6
 
     # ...and it is redaction, not loss: the seeded lesson was learned with its placeholders; ids stay distinct.
     contents = [e.content for v in versions for e in PlaybookVersion.model_validate(v).entries]

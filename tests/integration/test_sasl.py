@@ -7,6 +7,7 @@ in unit tests (every client gets the settings): see docs/broker.md for the limit
 from __future__ import annotations
 
 import asyncio
+import logging
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -65,3 +66,30 @@ async def test_a_refused_sasl_login_is_one_line_naming_what_to_check_and_exit_2(
         assert lines[0].startswith(f"combee {command}: SASL authentication ({mechanism} as alice) at "), lines[0]
         assert expected in lines[0] and "COMBEE_KAFKA_SASL_USERNAME" in lines[0], lines[0]
         assert PASSWORD not in (out + err).decode()
+
+
+async def test_the_most_verbose_log_holds_no_sasl_bytes_and_no_password(authenticating_tansu, caplog):
+    """Every logger at DEBUG, aiokafka's included: a client built by the project (``client_kwargs``) logs each SASL
+    request it sends, with its bytes masked. No login needs to succeed: a request is logged as it is sent. Tansu
+    offers SCRAM only (a PLAIN request, which carries the password itself, is never sent to it; the unit test
+    tests/unit/test_kafka_log_mask.py masks one): its requests carry the user, a nonce and the client's proof (which
+    allows a dictionary attack on the password), and none of them reaches the log."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    from combee_core.connection import KafkaConnection
+    from streams.broker.connection import client_kwargs
+
+    caplog.set_level(logging.DEBUG)
+    caplog.set_level(logging.DEBUG, logger="aiokafka")
+    for mechanism in ("SCRAM-SHA-256", "PLAIN"):
+        connection = KafkaConnection(security_protocol="SASL_PLAINTEXT", sasl_mechanism=mechanism,
+                                     sasl_username="alice", sasl_password=PASSWORD)
+        producer = AIOKafkaProducer(**client_kwargs(authenticating_tansu, connection), request_timeout_ms=5000)
+        with pytest.raises((KafkaError, KeyError)):  # refused: no such user (SCRAM), mechanism not offered (PLAIN)
+            await asyncio.wait_for(producer.start(), 30)
+        await asyncio.wait_for(producer.stop(), 10)
+    text = caplog.text
+    assert "SaslAuthenticateRequest_v1(sasl_auth_bytes=<" in text, text[-3000:]  # logged, masked
+    assert "SaslHandShakeRequest_v1(mechanism='PLAIN')" in text
+    assert PASSWORD not in text and "sasl_auth_bytes=b'" not in text and "n=alice,r=" not in text

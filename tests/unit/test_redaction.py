@@ -7,12 +7,12 @@ import base64
 import pytest
 
 from combee_core import limits
+from combee_core.ingest.detectors import luhn_valid
 from combee_core.ingest.redaction import (
-    DETECTORS,
+    ALL_BUILT_IN,
     RedactionConfig,
     RedactionError,
     Redactor,
-    luhn_valid,
     parse_patterns,
     redact_trace,
 )
@@ -21,7 +21,7 @@ from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.sim.tasks import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, SEEDED, seeded_trace
 
-WITH_USER = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + tuple(DETECTORS.values()))
+WITH_USER = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + ALL_BUILT_IN)
 BASE = train_traces(build_suite(seed=7), 3, playbook_ids=("pb",), run_seed=0, agents=4)
 
 
@@ -56,7 +56,8 @@ def test_a_secret_after_its_label_is_replaced_and_the_label_kept(value, expected
 @pytest.mark.parametrize("value", [
     "2026-11-25 15:32:15", "version 1.2.3", "ip 192.168.1.10", "str-00001, mis-00012", "12345", "3.14159265",
     "1732545600000", "4111111111111112", "r-3f2a9c0d1e2f3a4b", "sha256 " + "ab" * 32, "the token budget is 8000",
-    "[EMAIL] [PHONE] [CARD] [SECRET]", "email-3fa2c9d0e1",
+    "[EMAIL] [PHONE] [CARD] [SECRET]", "email-3fa2c9d0e1", "bypass=true", "passenger_count=3", "max_tokens=512",
+    "tokenizer: bpe", "sort_key: created_at",
 ])
 def test_ordinary_text_numbers_ids_and_placeholders_are_left_alone(value):
     assert text(value) == value
