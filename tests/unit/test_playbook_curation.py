@@ -163,7 +163,9 @@ def check_step(before: Playbook, op: Operation, applied: AppliedOperation, after
     elif isinstance(op, AddOp) and applied.reason.startswith("added; supersedes "):  # a contradiction that won
         superseded = applied.reason.removeprefix("added; supersedes ").split(" ", 1)[0]
         assert set(a) - set(b) == {applied.entry_id} and set(b) - set(a) == {superseded}
-        assert op.support > b[superseded].helpful - b[superseded].harmful
+        won_with = int(applied.reason.split("challenge (support ")[1].split(" ")[0])  # summed over its ADDs
+        assert won_with > b[superseded].helpful - b[superseded].harmful
+        assert a[applied.entry_id].helpful == won_with - 1  # the winner inherits the evidence it won with
     elif isinstance(op, AddOp):
         assert applied.reason in (f"near-duplicate of {applied.entry_id}", f"paraphrase of {applied.entry_id}")
         assert list(a) == list(b)
