@@ -157,3 +157,13 @@ def test_the_aggregator_carries_each_trace_outcome_once_into_its_partial() -> No
     effects = asyncio.run(Aggregator(AggregatorConfig(model="m")).aggregate(ready, role, context))
     (partial,) = [e.value for e in effects if isinstance(getattr(e, "value", None), PartialUpdate)]
     assert partial.outcomes == [outcome]
+
+
+def test_the_reflector_role_takes_the_outcome_from_the_trace_not_from_the_model() -> None:
+    from combee_core.llm import LLMConfig, LLMRoles, RoleConfig
+
+    fast = RoleConfig(backoff_s=0.001)
+    trace = _trace(success=True).model_copy(update={"metadata": {"used_entries": "gen-00002, pb/gen-00001, other/x"}})
+    reflection = asyncio.run(LLMRoles(LLMConfig(reflector=fast, aggregator=fast, reducer=fast)).reflect(trace))
+    assert reflection.outcome == TraceOutcome(trace_id="t1", ran_version=3, success=1000,
+                                              used=["gen-00001", "gen-00002"])  # another scope's entry left out
