@@ -167,3 +167,22 @@ def test_the_reflector_role_takes_the_outcome_from_the_trace_not_from_the_model(
     reflection = asyncio.run(LLMRoles(LLMConfig(reflector=fast, aggregator=fast, reducer=fast)).reflect(trace))
     assert reflection.outcome == TraceOutcome(trace_id="t1", ran_version=3, success=1000,
                                               used=["gen-00001", "gen-00002"])  # another scope's entry left out
+
+
+def test_an_import_keeps_the_outcome_counts_and_pending_corrections_of_the_text_it_keeps() -> None:
+    from combee_core.models import Challenge
+    from combee_core.runs.seed import seed_version
+
+    used = _entry("gen-00001", outcome=OutcomeTally(successes=5000, failures=1000))
+    pending = Challenge(entry_id="gen-00001", entry_content=used.content, section="general", content="Never.",
+                        support=2, first_version=1, last_version=1)
+    first = seed_version("pb", [used, _entry("gen-00002")], None, target_batch_size=40, now=NOW).version
+    parent = first.model_copy(update={"entries": [used, *first.entries[1:]], "challenges": [pending],
+                                      "baseline": OutcomeTally(successes=9000)})
+    bare = [e.model_copy(update={"outcome": OutcomeTally()}) for e in parent.entries]  # as ACE text reads them
+    second = seed_version("pb", bare, parent, target_batch_size=40, now=NOW).version
+    assert second.entries[0].outcome == used.outcome and second.baseline == parent.baseline
+    assert second.challenges == [pending]
+    rewritten = [bare[0].model_copy(update={"content": "Rule rewritten."}), bare[1]]
+    third = seed_version("pb", rewritten, parent, target_batch_size=40, now=NOW).version
+    assert third.entries[0].outcome == OutcomeTally() and third.challenges == []  # new text: counts start afresh
