@@ -28,6 +28,10 @@ from combee_core.playbook.outcomes import MIN_USES, credit
 
 MAX_WHY_CHARS = 500
 
+MAX_PER_ENTRY = 4
+"""Pending challenges kept per entry (distinct corrections of one rule): a fifth replaces the weakest (least support,
+then the oldest), and the ADD that opens it says so, so a version's size stays bounded by its entries."""
+
 
 def entry_evidence(entry: PlaybookEntry) -> int:
     """What an entry's rule rests on by restatement: its creation (1) plus its net counters
@@ -82,20 +86,26 @@ def restating(challenges: Sequence[Challenge], entry_id: str, op: AddOp, judge: 
 
 
 def accrue(challenges: list[Challenge], entry: PlaybookEntry, op: AddOp, traces: int, version: int,
-           why: str, judge: Judge) -> Challenge:
-    """``op`` (standing for ``traces`` distinct traces) added to ``entry``'s challenge it restates, or a new one;
-    ``challenges`` is updated in place. Returns the challenge."""
+           why: str, judge: Judge) -> tuple[Challenge, Challenge | None]:
+    """``op`` (standing for ``traces`` distinct traces) added to ``entry``'s challenge it restates, or a new one
+    (which replaces the entry's weakest when it has :data:`MAX_PER_ENTRY`); ``challenges`` is updated in place.
+    Returns the challenge, and the one it replaced."""
     index = restating(challenges, entry.entry_id, op, judge)
     if index is None:
         challenge = Challenge(entry_id=entry.entry_id, entry_content=entry.content, section=op.section,
                               content=op.content, support=traces, first_version=version, last_version=version,
                               why=why[:MAX_WHY_CHARS])
+        mine = [c for c in challenges if c.entry_id == entry.entry_id]
+        replaced = min(mine, key=lambda c: (c.support, -c.first_version, c.content)) if len(
+            mine) >= MAX_PER_ENTRY else None
+        if replaced is not None:
+            challenges.remove(replaced)
         challenges.append(challenge)
-        return challenge
+        return challenge, replaced
     challenge = challenges[index].model_copy(update={"support": challenges[index].support + traces,
                                                      "last_version": version})
     challenges[index] = challenge
-    return challenge
+    return challenge, None
 
 
 def describe_challenge(challenge: Challenge) -> str:

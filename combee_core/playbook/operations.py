@@ -157,12 +157,16 @@ class _WorkingPlaybook:
         (or opens one), which supersedes ``old`` (a DELETE recorded with both sides' evidence, then the ADD) once
         its support outweighs the old rule's evidence (``combee_core.playbook.challenges``); else it is rejected
         as pending."""
-        challenge = accrue(self.challenges, old, op, self.rules.traces(op), self.new_version, why, self.judge)
+        challenge, replaced = accrue(self.challenges, old, op, self.rules.traces(op), self.new_version, why,
+                                     self.judge)
         lineage = f"{self.rules.describe(old)} vs this ADD's {describe_challenge(challenge)}"
         if challenge.support <= self.rules.strength(old):
+            dropped = "" if replaced is None else (
+                f"; it replaced the weakest of {old.entry_id}'s pending corrections ({replaced.content!r}, support "
+                f"{replaced.support})")
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}); the old rule's evidence is not outweighed: kept, no counter "
-                "changed, the challenge pending"))
+                f"changed, the challenge pending{dropped}"))
         if (cap := self.over_cap([old.entry_id])) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}) and would supersede it, but {cap}; the challenge pending"))

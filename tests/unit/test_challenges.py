@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from combee_core.models import AddOp, OutcomeTally, PartialUpdate, PlaybookEntry, PlaybookVersion, TraceOutcome
 from combee_core.playbook import Playbook
 from combee_core.playbook.challenges import entry_evidence
+from combee_core.playbook.meaning import Judgement
 from combee_core.processors.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ScanResult, build_version
 
@@ -181,3 +182,35 @@ def test_outcome_credit_counts_against_a_rule_agents_fail_with() -> None:
     record = _version(Playbook.from_entries("pb", 1, [helped], baseline=baseline),
                       [AddOp(section="invoices", content=CORRECTIONS[0], support=3)], 6)
     assert [e.content for e in record.entries] == [RULE]  # evidence 5 plus its credit outweighs 6 traces
+
+
+class _EveryCorrectionConflicts:
+    """A judge for which every other text contradicts RULE and distinct texts are distinct lessons."""
+
+    def prepare(self, texts: object) -> None:
+        return None
+
+    def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
+        if new == old:
+            return Judgement("same", 1.0, "same text")
+        if RULE in (new, old):
+            return Judgement("conflict", 0.9, "stub")
+        return Judgement("distinct", 0.0, "stub")
+
+
+def test_an_entry_keeps_at_most_four_pending_corrections_and_says_which_one_a_fifth_replaced() -> None:
+    from combee_core.playbook import apply_operations
+    from combee_core.playbook.challenges import MAX_PER_ENTRY
+
+    playbook = Playbook.from_entries("pb", 1, [_rule(helpful=20)])
+    results = []
+    for number, (name, support) in enumerate(zip(("north", "south", "east", "west", "centre"), (3, 1, 2, 2, 1),
+                                                 strict=True)):
+        add = AddOp(section="invoices", content=f"Apply the discount first in region {name}.", support=support)
+        results.append(apply_operations(playbook, [add], number + 2, judge=_EveryCorrectionConflicts()))
+        playbook = results[-1].playbook
+    assert len(results[3].playbook.challenges) == MAX_PER_ENTRY == 4
+    last = results[4]
+    assert sorted(c.content.split()[-1] for c in last.playbook.challenges) == ["centre.", "east.", "north.", "west."]
+    assert "replaced the weakest of inv-00001's pending corrections" in last.applied[0].reason
+    assert "region south.', support 1" in last.applied[0].reason
