@@ -214,3 +214,18 @@ def test_an_entry_keeps_at_most_four_pending_corrections_and_says_which_one_a_fi
     assert sorted(c.content.split()[-1] for c in last.playbook.challenges) == ["centre.", "east.", "north.", "west."]
     assert "replaced the weakest of inv-00001's pending corrections" in last.applied[0].reason
     assert "region south.', support 1" in last.applied[0].reason
+
+
+def test_a_settled_pair_keeps_the_operation_invariants() -> None:
+    from combee_core.playbook import apply_operations
+    from tests.unit.test_playbook_curation import check_step
+
+    ascending = PlaybookEntry(entry_id="sor-00001", section="sorting", helpful=5, created_version=1,
+                              updated_version=1, content="Sort the results in ascending order of price.")
+    descending = PlaybookEntry(entry_id="sor-00002", section="sorting", helpful=0, created_version=1,
+                               updated_version=1, content="Sort the results in descending order of price.")
+    before = Playbook.from_entries("pb", 1, [ascending, descending])
+    add = AddOp(section="sorting", content="Sort results in ascending order of price.")
+    result = apply_operations(before, [add], 2)
+    assert [e.entry_id for e in result.playbook.entries] == ["sor-00001"]
+    check_step(before, add, result.applied[0], result.playbook, 2)
