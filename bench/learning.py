@@ -42,6 +42,7 @@ from combee_core.llm.paraphrase import meaning_key
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, simulate
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
 from combee_core.playbook import Playbook, playbook_tokens, render_playbook
+from combee_core.playbook.outcomes import distinct_outcomes
 from combee_core.processors.aggregator import use_tags
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReduceRole
@@ -140,6 +141,8 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, 
                                   reflection_ids=sorted({c.reflection.reflection_id for c in groups[node]}),
                                   trace_ids=sorted({c.reflection.trace_id for c in groups[node]}),
                                   use_tags=use_tags([c.reflection for c in groups[node]]),
+                                  outcomes=distinct_outcomes(c.reflection.outcome for c in groups[node]
+                                                             if c.reflection.outcome is not None),
                                   items_read=len(groups[node]), expected_items=len(groups[node]),
                                   batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
                     for node, result in zip(sorted(groups), results)]

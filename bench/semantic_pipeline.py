@@ -47,10 +47,13 @@ NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 def _partial(playbook: Playbook, batch_id: int, node: int, k: int, ops: list[Operation]) -> PartialUpdate:
+    # one trace behind each unit of support (the naive model ADDs each wording it reads): a contradiction's support
+    # counts distinct traces (combee_core.playbook.challenges), so the partial names them
+    traces = max(1, sum(op.support for op in ops if isinstance(op, AddOp)))
     return PartialUpdate(playbook_id=playbook.playbook_id, batch_id=batch_id, base_version=playbook.version,
-                         node=node, k=k, operations=ops, trace_ids=[f"t{batch_id}-{node}"],
-                         reflection_ids=[f"r{batch_id}-{node}"], items_read=len(ops), expected_items=len(ops),
-                         batch_closed_at=NOW)
+                         node=node, k=k, operations=ops, trace_ids=[f"t{batch_id}-{node}-{i}" for i in range(traces)],
+                         reflection_ids=[f"r{batch_id}-{node}-{i}" for i in range(traces)], items_read=traces,
+                         expected_items=traces, batch_closed_at=NOW)
 
 
 async def _union(children: list[list[Operation]]) -> ReduceOutcome:

@@ -29,6 +29,7 @@ from combee_core.llm.parsing import parse_operations_output, parse_reflection_ou
 from combee_core.llm.provider_errors import provider_errors, retry_after_s
 from combee_core.llm.simulator import HIDDEN_PARAM, SIM_PARAM, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
+from combee_core.playbook.outcomes import trace_outcome
 from combee_core.serve.scopes import own_entry_id
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class LLMRoles:
             usage=usage,
             latency_s=latency,
             trace_digest=trace.digest(),
+            outcome=trace_outcome(trace, used),
         )
 
     async def aggregate(self, items: Sequence[Reflection], context: str = "") -> RoleResult:

@@ -54,10 +54,10 @@ from combee_core.models.promotion import (
     ProposerModels,
     entries_digest,
 )
-from combee_core.models.reflections import EntryTag, Insight, Reflection, ShuffledReflection
+from combee_core.models.reflections import EntryTag, Insight, Reflection, ShuffledReflection, TraceOutcome
 from combee_core.models.review import ReviewDecision, ReviewItem, proposal_digest
 from combee_core.models.traces import MetadataValue, Trace, TraceStep
-from combee_core.models.versions import PlaybookEntry, PlaybookVersion, VersionStats
+from combee_core.models.versions import Challenge, OutcomeTally, PlaybookEntry, PlaybookVersion, VersionStats
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -66,6 +66,7 @@ __all__ = [
     "BatchManifest",
     "BatchMetrics",
     "CallRecord",
+    "Challenge",
     "CombeeModel",
     "ControlDecision",
     "DeadLetter",
@@ -83,6 +84,7 @@ __all__ = [
     "MergeOp",
     "MetadataValue",
     "Operation",
+    "OutcomeTally",
     "PartialUpdate",
     "PlaybookEntry",
     "PlaybookId",
@@ -99,6 +101,7 @@ __all__ = [
     "TagValue",
     "Timestamp",
     "Trace",
+    "TraceOutcome",
     "TraceStep",
     "Usage",
     "UpdateOp",

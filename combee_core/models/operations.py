@@ -19,6 +19,7 @@ from combee_core.models.base import (
     Timestamp,
     Usage,
 )
+from combee_core.models.reflections import TraceOutcome
 
 
 class AddOp(CombeeModel):
@@ -100,6 +101,9 @@ class PartialUpdate(CombeeModel):
         default_factory=list, description="The helpful/harmful entry tags of the reflections read, one per (entry, "
         "verdict, trace), sorted: the evidence of use eviction ranks by, taken from the reflections, not from the "
         "model's TAG operations (whose counts the model chooses).")
+    outcomes: list[TraceOutcome] = Field(
+        default_factory=list, description="The outcomes of the traces read, one per trace, sorted by trace_id: what "
+        "outcome credit counts (combee_core.playbook.outcomes).")
     items_read: int = Field(ge=0, description="Items this call read (copies at level 0, partials above).")
     expected_items: int = Field(ge=0)
     missing_items: int = Field(default=0, ge=0, description="Copies that never arrived before the window timeout.")

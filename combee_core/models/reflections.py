@@ -35,6 +35,18 @@ class EntryTag(CombeeModel):
     tag: TagValue
 
 
+class TraceOutcome(CombeeModel):
+    """How one trace went and which of its playbook's entries its agent used: what outcome credit counts
+    (``combee_core.playbook.outcomes``). Taken from the trace, never from a model's answer."""
+
+    trace_id: Identifier
+    ran_version: int = Field(ge=0, description="The playbook version the agent ran (the trace's playbook_version).")
+    success: int = Field(ge=0, le=1000, description="Thousandths of a success: 1000 or 0 from the trace's success, "
+                         "else its score in [0, 1] times 1000, rounded.")
+    used: list[EntryId] = Field(default_factory=list, description="Its own playbook's entries the agent used "
+                                "(metadata.used_entries), sorted, without repeats.")
+
+
 class Reflection(CombeeModel):
     """The reflector's output for one trace."""
 
@@ -53,6 +65,10 @@ class Reflection(CombeeModel):
     trace_digest: str | None = Field(
         default=None, description="Trace.digest() of the trace reflected on: a second trace under the same trace_id "
         "with another digest is a conflict (dead letter), not a resend."
+    )
+    outcome: TraceOutcome | None = Field(
+        default=None, description="The trace's outcome and the entries its agent used (None: the trace states no "
+        "success and no score in [0, 1])."
     )
 
 

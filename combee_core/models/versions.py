@@ -20,6 +20,30 @@ from combee_core.models.base import (
 from combee_core.models.operations import AppliedOperation
 
 
+class OutcomeTally(CombeeModel):
+    """Decayed counts of trace outcomes, in thousandths of a trace (integers, so a replay reproduces them byte for
+    byte): each version first multiplies them by the decay (rounding down), then adds its batch's traces
+    (``combee_core.playbook.outcomes``)."""
+
+    successes: int = Field(default=0, ge=0)
+    failures: int = Field(default=0, ge=0)
+
+
+class Challenge(CombeeModel):
+    """A correction pending against an entry: an ADD the judge found contradicting it, not yet outweighing it. Its
+    support (distinct traces, summed over the versions that restated it) accumulates until it supersedes the entry
+    (``combee_core.playbook.challenges``)."""
+
+    entry_id: EntryId = Field(description="The entry the correction contradicts.")
+    entry_content: InsightText = Field(description="That entry's text when challenged (a new text ends it).")
+    section: SectionName
+    content: InsightText = Field(description="The correction, in its first wording.")
+    support: int = Field(ge=1, description="Distinct traces behind its restatements, summed over versions.")
+    first_version: int = Field(ge=1)
+    last_version: int = Field(ge=1)
+    why: str = Field(default="", max_length=500, description="The judge's reason for calling it a contradiction.")
+
+
 class PlaybookEntry(CombeeModel):
     """One line of the playbook."""
 
@@ -32,6 +56,8 @@ class PlaybookEntry(CombeeModel):
                               "reflection tagged it helpful (evidence of use: what eviction ranks by).")
     used_harmful: int = Field(default=0, ge=0, description="Distinct traces whose agent used this entry and whose "
                               "reflection tagged it harmful.")
+    outcome: OutcomeTally = Field(default_factory=OutcomeTally, description="Outcomes of the traces whose agent "
+                                  "used this entry (decayed; combee_core.playbook.outcomes).")
     created_version: int = Field(ge=0)
     updated_version: int = Field(ge=0)
 
@@ -71,6 +97,10 @@ class PlaybookVersion(CombeeModel):
     next_entry_number: int = Field(ge=1, description="Entry-id counter after this version (ids are never reused).")
     operations: list[AppliedOperation]
     lineage: list[str] = Field(description="Sorted trace_ids whose reflections made this version.")
+    baseline: OutcomeTally = Field(default_factory=OutcomeTally, description="Outcomes of all the playbook's traces "
+                                   "with one, used entries or not (decayed): what outcome credit compares with.")
+    challenges: list[Challenge] = Field(default_factory=list, description="Corrections pending against entries, "
+                                        "sorted by entry, first version and text.")
     stats: VersionStats
     content_hash: str = Field(description="sha256 of the deterministic fields (all but stats timing).")
     published_at: Timestamp
@@ -84,6 +114,8 @@ class PlaybookVersion(CombeeModel):
         entries: list[PlaybookEntry],
         operations: list[AppliedOperation],
         lineage: list[str],
+        baseline: OutcomeTally | None = None,
+        challenges: list[Challenge] | None = None,
     ) -> str:
         """Hash of everything a reproducible rerun must reproduce byte for byte."""
         payload = {
@@ -94,5 +126,7 @@ class PlaybookVersion(CombeeModel):
             "entries": [e.model_dump(mode="json") for e in entries],
             "operations": [o.model_dump(mode="json") for o in operations],
             "lineage": lineage,
+            "baseline": (baseline or OutcomeTally()).model_dump(mode="json"),
+            "challenges": [c.model_dump(mode="json") for c in challenges or ()],
         }
         return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()

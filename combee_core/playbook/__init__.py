@@ -5,7 +5,8 @@ Nothing iterates over a ``set`` or a hash-ordered structure, and no randomness i
 its modules, one job each: ``value`` (ids, :class:`Playbook` and its invariants), ``similarity`` (near-duplicates
 and paraphrases), ``embedding`` (the embedder seam, the offline model, the cache), ``conflict`` (when two rules
 contradict), ``meaning`` (the judges curation consults), ``operations`` (the operation algebra and deduplication),
-``render`` (prompt text, tokens), ``retrieval`` (the entries one task needs).
+``outcomes`` (each entry's outcome credit from the traces), ``challenges`` (contradictions settled by accumulated
+evidence and outcomes), ``render`` (prompt text, tokens), ``retrieval`` (the entries one task needs).
 """
 
 from combee_core.playbook.operations import MAX_MERGE_IDS, apply_operations, deduplicate, deduplication_operations

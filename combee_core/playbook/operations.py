@@ -5,19 +5,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
+from combee_core.models import (
+    AddOp,
+    AppliedOperation,
+    Challenge,
+    DeleteOp,
+    MergeOp,
+    Operation,
+    OutcomeTally,
+    PlaybookEntry,
+    TagOp,
+    UpdateOp,
+)
+from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
+from combee_core.playbook.outcomes import outcomes_decide
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, near_duplicate_score
 from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, entry_value, make_entry_id
 
 MAX_MERGE_IDS = 32
 """Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
-
-
-def entry_evidence(entry: PlaybookEntry) -> int:
-    """What an entry's rule rests on, against a contradicting ADD's support: its creation (1) plus its net
-    counters (``helpful - harmful``), at least 1."""
-    return max(1, 1 + entry.helpful - entry.harmful)
 
 
 def _kind(reason: str) -> str:
@@ -27,7 +34,11 @@ def _kind(reason: str) -> str:
 class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
-    def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None) -> None:
+    def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None,
+                 rules: ChallengeRules | None = None) -> None:
+        self.playbook = playbook
+        self.rules = rules or ChallengeRules(baseline=playbook.baseline)
+        self.challenges: list[Challenge] = list(playbook.challenges)
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
         self.original: frozenset[str] = frozenset(self.entries)
         self.max_changes = max_changes
@@ -89,48 +100,79 @@ class _WorkingPlaybook:
             elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
                 conflict = (verdict.score, entry, verdict.reason)
         if same is not None:
-            target = same[1]
-            self.entries[target.entry_id] = target.model_copy(
-                update={"helpful": target.helpful + op.support, "updated_version": self.new_version}
+            target = self.entries[same[1].entry_id] = same[1].model_copy(
+                update={"helpful": same[1].helpful + op.support, "updated_version": self.new_version}
             )
-            return AppliedOperation(operation=op, outcome="applied", reason=f"{_kind(same[2])} of {target.entry_id}",
-                                    entry_id=target.entry_id)
+            applied = AppliedOperation(operation=op, outcome="applied",
+                                       reason=f"{_kind(same[2])} of {target.entry_id}", entry_id=target.entry_id)
+            if conflict is not None and self.judge.judge(target.content, target.section, conflict[1].content,
+                                                         conflict[1].section).kind == "conflict":
+                return self._settle(applied, target, conflict[1], conflict[2])
+            return applied
         if conflict is not None:
             return self._conflicting_add(op, conflict[1], conflict[2])
         return self._new_entry(op, "added")
 
-    def _new_entry(self, op: AddOp, reason: str) -> AppliedOperation:
+    def _supersede(self, loser: PlaybookEntry, winner_id: str, reason: str) -> None:
+        self.mark_changed([loser.entry_id])
+        del self.entries[loser.entry_id]
+        self.removed[loser.entry_id] = f"superseded by {winner_id}"
+        self.superseded.append(AppliedOperation(operation=DeleteOp(entry_id=loser.entry_id), outcome="applied",
+                                                entry_id=loser.entry_id, reason=reason))
+
+    def _settle(self, applied: AppliedOperation, restated: PlaybookEntry, other: PlaybookEntry,
+                why: str) -> AppliedOperation:
+        """An ADD restated ``restated``, which contradicts ``other``: outcomes decide between them when both were
+        used enough, else the better evidence; the other is superseded (a DELETE recorded after the operations)."""
+        winner, by = outcomes_decide(restated, other, self.rules.min_uses), "outcomes"
+        if winner is None:
+            mine, theirs = self.rules.strength(restated), self.rules.strength(other)
+            winner, by = (restated if mine > theirs else other if theirs > mine else None), "evidence"
+        record = f"{self.rules.describe(restated)} contradicts {self.rules.describe(other)} ({why})"
+        if winner is None:
+            return applied.model_copy(update={"reason": f"{applied.reason}; {record}: neither outweighs, both kept"})
+        loser = other if winner is restated else restated
+        if (cap := self.over_cap([loser.entry_id])) is not None:
+            return applied.model_copy(update={"reason": f"{applied.reason}; {record}: {by} favour "
+                                              f"{winner.entry_id}, but {cap}"})
+        self._supersede(loser, winner.entry_id, f"superseded by {winner.entry_id} ({by} decide): {record}")
+        return applied.model_copy(update={"reason": f"{applied.reason}; {record}: {by} decide for "
+                                          f"{winner.entry_id}, {loser.entry_id} superseded"})
+
+    def _new_entry(self, op: AddOp, reason: str, helpful: int = 0) -> AppliedOperation:
         entry_id = make_entry_id(op.section, self.next_number)
         self.next_number += 1
         self.entries[entry_id] = PlaybookEntry(
             entry_id=entry_id,
             section=op.section,
             content=op.content,
+            helpful=helpful,
             created_version=self.new_version,
             updated_version=self.new_version,
         )
         return AppliedOperation(operation=op, outcome="applied", reason=reason, entry_id=entry_id)
 
     def _conflicting_add(self, op: AddOp, old: PlaybookEntry, why: str) -> AppliedOperation:
-        """An ADD that contradicts ``old``: neither counter changes; it supersedes ``old`` (a DELETE recorded with
-        the reason, then the ADD) only when its support outweighs the old rule's evidence, else it is rejected."""
-        old_evidence = entry_evidence(old)
-        lineage = (f"{old.entry_id} (v{old.created_version}-v{old.updated_version}, helpful {old.helpful}, "
-                   f"harmful {old.harmful}: evidence {old_evidence}) vs this ADD (support {op.support})")
-        if op.support <= old_evidence:
+        """An ADD that contradicts ``old``: neither counter changes; it joins ``old``'s pending challenge it restates
+        (or opens one), which supersedes ``old`` (a DELETE recorded with both sides' evidence, then the ADD) once
+        its support outweighs the old rule's evidence (``combee_core.playbook.challenges``); else it is rejected
+        as pending."""
+        challenge, replaced = accrue(self.challenges, old, op, self.rules.traces(op), self.new_version, why,
+                                     self.judge)
+        lineage = f"{self.rules.describe(old)} vs this ADD's {describe_challenge(challenge)}"
+        if challenge.support <= self.rules.strength(old):
+            dropped = "" if replaced is None else (
+                f"; it replaced the weakest of {old.entry_id}'s pending corrections ({replaced.content!r}, support "
+                f"{replaced.support})")
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}); the old rule's evidence is not outweighed: kept, no counter "
-                "changed"))
+                f"changed, the challenge pending{dropped}"))
         if (cap := self.over_cap([old.entry_id])) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=(
-                f"conflicts with {lineage} ({why}) and would supersede it, but {cap}"))
-        applied = self._new_entry(op, "")
-        self.mark_changed([old.entry_id])
-        del self.entries[old.entry_id]
-        self.removed[old.entry_id] = f"superseded by {applied.entry_id}"
-        self.superseded.append(AppliedOperation(
-            operation=DeleteOp(entry_id=old.entry_id), outcome="applied", entry_id=old.entry_id,
-            reason=f"superseded by {applied.entry_id}: {why}; {lineage}"))
+                f"conflicts with {lineage} ({why}) and would supersede it, but {cap}; the challenge pending"))
+        applied = self._new_entry(op, "", helpful=challenge.support - 1)  # the winner inherits its evidence
+        self.challenges.remove(challenge)
+        self._supersede(old, str(applied.entry_id), f"superseded by {applied.entry_id}: {why}; {lineage}")
         return applied.model_copy(update={"reason": f"added; supersedes {lineage} ({why})"})
 
     def _update(self, op: UpdateOp) -> AppliedOperation:
@@ -172,6 +214,8 @@ class _WorkingPlaybook:
                 "harmful": sum(e.harmful for e in merged),
                 "used_helpful": sum(e.used_helpful for e in merged),
                 "used_harmful": sum(e.used_harmful for e in merged),
+                "outcome": OutcomeTally(successes=sum(e.outcome.successes for e in merged),
+                                        failures=sum(e.outcome.failures for e in merged)),
                 "updated_version": self.new_version,
             }
         )
@@ -216,6 +260,8 @@ class _WorkingPlaybook:
             version=self.new_version,
             entries=tuple(sorted(self.entries.values(), key=entry_sort_key)),
             next_entry_number=self.next_number,
+            baseline=self.playbook.baseline,
+            challenges=standing(self.challenges, self.entries.values()),
         )
 
 
@@ -228,6 +274,7 @@ def apply_operations(
     max_changes: int | None = None,
     paraphrases: bool = True,
     judge: Judge | None = None,
+    rules: ChallengeRules | None = None,
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
 
@@ -237,10 +284,14 @@ def apply_operations(
       :class:`LexicalJudge`: same section, :func:`is_near_duplicate`, with ``paraphrases`` :func:`is_paraphrase`)
       or ``restatement of <id>`` (:class:`SemanticJudge`: by meaning, any section).
     - An ADD that contradicts an entry (the judge says ``conflict``: a flipped order, unit, quantity, polarity,
-      ...) changes neither counter. It supersedes the entry only when its support outweighs the entry's
-      evidence (:func:`entry_evidence`): the ADD's reason (``added; supersedes <id> ...``) and a DELETE of the old
-      entry in ``ApplyResult.superseded`` carry the reason and both lineages (the DELETE counts against
-      ``max_changes``); otherwise it is rejected.
+      ...) changes neither counter. It joins the entry's pending challenge (``combee_core.playbook.challenges``,
+      weighed by ``rules``), which supersedes the entry once its support (distinct traces, over versions)
+      outweighs the entry's evidence (restatements plus outcome credit): the ADD's reason (``added; supersedes
+      <id> ...``) and a DELETE of the old entry in ``ApplyResult.superseded`` carry the reason and both sides'
+      evidence (the DELETE counts against ``max_changes``); the new entry starts with the evidence it won with;
+      otherwise the ADD is rejected and its challenge stays pending (``Playbook.challenges``). An ADD that
+      restates one entry and contradicts another that contradicts it settles the pair: outcomes decide when both
+      were used enough, else evidence; the loser is superseded.
     - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed by the operations
       (UPDATE that changes the content, DELETE, every id a MERGE removes and its kept id when the content changes,
       a superseded rule; an entry counts once however often it is changed); an op that would change more is
@@ -260,7 +311,7 @@ def apply_operations(
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
     if judge is None:
         judge = LexicalJudge(near_duplicate_threshold, paraphrases)
-    work = _WorkingPlaybook(playbook, new_version, judge, max_changes)
+    work = _WorkingPlaybook(playbook, new_version, judge, max_changes, rules)
     applied = [work.apply(op) for op in operations]
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
                        superseded=work.superseded)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from combee_core.errors import CombeeError
-from combee_core.models import AppliedOperation, PlaybookEntry
+from combee_core.models import AppliedOperation, Challenge, OutcomeTally, PlaybookEntry
 
 ID_PREFIX_CHARS = 3
 ID_COUNTER_DIGITS = 5
@@ -63,6 +63,10 @@ class Playbook:
     version: int
     entries: tuple[PlaybookEntry, ...]
     next_entry_number: int
+    baseline: OutcomeTally = field(default_factory=OutcomeTally)
+    """Outcomes of all the playbook's traces (``combee_core.playbook.outcomes``)."""
+    challenges: tuple[Challenge, ...] = ()
+    """Corrections pending against entries (``combee_core.playbook.challenges``)."""
 
     def __post_init__(self) -> None:
         if self.version < 0:
@@ -93,12 +97,16 @@ class Playbook:
         version: int,
         entries: Iterable[PlaybookEntry],
         next_entry_number: int | None = None,
+        *,
+        baseline: OutcomeTally | None = None,
+        challenges: Iterable[Challenge] = (),
     ) -> Playbook:
         """Rebuild a playbook (e.g. from a published ``PlaybookVersion``); entries may come in any order.
 
         The counter becomes one past the largest id counter present, or ``next_entry_number`` when that is
         larger. Pass it when known: if the newest entries were deleted, the entries alone cannot tell how far
-        the counter went, and their ids would otherwise be handed out again.
+        the counter went, and their ids would otherwise be handed out again. ``baseline`` and ``challenges``: the
+        version's outcome baseline and pending challenges (``PlaybookVersion``), so a restart curates as before.
         """
         ordered = tuple(sorted(entries, key=entry_sort_key))
         numbers = [n for n in (entry_id_number(e.entry_id) for e in ordered) if n is not None]
@@ -108,6 +116,8 @@ class Playbook:
             version=version,
             entries=ordered,
             next_entry_number=max(derived, next_entry_number or 1),
+            baseline=baseline or OutcomeTally(),
+            challenges=tuple(challenges),
         )
 
     def __len__(self) -> int:

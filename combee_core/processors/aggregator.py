@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from combee_core.llm.errors import LLMError
 from combee_core.models import Operation, PartialUpdate, Reflection, ShuffledReflection, Usage, UseTag
+from combee_core.playbook.outcomes import distinct_outcomes
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.reduce.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.topology import Topic
@@ -114,6 +115,7 @@ class Aggregator:
                 reflection_ids=sorted(distinct),
                 trace_ids=sorted({r.trace_id for r in reflections}),
                 use_tags=use_tags(reflections),
+                outcomes=distinct_outcomes(r.outcome for r in reflections if r.outcome is not None),
                 model=self.config.model,
                 usage=result.usage,
                 latency_s=result.latency_s,

@@ -188,6 +188,7 @@ class Reducer:
         if judge is not None:
             texts = [e.content for e in playbook.entries]
             texts += [op.content for partial in partials for op in partial.operations if isinstance(op, AddOp)]
+            texts += [challenge.content for challenge in playbook.challenges]
             try:
                 # each text embedded once, in one call (in a thread: a hosted model's request or the offline
                 # model's forward pass must not hold the event loop, its heartbeats and other stages); the
@@ -223,7 +224,8 @@ class Reducer:
         playbook_id = playbook.playbook_id
         for warning in built.warnings:
             log.warning("%s: %s", playbook_id, warning)
-        self._keep_embeddings(playbook_id, [entry.content for entry in record.entries])
+        self._keep_embeddings(playbook_id, [*(entry.content for entry in record.entries),
+                                            *(challenge.content for challenge in record.challenges)])
         return [
             *effects,
             Publish(Topic.PLAYBOOK, playbook_id, record, number=(playbook_id, record.version)),

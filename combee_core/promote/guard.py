@@ -152,5 +152,6 @@ def guarded_base(playbook: Playbook, ledger: PromotionLedger,
     if decision is None or clean(playbook.version, ledger, playbook.playbook_id, parents):
         return playbook, None
     entries = list(decision.served.entries) if decision.served is not None else []
-    return (Playbook.from_entries(playbook.playbook_id, playbook.version, entries, playbook.next_entry_number),
+    return (Playbook.from_entries(playbook.playbook_id, playbook.version, entries, playbook.next_entry_number,
+                                  baseline=playbook.baseline, challenges=playbook.challenges),
             decision.served_version)

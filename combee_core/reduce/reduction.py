@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from fractions import Fraction
 
 from combee_core.models import (
     AppliedOperation,
@@ -18,7 +19,9 @@ from combee_core.models import (
     VersionStats,
 )
 from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
+from combee_core.playbook.challenges import ChallengeRules, standing
 from combee_core.playbook.meaning import Judge
+from combee_core.playbook.outcomes import DEFAULT_DECAY, MIN_USES, distinct_outcomes, with_outcomes
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.reduce.deterministic_merge import ContestedMerge
 from combee_core.reduce.scan import plan_scan
@@ -198,7 +201,7 @@ def with_evidence(playbook: Playbook, evidence: dict[str, tuple[int, int]]) -> P
         helpful, harmful = evidence.get(entry.entry_id, (0, 0))
         entries.append(entry if not (helpful or harmful) else entry.model_copy(update={
             "used_helpful": entry.used_helpful + helpful, "used_harmful": entry.used_harmful + harmful}))
-    return Playbook(playbook.playbook_id, playbook.version, tuple(entries), playbook.next_entry_number)
+    return replace(playbook, entries=tuple(entries))
 
 
 def build_version(
@@ -213,6 +216,7 @@ def build_version(
     min_evidence: int = DEFAULT_MIN_EVIDENCE,
     paraphrases: bool = True,
     judge: Judge | None = None,
+    outcome_decay: Fraction = DEFAULT_DECAY,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
@@ -223,13 +227,21 @@ def build_version(
     ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`), ranked
     by the batch's evidence of use (``PartialUpdate.use_tags``, counted from ``min_evidence`` traces);
     ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure);
-    ``judge``: how an ADD is matched to entries (``apply_operations``; default: lexical, within a section)."""
+    ``judge``: how an ADD is matched to entries (``apply_operations``; default: lexical, within a section);
+    ``outcome_decay``: what outcome counts keep each version (``combee_core.playbook.outcomes``: the partials'
+    ``outcomes``, one per distinct trace, raise the baseline and the used entries' credit after the operations);
+    contradictions are weighed with ``v``'s outcomes and this batch's distinct traces
+    (``combee_core.playbook.challenges``)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
     cap = None if change_share is None else change_cap(len(playbook), change_share)
+    lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
+    reflections = {rid for partial in partials for rid in partial.reflection_ids}
+    rules = ChallengeRules(copies_per_trace=_copies_per_reflection(partials, len(reflections)),
+                           batch_traces=len(lineage), baseline=playbook.baseline, min_uses=MIN_USES)
     result = apply_operations(playbook, scan.operations, new_version, max_changes=cap, paraphrases=paraphrases,
-                              judge=judge)
+                              judge=judge, rules=rules)
     warnings: list[str] = []
     capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith("change cap")]
     if capped:
@@ -237,8 +249,11 @@ def build_version(
         warnings.append(f"change cap: {len(capped)} operation(s) ({kinds}) of version {new_version} rejected; one "
                         f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}")
     # superseded rules are recorded after the operations, like evictions
-    result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)),
+    outcomes = distinct_outcomes(outcome for partial in partials for outcome in partial.outcomes)
+    result = ApplyResult(playbook=with_outcomes(with_evidence(result.playbook, use_evidence(partials)), outcomes,
+                                                outcome_decay),
                          applied=[*result.applied, *result.superseded], changed=result.changed)
+    kept_state = result.playbook
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
         allowance = eviction_allowance(len(playbook), removed,
@@ -253,8 +268,9 @@ def build_version(
                             f"({playbook_tokens(fitted.playbook)} tokens): the caps allow no further eviction")
         result = ApplyResult(playbook=fitted.playbook, applied=[*result.applied, *fitted.evictions],
                              changed=result.changed)
-    lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
-    reflections = {rid for partial in partials for rid in partial.reflection_ids}
+    final = replace(result.playbook, baseline=kept_state.baseline,  # the budget's playbook keeps only entries
+                    challenges=standing(kept_state.challenges, result.playbook.entries))
+    result = ApplyResult(playbook=final, applied=result.applied, changed=result.changed)
     first = partials[0]
     usage = sum((partial.usage for partial in partials), scan.usage)
     level0_path = max(partial.latency_s for partial in partials)
@@ -276,8 +292,10 @@ def build_version(
         merged_without_call=scan.merged_without_call,
     )
     parent = playbook.version if parent_version is None else parent_version
+    challenges = list(final.challenges)
     content_hash = PlaybookVersion.compute_hash(
-        first.playbook_id, new_version, parent, first.batch_id, entries, result.applied, lineage
+        first.playbook_id, new_version, parent, first.batch_id, entries, result.applied, lineage,
+        baseline=final.baseline, challenges=challenges,
     )
     record = PlaybookVersion(
         playbook_id=first.playbook_id,
@@ -288,6 +306,8 @@ def build_version(
         next_entry_number=result.playbook.next_entry_number,
         operations=result.applied,
         lineage=lineage,
+        baseline=final.baseline,
+        challenges=challenges,
         stats=stats,
         content_hash=content_hash,
         published_at=published_at,

@@ -21,12 +21,14 @@ from combee_core.models import (
     AppliedOperation,
     BatchManifest,
     DeleteOp,
+    OutcomeTally,
     PlaybookEntry,
     PlaybookVersion,
     UpdateOp,
     VersionStats,
 )
 from combee_core.playbook import Playbook, playbook_tokens
+from combee_core.playbook.challenges import standing
 
 IMPORT_PREFIX = "import:"
 
@@ -80,12 +82,17 @@ def seed_version(
                                                outcome="applied", reason="imported", entry_id=entry.entry_id))
         kept.append(entry.model_copy(update={
             "created_version": before.created_version,
-            "updated_version": new_version if changed else before.updated_version}))
+            "updated_version": new_version if changed else before.updated_version,
+            # a file without outcome counts (ACE text) keeps those of the same text
+            "outcome": entry.outcome if entry.outcome != OutcomeTally() or before.content != entry.content
+            else before.outcome}))
     for entry_id in sorted(set(old) - {e.entry_id for e in entries}):
         operations.append(AppliedOperation(operation=DeleteOp(entry_id=entry_id), outcome="applied",
                                            reason="not in the import", entry_id=entry_id))
     playbook = Playbook.from_entries(playbook_id, new_version, kept,
                                      parent.next_entry_number if parent is not None else None)
+    baseline = parent.baseline if parent is not None else OutcomeTally()  # the traces' outcomes go on counting
+    challenges = list(standing(parent.challenges, kept)) if parent is not None else []
     ordered = list(playbook.entries)
     digest = hashlib.sha256(orjson.dumps(
         [playbook_id, parent_version, [e.model_dump(mode="json") for e in ordered]])).hexdigest()[:24]
@@ -105,9 +112,11 @@ def seed_version(
         next_entry_number=playbook.next_entry_number,
         operations=operations,
         lineage=lineage,
+        baseline=baseline,
+        challenges=challenges,
         stats=VersionStats(batch_size=0, k=0, p=0, levels=0, playbook_tokens=playbook_tokens(playbook)),
         content_hash=PlaybookVersion.compute_hash(playbook_id, new_version, parent_version, parent_version, ordered,
-                                                  operations, lineage),
+                                                  operations, lineage, baseline=baseline, challenges=challenges),
         published_at=now,
     )
     return SeededVersion(manifest, version)

@@ -60,7 +60,10 @@ def load_entries(path: str, fmt: str) -> tuple[list[PlaybookEntry], list[str]]:
 
 
 def render_markdown(version: PlaybookVersion) -> str:
-    """A readable page: title, provenance, then each section with its entries and counters."""
+    """A readable page: title, provenance, then each section with its entries, their counters and outcome credit
+    (``combee_core.playbook.outcomes``), then the corrections pending against entries."""
+    from combee_core.playbook.outcomes import credit
+
     lines = [f"# Playbook {version.playbook_id}, version {version.version}", "",
              f"{len(version.entries)} entries; built on version {version.parent_version} from "
              f"{len(version.lineage)} trace(s); published {version.published_at.isoformat()}; "
@@ -70,8 +73,12 @@ def render_markdown(version: PlaybookVersion) -> str:
         if entry.section != section:
             section = entry.section
             lines += ["", f"## {section_heading(section)}", ""]
-        lines.append(f"- **{entry.entry_id}** (helpful {entry.helpful}, harmful {entry.harmful}): "
-                     f"{' '.join(entry.content.split())}")
+        lines.append(f"- **{entry.entry_id}** (helpful {entry.helpful}, harmful {entry.harmful}; outcome "
+                     f"{credit(entry.outcome, version.baseline).describe()}): {' '.join(entry.content.split())}")
+    if version.challenges:
+        lines += ["", "## Pending corrections", ""]
+        lines += [f"- against **{c.entry_id}** (support {c.support} traces, v{c.first_version}-v{c.last_version}; "
+                  f"{c.why}): {' '.join(c.content.split())}" for c in version.challenges]
     return "\n".join(lines) + "\n"
 
 

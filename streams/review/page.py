@@ -12,6 +12,7 @@ from urllib.parse import quote
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.playbook.embedding import EmbeddingError
 from combee_core.playbook.meaning import Judge
+from combee_core.playbook.outcomes import credit
 from combee_core.serve.review import ProposalRow, entry_changes, inbox
 from combee_core.serve.review_context import HistoryRow, LikelyPair, NearReflection, likely_pairs, operations_on
 from streams.review.log import ReviewSnapshot
@@ -189,12 +190,28 @@ def entry_page(snapshot: ReviewSnapshot, entry_id: str, history: Sequence[Histor
                          f"<td>{_e(t.input[:200])}</td><td>{_e(t.feedback[:300])}</td></tr>" for t in traces)
     return _page(f"{pb} {entry_id}", (
         f"<p><a href='/p/{quote(pb)}'>&larr; {_e(pb)}</a></p><h1>Entry {_e(entry_id)}</h1>"
+        f"{_outcome(snapshot, entry_id)}"
         f"<h2>Review of each text</h2><table id=statuses>{statuses}</table>"
         f"<h2>History across versions</h2><table id=history>{hist}</table>{ops}"
         "<h2>Provenance: reflections behind that version, closest first</h2><table id=reflections><tr><th>likeness"
         f"</th><th>reflection</th><th>trace</th><th>insight</th></tr>{refl}</table>"
         "<h2>Their traces</h2><table id=traces><tr><th>trace</th><th>agent</th><th>ran</th><th>outcome</th>"
         f"<th>input</th><th>feedback</th></tr>{trace_rows}</table>"))
+
+
+def _outcome(snapshot: ReviewSnapshot, entry_id: str) -> str:
+    """The entry's outcome credit and evidence in the newest version that holds it, and corrections pending
+    against it."""
+    for version in reversed(snapshot.versions):
+        for entry in version.entries:
+            if entry.entry_id == entry_id:
+                pending = "".join(f"<li>{_e(c.content)} (support {c.support} traces since v{c.first_version})</li>"
+                                  for c in version.challenges if c.entry_id == entry_id)
+                return (f"<p id=outcome>In v{version.version}: outcome credit "
+                        f"{_e(credit(entry.outcome, version.baseline).describe())}; evidence: helpful "
+                        f"{entry.helpful}, harmful {entry.harmful}, used helpful {entry.used_helpful}, used harmful "
+                        f"{entry.used_harmful}.</p>" + (f"<ul id=challenges>{pending}</ul>" if pending else ""))
+    return ""
 
 
 def reflections_traces(near: Sequence[NearReflection], traces: Sequence[Trace]) -> list[Trace]:

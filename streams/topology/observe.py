@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from combee_core.control.controller import explain_decision
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
+from combee_core.playbook.outcomes import credit
 from combee_core.promote.promotion import PromotionLedger
 from combee_core.serve.review import review_marks, review_on
 from combee_core.settings import CombeeSettings
@@ -55,7 +56,8 @@ def describe_version(version: PlaybookVersion, marks: Mapping[str, str] | None =
             elif entry.created_version == version.version:
                 lines.append(f"  + [{applied.entry_id}] {entry.content}{mark}")
             else:  # an ADD folded into an existing near-duplicate entry: reinforced, not added
-                lines.append(f"  = [{applied.entry_id}] helpful {entry.helpful} (ADD merged: {applied.reason})")
+                lines.append(f"  = [{applied.entry_id}] helpful {entry.helpful}, outcome "
+                             f"{credit(entry.outcome, version.baseline).describe()} (ADD merged: {applied.reason})")
         elif op.op == "DELETE":
             lines.append(f"  - [{op.entry_id}]")
     if marks is not None:

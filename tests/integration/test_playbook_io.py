@@ -40,7 +40,8 @@ async def test_ace_import_export_round_trip_and_the_pipeline_builds_on_the_seed(
     assert (seeded.version, seeded.parent_version, seeded.batch_id) == (1, 0, 0)
     code, out, err = await _combee("playbook", "export", "--format", "markdown", "--bootstrap", kafka.bootstrap,
                                    "--prefix", unique_prefix)
-    assert code == 0 and "## COMMON MISTAKES TO AVOID" in out and "- **cal-00002** (helpful 8, harmful 0)" in out
+    assert code == 0 and "## COMMON MISTAKES TO AVOID" in out
+    assert "- **cal-00002** (helpful 8, harmful 0; outcome unused)" in out
 
     # the pipeline takes the seed as version 1: the next batch is batch 1 and becomes version 2 on top of it
     settings = run_settings(unique_prefix, batch_size=10, max_wait_s=SIZE_CLOSES_S)  # one batch of 10, closed by size

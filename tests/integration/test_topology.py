@@ -80,6 +80,10 @@ async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_co
     assert sorted(per_batch) == list(range(8))
     assert all(set(c.values()) == {2} for c in per_batch.values())
     assert sum(len(c) for c in per_batch.values()) == 300
+    # Outcome credit: each trace's outcome is counted once though its p = 2 copies reach two partials.
+    first = set(versions[0].lineage)
+    stated = [t for t in TRACES if t.trace_id in first and t.success is not None]
+    assert stated and versions[0].baseline.successes + versions[0].baseline.failures == 1000 * len(stated)
 
     # From the recorded calls: one reflection per trace, aggregator calls read 2n items in all, fan-in respected.
     roles = Counter(call.role for call in run.calls if call.error is None)

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from combee_core.models import AddOp, PlaybookEntry
 from combee_core.playbook import Playbook, apply_operations
+from combee_core.playbook.challenges import entry_evidence
 from combee_core.playbook.conflict import conflict_reason
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, make_embedder
 from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.playbook.onnx_embedding import MINILM_MODEL, MINILM_SAME_MEANING, MiniLMEmbedder
-from combee_core.playbook.operations import entry_evidence
 from combee_core.settings import CombeeSettings
 
 DATA = Path(__file__).parents[2] / "bench" / "data"
@@ -103,7 +103,7 @@ def test_a_better_supported_reworded_correction_supersedes_the_rule(rule: str, c
     playbook = Playbook.from_entries("pb", 1, [entry])
     result = apply_operations(playbook, [AddOp(section="other", content=correction, support=5)], 2, judge=_judge())
     assert [e.content for e in result.playbook.entries] == [correction]
-    assert result.playbook.entries[0].helpful == 0
+    assert result.playbook.entries[0].helpful == 4  # the winner inherits the evidence it won with (5 traces)
     assert [d.entry_id for d in result.superseded] == ["gen-00001"]
 
 

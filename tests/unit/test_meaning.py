@@ -119,7 +119,7 @@ def test_a_correction_with_more_evidence_supersedes_the_rule_recording_both_line
                        content="Apply the discount before computing tax on invoice totals.")
     result = apply_operations(playbook, [correction], 2, judge=_judge())
     (entry,) = result.playbook.entries
-    assert entry.content == correction.content and entry.helpful == 0
+    assert entry.content == correction.content and entry.helpful == 4  # inherits the evidence it won with
     (add,), (delete,) = result.applied, result.superseded  # one outcome per operation, the DELETE beside them
     assert isinstance(delete.operation, DeleteOp) and delete.entry_id == "inv-00001"
     assert "superseded by bil-00002" in delete.reason and "support 5" in delete.reason
@@ -223,8 +223,8 @@ def test_a_version_records_the_superseded_rule_as_a_delete_after_the_operations(
     correction = AddOp(section="invoices", support=3,
                        content="Apply the discount before computing tax on invoice totals.")
     partial = PartialUpdate(playbook_id="pb", batch_id=0, node=0, k=1, base_version=1, operations=[correction],
-                            trace_ids=["t1"], reflection_ids=["r1"], items_read=1, expected_items=1,
-                            batch_closed_at=now)
+                            trace_ids=["t1", "t2", "t3"], reflection_ids=["r1", "r2", "r3"], items_read=3,
+                            expected_items=3, batch_closed_at=now)  # three traces: a support of 3 is 3 traces
     scan = ScanResult(operations=[correction], usage=partial.usage, levels=0, critical_path_s=0.0)
     record = build_version(playbook, [partial], scan, published_at=now, judge=_judge(), change_share=0.25).record
     assert [(type(a.operation).__name__, a.entry_id) for a in record.operations] == [

@@ -97,7 +97,7 @@ def test_tail_shows_an_add_merged_into_an_existing_entry_as_reinforced_not_added
     text = describe_version(second)
     assert "+ [dat-00002] Dates are ISO 8601." in text
     assert "+ [uni-00001]" not in text
-    assert "= [uni-00001] helpful 1 (ADD merged: near-duplicate of uni-00001)" in text
+    assert "= [uni-00001] helpful 1, outcome unused (ADD merged: near-duplicate of uni-00001)" in text
 
 
 def test_a_replays_default_run_id_is_its_prefixs_last_part():

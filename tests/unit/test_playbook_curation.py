@@ -163,14 +163,19 @@ def check_step(before: Playbook, op: Operation, applied: AppliedOperation, after
     elif isinstance(op, AddOp) and applied.reason.startswith("added; supersedes "):  # a contradiction that won
         superseded = applied.reason.removeprefix("added; supersedes ").split(" ", 1)[0]
         assert set(a) - set(b) == {applied.entry_id} and set(b) - set(a) == {superseded}
-        assert op.support > b[superseded].helpful - b[superseded].harmful
+        won_with = int(applied.reason.split("challenge (support ")[1].split(" ")[0])  # summed over its ADDs
+        assert won_with > b[superseded].helpful - b[superseded].harmful
+        assert a[applied.entry_id].helpful == won_with - 1  # the winner inherits the evidence it won with
     elif isinstance(op, AddOp):
-        assert applied.reason in (f"near-duplicate of {applied.entry_id}", f"paraphrase of {applied.entry_id}")
-        assert list(a) == list(b)
+        kind, _, settled = applied.reason.partition("; ")  # settled: the restated entry contradicts another
+        assert kind in (f"near-duplicate of {applied.entry_id}", f"paraphrase of {applied.entry_id}")
+        loser = settled.rsplit(", ", 1)[-1].removesuffix(" superseded") if settled.endswith(" superseded") else None
+        assert set(b) - set(a) == ({loser} if loser else set()) and set(a) <= set(b)
         target = b[applied.entry_id]
-        similar = is_near_duplicate if applied.reason.startswith("near-duplicate") else is_paraphrase
+        similar = is_near_duplicate if kind.startswith("near-duplicate") else is_paraphrase
         assert target.section == op.section and similar(target.content, op.content)
-        assert a[applied.entry_id].helpful == target.helpful + op.support
+        if applied.entry_id in a:
+            assert a[applied.entry_id].helpful == target.helpful + op.support
     else:
         assert after.next_entry_number == before.next_entry_number, "only ADD moves the counter"
     if isinstance(op, DeleteOp):
