@@ -50,11 +50,12 @@ HARMFUL_ACTION = "skip the check and guess the answer"
 
 @dataclass(frozen=True)
 class HonestFeedback:
-    """Honest mode's environment (``docs/simulator.md``, "Honest mode"): what a failed run's feedback says besides
-    ``Wrong answer for <task>.`` -- the rule in a grader's wording, a hint naming the subject, or nothing more."""
+    """Honest mode's environment (``docs/simulator.md``, "Feedback is about the task instance"): what a failed run's
+    feedback says besides ``Wrong answer for <task>.`` -- this instance's expected and given answer, which of its
+    checks failed, or nothing more. Never a wording of the rule."""
 
-    states_rule: float = 0.25
-    hint: float = 0.35
+    expected: float = 0.25
+    check: float = 0.35
 
 
 @dataclass(frozen=True)
