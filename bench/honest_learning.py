@@ -83,8 +83,8 @@ VARIANTS = {
     "combee": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
     "combee fan-in=C": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", fan_in_at_capacity=True),
     "copy verbatim (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="verbatim"),
-    "copy, 5 prefixes dropped (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-prefixes"),
-    "copy, values masked (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-masked"),
+    "copy minus 5 prefixes (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-prefixes"),
+    "copy values masked (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-masked"),
     "echo nouns (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="nouns"),
     "oracle consolidation": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
     **{f"{STANDIN_PREFIX}{name}": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", reducer=name)

@@ -20,7 +20,7 @@ REGISTRY = registry_for(7, 24)
 EMPTY = round(honest_suite.expected_accuracy(SUITE, SUITE.held_out, []), 4)
 
 
-@pytest.mark.parametrize("variant", ["copy verbatim (control)", "copy, 5 prefixes dropped (control)"])
+@pytest.mark.parametrize("variant", ["copy verbatim (control)", "copy minus 5 prefixes (control)"])
 def test_a_copying_control_run_scores_the_empty_playbook(variant):
     """Through the fleet, the aggregator and the stage's reducer processor: a copier learns entries, none states a
     rule, so held-out accuracy is the empty playbook's, as the simulator says."""
