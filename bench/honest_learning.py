@@ -145,6 +145,29 @@ def standin_reducer(suite: TaskSuite, settings: CombeeSettings, name: str) -> Ca
     return lambda _simulated: Reducer(config, role, embedder_from(settings))
 
 
+def wrong_rules_served(suite: TaskSuite, run: Any) -> dict[str, float]:
+    """How long wrong rules were served (the registry reads each version after the run; curation never does):
+    traces whose playbook held an opposite rule of their own family (agents misled), distinct opposite-rule entries
+    ever served, and the traces (fleet time) each was served for, on average."""
+    registry = honest_suite.suite_registry(suite)
+    wrong_by_version: dict[int, dict[str, str]] = {0: {}}
+    for version in run.versions:
+        wrong_by_version[version.version] = {
+            e.entry_id: s.subject for e in version.entries
+            if (s := registry.lookup(e.content)) is not None and s.kind == "rule" and s.polarity < 0}
+    per_version = Counter(t.playbook_version for t in run.traces)
+    misled = sum(1 for t in run.traces
+                 if str(t.metadata["family"]) in wrong_by_version.get(t.playbook_version, {}).values())
+    served: Counter[str] = Counter()
+    for version, wrong in wrong_by_version.items():
+        for entry_id in wrong:
+            served[entry_id] += per_version.get(version, 0)
+    served = Counter({e: n for e, n in served.items() if n})
+    return {"misled_traces": misled, "misled_share": misled / max(1, len(run.traces)),
+            "wrong_entries_served": len(served),
+            "wrong_entry_traces_served": statistics.mean(served.values()) if served else 0.0}
+
+
 def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
     """What the feedback and the reflector actually did in a run: shares of failed runs whose feedback gave the
     instance's expected and given answer / the failed check / the outcome only, the share of rule lessons stated
@@ -190,10 +213,11 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
         **surplus(suite, run.playbook.entries), "fan_in": fan_in,
         "aggregator_calls_per_version": statistics.mean(v.stats.k for v in run.versions),
         "calls_per_version": statistics.mean(v.stats.llm_calls for v in run.versions),
-        **realised_rates(suite, run),
+        **realised_rates(suite, run), **wrong_rules_served(suite, run),
     }
 
 
+SERVED = ("misled_share", "wrong_entries_served", "wrong_entry_traces_served")
 SURPLUS = ("extra_wordings", "opposite_entries", "no_lesson_entries")
 
 
@@ -286,7 +310,8 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    **{key: round(mean(key), 1) for key in SURPLUS if key in group[0]},
                    "aggregator_calls": round(mean("aggregator_calls_per_version"), 1),
                    "calls_per_version": round(mean("calls_per_version"), 1),
-                   "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3)}
+                   "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3),
+                   **{key: round(mean(key), 3) for key in SERVED if key in group[0]}}
             row["passes"] = bool(seq and acc >= statistics.mean(seq) - 0.01 and row["entries_per_lesson"] <= 1.2
                                  and row["within_budget"])
             out.append(row)
@@ -350,6 +375,11 @@ def main() -> None:
     print(table(summary, [("capacity", "C"), ("variant", "variant"), ("entries_per_lesson", "entries/lesson"),
                           ("extra_wordings", "extra wordings"), ("opposite_entries", "opposite rules"),
                           ("no_lesson_entries", "no lesson")]))
+    print("\nwrong rules served (every version, mean over seeds): share of traces run with an opposite rule of their "
+          "own family held, opposite-rule entries ever served, traces each was served for")
+    print(table(summary, [("capacity", "C"), ("variant", "variant"), ("misled_share", "misled traces"),
+                          ("wrong_entries_served", "wrong entries served"),
+                          ("wrong_entry_traces_served", "traces served each")]))
     print(f"\nrealised (honest runs, mean): {rates}; feedback lines the registry credits, all runs: {credited}")
     print("\nwhat the scoring credits (held-out accuracy of hand-made playbooks; default_mode = the old scoring)")
     print(table(checks, [("playbook", "playbook"), ("honest", "honest scoring"), ("default_mode", "default scoring")]))
