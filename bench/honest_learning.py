@@ -41,13 +41,13 @@ import logging
 import statistics
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from bench.common import machine, write_results
 from bench.learning import fleet
-from bench.reducer_standins import STANDINS, standin_role
+from bench.reducer_standins import STANDINS, standin_reducer
 from combee_core.batch.batching import ShuffleConfig
 from combee_core.llm import SimulatorConfig
 from combee_core.llm.copy_controls import CONTROLS as COPY_CONTROLS
@@ -59,10 +59,13 @@ from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.sim import honest_suite
-from combee_core.sim.tasks import TaskSuite, build_suite, run_task
+from combee_core.sim.tasks import HonestFeedback, TaskSuite, build_suite, run_task
 
 RESULTS = Path(__file__).parent / "results" / "honest_learning.json"
 STANDIN_PREFIX = "reducer stand-in: "
+NOISY = HonestFeedback(noisy_citations=True)
+MISLED = HonestFeedback(noisy_citations=True, misleading_families=("R00", "R01", "R02", "R03"), misleading_passes=1)
+"""Issue 38 item 7's baseline: agents that cite wrongly; and a wrong grader on four families for the first pass."""
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,8 @@ class Spec:
     fan_in_at_capacity: bool = False
     """``COMBEE_MAX_FAN_IN`` set to the simulated capacity C (no call reads more items than the model keeps), for
     the aggregators' subgroups and the reducer's scan; otherwise the default setting (``DEFAULT_CALL_CAPACITY``)."""
+    environment: HonestFeedback = HonestFeedback()
+    """The honest suite's environment: noisy citations, a wrong grader (docs/simulator.md)."""
     reducer: str | None = None
     """A scripted stand-in for the reducer model (``bench.reducer_standins``), asked what the judge is unsure of."""
 
@@ -87,6 +92,10 @@ VARIANTS = {
     "copy values masked (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-masked"),
     "echo nouns (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="nouns"),
     "oracle consolidation": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
+    "sequential noisy citations": Spec(batch=3, p=1, subgroups="single", reflection="honest", environment=NOISY),
+    "combee noisy citations": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=NOISY),
+    "sequential wrong lessons": Spec(batch=3, p=1, subgroups="single", reflection="honest", environment=MISLED),
+    "combee wrong lessons": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=MISLED),
     **{f"{STANDIN_PREFIX}{name}": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", reducer=name)
        for name in STANDINS},
 }
@@ -137,14 +146,6 @@ def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], R
     return lambda reduce: Reducer(config, reduce, embedder)
 
 
-def standin_reducer(suite: TaskSuite, settings: CombeeSettings, name: str) -> Callable[[ReduceRole], Reducer]:
-    """The stage's reducer processor, asking scripted stand-in ``name`` (instead of the simulated model) whatever
-    the judge is unsure of, as it asks a real reducer model (``ask_reducer``)."""
-    config = replace(ReducerConfig.from_settings(settings), ask_reducer=True)
-    role = standin_role(name, honest_suite.suite_registry(suite))
-    return lambda _simulated: Reducer(config, role, embedder_from(settings))
-
-
 def wrong_rules_served(suite: TaskSuite, run: Any) -> dict[str, float]:
     """How long wrong rules were served (the registry reads each version after the run; curation never does):
     traces whose playbook held an opposite rule of their own family (agents misled), distinct opposite-rule entries
@@ -187,7 +188,7 @@ def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
 
 async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: int) -> dict[str, Any]:
     spec = variant_spec(variant)
-    suite = build_suite(seed=7, feedback="honest")
+    suite = build_suite(seed=7, feedback="honest", honest=spec.environment)
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
     fan_in = capacity if spec.fan_in_at_capacity else CombeeSettings.load(env={}).max_fan_in
@@ -196,8 +197,8 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
                       context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_change_cap, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
-                      make_reducer=standin_reducer(suite, settings, spec.reducer) if spec.reducer else (
-                          reducer_like_the_stage(settings)))
+                      make_reducer=reducer_like_the_stage(settings) if spec.reducer is None else (
+                          standin_reducer(honest_suite.suite_registry(suite), settings, spec.reducer)))
     count = honest_suite.count_lessons(suite, run.playbook.entries)
     version_tokens = [v.stats.playbook_tokens for v in run.versions]
     return {

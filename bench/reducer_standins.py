@@ -14,11 +14,14 @@ alone. Benchmark code, not a method: the oracle and the adversary read the regis
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 from combee_core.models import AddOp, Operation, Usage
-from combee_core.processors.reducer import ReduceRole
+from combee_core.playbook.embedding import embedder_from
+from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.reduce.reduction import ReduceOutcome
+from combee_core.settings import CombeeSettings
 from combee_core.sim.sim_registry import TextRegistry, normalise_text
 
 STANDINS = ("union", "merge-all", "drop-all", "oracle", "adversarial")
@@ -74,3 +77,11 @@ def standin_role(name: str, registry: TextRegistry) -> ReduceRole:
         return ReduceOutcome(operations=scripted_operations(name, registry, children), usage=Usage(), latency_s=0.0)
 
     return role
+
+
+def standin_reducer(registry: TextRegistry, settings: CombeeSettings, name: str) -> Callable[[ReduceRole], Reducer]:
+    """The reducer stage's processor configured from ``settings`` as for a real reducer model (``ask_reducer``: it
+    asks the call what the judge is unsure of), its call answered by stand-in ``name`` instead of the simulator."""
+    config = replace(ReducerConfig.from_settings(settings), ask_reducer=True)
+    role = standin_role(name, registry)
+    return lambda _simulated: Reducer(config, role, embedder_from(settings))

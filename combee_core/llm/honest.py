@@ -77,7 +77,8 @@ def honest_insights(trace: dict[str, Any], config: SimulatorConfig, model: Hones
     if trace.get("success") is False and (family_id, 1) in registry.wordings:
         kind = feedback_kind(registry, family_id, str(trace.get("feedback") or ""))
         if draw("states") < model.states_lesson[kind]:
-            polarity = -1 if draw("opposite") < model.opposite[kind] else 1
+            implied = -1 if (trace.get("metadata") or {}).get("grader") == "misleading" else 1
+            polarity = -implied if draw("opposite") < model.opposite[kind] else implied
             text = _pick(registry.wordings[(family_id, polarity)], draw("wording"))
             section = registry.sections[family_id]
             if draw("section") < model.other_section:

@@ -82,6 +82,28 @@ def used_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry])
     return ",".join([*hold.right, *hold.wrong]) if hold else ""
 
 
+def cited_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry], *, run_seed: int, attempt: int,
+                  version: int) -> str:
+    """What the agent reports it used: :func:`used_entries`, or with noisy citations each of them left out with
+    ``cite_omit`` and, with ``cite_spurious``, one other entry cited (docs/simulator.md)."""
+    used = used_entries(suite, task, entries)
+    rates = suite.honest
+    if rates is None or not rates.noisy_citations:
+        return used
+    ids = [e for e in used.split(",") if e and _unit(run_seed, task.task_id, attempt, version, e, "omit")
+           >= rates.cite_omit]
+    others = [e.entry_id for e in entries if e.entry_id not in used.split(",")]
+    if others and _unit(run_seed, task.task_id, attempt, version, "spurious") < rates.cite_spurious:
+        ids.append(others[int(_unit(run_seed, task.task_id, attempt, version, "which") * len(others))])
+    return ",".join(ids)
+
+
+def misled(suite: TaskSuite, task: Task, attempt: int) -> bool:
+    """True when this run's grader is a wrong one (a listed family, within the misleading passes)."""
+    rates = suite.honest
+    return rates is not None and task.family_id in rates.misleading_families and attempt < rates.misleading_passes
+
+
 def feedback_lines(suite: TaskSuite, task: Task, success: bool, *, run_seed: int, attempt: int) -> list[str]:
     """What the environment adds after ``Wrong answer for <task>.``: one line about this instance (its expected and
     given answer, or the check that failed, with values drawn for the instance) or nothing; nothing for a
@@ -91,14 +113,15 @@ def feedback_lines(suite: TaskSuite, task: Task, success: bool, *, run_seed: int
         return []
     u = _unit(run_seed, task.task_id, attempt, "honest-feedback")
     kind: InstanceKind
-    if u < rates.expected:
+    wrong = misled(suite, task, attempt)
+    if wrong or u < rates.expected:
         kind = "expected"
     elif u < rates.expected + rates.check:
         kind = "check"
     else:
         return []
     seed = int.from_bytes(hashlib.sha256(f"{run_seed}|{task.task_id}|{attempt}|instance".encode()).digest()[:8], "big")
-    return [instance_line(suite_registry(suite).actions[task.family_id], kind, random.Random(seed))]
+    return [instance_line(suite_registry(suite).actions[task.family_id], kind, random.Random(seed), swapped=wrong)]
 
 
 @dataclass(frozen=True)

@@ -31,8 +31,16 @@ class InstanceTemplates:
     check: str
     values: Callable[[random.Random], dict[str, str]]
 
-    def render(self, kind: InstanceKind, rng: random.Random) -> str:
-        return (self.expected if kind == "expected" else self.check).format(**self.values(rng))
+    def render(self, kind: InstanceKind, rng: random.Random, *, swapped: bool = False) -> str:
+        """The line; ``swapped``: a wrong grader's, expecting what the opposite rule gives (``right`` and ``given``,
+        or ``first`` and ``second``, exchanged). Raises ``ValueError`` for an action whose values cannot swap."""
+        values = self.values(rng)
+        if swapped:
+            pair = next((p for p in (("right", "given"), ("first", "second")) if set(p) <= set(values)), None)
+            if pair is None:
+                raise ValueError(f"a wrong grader cannot swap the values of {sorted(values)}")
+            values = {**values, pair[0]: values[pair[1]], pair[1]: values[pair[0]]}
+        return (self.expected if kind == "expected" else self.check).format(**values)
 
     def kind_of(self, line: str) -> InstanceKind | None:
         """Which of the two templates wrote ``line`` (the simulator recognises its own sentences), or None."""
@@ -163,9 +171,10 @@ TEMPLATES: dict[str, InstanceTemplates] = {
 """Action (as in ``combee_core.sim.tasks._ACTIONS``) -> its instance feedback templates."""
 
 
-def instance_line(action: str, kind: InstanceKind, rng: random.Random) -> str:
-    """One feedback line about an instance of a task whose family's action is ``action``."""
-    return TEMPLATES[action].render(kind, rng)
+def instance_line(action: str, kind: InstanceKind, rng: random.Random, *, swapped: bool = False) -> str:
+    """One feedback line about an instance of a task whose family's action is ``action`` (``swapped``: a wrong
+    grader's, see :meth:`InstanceTemplates.render`)."""
+    return TEMPLATES[action].render(kind, rng, swapped=swapped)
 
 
 def instance_kind(action: str, line: str) -> InstanceKind | None:

@@ -21,7 +21,7 @@ from combee_core.models import PlaybookEntry
 from combee_core.sim import honest_suite
 from combee_core.sim.instances import TEMPLATES, instance_kind, instance_line
 from combee_core.sim.sim_registry import RegistryError, Statement, build_registry, normalise_text, registry_for
-from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
+from combee_core.sim.tasks import HonestFeedback, build_suite, expected_accuracy, run_task
 from combee_core.sim.wordings import ACTION_PHRASINGS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,3 +268,45 @@ def test_lesson_count_counts_junk_hints_and_opposites_as_entries_never_as_lesson
     assert (count.entries, count.lessons, count.families_right, count.families_wrong, count.families_both,
             count.unknown) == (7, 2, 1, 2, 1, 2)
     assert count.entries_per_lesson == 3.5
+
+
+# ---------------------------------------------------------------------------------------------- item 7's options
+
+
+def test_noisy_citations_leave_out_and_add_entries_at_their_documented_rates():
+    noisy = build_suite(seed=7, feedback="honest", honest=HonestFeedback(noisy_citations=True))
+    entries = _entries([REGISTRY.wordings[(f.family_id, 1)][0] for f in SUITE.families] + [REGISTRY.generics[0][1][0]])
+    used = cited = spurious = 0
+    for n, task in enumerate(SUITE.train):
+        exact = honest_suite.used_entries(noisy, task, entries).split(",")
+        got = [e for e in honest_suite.cited_entries(noisy, task, entries, run_seed=3, attempt=0, version=n).split(",")
+               if e]
+        assert honest_suite.cited_entries(SUITE, task, entries, run_seed=3, attempt=0, version=n) == ",".join(exact)
+        used += len(exact)
+        cited += len(set(got) & set(exact))
+        spurious += len(set(got) - set(exact))
+    assert 1 - cited / used == pytest.approx(0.2, abs=0.05)
+    assert spurious / len(SUITE.train) == pytest.approx(0.1, abs=0.04)
+
+
+def test_a_wrong_grader_swaps_the_expected_values_and_the_reflector_learns_the_opposite_rule():
+    misled = build_suite(seed=7, feedback="honest", honest=HonestFeedback(misleading_families=("R02", "R03")))
+    config = SimulatorConfig(reflection="honest")
+    polarities = Counter()
+    for attempt in (0, 1):
+        for task in [t for t in misled.train if t.family_id in ("R02", "R03")]:
+            trace = run_task(misled, task, [], playbook_id="pb", playbook_version=0, agent_id="a", attempt=attempt,
+                             run_seed=2)
+            if trace.success:
+                continue
+            assert (trace.metadata.get("grader") == "misleading") == (attempt == 0)
+            lines = trace.feedback.splitlines()
+            if attempt == 0:
+                assert len(lines) == 2 and instance_kind(REGISTRY.actions[task.family_id], lines[1]) == "expected"
+                for line in lines:
+                    _never_creditable(line)
+                for insight in honest_insights(trace_payload(trace), config):
+                    statement = REGISTRY.lookup(insight["content"])
+                    if statement is not None and statement.kind == "rule":
+                        polarities[statement.polarity] += 1
+    assert polarities[-1] > 10 * polarities[1] and polarities[-1] >= 20
