@@ -23,6 +23,9 @@ a 1,000-token budget). Variants:
 - reducer stand-in: X (X = union, merge-all, drop-all, oracle, adversarial): combee whose reducer processor asks a
   scripted stand-in (``bench.reducer_standins``) what the judge is unsure of, as it asks a real reducer model; it
   must not end more than ``STANDIN_TOLERANCE`` below combee (the judge alone);
+- sequential / combee noisy citations: agents cite what they used with errors; sequential / combee wrong lessons:
+  the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
+  rules are served today, docs/simulator.md);
 - combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
   ``controller_bs_max``, docs/benchmarks.md §12e).
 
