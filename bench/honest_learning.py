@@ -364,7 +364,8 @@ def main() -> None:
                 rows.append(asyncio.run(one(variant, capacity, seed, traces=args.traces, budget=args.budget)))
     summary = summarise(rows)
     checks = static_checks(build_suite(seed=7, feedback="honest"))
-    rates = {key: round(statistics.mean(r[key] for r in rows if r["variant"] in ("sequential", "combee")), 3)
+    honest_rows = [r for r in rows if variant_spec(r["variant"]).reflection == "honest"] or rows
+    rates = {key: round(statistics.mean(r[key] for r in honest_rows), 3)
              for key in ("feedback_expected", "feedback_check", "feedback_outcome", "wrong_lesson_rate")}
     credited = sum(r["feedback_lines_credited"] for r in rows)
     print(f"honest mode, {args.traces} traces per run, budget {args.budget} tokens, seeds {args.seeds}")
