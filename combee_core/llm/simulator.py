@@ -78,9 +78,8 @@ class SimulatorConfig(BaseModel):
     )
     reflection: Literal["lessons", "honest", "verbatim", "copy-prefixes", "copy-masked", "nouns"] = Field(
         default="lessons",
-        description="lessons: copy the feedback's LESSON lines (default); honest: diagnose, reword, sometimes err, "
-        "and aggregate without understanding wordings; verbatim, copy-prefixes, copy-masked, nouns: the copying "
-        "controls (combee_core.llm.copy_controls), aggregated as in honest mode.",
+        description="lessons: copy the feedback's LESSON lines (default); honest: diagnose, reword, sometimes err, and "
+        "aggregate without understanding wordings; the others: copying controls (combee_core.llm.copy_controls).",
     )
     suite_seed: int = Field(default=7, description="Honest mode: the seed of the suite whose registry it uses.")
     suite_families: int = Field(default=24, ge=1, description="Honest mode: that suite's number of families.")
@@ -206,7 +205,6 @@ def simulate_reflection(data: dict[str, Any], config: SimulatorConfig | None = N
     trace_id = str(trace.get("trace_id", ""))
     if config.reflection == "honest":
         from combee_core.llm import honest  # only honest mode loads the registry
-
         insights = honest.honest_insights(trace, config)
     elif config.reflection != "lessons":
         from combee_core.llm.copy_controls import CONTROLS
