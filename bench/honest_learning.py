@@ -15,14 +15,24 @@ a 1,000-token budget). Variants:
   reads more than the default ``COMBEE_MAX_FAN_IN`` copies (``combee_core.batch.shuffle.aggregation_shape``);
 - combee fan-in=C: the same with ``COMBEE_MAX_FAN_IN`` = C, so k rises until no aggregator call reads more than C
   copies (and the reducer's scan reads at most C partials per call): the setting sized to the model's capacity;
-- copy (control): combee, with a reflector that copies every feedback line verbatim;
+- four copying controls (must fail: each at least ``CONTROL_MARGIN`` below combee at every capacity): combee with
+  a reflector that copies every feedback line verbatim, that copies them minus five fixed line prefixes, that copies
+  them with their values masked, or that echoes the feedback's nouns (``combee_core.llm.copy_controls``);
 - oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
   canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach;
+- reducer stand-in: X (X = union, merge-all, drop-all, oracle, adversarial): combee whose reducer processor asks a
+  scripted stand-in (``bench.reducer_standins``) what the judge is unsure of, as it asks a real reducer model; it
+  must not end more than ``STANDIN_TOLERANCE`` below combee (the judge alone);
+- sequential / combee noisy citations: agents cite what they used with errors; sequential / combee wrong lessons:
+  the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
+  rules are served today, docs/simulator.md);
 - combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
   ``controller_bs_max``, docs/benchmarks.md §12e).
 
 A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
-per distinct lesson is <= 1.2, and every version of every seed is within the budget. Every figure is simulated
+per distinct lesson is <= 1.2, and every version of every seed is within the budget. A control row *fails as it
+must* when its accuracy is at least ``CONTROL_MARGIN`` below combee's at the same capacity (fixed in
+docs/simulator.md before the first run). Every figure is simulated
 (``docs/simulator.md``, "Honest mode": parameters fixed there before the first run).
 """
 
@@ -40,18 +50,25 @@ from typing import Any, Literal
 
 from bench.common import machine, write_results
 from bench.learning import fleet
+from bench.reducer_standins import STANDINS, standin_reducer
 from combee_core.batch.batching import ShuffleConfig
 from combee_core.llm import SimulatorConfig
+from combee_core.llm.copy_controls import CONTROLS as COPY_CONTROLS
 from combee_core.llm.honest import feedback_kind
+from combee_core.llm.prompts import trace_payload
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook import playbook_tokens
 from combee_core.playbook.embedding import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.sim import honest_suite
-from combee_core.sim.tasks import TaskSuite, build_suite
+from combee_core.sim.tasks import HonestFeedback, TaskSuite, build_suite, run_task
 
 RESULTS = Path(__file__).parent / "results" / "honest_learning.json"
+STANDIN_PREFIX = "reducer stand-in: "
+NOISY = HonestFeedback(noisy_citations=True)
+MISLED = HonestFeedback(noisy_citations=True, misleading_families=("R00", "R01", "R02", "R03"), misleading_passes=1)
+"""Issue 38 item 7's baseline: agents that cite wrongly; and a wrong grader on four families for the first pass."""
 
 
 @dataclass(frozen=True)
@@ -59,19 +76,39 @@ class Spec:
     batch: int
     p: int
     subgroups: Literal["sqrt", "single"]
-    reflection: Literal["honest", "verbatim"]
+    reflection: Literal["honest", "verbatim", "copy-prefixes", "copy-masked", "nouns"]
     fan_in_at_capacity: bool = False
     """``COMBEE_MAX_FAN_IN`` set to the simulated capacity C (no call reads more items than the model keeps), for
     the aggregators' subgroups and the reducer's scan; otherwise the default setting (``DEFAULT_CALL_CAPACITY``)."""
+    environment: HonestFeedback = HonestFeedback()
+    """The honest suite's environment: noisy citations, a wrong grader (docs/simulator.md)."""
+    reducer: str | None = None
+    """A scripted stand-in for the reducer model (``bench.reducer_standins``), asked what the judge is unsure of."""
 
 
 VARIANTS = {
     "sequential": Spec(batch=3, p=1, subgroups="single", reflection="honest"),
     "combee": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
     "combee fan-in=C": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", fan_in_at_capacity=True),
-    "copy (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="verbatim"),
+    "copy verbatim (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="verbatim"),
+    "copy minus 5 prefixes (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-prefixes"),
+    "copy values masked (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="copy-masked"),
+    "echo nouns (control)": Spec(batch=100, p=2, subgroups="sqrt", reflection="nouns"),
     "oracle consolidation": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest"),
+    "sequential noisy citations": Spec(batch=3, p=1, subgroups="single", reflection="honest", environment=NOISY),
+    "combee noisy citations": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=NOISY),
+    "sequential wrong lessons": Spec(batch=3, p=1, subgroups="single", reflection="honest", environment=MISLED),
+    "combee wrong lessons": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=MISLED),
+    **{f"{STANDIN_PREFIX}{name}": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", reducer=name)
+       for name in STANDINS},
 }
+CONTROLS = tuple(name for name, spec in VARIANTS.items() if spec.reflection not in ("honest",))
+STANDIN_TOLERANCE = 0.01
+"""A reducer stand-in is not worse than the judge alone when its accuracy is at most this far below combee's."""
+CONTROL_MODES = tuple(VARIANTS[name].reflection for name in CONTROLS)
+CONTROL_MARGIN = 0.10
+"""Each control's mean held-out accuracy must be at least this far below combee's (docs/simulator.md, fixed
+before the first run)."""
 ORACLE = "oracle consolidation"
 BATCH_PREFIX = "combee bs "
 
@@ -112,23 +149,49 @@ def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], R
     return lambda reduce: Reducer(config, reduce, embedder)
 
 
+def wrong_rules_served(suite: TaskSuite, run: Any) -> dict[str, float]:
+    """How long wrong rules were served (the registry reads each version after the run; curation never does):
+    traces whose playbook held an opposite rule of their own family (agents misled), distinct opposite-rule entries
+    ever served, and the traces (fleet time) each was served for, on average."""
+    registry = honest_suite.suite_registry(suite)
+    wrong_by_version: dict[int, dict[str, str]] = {0: {}}
+    for version in run.versions:
+        wrong_by_version[version.version] = {
+            e.entry_id: s.subject for e in version.entries
+            if (s := registry.lookup(e.content)) is not None and s.kind == "rule" and s.polarity < 0}
+    per_version = Counter(t.playbook_version for t in run.traces)
+    misled = sum(1 for t in run.traces
+                 if str(t.metadata["family"]) in wrong_by_version.get(t.playbook_version, {}).values())
+    served: Counter[str] = Counter()
+    for version, wrong in wrong_by_version.items():
+        for entry_id in wrong:
+            served[entry_id] += per_version.get(version, 0)
+    served = Counter({e: n for e, n in served.items() if n})
+    return {"misled_traces": misled, "misled_share": misled / max(1, len(run.traces)),
+            "wrong_entries_served": len(served),
+            "wrong_entry_traces_served": statistics.mean(served.values()) if served else 0.0}
+
+
 def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
-    """What the feedback and the reflector actually did in a run: shares of failed runs whose feedback stated the
-    rule / gave a hint / the outcome only, and the share of rule lessons stated that were the opposite rule."""
+    """What the feedback and the reflector actually did in a run: shares of failed runs whose feedback gave the
+    instance's expected and given answer / the failed check / the outcome only, the share of rule lessons stated
+    that were the opposite rule, and how many feedback lines the registry credits (0 by construction)."""
     registry = honest_suite.suite_registry(suite)
     failed = [t for t in run.traces if t.success is False]
     kinds = Counter(feedback_kind(registry, str(t.metadata["family"]), t.feedback or "") for t in failed)
     polarities = Counter(s.polarity for r in run.reflections for i in r.insights
                          if (s := registry.lookup(i.content)) is not None and s.kind == "rule")
     stated = polarities[1] + polarities[-1]
-    return {"failed": len(failed), "feedback_rule": kinds[0] / max(1, len(failed)),
-            "feedback_hint": kinds[1] / max(1, len(failed)), "feedback_outcome": kinds[2] / max(1, len(failed)),
-            "wrong_lesson_rate": polarities[-1] / max(1, stated), "rule_lessons": stated}
+    credited = sum(1 for t in run.traces for line in (t.feedback or "").splitlines() if registry.lookup(line))
+    return {"failed": len(failed), "feedback_expected": kinds[0] / max(1, len(failed)),
+            "feedback_check": kinds[1] / max(1, len(failed)), "feedback_outcome": kinds[2] / max(1, len(failed)),
+            "wrong_lesson_rate": polarities[-1] / max(1, stated), "rule_lessons": stated,
+            "feedback_lines_credited": credited}
 
 
 async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: int) -> dict[str, Any]:
     spec = variant_spec(variant)
-    suite = build_suite(seed=7, feedback="honest")
+    suite = build_suite(seed=7, feedback="honest", honest=spec.environment)
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
     fan_in = capacity if spec.fan_in_at_capacity else CombeeSettings.load(env={}).max_fan_in
@@ -137,7 +200,8 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
                       context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_change_cap, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
-                      make_reducer=reducer_like_the_stage(settings))
+                      make_reducer=reducer_like_the_stage(settings) if spec.reducer is None else (
+                          standin_reducer(honest_suite.suite_registry(suite), settings, spec.reducer)))
     count = honest_suite.count_lessons(suite, run.playbook.entries)
     version_tokens = [v.stats.playbook_tokens for v in run.versions]
     return {
@@ -153,10 +217,11 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
         **surplus(suite, run.playbook.entries), "fan_in": fan_in,
         "aggregator_calls_per_version": statistics.mean(v.stats.k for v in run.versions),
         "calls_per_version": statistics.mean(v.stats.llm_calls for v in run.versions),
-        **realised_rates(suite, run),
+        **realised_rates(suite, run), **wrong_rules_served(suite, run),
     }
 
 
+SERVED = ("misled_share", "wrong_entries_served", "wrong_entry_traces_served")
 SURPLUS = ("extra_wordings", "opposite_entries", "no_lesson_entries")
 
 
@@ -202,7 +267,18 @@ def static_checks(suite: TaskSuite) -> list[dict[str, Any]]:
         score("24 rules and their opposites", [(f.section, registry.wordings[(f.family_id, s)][7])
                                               for f in fams for s in (1, -1)]),
         score("24 hints", [(f.section, registry.hints[f.family_id][0]) for f in fams]),
+        *(score(f"every insight of the {mode} control over one pass of the train split",
+                control_texts(suite, mode)) for mode in CONTROL_MODES),
     ]
+
+
+def control_texts(suite: TaskSuite, mode: str) -> list[tuple[str, str]]:
+    """(section, content) of every insight a copying control writes for one pass over the train split with the
+    empty playbook (run seed 0): what a curation that kept all of them would hold."""
+    traces = [run_task(suite, task, [], playbook_id="pb", playbook_version=0, agent_id="a", attempt=0, run_seed=0)
+              for task in suite.train]
+    return list(dict.fromkeys((i["section"], i["content"]) for t in traces
+                              for i in COPY_CONTROLS[mode](trace_payload(t))))
 
 
 def _default_accuracy(suite: TaskSuite, entries: list[PlaybookEntry]) -> float:
@@ -238,10 +314,18 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                    **{key: round(mean(key), 1) for key in SURPLUS if key in group[0]},
                    "aggregator_calls": round(mean("aggregator_calls_per_version"), 1),
                    "calls_per_version": round(mean("calls_per_version"), 1),
-                   "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3)}
+                   "wrong_lesson_rate": round(mean("wrong_lesson_rate"), 3),
+                   **{key: round(mean(key), 3) for key in SERVED if key in group[0]}}
             row["passes"] = bool(seq and acc >= statistics.mean(seq) - 0.01 and row["entries_per_lesson"] <= 1.2
                                  and row["within_budget"])
             out.append(row)
+        combee = [r for r in out if r["capacity"] == capacity and r["variant"] == "combee"]
+        for row in out:
+            if row["capacity"] == capacity:
+                row["control_fails"] = (round(combee[0]["acc"] - row["acc"], 3) >= CONTROL_MARGIN
+                                        if combee and row["variant"] in CONTROLS else None)
+                row["not_worse_than_judge"] = (round(combee[0]["acc"] - row["acc"], 3) <= STANDIN_TOLERANCE
+                                               if combee and row["variant"].startswith(STANDIN_PREFIX) else None)
     return out
 
 
@@ -250,7 +334,8 @@ COLUMNS = [("capacity", "C"), ("variant", "variant"), ("acc", "held-out acc"), (
            ("entries_per_lesson", "entries/lesson"), ("families_right", "rules held"),
            ("families_wrong", "opposite held"), ("families_both", "both"), ("unknown", "no lesson"),
            ("tokens_max", "max tokens"), ("within_budget", "in budget"), ("evictions", "evicted"),
-           ("passes", "passes")]
+           ("passes", "passes"), ("control_fails", "control fails by the margin"),
+           ("not_worse_than_judge", "stand-in not worse than the judge alone")]
 
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
@@ -279,8 +364,10 @@ def main() -> None:
                 rows.append(asyncio.run(one(variant, capacity, seed, traces=args.traces, budget=args.budget)))
     summary = summarise(rows)
     checks = static_checks(build_suite(seed=7, feedback="honest"))
-    rates = {key: round(statistics.mean(r[key] for r in rows if r["variant"] in ("sequential", "combee")), 3)
-             for key in ("feedback_rule", "feedback_hint", "feedback_outcome", "wrong_lesson_rate")}
+    honest_rows = [r for r in rows if variant_spec(r["variant"]).reflection == "honest"] or rows
+    rates = {key: round(statistics.mean(r[key] for r in honest_rows), 3)
+             for key in ("feedback_expected", "feedback_check", "feedback_outcome", "wrong_lesson_rate")}
+    credited = sum(r["feedback_lines_credited"] for r in rows)
     print(f"honest mode, {args.traces} traces per run, budget {args.budget} tokens, seeds {args.seeds}")
     print(table(summary, COLUMNS))
     print("\nevery version against the budget (all seeds)")
@@ -293,11 +380,17 @@ def main() -> None:
     print(table(summary, [("capacity", "C"), ("variant", "variant"), ("entries_per_lesson", "entries/lesson"),
                           ("extra_wordings", "extra wordings"), ("opposite_entries", "opposite rules"),
                           ("no_lesson_entries", "no lesson")]))
-    print(f"\nrealised (honest runs, mean): {rates}")
+    print("\nwrong rules served (every version, mean over seeds): share of traces run with an opposite rule of their "
+          "own family held, opposite-rule entries ever served, traces each was served for")
+    print(table(summary, [("capacity", "C"), ("variant", "variant"), ("misled_share", "misled traces"),
+                          ("wrong_entries_served", "wrong entries served"),
+                          ("wrong_entry_traces_served", "traces served each")]))
+    print(f"\nrealised (honest runs, mean): {rates}; feedback lines the registry credits, all runs: {credited}")
     print("\nwhat the scoring credits (held-out accuracy of hand-made playbooks; default_mode = the old scoring)")
     print(table(checks, [("playbook", "playbook"), ("honest", "honest scoring"), ("default_mode", "default scoring")]))
     write_results(args.out, {"args": vars(args) | {"out": str(args.out)}, "summary": summary, "rows": rows,
-                             "static_checks": checks, "realised_rates": rates, "machine": machine()})
+                             "static_checks": checks, "realised_rates": rates, "feedback_lines_credited": credited,
+                             "control_margin": CONTROL_MARGIN, "machine": machine()})
 
 
 if __name__ == "__main__":

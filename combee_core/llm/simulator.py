@@ -76,10 +76,10 @@ class SimulatorConfig(BaseModel):
         default=1, ge=1, le=len(("v0", "v1", "v2", "v3")),
         description="Wordings a reflection draws a lesson's text from (1: always the feedback's own words).",
     )
-    reflection: Literal["lessons", "honest", "verbatim"] = Field(
+    reflection: Literal["lessons", "honest", "verbatim", "copy-prefixes", "copy-masked", "nouns"] = Field(
         default="lessons",
-        description="lessons: copy the feedback's LESSON lines (default); honest: diagnose, reword, sometimes err, "
-        "and aggregate without understanding wordings; verbatim: copy every feedback line (the copying control).",
+        description="lessons: copy the feedback's LESSON lines (default); honest: diagnose, reword, sometimes err, and "
+        "aggregate without understanding wordings; the others: copying controls (combee_core.llm.copy_controls).",
     )
     suite_seed: int = Field(default=7, description="Honest mode: the seed of the suite whose registry it uses.")
     suite_families: int = Field(default=24, ge=1, description="Honest mode: that suite's number of families.")
@@ -198,16 +198,18 @@ def _outcome(trace: dict[str, Any]) -> bool | None:
 
 def simulate_reflection(data: dict[str, Any], config: SimulatorConfig | None = None) -> dict[str, Any]:
     """Reflector: the feedback's lessons become insights, each in one of ``config.paraphrases`` wordings chosen by a
-    hash of (seed, trace id, lesson) (honest and verbatim modes: ``combee_core.llm.honest``); ``used_entries`` are
-    tagged by the run's outcome."""
+    hash of (seed, trace id, lesson) (honest mode: ``combee_core.llm.honest``; the copying controls:
+    ``combee_core.llm.copy_controls``); ``used_entries`` are tagged by the run's outcome."""
     config = config or SimulatorConfig()
     trace = data.get("trace") or {}
     trace_id = str(trace.get("trace_id", ""))
-    if config.reflection != "lessons":
+    if config.reflection == "honest":
         from combee_core.llm import honest  # only honest mode loads the registry
+        insights = honest.honest_insights(trace, config)
+    elif config.reflection != "lessons":
+        from combee_core.llm.copy_controls import CONTROLS
 
-        insights = honest.honest_insights(trace, config) if config.reflection == "honest" else (
-            honest.verbatim_insights(trace))
+        insights = CONTROLS[config.reflection](trace)
     else:
         insights = []
         for lesson in extract_lessons(trace.get("feedback", ""))[: limits.MAX_INSIGHTS_PER_REFLECTION]:

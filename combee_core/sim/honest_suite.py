@@ -1,17 +1,20 @@
 """Honest mode's environment and scoring (``docs/simulator.md``, "Honest mode").
 
-Feedback of a failed run: ``Wrong answer for <task>.``, then the rule in a grader's wording, a hint naming the subject,
-or nothing more. Scoring: an entry helps a task when the registry says it states the task's rule (any wording, tag
-or no tag, any section); an entry stating the opposite rule hurts. Never the similarity curation uses.
+Feedback of a failed run: ``Wrong answer for <task>.``, then this instance's expected and given answer, the check of
+it that failed, or nothing more (``combee_core.sim.instances``): never a text the registry credits. Scoring: an entry
+helps a task when the registry says it states the task's rule (any wording, tag or no tag, any section); an entry
+stating the opposite rule hurts. Never the similarity curation uses.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from combee_core.models import PlaybookEntry
+from combee_core.sim.instances import InstanceKind, instance_line
 from combee_core.sim.sim_registry import TextRegistry, registry_for
 from combee_core.sim.tasks import Task, TaskSuite
 
@@ -79,22 +82,46 @@ def used_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry])
     return ",".join([*hold.right, *hold.wrong]) if hold else ""
 
 
+def cited_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry], *, run_seed: int, attempt: int,
+                  version: int) -> str:
+    """What the agent reports it used: :func:`used_entries`, or with noisy citations each of them left out with
+    ``cite_omit`` and, with ``cite_spurious``, one other entry cited (docs/simulator.md)."""
+    used = used_entries(suite, task, entries)
+    rates = suite.honest
+    if rates is None or not rates.noisy_citations:
+        return used
+    ids = [e for e in used.split(",") if e and _unit(run_seed, task.task_id, attempt, version, e, "omit")
+           >= rates.cite_omit]
+    others = [e.entry_id for e in entries if e.entry_id not in used.split(",")]
+    if others and _unit(run_seed, task.task_id, attempt, version, "spurious") < rates.cite_spurious:
+        ids.append(others[int(_unit(run_seed, task.task_id, attempt, version, "which") * len(others))])
+    return ",".join(ids)
+
+
+def misled(suite: TaskSuite, task: Task, attempt: int) -> bool:
+    """True when this run's grader is a wrong one (a listed family, within the misleading passes)."""
+    rates = suite.honest
+    return rates is not None and task.family_id in rates.misleading_families and attempt < rates.misleading_passes
+
+
 def feedback_lines(suite: TaskSuite, task: Task, success: bool, *, run_seed: int, attempt: int) -> list[str]:
-    """What the environment adds after ``Wrong answer for <task>.``: the rule in one of its wordings (a grader's
-    sentence), a hint, or nothing; nothing for a successful run."""
+    """What the environment adds after ``Wrong answer for <task>.``: one line about this instance (its expected and
+    given answer, or the check that failed, with values drawn for the instance) or nothing; nothing for a
+    successful run. The line is never a registry text (``docs/simulator.md``)."""
     rates = suite.honest
     if success or rates is None:
         return []
-    registry = suite_registry(suite)
     u = _unit(run_seed, task.task_id, attempt, "honest-feedback")
-    pick = _unit(run_seed, task.task_id, attempt, "honest-wording")
-    if u < rates.states_rule:
-        texts = registry.wordings[(task.family_id, 1)]
-    elif u < rates.states_rule + rates.hint:
-        texts = registry.hints[task.family_id]
+    kind: InstanceKind
+    wrong = misled(suite, task, attempt)
+    if wrong or u < rates.expected:
+        kind = "expected"
+    elif u < rates.expected + rates.check:
+        kind = "check"
     else:
         return []
-    return [texts[int(pick * len(texts))]]
+    seed = int.from_bytes(hashlib.sha256(f"{run_seed}|{task.task_id}|{attempt}|instance".encode()).digest()[:8], "big")
+    return [instance_line(suite_registry(suite).actions[task.family_id], kind, random.Random(seed), swapped=wrong)]
 
 
 @dataclass(frozen=True)

@@ -71,6 +71,8 @@ class TextRegistry:
     """(section, wordings) of each generic tip."""
     sections: dict[str, str] = field(default_factory=dict)
     """Family id -> the family's playbook section."""
+    actions: dict[str, str] = field(default_factory=dict)
+    """Family id -> the family's action as the suite writes it (keys ``combee_core.sim.instances.TEMPLATES``)."""
 
     def lookup(self, text: str) -> Statement | None:
         """What ``text`` states, or None when no honest-mode generator wrote it."""
@@ -98,6 +100,7 @@ def build_registry(families: Sequence[RuleFamily]) -> TextRegistry:
             for text in texts:
                 registry._add(text, Statement("rule", family.family_id, polarity))
         registry.sections[family.family_id] = family.section
+        registry.actions[family.family_id] = action
         registry.hints[family.family_id] = tuple(hint.format(s=s) for hint in HINTS for s in subjects)
         for text in registry.hints[family.family_id]:
             registry._add(text, Statement("hint", family.family_id, 0))
@@ -110,7 +113,8 @@ def build_registry(families: Sequence[RuleFamily]) -> TextRegistry:
         generics.append((section, texts))
         for text in texts:
             registry._add(text, Statement("generic", f"generic:{n}", 1))
-    return TextRegistry(registry.statements, registry.wordings, registry.hints, tuple(generics), registry.sections)
+    return TextRegistry(registry.statements, registry.wordings, registry.hints, tuple(generics), registry.sections,
+                        registry.actions)
 
 
 @lru_cache(maxsize=8)

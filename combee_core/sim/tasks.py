@@ -50,11 +50,20 @@ HARMFUL_ACTION = "skip the check and guess the answer"
 
 @dataclass(frozen=True)
 class HonestFeedback:
-    """Honest mode's environment (``docs/simulator.md``, "Honest mode"): what a failed run's feedback says besides
-    ``Wrong answer for <task>.`` -- the rule in a grader's wording, a hint naming the subject, or nothing more."""
+    """Honest mode's environment (``docs/simulator.md``, "Feedback is about the task instance"): what a failed run's
+    feedback says besides ``Wrong answer for <task>.`` -- this instance's expected and given answer, which of its
+    checks failed, or nothing more. Never a wording of the rule."""
 
-    states_rule: float = 0.25
-    hint: float = 0.35
+    expected: float = 0.25
+    check: float = 0.35
+    noisy_citations: bool = False
+    """Agents' ``used_entries`` leave out each used entry with ``cite_omit`` and cite an unused one with
+    ``cite_spurious`` per run (docs/simulator.md, "Agents that cite wrongly, and a wrong grader")."""
+    cite_omit: float = 0.2
+    cite_spurious: float = 0.1
+    misleading_families: tuple[str, ...] = ()
+    """Families whose failed runs, during the first ``misleading_passes`` passes, get a wrong grader's feedback."""
+    misleading_passes: int = 1
 
 
 @dataclass(frozen=True)
@@ -112,9 +121,11 @@ def build_suite(
     base_p_range: tuple[float, float] = (0.2, 0.5),
     generic_rate: float = 0.3,
     feedback: Literal["lessons", "honest"] = "lessons",
+    honest: HonestFeedback | None = None,
 ) -> TaskSuite:
     """Build the suite deterministically from ``seed``; the split is pinned by the seed, never by the run.
-    ``feedback="honest"``: honest mode's feedback and scoring (the families, rules and split are the same)."""
+    ``feedback="honest"``: honest mode's feedback and scoring (the families, rules and split are the same), with
+    ``honest`` (default ``HonestFeedback()``) as its environment."""
     rng = random.Random(seed)
     built = []
     for index in range(families):
@@ -131,8 +142,9 @@ def build_suite(
                         f"Task {n} of family {family.family_id}: a question about {family.insight.split(' (')[0][4:]}.")
             (train if n < train_per_family else held_out).append(task)
     rng.shuffle(train)
-    honest = HonestFeedback() if feedback == "honest" else None
-    return TaskSuite(tuple(built), tuple(train), tuple(held_out), with_insight_p, generic_rate, seed, honest=honest)
+    environment = (honest or HonestFeedback()) if feedback == "honest" else None
+    return TaskSuite(tuple(built), tuple(train), tuple(held_out), with_insight_p, generic_rate, seed,
+                     honest=environment)
 
 
 def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmful: bool = False) -> str | None:
@@ -206,11 +218,15 @@ def run_task(
     p = success_probability(suite, task, entries)
     success = _unit(run_seed, task.task_id, attempt, playbook_version, "success") < p
     feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
+    extra: dict[str, str] = {}
     if suite.honest is not None:
         from combee_core.sim import honest_suite
 
-        used: str | None = honest_suite.used_entries(suite, task, entries)
+        used: str | None = honest_suite.cited_entries(suite, task, entries, run_seed=run_seed, attempt=attempt,
+                                                      version=playbook_version)
         feedback_lines += honest_suite.feedback_lines(suite, task, success, run_seed=run_seed, attempt=attempt)
+        if not success and honest_suite.misled(suite, task, attempt):
+            extra["grader"] = "misleading"
     else:
         used = holds_insight(family, entries, harmful=True) or holds_insight(family, entries)
         if not success:
@@ -230,7 +246,7 @@ def run_task(
         feedback="\n".join(feedback_lines),
         score=1.0 if success else 0.0,
         success=success,
-        metadata={"family": family.family_id, **({"used_entries": used} if used else {})},
+        metadata={"family": family.family_id, **({"used_entries": used} if used else {}), **extra},
         created_at=created_at or datetime(2026, 1, 1, tzinfo=timezone.utc),
     )
 

@@ -1,6 +1,7 @@
 """Honest mode (docs/simulator.md, "Honest mode"): the registry knows what each generated text states, curation never
-imports it, scoring credits meaning (tag or no tag, any wording or section), the reflector and feedback follow their
-documented rates, and the aggregator does not merge wordings."""
+imports it, scoring credits meaning (tag or no tag, any wording or section), the feedback is about the task instance
+and never a text scoring credits, the reflector and feedback follow their documented rates, the copying controls
+state nothing, and the aggregator does not merge wordings."""
 
 from __future__ import annotations
 
@@ -12,17 +13,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.llm.honest import feedback_kind, honest_insights, verbatim_insights
+from combee_core.llm.copy_controls import CONTROLS, mask_values, verbatim_insights
+from combee_core.llm.honest import feedback_kind, honest_insights
 from combee_core.llm.prompts import trace_payload
 from combee_core.llm.simulator import SimulatorConfig, simulate_aggregation, simulate_reflection
 from combee_core.models import PlaybookEntry
 from combee_core.sim import honest_suite
+from combee_core.sim.instances import TEMPLATES, instance_kind, instance_line
 from combee_core.sim.sim_registry import RegistryError, Statement, build_registry, normalise_text, registry_for
-from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
+from combee_core.sim.tasks import HonestFeedback, build_suite, expected_accuracy, run_task
+from combee_core.sim.wordings import ACTION_PHRASINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 HONEST_MODULES = {"combee_core.sim.sim_registry", "combee_core.sim.honest_suite", "combee_core.llm.honest",
-                  "combee_core.sim.wordings"}
+                  "combee_core.sim.wordings", "combee_core.sim.instances"}
 SUITE = build_suite(seed=7, feedback="honest")
 REGISTRY = registry_for(7, 24)
 
@@ -136,13 +140,49 @@ def _failed_traces(count: int = 480):
     return [t for t in traces if not t.success]
 
 
-def test_feedback_states_the_rule_only_sometimes_and_never_with_its_tag():
+def test_feedback_gives_the_instance_at_its_documented_shares_and_never_the_rule():
     failed = _failed_traces()
     kinds = Counter(feedback_kind(REGISTRY, t.metadata["family"], t.feedback) for t in failed)
     shares = [kinds[k] / len(failed) for k in (0, 1, 2)]
     assert shares == pytest.approx([0.25, 0.35, 0.40], abs=0.07)
     assert not any("LESSON[" in (t.feedback or "") or t.metadata["family"] + ")" in (t.feedback or "")
                    for t in failed)
+    assert not any(REGISTRY.lookup(line) for t in failed for line in (t.feedback or "").splitlines())
+
+
+WIDE = build_suite(32, seed=11, feedback="honest")
+WIDE_REGISTRY = registry_for(11, 32)
+CREDITED = sorted({text for text, statement in WIDE_REGISTRY.statements.items() if statement.kind != "hint"}
+                  | {normalise_text(p) for phrasings in ACTION_PHRASINGS.values() for side in phrasings for p in side})
+"""Every text scoring credits (normalised), and every action phrasing of either polarity: no feedback line may
+contain one, so no filter or rearrangement of feedback strings can produce a credited text."""
+
+
+def _never_creditable(line: str) -> None:
+    for candidate in (line, mask_values(line)):
+        flat = normalise_text(candidate)
+        assert WIDE_REGISTRY.lookup(candidate) is None, line
+        assert not [text for text in CREDITED if text in flat], line
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(WIDE.train), st.integers(0, 5))
+def test_feedback_never_contains_a_creditable_wording_of_any_rule(run_seed, task, attempt):
+    """Property over seeds, tasks and attempts: a failed run's feedback lines (and the lines with their values
+    masked) are no registry text and contain no rule wording and no action phrasing, of any family."""
+    lines = [f"Wrong answer for {task.task_id}.",
+             *honest_suite.feedback_lines(WIDE, task, False, run_seed=run_seed, attempt=attempt)]
+    assert honest_suite.feedback_lines(WIDE, task, True, run_seed=run_seed, attempt=attempt) == []
+    for line in lines:
+        _never_creditable(line)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(TEMPLATES)), st.sampled_from(["expected", "check"]), st.randoms(use_true_random=False))
+def test_every_instance_template_is_never_creditable_and_recognised_as_its_kind(action, kind, rng):
+    line = instance_line(action, kind, rng)
+    _never_creditable(line)
+    assert instance_kind(action, line) == kind
 
 
 def test_honest_reflector_rewords_errs_and_files_elsewhere_at_its_documented_rates():
@@ -164,12 +204,39 @@ def test_honest_reflector_rewords_errs_and_files_elsewhere_at_its_documented_rat
     assert stated[1] + stated[-1] > 150
 
 
-def test_verbatim_control_copies_feedback_lines_and_honest_ignores_lesson_lines():
+def test_verbatim_control_copies_feedback_lines():
     trace = _failed_traces()[0]
     copied = [i["content"] for i in verbatim_insights(trace_payload(trace))]
     assert copied == [line for line in trace.feedback.splitlines()]
     reply = simulate_reflection({"trace": trace_payload(trace)}, SimulatorConfig(reflection="verbatim"))
     assert [i["content"] for i in reply["insights"]] == copied
+
+
+@pytest.mark.parametrize("mode", sorted(CONTROLS))
+def test_each_copying_control_states_nothing_so_it_scores_the_empty_playbook(mode):
+    """What the simulator says a copying control scores: its insights are no registry text, so a playbook holding
+    every one of them over a pass of the train split is the empty playbook's accuracy (0.346)."""
+    config = SimulatorConfig(reflection=mode)
+    texts = []
+    for trace in _failed_traces():
+        insights = simulate_reflection({"trace": trace_payload(trace)}, config)["insights"]
+        assert insights == CONTROLS[mode](trace_payload(trace))
+        texts += [i["content"] for i in insights]
+    assert texts and all(REGISTRY.lookup(text) is None for text in texts)
+    assert honest_suite.expected_accuracy(SUITE, SUITE.held_out, _entries(texts)) == pytest.approx(
+        honest_suite.expected_accuracy(SUITE, SUITE.held_out, []))
+
+
+def test_copying_controls_filter_and_mask_as_documented():
+    trace = {"task_id": "R05-000", "input": "Task 0 of family R05: a question about tax rates.",
+             "feedback": "Wrong answer for R05-000.\nThe number of days from 2024-01-31 to 2024-03-10 was wrong.\n"
+                         "Look again at tax rates."}
+    assert [i["content"] for i in CONTROLS["copy-prefixes"](trace)] == [
+        "The number of days from 2024-01-31 to 2024-03-10 was wrong."]
+    assert [i["content"] for i in CONTROLS["copy-masked"](trace)] == [
+        "The number of days from to was wrong.", "Look again at tax rates."]
+    assert [i["content"] for i in CONTROLS["nouns"](trace)] == [
+        "Mind: task, family, question, tax, rates, wrong, answer, number, days, look, again."]
 
 
 def test_honest_aggregator_does_not_merge_two_wordings_of_one_rule():
@@ -201,3 +268,45 @@ def test_lesson_count_counts_junk_hints_and_opposites_as_entries_never_as_lesson
     assert (count.entries, count.lessons, count.families_right, count.families_wrong, count.families_both,
             count.unknown) == (7, 2, 1, 2, 1, 2)
     assert count.entries_per_lesson == 3.5
+
+
+# ---------------------------------------------------------------------------------------------- item 7's options
+
+
+def test_noisy_citations_leave_out_and_add_entries_at_their_documented_rates():
+    noisy = build_suite(seed=7, feedback="honest", honest=HonestFeedback(noisy_citations=True))
+    entries = _entries([REGISTRY.wordings[(f.family_id, 1)][0] for f in SUITE.families] + [REGISTRY.generics[0][1][0]])
+    used = cited = spurious = 0
+    for n, task in enumerate(SUITE.train):
+        exact = honest_suite.used_entries(noisy, task, entries).split(",")
+        got = [e for e in honest_suite.cited_entries(noisy, task, entries, run_seed=3, attempt=0, version=n).split(",")
+               if e]
+        assert honest_suite.cited_entries(SUITE, task, entries, run_seed=3, attempt=0, version=n) == ",".join(exact)
+        used += len(exact)
+        cited += len(set(got) & set(exact))
+        spurious += len(set(got) - set(exact))
+    assert 1 - cited / used == pytest.approx(0.2, abs=0.05)
+    assert spurious / len(SUITE.train) == pytest.approx(0.1, abs=0.04)
+
+
+def test_a_wrong_grader_swaps_the_expected_values_and_the_reflector_learns_the_opposite_rule():
+    misled = build_suite(seed=7, feedback="honest", honest=HonestFeedback(misleading_families=("R02", "R03")))
+    config = SimulatorConfig(reflection="honest")
+    polarities = Counter()
+    for attempt in (0, 1):
+        for task in [t for t in misled.train if t.family_id in ("R02", "R03")]:
+            trace = run_task(misled, task, [], playbook_id="pb", playbook_version=0, agent_id="a", attempt=attempt,
+                             run_seed=2)
+            if trace.success:
+                continue
+            assert (trace.metadata.get("grader") == "misleading") == (attempt == 0)
+            lines = trace.feedback.splitlines()
+            if attempt == 0:
+                assert len(lines) == 2 and instance_kind(REGISTRY.actions[task.family_id], lines[1]) == "expected"
+                for line in lines:
+                    _never_creditable(line)
+                for insight in honest_insights(trace_payload(trace), config):
+                    statement = REGISTRY.lookup(insight["content"])
+                    if statement is not None and statement.kind == "rule":
+                        polarities[statement.polarity] += 1
+    assert polarities[-1] > 10 * polarities[1] and polarities[-1] >= 20
