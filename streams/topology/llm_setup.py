@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from combee_core.llm.config import LLMConfig
 from combee_core.llm.record import CallIndex, CallStore, LLMRecordMiss, ReplayResponder, parse_call_lines
 from combee_core.llm.roles import LLMRoles
+from combee_core.model_notice import role_models, simulated_roles
 from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -31,7 +32,14 @@ log = logging.getLogger(__name__)
 OnCall = Callable[[CallRecord], Awaitable[None] | None]
 
 LLM_LAYER = "combee_core.llm.provider"
-"""What takes seconds to import (litellm): imported off the event loop."""
+"""What takes seconds to import (litellm): imported off the event loop, and only by a worker that calls a
+provider (:func:`calls_a_provider`)."""
+
+
+def calls_a_provider(settings: CombeeSettings) -> bool:
+    """Whether a worker's roles call a provider through litellm: not in a replay (answered from the record), not
+    when every role runs on the simulator (answered in-process, ``combee_core.llm.sim_calls``)."""
+    return settings.llm_record != "replay" and len(simulated_roles(settings)) < len(role_models(settings))
 
 
 async def import_off_loop(module: str = LLM_LAYER) -> None:
