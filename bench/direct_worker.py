@@ -2,9 +2,11 @@
 
     python -m bench.direct_worker        # settings from the COMBEE_* environment, as `combee worker`
 
-For ``python -m bench.throughput --without-litellm`` only: it measures what everything but litellm costs in a real
-worker (stages, Kafka, roles, call records, the simulator). It is not a product path and no command uses it: LLM
-calls go through litellm (house rule). The roles get a ``responder`` (the hook replay answers through) that calls
+For ``python -m bench.throughput --without-litellm`` only: it measured what everything but litellm costs in a real
+worker (stages, Kafka, roles, call records, the simulator) when simulated calls went through litellm. Since issue 43
+``combee worker`` answers simulated calls in-process too (``combee_core.llm.sim_calls``), so both runs now measure
+the same path; kept so that the earlier figures can be re-run. The roles get a ``responder`` (the hook replay
+answers through) that calls
 :func:`~combee_core.llm.simulator.simulate` with the run's simulator settings and prices the answer as the
 simulator's litellm provider does; every call is still recorded on ``llm-calls``.
 """
@@ -15,8 +17,8 @@ from typing import Any
 
 import streams.topology.worker
 from combee_core.llm.config import LLMConfig
-from combee_core.llm.provider import sim_cost
 from combee_core.llm.roles import LLMReply, LLMRequest
+from combee_core.llm.sim_calls import sim_cost
 from combee_core.llm.simulator import simulate
 from combee_core.models import Usage
 from combee_core.settings import CombeeSettings

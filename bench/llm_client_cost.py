@@ -50,7 +50,7 @@ def register_instant_provider() -> None:
     from litellm.llms.custom_llm import CustomLLM
     from litellm.types.utils import Usage as LitellmUsage
 
-    from combee_core.llm.provider import sim_cost
+    from combee_core.llm.sim_calls import sim_cost
 
     class InstantProvider(CustomLLM):
         def _answer(self, kwargs: dict) -> object:
@@ -85,8 +85,8 @@ def client_cpu_per_call(settings: CombeeSettings, traces: list[Trace], calls: in
     + the openai SDK + HTTP), and through a responder answering directly (the simulator; the instant answer): no
     client at all. litellm's fixed cost per call = instant through litellm - instant answered directly."""
     from combee_core.llm.config import LLMConfig, RoleConfig
-    from combee_core.llm.provider import sim_cost
     from combee_core.llm.roles import LLMReply, LLMRoles
+    from combee_core.llm.sim_calls import sim_cost
     from combee_core.llm.simulator import simulate
     from combee_core.models import Usage
 
@@ -116,7 +116,7 @@ def client_cpu_per_call(settings: CombeeSettings, traces: list[Trace], calls: in
     def record(call) -> None:
         records.append(call.model_dump_json().encode())
 
-    paths = {"litellm": LLMRoles(config, on_call=record),
+    paths = {"litellm": LLMRoles(config, on_call=record, sim_through_litellm=True),
              "litellm_http": LLMRoles(config.model_copy(update={"reflector": http}), on_call=record),
              "direct": LLMRoles(config, on_call=record, responder=direct),
              "litellm_instant": LLMRoles(instant, on_call=record),

@@ -35,6 +35,7 @@ try:  # litellm's marker for its own nested calls: no success/failure logging pa
 except ImportError:  # another litellm layout: its logging then simply runs
     _litellm_internal_call = None  # type: ignore[misc,assignment]
 
+from combee_core.llm.sim_calls import sim_cost
 from combee_core.llm.simulator import (
     DEFAULT_MODEL,
     HIDDEN_PARAM,
@@ -106,11 +107,6 @@ def litellm_logging_skipped() -> Iterator[None]:
         yield
     finally:
         _litellm_internal_call.reset(token)
-
-
-def sim_cost(prompt_tokens: int, completion_tokens: int) -> float:
-    """USD price of a simulated call: litellm's generic per-token formula with the simulator's prices."""
-    return prompt_tokens * INPUT_COST_PER_TOKEN + completion_tokens * OUTPUT_COST_PER_TOKEN
 
 
 def _sim_request(optional_params: dict[str, Any] | None) -> tuple[SimulatorConfig, int]:

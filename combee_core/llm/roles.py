@@ -1,6 +1,7 @@
 """The three LLM roles (reflector, aggregator, reducer) behind one object per worker.
 
-Every call goes through ``litellm.acompletion`` (or, for replay, an injected ``responder``), is retried with
+Every call goes through ``litellm.acompletion`` (a ``combee-sim/...`` model's in this process, without litellm:
+:mod:`combee_core.llm.sim_calls`; for replay, an injected ``responder``), is retried with
 exponential backoff on provider errors and on unparseable output, and is recorded as a :class:`CallRecord`
 (key, messages, params, response text, usage and cost, latency) handed to ``on_call``. This loop is the only retry
 layer: litellm's and the provider client's own retries are switched off (:data:`NO_PROVIDER_RETRIES`), so every
@@ -27,6 +28,7 @@ from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, Promp
 from combee_core.llm.gates import ConcurrencyGates
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
 from combee_core.llm.provider_errors import provider_errors, retry_after_s
+from combee_core.llm.sim_calls import answer_simulated, litellm_callbacks_watch, sim_cost
 from combee_core.llm.simulator import HIDDEN_PARAM, SIM_PARAM, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
 from combee_core.playbook.outcomes import trace_outcome
@@ -113,7 +115,11 @@ class LLMRoles:
     """The reflector, aggregator and reducer of one worker. No globals: two instances never share state.
 
     ``on_call`` receives a :class:`CallRecord` for every attempt (sync or async callable). ``responder``, when
-    given, answers calls instead of litellm (replay); litellm is then neither imported nor registered.
+    given, answers calls instead of litellm (replay); litellm is then neither imported nor registered. Without one,
+    litellm is imported when the roles are created if a role calls a provider; a role on the simulator
+    (``combee-sim/...``) is answered in this process (:mod:`combee_core.llm.sim_calls`), unless litellm is loaded
+    with a callback configured or ``sim_through_litellm`` is set (the benchmarks of litellm's own cost): then
+    through litellm's ``combee-sim`` provider, with the same answers.
     """
 
     def __init__(
@@ -121,20 +127,28 @@ class LLMRoles:
         config: LLMConfig | None = None,
         on_call: OnCall | None = None,
         responder: Responder | None = None,
+        *,
+        sim_through_litellm: bool = False,
     ) -> None:
         self.config = config or LLMConfig()
         self._on_call = on_call
         self._responder = responder
+        self._sim_through_litellm = sim_through_litellm
         self.gates = ConcurrencyGates(self.config.aimd)
         self._litellm: Any = None
         self._quiet: Callable[[], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
         self._unpriced: set[str] = set()
-        if responder is None:
-            register_offline_providers([self.config.role(r).model for r in ("reflector", "aggregator", "reducer")])
-            from combee_core.llm import provider
+        models = [self.config.role(r).model for r in ("reflector", "aggregator", "reducer")]
+        if responder is None and (sim_through_litellm or not all(is_sim_model(m) for m in models)):
+            self._set_up_litellm()
 
-            self._litellm = provider.litellm
-            self._quiet = provider.litellm_logging_skipped
+    def _set_up_litellm(self) -> None:
+        """Import litellm (seconds, once per process) and register the simulator's provider with it."""
+        register_offline_providers([self.config.role(r).model for r in ("reflector", "aggregator", "reducer")])
+        from combee_core.llm import provider  # litellm: only in a process that calls it (module docstring)
+
+        self._litellm = provider.litellm
+        self._quiet = provider.litellm_logging_skipped
 
     # ------------------------------------------------------------------------------------------ roles
 
@@ -285,6 +299,10 @@ class LLMRoles:
                 return await self._responder(request)
             except LLMCallError as error:
                 raise _Attempted(error) from error
+        if is_sim_model(request.model) and not self._sim_through_litellm and not litellm_callbacks_watch():
+            return await self._simulated(request, cfg)
+        if self._litellm is None:  # a simulated call a litellm callback now watches: litellm is already loaded
+            self._set_up_litellm()
         litellm = self._litellm
         kwargs: dict[str, Any] = {
             "model": request.model,
@@ -318,6 +336,22 @@ class LLMRoles:
             raise _Attempted(LLMCallError(request.role, request.model, f"{type(error).__name__}: {error}")) from error
         wall = time.perf_counter() - started
         return self._reply_from(response, wall)
+
+    async def _simulated(self, request: LLMRequest, cfg: RoleConfig) -> LLMReply:
+        """One attempt answered by the simulator in this process (what its litellm provider would answer)."""
+        try:
+            answer = await asyncio.wait_for(
+                answer_simulated(request.role, request.model, request.messages, self.config.simulator,
+                                 request.attempt, cfg.timeout_s), cfg.timeout_s * _TIMEOUT_GRACE + 1.0)
+        except TimeoutError as error:
+            raise _Attempted(LLMCallError(request.role, request.model, f"no answer within {cfg.timeout_s}s",
+                                          overload=True)) from error
+        except LLMCallError as error:
+            raise _Attempted(error) from error
+        reply = answer.reply
+        usage = Usage(prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+                      cost_usd=round(max(sim_cost(reply.prompt_tokens, reply.completion_tokens), 0.0), 12), calls=1)
+        return LLMReply(text=reply.text, usage=usage, latency_s=answer.latency_s, modelled_latency_s=reply.latency_s)
 
     def _reply_from(self, response: Any, wall_s: float) -> LLMReply:
         choice = response.choices[0]

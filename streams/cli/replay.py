@@ -7,7 +7,6 @@ import os
 import sys
 from datetime import datetime
 
-from combee_core.llm.record import CallStoreError, LLMRecordMiss
 from combee_core.models import PromotionDecision
 from combee_core.promote.promotion import compare_decisions
 from combee_core.runs.archive import ArchiveError, read_archive
@@ -119,6 +118,7 @@ async def cmd_export(args: argparse.Namespace) -> int:
 
 
 async def cmd_replay(args: argparse.Namespace) -> int:
+    from combee_core.llm.record import CallStoreError, LLMRecordMiss  # the LLM layer and the playbook: only to run
     from combee_core.settings import CombeeSettings
     from streams.runs.replay import ReplayOptions, replay_archive, replay_from_topics, versions_of
     from streams.topology.pipeline import PipelineTimeout

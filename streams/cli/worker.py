@@ -40,9 +40,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 async def cmd_worker(args: argparse.Namespace) -> int:
     settings = CombeeSettings.load(**flag_overrides(args, (*PIPELINE_FLAGS, *WORKER_FLAGS)))
-    if settings.llm_record != "replay":  # start importing litellm (seconds) now, while the broker is found
-        threading.Thread(target=importlib.import_module, args=("combee_core.llm.provider",), daemon=True,
-                         name="import-litellm").start()
+    from streams.topology.llm_setup import LLM_LAYER, calls_a_provider  # the topology: only when a worker runs
+
+    if calls_a_provider(settings):  # start importing litellm (seconds) now, while the broker is found
+        threading.Thread(target=importlib.import_module, args=(LLM_LAYER,), daemon=True, name="import-litellm").start()
     stop = asyncio.Event()
     stop_on_signals(stop)
     async with contextlib.AsyncExitStack() as exits:

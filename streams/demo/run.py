@@ -21,7 +21,6 @@ from combee_core.sim.tasks import build_suite, expected_accuracy, misleading_tra
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.demo.fleet import Fleet, FleetConfig, FleetMode
-from streams.demo.plots import plot_accuracy, plot_controller
 from streams.demo.results import (
     DemoOptions,
     DemoResult,
@@ -230,6 +229,8 @@ async def run_demo(
     incorporated = {t for v in versions for t in v.lineage}
     out = options.out
     out.mkdir(parents=True, exist_ok=True)
+    from streams.demo.plots import plot_accuracy, plot_controller  # matplotlib takes seconds: only once the run is over
+
     controller_plot = plot_controller(controller, out / "controller_delay_fit.png")
     plots = [str(plot_accuracy(rows, baseline, out / "held_out_accuracy.png"))]
     plots += [str(controller_plot)] if controller_plot is not None else []

@@ -12,12 +12,15 @@ import importlib
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from combee_core.llm.config import LLMConfig
 from combee_core.llm.record import CallIndex, CallStore, LLMRecordMiss, ReplayResponder, parse_call_lines
 from combee_core.llm.roles import LLMRoles
+from combee_core.log_limit import RepeatLimit
+from combee_core.model_notice import role_models, simulated_roles
 from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -31,7 +34,18 @@ log = logging.getLogger(__name__)
 OnCall = Callable[[CallRecord], Awaitable[None] | None]
 
 LLM_LAYER = "combee_core.llm.provider"
-"""What takes seconds to import (litellm): imported off the event loop."""
+"""What takes seconds to import (litellm): imported off the event loop, and only by a worker that calls a
+provider (:func:`calls_a_provider`)."""
+
+
+RECORD_FAILURE_SAY_EVERY_S = 60.0
+"""A failure to record calls on ``llm-calls`` is logged once per kind of error, then at most this often."""
+
+
+def calls_a_provider(settings: CombeeSettings) -> bool:
+    """Whether a worker's roles call a provider through litellm: not in a replay (answered from the record), not
+    when every role runs on the simulator (answered in-process, ``combee_core.llm.sim_calls``)."""
+    return settings.llm_record != "replay" and len(simulated_roles(settings)) < len(role_models(settings))
 
 
 async def import_off_loop(module: str = LLM_LAYER) -> None:
@@ -73,12 +87,14 @@ def build_llm_roles(
     """LLM roles configured from ``settings``.
 
     Each call attempt is published to the ``llm-calls`` topic (keyed by its call key) when ``producer_ctx`` is given,
-    and handed to ``on_call`` (tests, the demo's counters). A failed publish is logged, never fatal: the record is
-    an audit trail, the stage's output does not depend on it.
+    and handed to ``on_call`` (tests, the demo's counters). A failed publish is logged (one line per kind of error,
+    then at most one a minute with the count, not one per call), never fatal: the record is an audit trail, the
+    stage's output does not depend on it.
     """
 
     store = (CallStore(settings.llm_record_file) if settings.llm_record == "record" and settings.llm_record_file
              else None)
+    unrecorded = RepeatLimit[str](RECORD_FAILURE_SAY_EVERY_S)
 
     async def record(call: CallRecord) -> None:
         if store is not None:
@@ -88,7 +104,9 @@ def build_llm_roles(
             try:
                 await producer_ctx.send(Topic.LLM_CALLS, call.key, call.model_dump_json().encode())
             except Exception as error:  # auditing must not stop the stage
-                log.warning("could not record LLM call %s: %s", call.key[:12], error)
+                if (calls := unrecorded.observe(type(error).__name__, time.monotonic())) is not None:
+                    log.warning("could not record LLM call %s: %s%s", call.key[:12], error,
+                                f" ({calls} calls not recorded since the last such line)" if calls > 1 else "")
         if on_call is not None:
             result = on_call(call)
             if inspect.isawaitable(result):

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 import orjson
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
+from combee_core.log_limit import RepeatLimit
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import PlaybookVersion
 from combee_core.playbook import Playbook, render_entry
@@ -30,6 +32,9 @@ log = logging.getLogger(__name__)
 
 KEEP_VERSIONS = 64
 """Versions of each playbook kept (raw bytes, validated on first use): a trace may name any of the last 64."""
+SAY_EVERY_S = 60.0
+"""A context condition many calls meet at once (waiting for a version, falling back from one) is logged once with
+how many calls meet it, then at most once per this many seconds (``combee_core.log_limit``)."""
 
 
 class PlaybookVersions:
@@ -40,7 +45,8 @@ class PlaybookVersions:
     replay finds every call in its record. :meth:`at` waits for that version when the view has not applied it yet.
     """
 
-    def __init__(self, stage: Stage, on_version: Callable[[str, list[str]], None] | None = None) -> None:
+    def __init__(self, stage: Stage, on_version: Callable[[str, list[str]], None] | None = None, *,
+                 say_every_s: float = SAY_EVERY_S, clock: Callable[[], float] = time.monotonic) -> None:
         self._stage = stage
         self._on_version = on_version
         """Told each new version's playbook and lineage (the reflector's backlog watch)."""
@@ -48,6 +54,9 @@ class PlaybookVersions:
         self._raw: dict[str, dict[int, bytes]] = {}
         self._cache: dict[tuple[str, int], Playbook] = {}
         self._waiters: list[tuple[str, int, asyncio.Future[None]]] = []
+        self._said: RepeatLimit[tuple[str, str, int]] = RepeatLimit(say_every_s)
+        """(condition, playbook, version) -> when it was last logged: one line per condition, not per call."""
+        self._clock = clock
         self.view: LogView | None = None
 
     async def start(self) -> None:
@@ -91,6 +100,7 @@ class PlaybookVersions:
             del kept[old]
             self._cache.pop((playbook_id, old), None)
         self._state.latest[playbook_id] = record.offset
+        self._said.end(("waiting", playbook_id, version))
         waiting = []
         for waiter in self._waiters:
             if waiter[0] == playbook_id and waiter[1] <= version:
@@ -108,8 +118,9 @@ class PlaybookVersions:
                  warn_every_s: float = 60.0) -> Playbook:
         """Version ``version`` of the playbook (version 0 is empty), waiting for it to arrive: up to ``timeout_s``,
         then the newest one kept is used instead (logged: that call's prompt then depends on timing); with
-        ``timeout_s=None`` for as long as it takes (a warning every ``warn_every_s``), for a version the pipeline is
-        sure to publish. A version older than the versions kept also gets the newest one (logged)."""
+        ``timeout_s=None`` for as long as it takes (a warning after ``warn_every_s``), for a version the pipeline is
+        sure to publish. A version older than the versions kept also gets the newest one (logged). Each warning is
+        one line per condition with the number of calls in it, at most one per ``say_every_s``, not one per call."""
         if version > self.latest_version(playbook_id):
             arrived: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._waiters.append((playbook_id, version, arrived))
@@ -120,8 +131,9 @@ class PlaybookVersions:
         kept = self._raw.get(playbook_id, {})
         if version not in kept and version != 0:
             fallback = self.latest_version(playbook_id)
-            log.warning("%s v%d is not kept by this view; using v%d as the roles' context", playbook_id, version,
-                        fallback)
+            if (calls := self._said.observe(("not kept", playbook_id, version), self._clock())) is not None:
+                log.warning("%s v%d is not kept by this view; using v%d as the roles' context%s", playbook_id,
+                            version, fallback, _calls_since(calls))
             version = fallback
         return self.playbook(playbook_id, version)
 
@@ -136,11 +148,16 @@ class PlaybookVersions:
             except TimeoutError:
                 waited += step
                 if timeout_s is not None:
-                    log.warning("%s v%d did not arrive within %.0f s; using v%d as the roles' context", playbook_id,
-                                version, timeout_s, self.latest_version(playbook_id))
+                    if (calls := self._said.observe(("fell back", playbook_id, version), self._clock())) is not None:
+                        log.warning("%s v%d did not arrive within %.0f s; using v%d as the roles' context%s",
+                                    playbook_id, version, timeout_s, self.latest_version(playbook_id),
+                                    _calls_since(calls))
                     return
-                log.warning("%s: still waiting for v%d as the roles' context after %.0f s (newest v%d)", playbook_id,
-                            version, waited, self.latest_version(playbook_id))
+                if self._said.observe(("waiting", playbook_id, version), self._clock()) is not None:
+                    waiting = sum(1 for w in self._waiters if w[0] == playbook_id and w[1] == version)
+                    log.warning("%s: still waiting for v%d as the roles' context after %.0f s (newest v%d; %d call%s "
+                                "waiting for it)", playbook_id, version, waited, self.latest_version(playbook_id),
+                                waiting, "" if waiting == 1 else "s")
 
     def playbook(self, playbook_id: str, version: int) -> Playbook:
         """A kept version (validated on first use; version 0, or one not kept or unreadable, is empty)."""
@@ -159,6 +176,10 @@ class PlaybookVersions:
                             error)
         self._cache[(playbook_id, version)] = playbook
         return playbook
+
+
+def _calls_since(calls: int) -> str:
+    return "" if calls == 1 else f" ({calls} calls since the last such line)"
 
 
 def used_entries_text(playbook: Playbook, used: object) -> str:

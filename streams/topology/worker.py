@@ -18,7 +18,7 @@ from streams.broker.profile import BrokerProfile
 from streams.broker.watchdog import BrokerWatchdog, watching
 from streams.topology import stages as bindings
 from streams.topology.kafka_clients import start_producer
-from streams.topology.llm_setup import OnCall, build_llm_roles, import_off_loop, replay_responder
+from streams.topology.llm_setup import OnCall, build_llm_roles, calls_a_provider, import_off_loop, replay_responder
 from streams.topology.runtime import Stage
 from streams.topology.stage_context import StageContext
 from streams.topology.topics import topic_configs, topic_partitions
@@ -158,8 +158,8 @@ async def _run_stages(
                 stop.set()
 
             responder = await replay_responder(settings, ctx.bootstrap, ctx.profile, on_miss=on_miss)
-        else:  # litellm takes seconds to import: in a thread, so the event loop (health, the broker) keeps going
-            await import_off_loop()
+        elif calls_a_provider(settings):  # litellm takes seconds to import: in a thread, so the event loop
+            await import_off_loop()  # (health, the broker) keeps going
         ctx.llm = build_llm_roles(settings, producer_ctx=ctx, on_call=on_call, responder=responder)
     stages, off = runnable(stages, settings)
     for name, said in off.items():

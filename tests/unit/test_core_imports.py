@@ -41,7 +41,10 @@ def test_models_and_settings_import_without_the_llm_layer():
 
 def test_the_command_line_imports_without_a_kafka_client_or_the_llm_layer():
     """``combee --help`` and every sub-command's parser load neither aiokafka nor litellm: a command imports what it
-    needs when it runs (issue 27: `import streams.cli` loaded aiokafka through `combee promote`)."""
+    needs when it runs (issue 27: `import streams.cli` loaded aiokafka through `combee promote`). Nor the LLM roles,
+    the playbook's curation (numpy), plotting or the embedding runtime (issue 43: `--help` in seconds)."""
+    heavy = {"aiokafka", "litellm", "openai", "numpy", "matplotlib", "onnxruntime", "combee_core.playbook",
+             "combee_core.llm"}
     code = ("import sys, streams.cli; streams.cli.build_parser();"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'aiokafka', 'litellm'}))")
+            f"print(sorted(m for m in sys.modules if m in {heavy!r} or m.split('.')[0] in {heavy!r}))")
     assert _run(code)[-1] == "[]"

@@ -1,4 +1,5 @@
-"""The three roles through litellm with the offline combee-sim provider: round trips, records, retries, latency."""
+"""The three roles with the offline combee-sim model (answered in-process; through litellm's combee-sim provider
+where a test says so): round trips, records, retries, latency."""
 
 import asyncio
 import logging
@@ -212,7 +213,7 @@ async def test_each_call_is_priced_once_by_the_provider_not_again_by_litellm_or_
     monkeypatch.setattr(litellm, "completion_cost", no_repricing)
     monkeypatch.setattr(litellm, "response_cost_calculator", no_repricing)
     records: list[CallRecord] = []
-    reflection = await LLMRoles(config(), on_call=records.append).reflect(make_trace(1))
+    reflection = await LLMRoles(config(), on_call=records.append, sim_through_litellm=True).reflect(make_trace(1))
     usage = reflection.usage
     assert usage.prompt_tokens > 0
     price = usage.prompt_tokens * INPUT_COST_PER_TOKEN + usage.completion_tokens * OUTPUT_COST_PER_TOKEN
@@ -229,7 +230,7 @@ async def test_a_response_without_a_price_costs_zero_with_one_warning(monkeypatc
 
     monkeypatch.setattr(provider, "sim_cost", lambda *tokens: None)  # the provider names no price...
     monkeypatch.setattr(litellm, "response_cost_calculator", broken)  # ...and litellm cannot find one
-    roles = LLMRoles(config())
+    roles = LLMRoles(config(), sim_through_litellm=True)
     with caplog.at_level(logging.WARNING, logger="combee_core.llm.roles"):
         reflections = [await roles.reflect(make_trace(i)) for i in range(2)]
     assert all(r.usage.cost_usd == 0.0 and r.usage.prompt_tokens > 0 for r in reflections)
@@ -336,7 +337,7 @@ from combee_core.llm import LLMRoles
 from combee_core.models import Trace
 trace = Trace(trace_id="t", playbook_id="pb", playbook_version=0, agent_id="a", task_id="x", input="i", output="o",
               feedback="LESSON[formulas]: Use SUMIFS.", success=False, created_at=datetime.now(timezone.utc))
-reflection = asyncio.run(LLMRoles().reflect(trace))
+reflection = asyncio.run(LLMRoles(sim_through_litellm=True).reflect(trace))
 assert reflection.insights[0].content == "Use SUMIFS.", reflection
 assert reflection.usage.cost_usd > 0
 print("ok")

@@ -47,3 +47,49 @@ async def test_with_a_timeout_the_view_falls_back_to_the_newest_version_and_says
         playbook = await view.at("pb", 9, 0.05)  # a trace naming a version this view never gets
     assert playbook.version == 1
     assert "pb v9 did not arrive within 0 s; using v1 as the roles' context" in caplog.text
+
+
+async def _until(condition, deadline_s: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + deadline_s
+    while not condition():
+        assert asyncio.get_running_loop().time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def _lines(caplog, text: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if text in r.getMessage()]
+
+
+async def test_many_calls_waiting_for_one_version_make_one_line_with_their_count_not_one_each(caplog):
+    """Issue 44: "pbA: still waiting for v4 ..." was logged 1,520 times in a minute, once per waiting trace."""
+    now = [0.0]
+    view = PlaybookVersions(stage=None, say_every_s=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    view._take("pb", 1, _record(1, 0))
+    with caplog.at_level(logging.WARNING):
+        waiting = [asyncio.create_task(view.at("pb", 3, None, warn_every_s=0.05)) for _ in range(50)]
+        await _until(lambda: _lines(caplog, "still waiting"))
+        await asyncio.sleep(0.3)  # six warning periods of 50 calls: 300 lines when each call said it
+        assert _lines(caplog, "still waiting") == [
+            "pb: still waiting for v3 as the roles' context after 0 s (newest v1; 50 calls waiting for it)"]
+        now[0] = 60.0  # a minute later the condition is said again
+        await _until(lambda: len(_lines(caplog, "still waiting")) == 2)
+        view._take("pb", 2, _record(2, 1))
+        view._take("pb", 3, _record(3, 2))
+        assert {p.version for p in await asyncio.wait_for(asyncio.gather(*waiting), 5)} == {3}
+        later = asyncio.create_task(view.at("pb", 4, None, warn_every_s=0.05))  # a new condition: said at once
+        await _until(lambda: len(_lines(caplog, "still waiting")) == 3)
+        later.cancel()
+    assert _lines(caplog, "still waiting")[-1].endswith("(newest v3; 1 call waiting for it)")
+
+
+async def test_falling_back_from_one_version_is_one_line_then_one_per_interval_with_the_calls_since(caplog):
+    now = [0.0]
+    view = PlaybookVersions(stage=None, say_every_s=60.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    view._take("pb", 1, _record(1, 0))
+    with caplog.at_level(logging.WARNING):
+        await asyncio.gather(*(view.at("pb", 9, 0.01) for _ in range(20)))
+        assert _lines(caplog, "did not arrive") == ["pb v9 did not arrive within 0 s; using v1 as the roles' context"]
+        now[0] = 61.0
+        await view.at("pb", 9, 0.01)
+    assert _lines(caplog, "did not arrive")[-1].endswith("using v1 as the roles' context (20 calls since the last "
+                                                         "such line)")
