@@ -27,7 +27,11 @@ def _kind(reason: str) -> str:
 class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
-    def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None) -> None:
+    def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None,
+                 max_count: int | None = None) -> None:
+        self.max_count = max_count
+        self.gained: dict[tuple[str, str], int] = {}
+        """(entry id, counter) -> what this call's ADDs and TAGs added to it (at most ``max_count``)."""
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
         self.original: frozenset[str] = frozenset(self.entries)
         self.max_changes = max_changes
@@ -72,6 +76,17 @@ class _WorkingPlaybook:
         return (f"change cap: one version may change at most {self.max_changes} of the previous version's entries "
                 f"(UPDATE, MERGE, DELETE and evictions; {len(self.changed)} already changed)")
 
+    def gain(self, entry_id: str, counter: str, declared: int) -> tuple[int, str]:
+        """What ``declared`` may add to an entry's counter within ``max_count`` per call, and a note when it is cut
+        (``combee_core.reduce.counts``: no count above the distinct traces behind it)."""
+        before = self.gained.get((entry_id, counter), 0)
+        granted = declared if self.max_count is None else max(0, min(declared, self.max_count - before))
+        self.gained[(entry_id, counter)] = before + granted
+        if granted == declared:
+            return granted, ""
+        return granted, (f"; count bound: {counter} of {entry_id} may rise by at most {self.max_count} (the distinct "
+                         f"traces behind this version) in one version, {before} already: +{granted} of {declared}")
+
     def mark_changed(self, entry_ids: Iterable[str]) -> None:
         for entry_id in entry_ids:
             if entry_id in self.original:
@@ -90,11 +105,12 @@ class _WorkingPlaybook:
                 conflict = (verdict.score, entry, verdict.reason)
         if same is not None:
             target = same[1]
+            granted, bound = self.gain(target.entry_id, "helpful", op.support)
             self.entries[target.entry_id] = target.model_copy(
-                update={"helpful": target.helpful + op.support, "updated_version": self.new_version}
+                update={"helpful": target.helpful + granted, "updated_version": self.new_version}
             )
-            return AppliedOperation(operation=op, outcome="applied", reason=f"{_kind(same[2])} of {target.entry_id}",
-                                    entry_id=target.entry_id)
+            return AppliedOperation(operation=op, outcome="applied",
+                                    reason=f"{_kind(same[2])} of {target.entry_id}{bound}", entry_id=target.entry_id)
         if conflict is not None:
             return self._conflicting_add(op, conflict[1], conflict[2])
         return self._new_entry(op, "added")
@@ -203,11 +219,12 @@ class _WorkingPlaybook:
                 operation=op, outcome="applied", reason="neutral tag: no change", entry_id=op.entry_id
             )
         entry = self.entries[op.entry_id]
+        granted, bound = self.gain(op.entry_id, op.tag, op.count)
         self.entries[op.entry_id] = entry.model_copy(
-            update={op.tag: getattr(entry, op.tag) + op.count, "updated_version": self.new_version}
+            update={op.tag: getattr(entry, op.tag) + granted, "updated_version": self.new_version}
         )
         return AppliedOperation(
-            operation=op, outcome="applied", reason=f"{op.tag} +{op.count}", entry_id=op.entry_id
+            operation=op, outcome="applied", reason=f"{op.tag} +{granted}{bound}", entry_id=op.entry_id
         )
 
     def result(self, playbook_id: str) -> Playbook:
@@ -228,6 +245,7 @@ def apply_operations(
     max_changes: int | None = None,
     paraphrases: bool = True,
     judge: Judge | None = None,
+    max_count: int | None = None,
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
 
@@ -246,6 +264,9 @@ def apply_operations(
       a superseded rule; an entry counts once however often it is changed); an op that would change more is
       rejected with the reason ``change cap: ...``. ADD and TAG change counters, never an entry's text, and are not
       counted.
+    - ``max_count``: what the ADDs and TAGs of this call add to one counter of one entry is at most this (the
+      distinct traces behind the version: ``combee_core.reduce.counts``); an operation cut by it says so in its
+      reason (``count bound: ...``).
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
       counters of all listed entries, and removes the others.
@@ -260,7 +281,7 @@ def apply_operations(
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
     if judge is None:
         judge = LexicalJudge(near_duplicate_threshold, paraphrases)
-    work = _WorkingPlaybook(playbook, new_version, judge, max_changes)
+    work = _WorkingPlaybook(playbook, new_version, judge, max_changes, max_count)
     applied = [work.apply(op) for op in operations]
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
                        superseded=work.superseded)

@@ -29,6 +29,7 @@ from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_add
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.processors.reducer_state import StalledBatch
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE
+from combee_core.reduce.counts import bounded_leaves
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.settings import CombeeSettings
@@ -209,7 +210,7 @@ class Reducer:
             def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
                 return merge_contested(children, judge=judge)
 
-        leaves = [partial.operations for partial in partials]
+        leaves, bounded = bounded_leaves(partials)
         if apply_judge is not judge and len(leaves) == 1 and self.config.deterministic_merge:
             leaves.append([])  # a single leaf is never merged: an empty sibling lets its uncertain ADDs reach the call
         scan = await reduce_through_scan(
@@ -218,7 +219,7 @@ class Reducer:
         )
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
-                              min_evidence=self.config.min_evidence, judge=apply_judge)
+                              min_evidence=self.config.min_evidence, judge=apply_judge, bounded=bounded)
         record = built.record
         playbook_id = playbook.playbook_id
         for warning in built.warnings:

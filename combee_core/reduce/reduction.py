@@ -20,6 +20,7 @@ from combee_core.models import (
 from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
 from combee_core.playbook.meaning import Judge
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
+from combee_core.reduce.counts import bound_counts, count_limit
 from combee_core.reduce.deterministic_merge import ContestedMerge
 from combee_core.reduce.scan import plan_scan
 
@@ -213,6 +214,7 @@ def build_version(
     min_evidence: int = DEFAULT_MIN_EVIDENCE,
     paraphrases: bool = True,
     judge: Judge | None = None,
+    bounded: Sequence[AppliedOperation] = (),
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
@@ -223,13 +225,19 @@ def build_version(
     ``budget_tokens``: v+1 is brought within it by evictions recorded as DELETEs (:func:`fit_to_budget`), ranked
     by the batch's evidence of use (``PartialUpdate.use_tags``, counted from ``min_evidence`` traces);
     ``paraphrases``: an ADD that paraphrases an entry reinforces it (``apply_operations``; off only to measure);
-    ``judge``: how an ADD is matched to entries (``apply_operations``; default: lexical, within a section)."""
+    ``judge``: how an ADD is matched to entries (``apply_operations``; default: lexical, within a section);
+    ``bounded``: the records of counts the partials declared above their traces
+    (:func:`combee_core.reduce.counts.bounded_leaves`), kept after the operations. The root's counts are bounded
+    here by the batch's distinct traces (its lineage), and so is what one version adds to an entry's counters."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
+    lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
+    operations, cut = bound_counts(scan.operations, len(lineage),
+                                   f"the distinct traces of batch {partials[0].batch_id}")
     cap = None if change_share is None else change_cap(len(playbook), change_share)
-    result = apply_operations(playbook, scan.operations, new_version, max_changes=cap, paraphrases=paraphrases,
-                              judge=judge)
+    result = apply_operations(playbook, operations, new_version, max_changes=cap, paraphrases=paraphrases,
+                              judge=judge, max_count=count_limit(len(lineage)))
     warnings: list[str] = []
     capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith("change cap")]
     if capped:
@@ -238,7 +246,7 @@ def build_version(
                         f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}")
     # superseded rules are recorded after the operations, like evictions
     result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)),
-                         applied=[*result.applied, *result.superseded], changed=result.changed)
+                         applied=[*result.applied, *bounded, *cut, *result.superseded], changed=result.changed)
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
         allowance = eviction_allowance(len(playbook), removed,
@@ -253,7 +261,6 @@ def build_version(
                             f"({playbook_tokens(fitted.playbook)} tokens): the caps allow no further eviction")
         result = ApplyResult(playbook=fitted.playbook, applied=[*result.applied, *fitted.evictions],
                              changed=result.changed)
-    lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
     reflections = {rid for partial in partials for rid in partial.reflection_ids}
     first = partials[0]
     usage = sum((partial.usage for partial in partials), scan.usage)

@@ -223,7 +223,8 @@ def test_a_version_records_the_superseded_rule_as_a_delete_after_the_operations(
     correction = AddOp(section="invoices", support=3,
                        content="Apply the discount before computing tax on invoice totals.")
     partial = PartialUpdate(playbook_id="pb", batch_id=0, node=0, k=1, base_version=1, operations=[correction],
-                            trace_ids=["t1"], reflection_ids=["r1"], items_read=1, expected_items=1,
+                            trace_ids=["t1", "t2", "t3"], reflection_ids=["r1", "r2", "r3"], items_read=3,
+                            expected_items=3,
                             batch_closed_at=now)
     scan = ScanResult(operations=[correction], usage=partial.usage, levels=0, critical_path_s=0.0)
     record = build_version(playbook, [partial], scan, published_at=now, judge=_judge(), change_share=0.25).record
