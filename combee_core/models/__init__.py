@@ -32,6 +32,7 @@ from combee_core.models.base import (
 from combee_core.models.batches import BatchManifest
 from combee_core.models.checkpoints import ViewCheckpoint
 from combee_core.models.control import BatchMetrics, ControlDecision, DelaySample
+from combee_core.models.curation import ChangedEntry, CurationState, KeptApart, VersionChanges
 from combee_core.models.dead_letters import DeadLetter
 from combee_core.models.llm_calls import CallRecord, Role
 from combee_core.models.operations import (
@@ -66,8 +67,10 @@ __all__ = [
     "BatchManifest",
     "BatchMetrics",
     "CallRecord",
+    "ChangedEntry",
     "CombeeModel",
     "ControlDecision",
+    "CurationState",
     "DeadLetter",
     "DelaySample",
     "DeleteOp",
@@ -78,6 +81,7 @@ __all__ = [
     "Identifier",
     "ImprovementCost",
     "Insight",
+    "KeptApart",
     "InsightText",
     "LiveTest",
     "MergeOp",
@@ -103,6 +107,7 @@ __all__ = [
     "Usage",
     "UpdateOp",
     "UseTag",
+    "VersionChanges",
     "VersionStats",
     "ViewCheckpoint",
     "dump_json",

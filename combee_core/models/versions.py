@@ -17,6 +17,7 @@ from combee_core.models.base import (
     SectionName,
     Timestamp,
 )
+from combee_core.models.curation import CurationState
 from combee_core.models.operations import AppliedOperation
 
 
@@ -72,6 +73,8 @@ class PlaybookVersion(CombeeModel):
     operations: list[AppliedOperation]
     lineage: list[str] = Field(description="Sorted trace_ids whose reflections made this version.")
     stats: VersionStats
+    curation: CurationState = Field(default_factory=CurationState, description="What curation carries to the next "
+                                    "version (the rolling change budget's recent changes, pairs kept apart).")
     content_hash: str = Field(description="sha256 of the deterministic fields (all but stats timing).")
     published_at: Timestamp
 

@@ -4,6 +4,7 @@ the entry they repeat, every operation's outcome recorded), and deduplication as
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, PlaybookEntry, TagOp, UpdateOp
 from combee_core.playbook.meaning import Judge, LexicalJudge
@@ -12,6 +13,15 @@ from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, ent
 
 MAX_MERGE_IDS = 32
 """Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
+
+
+class ProtectedLimit(NamedTuple):
+    """At most ``allowed`` of ``entry_ids`` may be rewritten or removed (the rolling change budget:
+    ``combee_core.reduce.rolling``); ``reason`` says why when one more would be."""
+
+    entry_ids: frozenset[str]
+    allowed: int
+    reason: str
 
 
 def entry_evidence(entry: PlaybookEntry) -> int:
@@ -28,8 +38,9 @@ class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
     def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None,
-                 max_count: int | None = None) -> None:
+                 max_count: int | None = None, protected: Sequence[ProtectedLimit] = ()) -> None:
         self.max_count = max_count
+        self.protected = protected
         self.gained: dict[tuple[str, str], int] = {}
         """(entry id, counter) -> what this call's ADDs and TAGs added to it (at most ``max_count``)."""
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
@@ -68,10 +79,12 @@ class _WorkingPlaybook:
 
     def over_cap(self, changing: Iterable[str]) -> str | None:
         """Why rewriting or removing these entries would break the per-version change cap, or ``None``."""
-        if self.max_changes is None:
-            return None
-        count = len({entry_id for entry_id in changing if entry_id in self.original and entry_id not in self.changed})
-        if len(self.changed) + count <= self.max_changes:
+        new = {entry_id for entry_id in changing if entry_id in self.original and entry_id not in self.changed}
+        for limit in self.protected:
+            if (guarded := new & limit.entry_ids) and len(guarded) + sum(
+                    1 for entry_id in self.changed if entry_id in limit.entry_ids) > limit.allowed:
+                return limit.reason
+        if self.max_changes is None or len(self.changed) + len(new) <= self.max_changes:
             return None
         return (f"change cap: one version may change at most {self.max_changes} of the previous version's entries "
                 f"(UPDATE, MERGE, DELETE and evictions; {len(self.changed)} already changed)")
@@ -95,14 +108,17 @@ class _WorkingPlaybook:
     def _add(self, op: AddOp) -> AppliedOperation:
         entries = sorted(self.entries.values(), key=entry_sort_key)
         self.judge.prepare([op.content, *(e.content for e in entries)])
-        same: tuple[float, PlaybookEntry, str] | None = None
+        same: tuple[float, PlaybookEntry, str, bool] | None = None
         conflict: tuple[float, PlaybookEntry, str] | None = None
         for entry in entries:  # playbook order: on equal scores the lowest id wins
             verdict = self.judge.judge(op.content, op.section, entry.content, entry.section)
             if verdict.kind == "same" and (same is None or verdict.score > same[0]):
-                same = (verdict.score, entry, verdict.reason)
+                same = (verdict.score, entry, verdict.reason, verdict.reinforces)
             elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
                 conflict = (verdict.score, entry, verdict.reason)
+        if same is not None and not same[3]:
+            return AppliedOperation(operation=op, outcome="applied", entry_id=same[1].entry_id, reason=(
+                f"folded into {same[1].entry_id}, no counter raised: {same[2]}"))
         if same is not None:
             target = same[1]
             granted, bound = self.gain(target.entry_id, "helpful", op.support)
@@ -246,6 +262,7 @@ def apply_operations(
     paraphrases: bool = True,
     judge: Judge | None = None,
     max_count: int | None = None,
+    protected: Sequence[ProtectedLimit] = (),
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
 
@@ -267,6 +284,8 @@ def apply_operations(
     - ``max_count``: what the ADDs and TAGs of this call add to one counter of one entry is at most this (the
       distinct traces behind the version: ``combee_core.reduce.counts``); an operation cut by it says so in its
       reason (``count bound: ...``).
+    - ``protected``: for each limit, at most ``allowed`` of its entries may be rewritten or removed, counted like
+      ``max_changes`` (the rolling change budget); an op over one is rejected with its ``reason``.
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
       counters of all listed entries, and removes the others.
@@ -281,7 +300,7 @@ def apply_operations(
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
     if judge is None:
         judge = LexicalJudge(near_duplicate_threshold, paraphrases)
-    work = _WorkingPlaybook(playbook, new_version, judge, max_changes, max_count)
+    work = _WorkingPlaybook(playbook, new_version, judge, max_changes, max_count, protected)
     applied = [work.apply(op) for op in operations]
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
                        superseded=work.superseded)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from combee_core.errors import CombeeError
-from combee_core.models import AppliedOperation, PlaybookEntry
+from combee_core.models import AppliedOperation, CurationState, PlaybookEntry
 
 ID_PREFIX_CHARS = 3
 ID_COUNTER_DIGITS = 5
@@ -63,6 +63,8 @@ class Playbook:
     version: int
     entries: tuple[PlaybookEntry, ...]
     next_entry_number: int
+    curation: CurationState = field(default_factory=CurationState, compare=False)
+    """What curation carries from the version this value is (``PlaybookVersion.curation``) to the next."""
 
     def __post_init__(self) -> None:
         if self.version < 0:
@@ -93,6 +95,7 @@ class Playbook:
         version: int,
         entries: Iterable[PlaybookEntry],
         next_entry_number: int | None = None,
+        curation: CurationState | None = None,
     ) -> Playbook:
         """Rebuild a playbook (e.g. from a published ``PlaybookVersion``); entries may come in any order.
 
@@ -108,6 +111,7 @@ class Playbook:
             version=version,
             entries=ordered,
             next_entry_number=max(derived, next_entry_number or 1),
+            curation=curation or CurationState(),
         )
 
     def __len__(self) -> int:

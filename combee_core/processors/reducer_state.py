@@ -52,7 +52,7 @@ class ReducerLogs:
         playbook_id = version.playbook_id
         self.parents.setdefault(playbook_id, {})[version.version] = version.parent_version
         self.playbooks[playbook_id] = Playbook.from_entries(playbook_id, version.version, version.entries,
-                                                            version.next_entry_number)
+                                                            version.next_entry_number, version.curation)
         self.published_at[playbook_id] = version.published_at
         waiting = self.manifests.get(playbook_id, {})
         for batch_id in [b for b in waiting if b < version.version]:
@@ -82,7 +82,7 @@ class ReducerLogs:
         if base.entries is None:
             return playbook, base.parent_version
         return Playbook.from_entries(playbook_id, playbook.version, base.entries,
-                                     playbook.next_entry_number), base.parent_version
+                                     playbook.next_entry_number, playbook.curation), base.parent_version
 
     def stalled(self, owned: set[str], now: datetime, warning_s: float) -> list[StalledBatch]:
         """The oldest waiting batch of each owned playbook once it has waited longer than ``warning_s`` for its

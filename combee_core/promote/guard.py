@@ -152,5 +152,5 @@ def guarded_base(playbook: Playbook, ledger: PromotionLedger,
     if decision is None or clean(playbook.version, ledger, playbook.playbook_id, parents):
         return playbook, None
     entries = list(decision.served.entries) if decision.served is not None else []
-    return (Playbook.from_entries(playbook.playbook_id, playbook.version, entries, playbook.next_entry_number),
-            decision.served_version)
+    return (Playbook.from_entries(playbook.playbook_id, playbook.version, entries, playbook.next_entry_number,
+                                  playbook.curation), decision.served_version)

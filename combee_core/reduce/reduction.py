@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from combee_core.models import (
     AppliedOperation,
+    CurationState,
     Operation,
     PartialUpdate,
     PlaybookEntry,
@@ -22,6 +23,7 @@ from combee_core.playbook.meaning import Judge
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.reduce.counts import bound_counts, count_limit
 from combee_core.reduce.deterministic_merge import ContestedMerge
+from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS, kept_apart, recent_changes, rolling_budget
 from combee_core.reduce.scan import plan_scan
 
 
@@ -215,6 +217,8 @@ def build_version(
     paraphrases: bool = True,
     judge: Judge | None = None,
     bounded: Sequence[AppliedOperation] = (),
+    rolling_share: float | None = None,
+    rolling_versions: int = DEFAULT_ROLLING_VERSIONS,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
@@ -228,7 +232,10 @@ def build_version(
     ``judge``: how an ADD is matched to entries (``apply_operations``; default: lexical, within a section);
     ``bounded``: the records of counts the partials declared above their traces
     (:func:`combee_core.reduce.counts.bounded_leaves`), kept after the operations. The root's counts are bounded
-    here by the batch's distinct traces (its lineage), and so is what one version adds to an entry's counters."""
+    here by the batch's distinct traces (its lineage), and so is what one version adds to an entry's counters;
+    ``rolling_share``: the rolling change budget over the last ``rolling_versions`` versions
+    (:mod:`combee_core.reduce.rolling`, from ``playbook.curation``; None: none), which the operations and evictions
+    share with the per-version cap. The version records the entries it changed for the next one's budget."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
@@ -236,14 +243,18 @@ def build_version(
     operations, cut = bound_counts(scan.operations, len(lineage),
                                    f"the distinct traces of batch {partials[0].batch_id}")
     cap = None if change_share is None else change_cap(len(playbook), change_share)
+    rolling = None if rolling_share is None else rolling_budget(
+        playbook, playbook.curation.recent_changes, new_version, rolling_share, rolling_versions)
     result = apply_operations(playbook, operations, new_version, max_changes=cap, paraphrases=paraphrases,
-                              judge=judge, max_count=count_limit(len(lineage)))
+                              judge=judge, max_count=count_limit(len(lineage)),
+                              protected=() if rolling is None else rolling.limit_of_operations())
     warnings: list[str] = []
-    capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith("change cap")]
+    capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith(("change cap", "rolling"))]
     if capped:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(_count_kinds(capped).items()))
         warnings.append(f"change cap: {len(capped)} operation(s) ({kinds}) of version {new_version} rejected; one "
-                        f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}")
+                        f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}"
+                        + ("" if rolling is None else f"; {rolling.reason()}"))
     # superseded rules are recorded after the operations, like evictions
     result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)),
                          applied=[*result.applied, *bounded, *cut, *result.superseded], changed=result.changed)
@@ -252,15 +263,22 @@ def build_version(
         allowance = eviction_allowance(len(playbook), removed,
                                        None if cap is None else cap - len(result.changed))
         fitted = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied),
-                               existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence)
+                               existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence,
+                               **({} if rolling is None else rolling.eviction_limit(result.changed)))
         if fitted.blocked:
             warnings.append(f"eviction: {len(fitted.blocked)} entr(ies) of v{playbook.version} kept from eviction "
-                            f"by the change cap or the majority rule (at most {allowance} more this version)")
+                            f"by the change cap, the rolling change budget or the majority rule (at most {allowance} "
+                            "more this version)")
         if fitted.over_budget:
             warnings.append(f"budget: version {new_version} stays over its {budget_tokens}-token budget "
                             f"({playbook_tokens(fitted.playbook)} tokens): the caps allow no further eviction")
         result = ApplyResult(playbook=fitted.playbook, applied=[*result.applied, *fitted.evictions],
                              changed=result.changed)
+    kept = frozenset(result.playbook.entry_ids)
+    curation = CurationState(recent_changes=recent_changes(
+        playbook, kept, [*result.changed, *(e for e in playbook.entry_ids if e not in kept)],
+        playbook.curation.recent_changes, new_version, rolling_versions),
+        kept_apart=kept_apart(playbook, kept, result.applied, new_version))
     reflections = {rid for partial in partials for rid in partial.reflection_ids}
     first = partials[0]
     usage = sum((partial.usage for partial in partials), scan.usage)
@@ -296,10 +314,11 @@ def build_version(
         operations=result.applied,
         lineage=lineage,
         stats=stats,
+        curation=curation,
         content_hash=content_hash,
         published_at=published_at,
     )
-    return NewVersion(playbook=result.playbook, record=record, warnings=tuple(warnings))
+    return NewVersion(playbook=replace(result.playbook, curation=curation), record=record, warnings=tuple(warnings))
 
 
 def _count_kinds(applied: Sequence[AppliedOperation]) -> dict[str, int]:
