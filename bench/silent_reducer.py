@@ -7,7 +7,8 @@ lesson in two wordings, ``same``; or two lessons, not ``same``): a playbook hold
 and a batch whose partial ADDs the second (support 2, two traces), through ``Reducer.next_version`` with the offline
 default embedder (all-MiniLM-L6-v2). Reducers: the judge alone (``ask_reducer`` off, as with the simulator), and a
 real-model path whose reducer call is a stand-in that echoes what it reads (a naive model that merges nothing).
-Counted: pairs consolidated (no second entry) and pairs whose entry's counters rose. The stand-in is no LLM: it
+Counted: pairs consolidated (the ADD applied to the entry: no second entry, and not rejected as a conflict) and
+pairs whose entry's counters rose. The stand-in is no LLM: it
 shows what the curation does with a silent answer, not what a model would answer.
 """
 
@@ -46,7 +47,9 @@ def _one(reducer: Reducer, old: str, new: str) -> tuple[bool, bool]:
                                                previous_at=None, now=NOW))
     [record] = [e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion)]
     entry = next((e for e in record.entries if e.entry_id == "gen-00001"), None)
-    return len(record.entries) == 1, entry is not None and entry.helpful > 4
+    folded = any(a.outcome == "applied" and a.entry_id == "gen-00001" and isinstance(a.operation, AddOp)
+                 for a in record.operations)  # not a rejection as a conflict: the ADD went into the entry
+    return folded, entry is not None and entry.helpful > 4
 
 
 def main() -> None:
