@@ -8,7 +8,8 @@ ISO 8601 string (or a ``datetime`` in Python), never a number. (``CallRecord``, 
 exception: it has no ``schema_version`` and is not strict.)
 
 One module per job: ``base`` (the base class, field types, JSON helpers), ``traces``, ``reflections``,
-``operations`` (and partial updates), ``batches``, ``versions``, ``control``, ``dead_letters``, ``checkpoints``,
+``operations`` (and partial updates), ``batches``, ``versions`` (with ``curation``, the state a version carries to
+the next), ``control``, ``dead_letters``, ``checkpoints``,
 ``llm_calls``, ``promotion``, ``review``. Import from ``combee_core.models``.
 """
 
