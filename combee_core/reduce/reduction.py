@@ -23,7 +23,7 @@ from combee_core.playbook.meaning import Judge
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.reduce.counts import bound_counts, count_limit
 from combee_core.reduce.deterministic_merge import ContestedMerge
-from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS, kept_apart, recent_changes, rolling_budget
+from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS, kept_apart, recent_changes, rolling_budget, said_apart
 from combee_core.reduce.scan import plan_scan
 
 
@@ -257,7 +257,8 @@ def build_version(
                         + ("" if rolling is None else f"; {rolling.reason()}"))
     # superseded rules are recorded after the operations, like evictions
     result = ApplyResult(playbook=with_evidence(result.playbook, use_evidence(partials)),
-                         applied=[*result.applied, *bounded, *cut, *result.superseded], changed=result.changed)
+                         applied=[*said_apart(result.applied), *bounded, *cut, *result.superseded],
+                         changed=result.changed)
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
         allowance = eviction_allowance(len(playbook), removed,

@@ -118,3 +118,11 @@ def kept_apart(parent: Playbook, after: Collection[str], applied: Sequence[Appli
                                                               version=new_version)
     newest = sorted(pairs.values(), key=lambda p: -p.version)[:MAX_KEPT_APART]
     return sorted(newest, key=lambda p: (p.entry_id, p.content))
+
+
+def said_apart(applied: Sequence[AppliedOperation]) -> list[AppliedOperation]:
+    """``applied`` with the reason of each ADD that names ``distinct_from`` saying so (the field is not serialised,
+    so the record says it here)."""
+    return [item.model_copy(update={"reason": f"{item.reason}; the reducer call kept it apart from "
+                                              f"{', '.join(item.operation.distinct_from)}"})
+            if isinstance(item.operation, AddOp) and item.operation.distinct_from else item for item in applied]

@@ -98,6 +98,8 @@ def test_a_call_that_keeps_both_makes_two_lessons_once_and_is_not_asked_again() 
     first = _next(role, logs)
     assert sorted(e.content for e in first.entries) == sorted([RULE, REWORDED]) and _entry(first).helpful == 4
     assert [(p.entry_id, p.content, p.version) for p in first.curation.kept_apart] == [(ENTRY, REWORDED, 2)]
+    [add] = [a for a in first.operations if isinstance(a.operation, AddOp)]
+    assert add.reason.endswith(f"the reducer call kept it apart from {ENTRY}")
     silent = Scripted("silent")
     second = _next(silent, logs)  # the same lesson again, and a reducer that would say nothing
     assert silent.calls == []  # the pair was decided: not sent to the call again
