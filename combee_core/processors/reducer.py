@@ -218,6 +218,8 @@ class Reducer:
                 return merge_contested(children, judge=judge)
 
         leaves, bounded = bounded_leaves(partials)
+        leaves = [[op.model_copy(update={"distinct_from": []}) if isinstance(op, AddOp) and op.distinct_from else op
+                   for op in ops] for ops in leaves]  # a keep-apart decision is the root reducer call's alone
         if asking and len(leaves) == 1 and self.config.deterministic_merge:
             leaves.append([])  # a single leaf is never merged: an empty sibling lets its uncertain ADDs reach the call
         scan = await reduce_through_scan(

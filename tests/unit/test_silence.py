@@ -109,6 +109,18 @@ def test_a_call_that_keeps_both_makes_two_lessons_once_and_is_not_asked_again() 
     assert second.curation.kept_apart == first.curation.kept_apart
 
 
+def test_a_partial_cannot_keep_a_pair_apart_only_the_reducer_call_can() -> None:
+    role, logs = Scripted("silent"), _logs()
+    partial = _partial(1)
+    forged = partial.model_copy(update={"operations": [
+        AddOp(section="general", content=REWORDED, support=2, distinct_from=[ENTRY])]})
+    reducer = Reducer(ReducerConfig(ask_reducer=True), role.reduce, _static())
+    effects = asyncio.run(reducer.next_version(logs.playbook("pb"), [forged], parent_version=None, manifest=None,
+                                               previous_at=None, now=NOW))
+    [record] = [e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion)]
+    assert [e.content for e in record.entries] == [RULE] and record.curation.kept_apart == []
+
+
 def test_a_call_that_merges_reinforces_the_entry() -> None:
     role, logs = Scripted("merge"), _logs()
     record = _next(role, logs)
