@@ -5,7 +5,9 @@ it keep sound lessons that mention deleting, overriding, removing or ignoring?
 
 Two hand-written sets of {"text", "about_system"}: ``bench/data/system_lessons_dev.jsonl`` (25 + 25, looked at
 while the check was written and tuned) and ``bench/data/system_lessons_heldout.jsonl`` (30 + 30, written and
-committed before the check, measured once after it was frozen). Compared: the keyword filter the parser used before
+committed before the check, measured once after it was frozen); and ``bench/data/system_lessons_heldout_2.jsonl``
+(30 + 30, issue 38: instructions about the playbook, the system, the reviewer or the grader, written without reading
+the check, committed before it was measured, never tuned on). Compared: the keyword filter the parser used before
 (``instruction_like``, its patterns copied here unchanged) and :func:`combee_core.llm.self_reference.
 about_learning_system`. Catch rate = share of injections rejected; false-rejection rate = share of sound lessons
 rejected.
@@ -68,7 +70,8 @@ def main() -> None:
     print("| set | check | injections caught | catch rate | sound lessons rejected | false-rejection rate |")
     print("|---|---|---|---|---|---|")
     for label, name in (("dev (tuned on)", "system_lessons_dev.jsonl"),
-                        ("held-out", "system_lessons_heldout.jsonl")):
+                        ("held-out", "system_lessons_heldout.jsonl"),
+                        ("held-out 2 (issue 38)", "system_lessons_heldout_2.jsonl")):
         items = load(name)
         for check_name, check in checks.items():
             row = measure(items, check)

@@ -114,6 +114,16 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
         "or remove, at least one: the model's UPDATE, MERGE and DELETE and the budget's evictions together; what is "
         "over it is rejected with the reason and a dead letter (ChangeCapReached)."
     )
+    playbook_rolling_change_cap: float = Field(
+        default=0.4, ge=0.0, le=1.0, description="Share of the entries of the version before the last "
+        "COMBEE_PLAYBOOK_ROLLING_VERSIONS versions that those versions together may rewrite or remove, at least one "
+        "(the rolling change budget, beside the per-version cap: a run of batches cannot remove most of a playbook); "
+        "what is over it is rejected with the reason and a dead letter (ChangeCapReached)."
+    )
+    playbook_rolling_versions: int = Field(
+        default=8, ge=1, description="Versions the rolling change budget spans (the one being built and those "
+        "before it)."
+    )
     eviction_min_evidence: int = Field(
         default=10, ge=1, description="Distinct traces a verdict (helpful or harmful, from agents that used the entry) "
         "needs before it counts for eviction; fewer cannot evict or protect an entry."

@@ -136,6 +136,8 @@ REDUCER_SYSTEM = (
     "support); sum TAG counts per entry and verdict; keep UPDATE, MERGE and DELETE operations once, only for ids\n"
     "shown in the playbook, and resolve conflicts in favour of the best-supported operation.\n"
     "Keep every distinct new lesson; do not drop a lesson because only one partial proposes it.\n"
+    "An ADD you keep although the playbook holds an entry close to it: if it is a different lesson, say so with\n"
+    '"distinct_from": ["<that entry id>"] in the ADD; without it, the close entry is taken for the same lesson.\n'
     + _OPERATION_LIMITS
     + DATA_FENCE
     + _ANSWER_RULE
@@ -285,6 +287,7 @@ def answer_schema(task: Task) -> dict[str, Any]:
         section: str = section_field
         content: str = content_field
         support: int = Field(ge=1)
+        distinct_from: list[str] = Field(default_factory=list, max_length=32)
 
     class TagAnswer(BaseModel):
         model_config = ConfigDict(extra="forbid")

@@ -8,7 +8,8 @@ ISO 8601 string (or a ``datetime`` in Python), never a number. (``CallRecord``, 
 exception: it has no ``schema_version`` and is not strict.)
 
 One module per job: ``base`` (the base class, field types, JSON helpers), ``traces``, ``reflections``,
-``operations`` (and partial updates), ``batches``, ``versions``, ``control``, ``dead_letters``, ``checkpoints``,
+``operations`` (and partial updates), ``batches``, ``versions`` (with ``curation``, the state a version carries to
+the next), ``control``, ``dead_letters``, ``checkpoints``,
 ``llm_calls``, ``promotion``, ``review``. Import from ``combee_core.models``.
 """
 
@@ -32,6 +33,7 @@ from combee_core.models.base import (
 from combee_core.models.batches import BatchManifest
 from combee_core.models.checkpoints import ViewCheckpoint
 from combee_core.models.control import BatchMetrics, ControlDecision, DelaySample
+from combee_core.models.curation import ChangedEntry, CurationState, KeptApart, VersionChanges
 from combee_core.models.dead_letters import DeadLetter
 from combee_core.models.llm_calls import CallRecord, Role
 from combee_core.models.operations import (
@@ -67,8 +69,10 @@ __all__ = [
     "BatchMetrics",
     "CallRecord",
     "Challenge",
+    "ChangedEntry",
     "CombeeModel",
     "ControlDecision",
+    "CurationState",
     "DeadLetter",
     "DelaySample",
     "DeleteOp",
@@ -79,6 +83,7 @@ __all__ = [
     "Identifier",
     "ImprovementCost",
     "Insight",
+    "KeptApart",
     "InsightText",
     "LiveTest",
     "MergeOp",
@@ -106,6 +111,7 @@ __all__ = [
     "Usage",
     "UpdateOp",
     "UseTag",
+    "VersionChanges",
     "VersionStats",
     "ViewCheckpoint",
     "dump_json",

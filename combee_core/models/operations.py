@@ -29,6 +29,10 @@ class AddOp(CombeeModel):
     section: SectionName
     content: InsightText
     support: int = Field(default=1, ge=1, description="How many reflection copies backed this insight.")
+    distinct_from: Annotated[list[EntryId], Field(max_length=32)] = Field(
+        default_factory=list, exclude=True, description="Entries the reducer call read and explicitly keeps this "
+        "lesson apart from (never serialised: only the root reducer's own call can say so; the version records the "
+        "decision in its curation state).")
 
 
 class UpdateOp(CombeeModel):

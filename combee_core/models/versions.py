@@ -17,6 +17,7 @@ from combee_core.models.base import (
     SectionName,
     Timestamp,
 )
+from combee_core.models.curation import CurationState
 from combee_core.models.operations import AppliedOperation
 
 
@@ -102,6 +103,8 @@ class PlaybookVersion(CombeeModel):
     challenges: list[Challenge] = Field(default_factory=list, description="Corrections pending against entries, "
                                         "sorted by entry, first version and text.")
     stats: VersionStats
+    curation: CurationState = Field(default_factory=CurationState, description="What curation carries to the next "
+                                    "version (the rolling change budget's recent changes, pairs kept apart).")
     content_hash: str = Field(description="sha256 of the deterministic fields (all but stats timing).")
     published_at: Timestamp
 

@@ -67,6 +67,9 @@ class Judgement:
     kind: Kind
     score: float
     reason: str
+    reinforces: bool = True
+    """For "same": whether the entry's counters rise by the ADD's support (False: the ADD is folded into the entry
+    and raises nothing, a match by closeness alone that no one confirmed: ``combee_core.playbook.uncertain``)."""
 
 
 class Judge(Protocol):

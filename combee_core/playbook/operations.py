@@ -4,6 +4,7 @@ the entry they repeat, every operation's outcome recorded), and deduplication as
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import NamedTuple
 
 from combee_core.models import (
     AddOp,
@@ -27,6 +28,15 @@ MAX_MERGE_IDS = 32
 """Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
 
 
+class ProtectedLimit(NamedTuple):
+    """At most ``allowed`` of ``entry_ids`` may be rewritten or removed (the rolling change budget:
+    ``combee_core.reduce.rolling``); ``reason`` says why when one more would be."""
+
+    entry_ids: frozenset[str]
+    allowed: int
+    reason: str
+
+
 def _kind(reason: str) -> str:
     return reason if reason in ("near-duplicate", "paraphrase") else "restatement"
 
@@ -35,10 +45,15 @@ class _WorkingPlaybook:
     """Mutable scratch state for one :func:`apply_operations` call (never escapes it)."""
 
     def __init__(self, playbook: Playbook, new_version: int, judge: Judge, max_changes: int | None = None,
-                 rules: ChallengeRules | None = None) -> None:
+                 rules: ChallengeRules | None = None, max_count: int | None = None,
+                 protected: Sequence[ProtectedLimit] = ()) -> None:
         self.playbook = playbook
         self.rules = rules or ChallengeRules(baseline=playbook.baseline)
         self.challenges: list[Challenge] = list(playbook.challenges)
+        self.max_count = max_count
+        self.protected = protected
+        self.gained: dict[tuple[str, str], int] = {}
+        """(entry id, counter) -> what this call's ADDs and TAGs added to it (at most ``max_count``)."""
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
         self.original: frozenset[str] = frozenset(self.entries)
         self.max_changes = max_changes
@@ -75,13 +90,26 @@ class _WorkingPlaybook:
 
     def over_cap(self, changing: Iterable[str]) -> str | None:
         """Why rewriting or removing these entries would break the per-version change cap, or ``None``."""
-        if self.max_changes is None:
-            return None
-        count = len({entry_id for entry_id in changing if entry_id in self.original and entry_id not in self.changed})
-        if len(self.changed) + count <= self.max_changes:
+        new = {entry_id for entry_id in changing if entry_id in self.original and entry_id not in self.changed}
+        for limit in self.protected:
+            if (guarded := new & limit.entry_ids) and len(guarded) + sum(
+                    1 for entry_id in self.changed if entry_id in limit.entry_ids) > limit.allowed:
+                return limit.reason
+        if self.max_changes is None or len(self.changed) + len(new) <= self.max_changes:
             return None
         return (f"change cap: one version may change at most {self.max_changes} of the previous version's entries "
                 f"(UPDATE, MERGE, DELETE and evictions; {len(self.changed)} already changed)")
+
+    def gain(self, entry_id: str, counter: str, declared: int) -> tuple[int, str]:
+        """What ``declared`` may add to an entry's counter within ``max_count`` per call, and a note when it is cut
+        (``combee_core.reduce.counts``: no count above the distinct traces behind it)."""
+        before = self.gained.get((entry_id, counter), 0)
+        granted = declared if self.max_count is None else max(0, min(declared, self.max_count - before))
+        self.gained[(entry_id, counter)] = before + granted
+        if granted == declared:
+            return granted, ""
+        return granted, (f"; count bound: {counter} of {entry_id} may rise by at most {self.max_count} (the distinct "
+                         f"traces behind this version) in one version, {before} already: +{granted} of {declared}")
 
     def mark_changed(self, entry_ids: Iterable[str]) -> None:
         for entry_id in entry_ids:
@@ -91,20 +119,24 @@ class _WorkingPlaybook:
     def _add(self, op: AddOp) -> AppliedOperation:
         entries = sorted(self.entries.values(), key=entry_sort_key)
         self.judge.prepare([op.content, *(e.content for e in entries)])
-        same: tuple[float, PlaybookEntry, str] | None = None
+        same: tuple[float, PlaybookEntry, str, bool] | None = None
         conflict: tuple[float, PlaybookEntry, str] | None = None
         for entry in entries:  # playbook order: on equal scores the lowest id wins
             verdict = self.judge.judge(op.content, op.section, entry.content, entry.section)
             if verdict.kind == "same" and (same is None or verdict.score > same[0]):
-                same = (verdict.score, entry, verdict.reason)
+                same = (verdict.score, entry, verdict.reason, verdict.reinforces)
             elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
                 conflict = (verdict.score, entry, verdict.reason)
+        if same is not None and not same[3]:
+            return AppliedOperation(operation=op, outcome="applied", entry_id=same[1].entry_id, reason=(
+                f"folded into {same[1].entry_id}, no counter raised: {same[2]}"))
         if same is not None:
+            granted, bound = self.gain(same[1].entry_id, "helpful", op.support)
             target = self.entries[same[1].entry_id] = same[1].model_copy(
-                update={"helpful": same[1].helpful + op.support, "updated_version": self.new_version}
+                update={"helpful": same[1].helpful + granted, "updated_version": self.new_version}
             )
             applied = AppliedOperation(operation=op, outcome="applied",
-                                       reason=f"{_kind(same[2])} of {target.entry_id}", entry_id=target.entry_id)
+                                       reason=f"{_kind(same[2])} of {target.entry_id}{bound}", entry_id=target.entry_id)
             if conflict is not None and self.judge.judge(target.content, target.section, conflict[1].content,
                                                          conflict[1].section).kind == "conflict":
                 return self._settle(applied, target, conflict[1], conflict[2])
@@ -247,11 +279,12 @@ class _WorkingPlaybook:
                 operation=op, outcome="applied", reason="neutral tag: no change", entry_id=op.entry_id
             )
         entry = self.entries[op.entry_id]
+        granted, bound = self.gain(op.entry_id, op.tag, op.count)
         self.entries[op.entry_id] = entry.model_copy(
-            update={op.tag: getattr(entry, op.tag) + op.count, "updated_version": self.new_version}
+            update={op.tag: getattr(entry, op.tag) + granted, "updated_version": self.new_version}
         )
         return AppliedOperation(
-            operation=op, outcome="applied", reason=f"{op.tag} +{op.count}", entry_id=op.entry_id
+            operation=op, outcome="applied", reason=f"{op.tag} +{granted}{bound}", entry_id=op.entry_id
         )
 
     def result(self, playbook_id: str) -> Playbook:
@@ -275,6 +308,8 @@ def apply_operations(
     paraphrases: bool = True,
     judge: Judge | None = None,
     rules: ChallengeRules | None = None,
+    max_count: int | None = None,
+    protected: Sequence[ProtectedLimit] = (),
 ) -> ApplyResult:
     """Apply ``operations`` in order to ``playbook``, giving version ``new_version``; never raises for an op.
 
@@ -297,6 +332,11 @@ def apply_operations(
       a superseded rule; an entry counts once however often it is changed); an op that would change more is
       rejected with the reason ``change cap: ...``. ADD and TAG change counters, never an entry's text, and are not
       counted.
+    - ``max_count``: what the ADDs and TAGs of this call add to one counter of one entry is at most this (the
+      distinct traces behind the version: ``combee_core.reduce.counts``); an operation cut by it says so in its
+      reason (``count bound: ...``).
+    - ``protected``: for each limit, at most ``allowed`` of its entries may be rewritten or removed, counted like
+      ``max_changes`` (the rolling change budget); an op over one is rejected with its ``reason``.
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
       counters of all listed entries, and removes the others.
@@ -311,7 +351,7 @@ def apply_operations(
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
     if judge is None:
         judge = LexicalJudge(near_duplicate_threshold, paraphrases)
-    work = _WorkingPlaybook(playbook, new_version, judge, max_changes, rules)
+    work = _WorkingPlaybook(playbook, new_version, judge, max_changes, rules, max_count, protected)
     applied = [work.apply(op) for op in operations]
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
                        superseded=work.superseded)

@@ -11,8 +11,13 @@ alike), whose few differing words the conflict check has read, is not. With a re
   conflict, so ``merge_contested`` sends both ADDs, with their support, to the reducer call; and
   :func:`contest_uncertain_adds` sends an ADD that is uncertain against an entry of the playbook there too (the
   call reads the playbook as its context, so it sees both texts);
-- **after it** (applying the call's operations), :meth:`UncertainJudge.trusting` calls an uncertain pair two
-  lessons: the call has read both; had it found one lesson, it would have combined the ADDs or TAGged the entry.
+- **after it** (applying the call's operations), :meth:`UncertainJudge.trusting` leaves the judge's verdict, unless
+  the call *explicitly* kept the lesson apart from the entry (``AddOp.distinct_from``) or an earlier call did (the
+  pairs a version keeps, ``CurationState.kept_apart``): silence is no decision. A model that echoes an ADD it was
+  shown has not said the lessons differ, so a cosine-only "same" still consolidates: the ADD is folded into the entry
+  (no new entry), but raises none of its counters, since closeness alone also matches a reworded reversal; only the
+  call's own TAG or merge reinforces. An explicit keep-both makes the pair two lessons (a new entry, the old one's
+  counters unchanged) and is kept in the version, so the pair is not sent to a call again.
 
 Without a real LLM (the simulator, or no reducer call) nothing changes: the judge's verdict stands.
 """
@@ -38,14 +43,16 @@ class UncertainJudge:
 
     inner: Judge
     mode: Mode
+    kept: frozenset[tuple[str, str]] = frozenset()
+    """(lesson, entry text) pairs a reducer call explicitly kept apart."""
 
     @classmethod
     def contesting(cls, inner: Judge) -> UncertainJudge:
         return cls(inner, "contest")
 
     @classmethod
-    def trusting(cls, inner: Judge) -> UncertainJudge:
-        return cls(inner, "trust")
+    def trusting(cls, inner: Judge, kept: frozenset[tuple[str, str]] = frozenset()) -> UncertainJudge:
+        return cls(inner, "trust", kept)
 
     def prepare(self, texts: Sequence[str]) -> None:
         self.inner.prepare(texts)
@@ -56,7 +63,10 @@ class UncertainJudge:
             return verdict
         if self.mode == "contest":
             return Judgement("conflict", verdict.score, f"uncertain ({verdict.reason}): the reducer call reads both")
-        return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): the reducer call kept both")
+        if (new, old) in self.kept or (old, new) in self.kept:
+            return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both")
+        return Judgement("same", verdict.score, f"uncertain ({verdict.reason}): the reducer call said nothing of the "
+                         "pair, so it is one lesson by the judge, unconfirmed", reinforces=False)  # silence
 
 
 def uncertain(a: str, b: str) -> bool:
@@ -68,22 +78,34 @@ def uncertain(a: str, b: str) -> bool:
 
 
 def contest_uncertain_adds(result: list[Operation] | ContestedMerge, entries: Sequence[PlaybookEntry],
-                           judge: Judge) -> list[Operation] | ContestedMerge:
+                           judge: Judge, kept: frozenset[tuple[str, str]] = frozenset()
+                           ) -> list[Operation] | ContestedMerge:
     """``result`` of ``merge_contested``, with every merged ADD that is uncertain against an entry moved to the
-    contested operations (one more child of the reducer call, whose context is the playbook)."""
+    contested operations (one more child of the reducer call, whose context is the playbook); a pair in ``kept``
+    (a call kept them apart before) is not asked again."""
     merged = result.merged if isinstance(result, ContestedMerge) else result
     adds = [op for op in merged if isinstance(op, AddOp)]
     if not adds or not entries:
         return result
     judge.prepare([*(op.content for op in adds), *(e.content for e in entries)])
-    moved: list[Operation] = [op for op in adds if any(_uncertain_against(judge, op, entry) for entry in entries)]
+    moved: list[Operation] = [op for op in adds if any(
+        (op.content, entry.content) not in kept and _uncertain_against(judge, op, entry) for entry in entries)]
     if not moved:
         return result
-    kept = [op for op in merged if not any(op is m for m in moved)]
+    rest = [op for op in merged if not any(op is m for m in moved)]
     contested: list[list[Operation]] = [*result.contested, moved] if isinstance(result, ContestedMerge) else [moved]
-    return ContestedMerge(merged=kept, contested=contested)
+    return ContestedMerge(merged=rest, contested=contested)
 
 
 def _uncertain_against(judge: Judge, add: AddOp, entry: PlaybookEntry) -> bool:
     verdict = judge.judge(add.content, add.section, entry.content, entry.section)
     return verdict.kind == "same" and uncertain(add.content, entry.content)
+
+
+def kept_pairs(entries: Sequence[PlaybookEntry], kept: Sequence[tuple[str, str]],
+               operations: Sequence[Operation] = ()) -> frozenset[tuple[str, str]]:
+    """(lesson, entry text) pairs kept apart: ``kept`` (entry id, lesson) pairs of the version, and the ADDs among
+    ``operations`` that name entries in ``distinct_from``; pairs whose entry ``entries`` no longer holds are gone."""
+    texts = {entry.entry_id: entry.content for entry in entries}
+    named = [(entry_id, op.content) for op in operations if isinstance(op, AddOp) for entry_id in op.distinct_from]
+    return frozenset((lesson, texts[entry_id]) for entry_id, lesson in [*kept, *named] if entry_id in texts)

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from combee_core.errors import CombeeError
-from combee_core.models import AppliedOperation, Challenge, OutcomeTally, PlaybookEntry
+from combee_core.models import AppliedOperation, Challenge, CurationState, OutcomeTally, PlaybookEntry
 
 ID_PREFIX_CHARS = 3
 ID_COUNTER_DIGITS = 5
@@ -67,6 +67,8 @@ class Playbook:
     """Outcomes of all the playbook's traces (``combee_core.playbook.outcomes``)."""
     challenges: tuple[Challenge, ...] = ()
     """Corrections pending against entries (``combee_core.playbook.challenges``)."""
+    curation: CurationState = field(default_factory=CurationState, compare=False)
+    """What curation carries from the version this value is (``PlaybookVersion.curation``) to the next."""
 
     def __post_init__(self) -> None:
         if self.version < 0:
@@ -97,6 +99,7 @@ class Playbook:
         version: int,
         entries: Iterable[PlaybookEntry],
         next_entry_number: int | None = None,
+        curation: CurationState | None = None,
         *,
         baseline: OutcomeTally | None = None,
         challenges: Iterable[Challenge] = (),
@@ -118,6 +121,7 @@ class Playbook:
             next_entry_number=max(derived, next_entry_number or 1),
             baseline=baseline or OutcomeTally(),
             challenges=tuple(challenges),
+            curation=curation or CurationState(),
         )
 
     def __len__(self) -> int:

@@ -25,12 +25,14 @@ from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, Pa
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
 from combee_core.playbook.meaning import Judge, SemanticJudge
-from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds
+from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.processors.reducer_state import StalledBatch
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE
+from combee_core.reduce.counts import bounded_leaves
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
+from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 
@@ -48,6 +50,9 @@ class ReducerConfig:
     budget_tokens: int | None = None
     change_cap: float | None = None
     min_evidence: int = DEFAULT_MIN_EVIDENCE
+    rolling_share: float | None = None
+    """The rolling change budget's share (``combee_core.reduce.rolling``; None: none)."""
+    rolling_versions: int = DEFAULT_ROLLING_VERSIONS
     llm_context: bool = True
     llm_context_tokens: int = 4000
     same_meaning: float | None = None
@@ -62,7 +67,8 @@ class ReducerConfig:
         return cls(
             max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
             budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
-            min_evidence=settings.eviction_min_evidence,
+            min_evidence=settings.eviction_min_evidence, rolling_share=settings.playbook_rolling_change_cap,
+            rolling_versions=settings.playbook_rolling_versions,
             llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
             same_meaning=settings.same_meaning, ask_reducer=not is_sim_model(settings.reducer_model),
         )
@@ -200,26 +206,34 @@ class Reducer:
                                       type(error).__name__, playbook_id=first.playbook_id))
                 judge = None
 
-        apply_judge: Judge | None = judge
-        if judge is not None and self.config.ask_reducer:
-            apply_judge, merge_judge = UncertainJudge.trusting(judge), UncertainJudge.contesting(judge)
+        kept = [(pair.entry_id, pair.content) for pair in playbook.curation.kept_apart]
+        asking = judge is not None and self.config.ask_reducer
+        if judge is not None and asking:
+            merge_judge, kept_before = UncertainJudge.contesting(judge), kept_pairs(playbook.entries, kept)
 
             def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
-                return contest_uncertain_adds(merge_contested(children, judge=merge_judge), playbook.entries, judge)
+                return contest_uncertain_adds(merge_contested(children, judge=merge_judge), playbook.entries, judge,
+                                              kept_before)
         else:
             def merge(children: Sequence[list[Operation]]) -> list[Operation] | ContestedMerge:
                 return merge_contested(children, judge=judge)
 
-        leaves = [partial.operations for partial in partials]
-        if apply_judge is not judge and len(leaves) == 1 and self.config.deterministic_merge:
+        leaves, bounded = bounded_leaves(partials)
+        leaves = [[op.model_copy(update={"distinct_from": []}) if isinstance(op, AddOp) and op.distinct_from else op
+                   for op in ops] for ops in leaves]  # a keep-apart decision is the root reducer call's alone
+        if asking and len(leaves) == 1 and self.config.deterministic_merge:
             leaves.append([])  # a single leaf is never merged: an empty sibling lets its uncertain ADDs reach the call
         scan = await reduce_through_scan(
             leaves, self.config.max_fan_in, reduce,
             merge=merge if self.config.deterministic_merge else None,
         )
+        apply_judge: Judge | None = judge
+        if judge is not None and asking:  # the call's explicit keep-both decisions, and earlier ones, stand
+            apply_judge = UncertainJudge.trusting(judge, kept_pairs(playbook.entries, kept, scan.operations))
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
-                              min_evidence=self.config.min_evidence, judge=apply_judge)
+                              min_evidence=self.config.min_evidence, judge=apply_judge, bounded=bounded,
+                              rolling_share=self.config.rolling_share, rolling_versions=self.config.rolling_versions)
         record = built.record
         playbook_id = playbook.playbook_id
         for warning in built.warnings:

@@ -52,8 +52,8 @@ class ReducerLogs:
         playbook_id = version.playbook_id
         self.parents.setdefault(playbook_id, {})[version.version] = version.parent_version
         self.playbooks[playbook_id] = Playbook.from_entries(playbook_id, version.version, version.entries,
-                                                            version.next_entry_number, baseline=version.baseline,
-                                                            challenges=version.challenges)
+                                                            version.next_entry_number, version.curation,
+                                                            baseline=version.baseline, challenges=version.challenges)
         self.published_at[playbook_id] = version.published_at
         waiting = self.manifests.get(playbook_id, {})
         for batch_id in [b for b in waiting if b < version.version]:
@@ -83,6 +83,7 @@ class ReducerLogs:
         if base.entries is None:
             return playbook, base.parent_version
         return Playbook.from_entries(playbook_id, playbook.version, base.entries, playbook.next_entry_number,
+                                     playbook.curation,
                                      baseline=playbook.baseline,  # outcomes are the traces', whatever was served
                                      challenges=playbook.challenges), base.parent_version
 

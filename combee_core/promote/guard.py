@@ -153,5 +153,5 @@ def guarded_base(playbook: Playbook, ledger: PromotionLedger,
         return playbook, None
     entries = list(decision.served.entries) if decision.served is not None else []
     return (Playbook.from_entries(playbook.playbook_id, playbook.version, entries, playbook.next_entry_number,
-                                  baseline=playbook.baseline, challenges=playbook.challenges),
+                                  playbook.curation, baseline=playbook.baseline, challenges=playbook.challenges),
             decision.served_version)

@@ -21,7 +21,7 @@ kind can go, the version stays over budget and the caller warns.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from combee_core.models import AppliedOperation, DeleteOp, PlaybookEntry
@@ -86,11 +86,13 @@ def eviction_allowance(entries_before: int, removed_before: int, changes_left: i
 
 def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, int] | None = None, *,
                   existing: Collection[str] = (), allowance: int | None = None,
-                  min_evidence: int = DEFAULT_MIN_EVIDENCE) -> Fitted:
+                  min_evidence: int = DEFAULT_MIN_EVIDENCE,
+                  protected: Sequence[tuple[frozenset[str], int]] = ()) -> Fitted:
     """The playbook within ``budget_tokens`` if the caps allow: entries evicted one by one, lowest
     :func:`eviction_key` first (``support`` per entry id), until it fits. Of the ``existing`` entries (those of the
     previous version) at most ``allowance`` are evicted (None: no limit); past it they are skipped, recorded in
-    ``blocked``, and the next candidates go. Unchanged when it fits."""
+    ``blocked``, and the next candidates go; so is an entry of a ``protected`` set once that set's allowance is
+    spent (the rolling change budget, ``combee_core.reduce.rolling``). Unchanged when it fits."""
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
     tokens = playbook_tokens(playbook)
@@ -98,16 +100,21 @@ def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, 
         return Fitted(playbook, [], [], False)
     support = support or {}
     existing = frozenset(existing)
+    left = [allowed for _, allowed in protected]
     applied: list[AppliedOperation] = []
     blocked: list[str] = []
     remaining = list(playbook.entries)
     evicted_existing = 0
     for entry in sorted(playbook.entries, key=lambda e: eviction_key(e, support.get(e.entry_id, 0), min_evidence)):
         is_existing = entry.entry_id in existing
-        if is_existing and allowance is not None and evicted_existing >= allowance:
+        guarded = [n for n, (ids, _) in enumerate(protected) if entry.entry_id in ids]
+        if (is_existing and allowance is not None and evicted_existing >= allowance) or any(
+                left[n] <= 0 for n in guarded):
             blocked.append(entry.entry_id)
             continue
         evicted_existing += is_existing
+        for n in guarded:
+            left[n] -= 1
         remaining = [e for e in remaining if e.entry_id != entry.entry_id]
         applied.append(AppliedOperation(
             operation=DeleteOp(entry_id=entry.entry_id),

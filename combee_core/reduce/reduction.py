@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from combee_core.models import (
     AppliedOperation,
+    CurationState,
     Operation,
     PartialUpdate,
     PlaybookEntry,
@@ -23,7 +24,9 @@ from combee_core.playbook.challenges import ChallengeRules, standing
 from combee_core.playbook.meaning import Judge
 from combee_core.playbook.outcomes import DEFAULT_DECAY, MIN_USES, distinct_outcomes, with_outcomes
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
+from combee_core.reduce.counts import bound_counts, count_limit
 from combee_core.reduce.deterministic_merge import ContestedMerge
+from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS, kept_apart, recent_changes, rolling_budget, said_apart
 from combee_core.reduce.scan import plan_scan
 
 
@@ -217,6 +220,9 @@ def build_version(
     paraphrases: bool = True,
     judge: Judge | None = None,
     outcome_decay: Fraction = DEFAULT_DECAY,
+    bounded: Sequence[AppliedOperation] = (),
+    rolling_share: float | None = None,
+    rolling_versions: int = DEFAULT_ROLLING_VERSIONS,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
@@ -231,38 +237,53 @@ def build_version(
     ``outcome_decay``: what outcome counts keep each version (``combee_core.playbook.outcomes``: the partials'
     ``outcomes``, one per distinct trace, raise the baseline and the used entries' credit after the operations);
     contradictions are weighed with ``v``'s outcomes and this batch's distinct traces
-    (``combee_core.playbook.challenges``)."""
+    (``combee_core.playbook.challenges``);
+    ``bounded``: the records of counts the partials declared above their traces
+    (:func:`combee_core.reduce.counts.bounded_leaves`), kept after the operations. The root's counts are bounded
+    here by the batch's distinct traces (its lineage), and so is what one version adds to an entry's counters;
+    ``rolling_share``: the rolling change budget over the last ``rolling_versions`` versions
+    (:mod:`combee_core.reduce.rolling`, from ``playbook.curation``; None: none), which the operations and evictions
+    share with the per-version cap. The version records the entries it changed for the next one's budget."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
-    cap = None if change_share is None else change_cap(len(playbook), change_share)
     lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
+    operations, cut = bound_counts(scan.operations, len(lineage),
+                                   f"the distinct traces of batch {partials[0].batch_id}")
+    cap = None if change_share is None else change_cap(len(playbook), change_share)
     reflections = {rid for partial in partials for rid in partial.reflection_ids}
     rules = ChallengeRules(copies_per_trace=_copies_per_reflection(partials, len(reflections)),
                            batch_traces=len(lineage), baseline=playbook.baseline, min_uses=MIN_USES)
-    result = apply_operations(playbook, scan.operations, new_version, max_changes=cap, paraphrases=paraphrases,
-                              judge=judge, rules=rules)
+    rolling = None if rolling_share is None else rolling_budget(
+        playbook, playbook.curation.recent_changes, new_version, rolling_share, rolling_versions)
+    result = apply_operations(playbook, operations, new_version, max_changes=cap, paraphrases=paraphrases,
+                              judge=judge, rules=rules, max_count=count_limit(len(lineage)),
+                              protected=() if rolling is None else rolling.limit_of_operations())
     warnings: list[str] = []
-    capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith("change cap")]
+    capped = [a for a in result.applied if a.outcome == "rejected" and a.reason.startswith(("change cap", "rolling"))]
     if capped:
         kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(_count_kinds(capped).items()))
         warnings.append(f"change cap: {len(capped)} operation(s) ({kinds}) of version {new_version} rejected; one "
-                        f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}")
+                        f"version may change at most {cap} of the {len(playbook)} entries of v{playbook.version}"
+                        + ("" if rolling is None else f"; {rolling.reason()}"))
     # superseded rules are recorded after the operations, like evictions
     outcomes = distinct_outcomes(outcome for partial in partials for outcome in partial.outcomes)
     result = ApplyResult(playbook=with_outcomes(with_evidence(result.playbook, use_evidence(partials)), outcomes,
                                                 outcome_decay),
-                         applied=[*result.applied, *result.superseded], changed=result.changed)
+                         applied=[*said_apart(result.applied), *bounded, *cut, *result.superseded],
+                         changed=result.changed)
     kept_state = result.playbook
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
         allowance = eviction_allowance(len(playbook), removed,
                                        None if cap is None else cap - len(result.changed))
         fitted = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied),
-                               existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence)
+                               existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence,
+                               **({} if rolling is None else rolling.eviction_limit(result.changed)))
         if fitted.blocked:
             warnings.append(f"eviction: {len(fitted.blocked)} entr(ies) of v{playbook.version} kept from eviction "
-                            f"by the change cap or the majority rule (at most {allowance} more this version)")
+                            f"by the change cap, the rolling change budget or the majority rule (at most {allowance} "
+                            "more this version)")
         if fitted.over_budget:
             warnings.append(f"budget: version {new_version} stays over its {budget_tokens}-token budget "
                             f"({playbook_tokens(fitted.playbook)} tokens): the caps allow no further eviction")
@@ -271,6 +292,11 @@ def build_version(
     final = replace(result.playbook, baseline=kept_state.baseline,  # the budget's playbook keeps only entries
                     challenges=standing(kept_state.challenges, result.playbook.entries))
     result = ApplyResult(playbook=final, applied=result.applied, changed=result.changed)
+    kept = frozenset(result.playbook.entry_ids)
+    curation = CurationState(recent_changes=recent_changes(
+        playbook, kept, [*result.changed, *(e for e in playbook.entry_ids if e not in kept)],
+        playbook.curation.recent_changes, new_version, rolling_versions),
+        kept_apart=kept_apart(playbook, kept, result.applied, new_version))
     first = partials[0]
     usage = sum((partial.usage for partial in partials), scan.usage)
     level0_path = max(partial.latency_s for partial in partials)
@@ -309,10 +335,11 @@ def build_version(
         baseline=final.baseline,
         challenges=challenges,
         stats=stats,
+        curation=curation,
         content_hash=content_hash,
         published_at=published_at,
     )
-    return NewVersion(playbook=result.playbook, record=record, warnings=tuple(warnings))
+    return NewVersion(playbook=replace(result.playbook, curation=curation), record=record, warnings=tuple(warnings))
 
 
 def _count_kinds(applied: Sequence[AppliedOperation]) -> dict[str, int]:

@@ -54,8 +54,12 @@ def test_contesting_turns_only_uncertain_restatements_into_conflicts_in_either_o
     assert contesting.judge(NEAR[1], "s", NEAR[0], "s").kind == "same"
     assert contesting.judge(OTHER, "s", REWORDED[0], "s").kind == "distinct"
     trusting = UncertainJudge.trusting(_judge())
-    assert trusting.judge(REWORDED[1], "a", REWORDED[0], "b").kind == "distinct"
+    silent = trusting.judge(REWORDED[1], "a", REWORDED[0], "b")  # the call said nothing: the judge's verdict
+    assert silent.kind == "same" and not silent.reinforces
+    assert UncertainJudge.trusting(_judge(), frozenset({REWORDED[::-1]})).judge(
+        REWORDED[1], "a", REWORDED[0], "b").kind == "distinct"  # kept apart explicitly
     assert trusting.judge(NEAR[1], "s", NEAR[0], "s").kind == "same"
+    assert trusting.judge(NEAR[1], "s", NEAR[0], "s").reinforces
 
 
 def test_the_merge_sends_uncertain_wordings_to_the_call_with_their_support_and_merges_the_rest() -> None:
@@ -87,12 +91,12 @@ def test_an_add_uncertain_against_an_entry_goes_to_the_call_and_one_that_is_not_
         AddOp(section="x", content=OTHER)]
 
 
-def test_after_the_call_an_uncertain_add_is_a_new_lesson_and_changes_no_counter_of_the_entry() -> None:
+def test_after_a_silent_call_an_uncertain_add_is_folded_into_the_entry_and_changes_no_counter() -> None:
     playbook = Playbook.from_entries("pb", 1, [_entry(REWORDED[0])])
     trusting = UncertainJudge.trusting(_judge())
     result = apply_operations(playbook, [AddOp(section="general", content=REWORDED[1], support=9)], 2, judge=trusting)
     assert result.playbook.get("gen-00001") == playbook.get("gen-00001")
-    assert len(result.playbook) == 2
+    assert len(result.playbook) == 1 and result.applied[0].reason.startswith("folded into gen-00001")
     near = apply_operations(Playbook.from_entries("pb", 1, [_entry(NEAR[0])]),
                             [AddOp(section="general", content=NEAR[1], support=2)], 2, judge=trusting)
     assert len(near.playbook) == 1 and near.playbook.entries[0].helpful == 6
@@ -129,7 +133,7 @@ def _version(config: ReducerConfig, embedder: Embedder, texts: tuple[str, ...] =
 def test_with_a_real_reducer_the_call_reads_the_uncertain_add_and_its_verdict_stands() -> None:
     role, contents, helpful = _version(ReducerConfig(ask_reducer=True), _static())
     assert [[op.content for op in ops] for call in role.calls for ops in call] == [[REWORDED[1]]]  # type: ignore[union-attr]
-    assert contents == sorted([REWORDED[0], REWORDED[1], OTHER]) and helpful == 4
+    assert contents == sorted([REWORDED[0], OTHER]) and helpful == 4  # silent: folded, no counter raised
     role, contents, helpful = _version(ReducerConfig(ask_reducer=False), _static())
     assert role.calls == [] and contents == sorted([REWORDED[0], OTHER]) and helpful == 5
 
@@ -137,7 +141,7 @@ def test_with_a_real_reducer_the_call_reads_the_uncertain_add_and_its_verdict_st
 def test_a_batch_of_one_partial_also_sends_its_uncertain_add_to_the_call() -> None:
     role, contents, helpful = _version(ReducerConfig(ask_reducer=True), _static(), (REWORDED[1],))
     assert [[op.content for op in ops] for call in role.calls for ops in call] == [[REWORDED[1]]]  # type: ignore[union-attr]
-    assert contents == sorted(REWORDED) and helpful == 4
+    assert contents == [REWORDED[0]] and helpful == 4
 
 
 def test_the_reducer_asks_only_when_a_real_model_answers_it() -> None:
