@@ -2,9 +2,9 @@
 and Tansu on ``s3://`` in front of it, supervised as one service, their data under the state directory.
 
 Start: the storage first, until its S3 gateway serves the bucket; the tails of writes a kill tore are cut
-(:mod:`streams.broker.torn_tails`); then Tansu, until it answers Kafka. While it runs:
-a storage process that dies is restarted on the same ports (Tansu keeps its clients meanwhile; their produces fail
-until it is back), at most :attr:`DurableBroker.storage_restarts` times within ``restart_window_s``; a Tansu that
+(:mod:`streams.broker.torn_tails`); then Tansu, until it answers Kafka. While it runs: a storage process that dies
+is restarted, and Tansu with it, the same way and on the same ports (clients reconnect; their produces fail until
+both are back), at most :attr:`DurableBroker.storage_restarts` times within ``restart_window_s``; a Tansu that
 dies, or a storage that keeps dying, ends the service with one line saying which and why. One service per state
 directory: a lock file refuses a second one.
 """
@@ -150,9 +150,7 @@ class DurableBroker:
             if kafka_port is None and previous.get("kafka") and port_free(self.host, previous["kafka"]) \
                     and previous["kafka"] not in ports.values():
                 kafka_port = previous["kafka"]
-            self.tansu = EmbeddedBroker(port=kafka_port, host=self.host, storage=DURABLE_STORAGE,
-                                        extra_env=self.storage.tansu_env(), log_dir=self.data_dir / "logs",
-                                        startup_timeout_s=self.startup_timeout_s)
+            self.tansu = self._tansu(kafka_port)
             await self.tansu.start_async()
             self.ports_path.write_text(json.dumps(self.ports, indent=1) + "\n")
         except BaseException:
@@ -160,6 +158,11 @@ class DurableBroker:
             raise
         self.start_seconds = time.monotonic() - t0
         return self
+
+    def _tansu(self, port: int | None) -> EmbeddedBroker:
+        assert self.storage is not None
+        return EmbeddedBroker(port=port, host=self.host, storage=DURABLE_STORAGE, extra_env=self.storage.tansu_env(),
+                              log_dir=self.data_dir / "logs", startup_timeout_s=self.startup_timeout_s)
 
     def record(self) -> BrokerRecord:
         assert self.storage is not None and self.tansu is not None
@@ -170,8 +173,8 @@ class DurableBroker:
     async def supervise(self, stop: asyncio.Event, notify: Callable[[str], None],
                         restarted: Callable[[], object] = lambda: None, poll_s: float = 0.5) -> str | None:
         """Watch both processes until ``stop`` is set (None) or the service must end (the one-line reason).
-        A dead storage process is restarted (``notify`` says so; then ``restarted()``), Tansu's death ends the
-        service."""
+        A dead storage process is restarted with Tansu (``notify`` says so; then ``restarted()``), Tansu's death
+        ends the service."""
         assert self.storage is not None and self.tansu is not None
         while not stop.is_set():
             code = self.tansu.exit_code()
@@ -197,12 +200,26 @@ class DurableBroker:
         if len(self._restarts) > self.storage_restarts:
             return (f"{what}, {len(self._restarts)} times within {self.restart_window_s:.0f} s; last log line: "
                     f"{last}")
-        notify(f"combee broker: {what}; restarting it ({len(self._restarts)} of {self.storage_restarts} within "
-               f"{self.restart_window_s:.0f} s); produces fail until it is back")
+        notify(f"combee broker: {what}; restarting it and Tansu on the same ports ({len(self._restarts)} of "
+               f"{self.storage_restarts} within {self.restart_window_s:.0f} s); produces fail until they are back")
+        started = time.monotonic()
+        await self._restart_all()
+        assert self.tansu is not None
+        notify(f"combee broker: storage (pid {self.storage.pid}) and Tansu (pid {self.tansu.pid}) back after "
+               f"{time.monotonic() - started:.1f} s")
+        return None
+
+    async def _restart_all(self) -> None:
+        """Tansu stopped, the storage started again, torn tails cut, Tansu started again: Tansu is not running
+        while tails are cut (a running one may be between its watermark and its batch, :mod:`torn_tails`)."""
+        assert self.storage is not None and self.tansu is not None
+        await self.tansu.stop_async(TANSU_STOP_S)
         self.storage.stop(0)
         await self.storage.start_async()
-        notify(f"combee broker: storage back after {self.storage.startup_seconds:.1f} s (pid {self.storage.pid})")
-        return None
+        client = BucketClient(self.host, self.storage.ports["s3"], BUCKET)
+        self.repairs = await asyncio.to_thread(repair_torn_tails, client, DEFAULT_CLUSTER_ID)
+        self.tansu = self._tansu(self.tansu.port)  # the same address: its clients reconnect
+        await self.tansu.start_async()
 
     async def stop(self) -> None:
         """Tansu first (it may still be writing), then the storage; release the lock. Idempotent."""

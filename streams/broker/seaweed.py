@@ -106,6 +106,33 @@ def s3_bucket_answers(host: str, port: int, bucket: str = BUCKET, timeout_s: flo
         connection.close()
 
 
+PROBE_KEY = "combee/ready"
+"""An object written and read back before the storage counts as ready: listing the bucket needs only the filer,
+reading data needs the volume server registered with the master too (after a kill it can take seconds more)."""
+
+
+def s3_round_trip(host: str, port: int, bucket: str = BUCKET, timeout_s: float = 5.0) -> bool:
+    """True when a small object can be written to ``bucket`` and read back."""
+    body = str(time.time()).encode()
+    put = _request(host, port, "PUT", f"/{bucket}/{PROBE_KEY}", body, timeout_s)
+    ok = put is not None and put[0] == 200
+    got = _request(host, port, "GET", f"/{bucket}/{PROBE_KEY}", None, timeout_s) if ok else None
+    return got == (200, body)
+
+
+def _request(host: str, port: int, method: str, path: str, body: bytes | None, timeout_s: float
+             ) -> tuple[int, bytes] | None:
+    connection = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        connection.request(method, path, body=body)
+        response = connection.getresponse()
+        return response.status, response.read()
+    except (OSError, http.client.HTTPException):
+        return None
+    finally:
+        connection.close()
+
+
 def directory_bytes(path: Path) -> int:
     """Bytes the files under ``path`` take (apparent sizes; 0 when it does not exist)."""
     total = 0
@@ -175,7 +202,7 @@ class SeaweedStorage:
             raise BrokerStartError(self._child.report(
                 f"SeaweedFS (the durable broker's storage) exited with code {code} while starting in "
                 f"{self.data_dir}.", "storage"))
-        return s3_bucket_answers(self.host, self.ports["s3"])
+        return s3_bucket_answers(self.host, self.ports["s3"]) and s3_round_trip(self.host, self.ports["s3"])
 
     def _timeout_error(self) -> BrokerStartError:
         return BrokerStartError(self._child.report(

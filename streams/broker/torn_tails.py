@@ -16,6 +16,7 @@ import http.client
 import json
 import logging
 import struct
+import time
 import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
@@ -59,11 +60,22 @@ class Repair:
 class BucketClient:
     """The few S3 calls the repair needs, over plain HTTP on loopback (SeaweedFS without IAM takes them unsigned)."""
 
-    def __init__(self, host: str, port: int, bucket: str, timeout_s: float = 10.0) -> None:
-        self.host, self.port, self.bucket, self.timeout_s = host, port, bucket, timeout_s
+    def __init__(self, host: str, port: int, bucket: str, timeout_s: float = 10.0, retry_s: float = 30.0) -> None:
+        self.host, self.port, self.bucket, self.timeout_s, self.retry_s = host, port, bucket, timeout_s, retry_s
 
     def _call(self, method: str, path: str, body: bytes | None = None,
               headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+        """One request; a 5xx answer is asked again for up to ``retry_s`` (a storage just restarted after a kill
+        serves listings before its volumes)."""
+        deadline = time.monotonic() + self.retry_s
+        while True:
+            status, headers_, body_ = self._once(method, path, body, headers)
+            if status < 500 or time.monotonic() > deadline:
+                return status, headers_, body_
+            time.sleep(0.25)
+
+    def _once(self, method: str, path: str, body: bytes | None,
+              headers: dict[str, str] | None) -> tuple[int, dict[str, str], bytes]:
         connection = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
         try:
             connection.request(method, path, body=body, headers=headers or {})
@@ -116,7 +128,11 @@ def repair_torn_tails(client: BucketClient, cluster: str) -> list[Repair]:
     for topic in topics:
         _, partitions = client.list(f"{topic}partitions/", delimiter="/")
         for partition in partitions:
-            repair = _repair_partition(client, partition)
+            try:
+                repair = _repair_partition(client, partition)
+            except TornTailRepairError as error:
+                log.warning("could not check the tail of %s: %s", partition, error)
+                continue
             if repair is not None:
                 repairs.append(repair)
     return repairs

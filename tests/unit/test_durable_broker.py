@@ -76,3 +76,18 @@ def test_status_says_where_the_data_is_how_much_and_whether_storage_answers(tmp_
     assert line.startswith(f"Broker storage: {data} (2.5 MB on disk), SeaweedFS at http://127.0.0.1:{port} (pid 4242)")
     assert "NOT ANSWERING" in line
     assert "memory only" in storage_report(BrokerRecord.now("127.0.0.1:9092", "memory://tansu/"))
+
+
+def test_a_torn_tail_is_cut_to_the_end_of_the_last_stored_batch_and_a_whole_one_is_left_alone():
+    import struct
+
+    from streams.broker.torn_tails import batch_end, repaired_high
+
+    header = bytearray(61)
+    struct.pack_into(">i", header, 23, 4)  # lastOffsetDelta: a batch of 5 records
+    assert batch_end(100, bytes(header)) == 105
+    assert repaired_high(high=106, last_batch_end=105, low=None) == 105  # offset 105: watermark moved, no batch
+    assert repaired_high(high=105, last_batch_end=105, low=None) is None  # whole
+    assert repaired_high(high=3, last_batch_end=None, low=None) == 0  # nothing stored at all
+    with pytest.raises(ValueError, match="too short"):
+        batch_end(0, b"\x00" * 10)
