@@ -21,6 +21,8 @@ import xml.etree.ElementTree as ElementTree
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
+from combee_core.errors import CombeeError
+
 log = logging.getLogger(__name__)
 
 _S3 = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -30,7 +32,7 @@ LOOK_BACK = 10_000
 """Offsets below the watermark where the listing for the last batch starts (a full listing when none is there)."""
 
 
-class TornTailRepairError(RuntimeError):
+class TornTailRepairError(CombeeError, RuntimeError):
     """The storage did not answer as expected while checking the partitions' tails."""
 
 
