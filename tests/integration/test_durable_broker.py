@@ -25,6 +25,7 @@ from combee_core.models import PlaybookVersion, PromotionDecision, Reflection, T
 from combee_core.serve.served import ServedLog, served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
+from streams.broker.admin import create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.state import BrokerRecord, process_alive
 from streams.testing.broker import ResolvedBroker
@@ -247,3 +248,44 @@ async def test_a_killed_storage_process_is_restarted_and_nothing_acknowledged_is
         return newest
 
     await _run(tmp_path, unique_prefix, fault)
+
+
+async def test_a_write_torn_by_a_kill_is_cut_at_the_next_start_so_readers_reach_the_end(tmp_path):
+    """What a kill between Tansu's two steps of a produce leaves (the watermark advanced, the batch never stored),
+    made on purpose: the next start cuts it, and a reader reaches the end (before the cut it waited forever)."""
+    import json as json_
+
+    from streams.broker.durable import DurableBroker
+    from streams.broker.seaweed import BUCKET, SeaweedStorage
+    from streams.broker.torn_tails import BucketClient, Repair
+
+    broker = DurableBroker(tmp_path)
+    await broker.start()
+    try:
+        await create_topics(broker.bootstrap, {"torn.t": 1})
+        producer = await start_producer(broker.bootstrap, BrokerProfile.for_tansu())
+        for number in range(3):
+            await producer.send_and_wait("torn.t", f"r{number}".encode())
+        await producer.stop()
+    finally:
+        await broker.stop()
+    assert broker.storage is not None
+    storage = SeaweedStorage(broker.storage_dir, broker.storage.ports).start()
+    try:
+        client = BucketClient("127.0.0.1", broker.storage.ports["s3"], BUCKET)
+        key = "clusters/tansu_cluster/topics/torn.t/partitions/0000000000/watermark.json"
+        stored = client.get(key)
+        assert stored is not None
+        watermark = json_.loads(stored[0])
+        assert watermark["high"] == 3
+        assert client.put_if_match(key, json_.dumps({**watermark, "high": 4}).encode(), stored[1])
+    finally:
+        storage.stop()
+    again = DurableBroker(tmp_path)
+    await again.start()
+    try:
+        assert again.repairs == [Repair("torn.t/0", 4, 3)]
+        records = await read_topic(again.bootstrap, BrokerProfile.for_tansu(), "torn.t", deadline_s=20)
+    finally:
+        await again.stop()
+    assert [r.value for r in records] == [b"r0", b"r1", b"r2"]
