@@ -70,6 +70,8 @@ class StageContext:
                                                      headers=list(headers) or None)
         future = await self.producer.send(full_topic, payload, key=key.encode(), headers=list(headers) or None)
         self._sends.append((future, full_topic, payload, key.encode(), headers))
+        if len(self._sends) > 10_000:  # no flush for a long while: keep only what is not yet known to be stored
+            self._sends = [s for s in self._sends if not s[0].done() or s[0].cancelled() or s[0].exception()]
         return None
 
     async def flush(self) -> None:
