@@ -51,3 +51,7 @@ class TopicCreationError(CombeeError, RuntimeError):
 
 class StorageURLError(CombeeError, ValueError):
     """A ``--storage`` URL the embedded broker cannot use."""
+
+
+class BrokerAlreadyRunning(CombeeError, RuntimeError):
+    """Another ``combee broker`` holds the state directory's data."""

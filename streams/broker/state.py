@@ -32,11 +32,19 @@ class BrokerRecord(BaseModel):
     pid: int
     storage: str
     started_at: datetime
+    data_dir: str | None = None
+    """The durable broker's data directory (None: memory or an outside S3)."""
+    storage_endpoint: str | None = None
+    """The S3 endpoint of the storage process the durable broker runs (SeaweedFS)."""
+    child_pids: dict[str, int] = {}
+    """Process ids of its children: ``tansu``, and ``storage`` for the durable broker."""
+    ports: dict[str, int] = {}
+    """Every loopback port it listens on: ``kafka`` and the storage's."""
 
     @classmethod
-    def now(cls, bootstrap: str, storage: str, pid: int | None = None) -> BrokerRecord:
-        return cls(bootstrap=bootstrap, pid=os.getpid() if pid is None else pid, storage=storage,
-                   started_at=datetime.now(timezone.utc))
+    def now(cls, bootstrap: str, storage: str, pid: int | None = None, **details: object) -> BrokerRecord:
+        return cls.model_validate({"bootstrap": bootstrap, "pid": os.getpid() if pid is None else pid,
+                                   "storage": storage, "started_at": datetime.now(timezone.utc), **details})
 
 
 def state_dir(env: Mapping[str, str] | None = None) -> Path:

@@ -1,11 +1,12 @@
-"""``combee broker``: the embedded Tansu broker alone, recorded so that other commands on this machine find it."""
+"""``combee broker``: the embedded broker alone, recorded so that other commands on this machine find it. Durable by
+default (SeaweedFS + Tansu, data under the state directory, :mod:`streams.broker.durable`); ``--memory`` or
+``--storage URL`` run Tansu alone."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
-import signal
 import sys
 
 from streams.cli.running import stop_on_signals
@@ -17,15 +18,71 @@ STORED_STOP_S = 5.0
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    broker = subparsers.add_parser("broker", help="run the embedded Tansu broker; other commands here find it")
-    broker.add_argument("--port", type=int, help="port (default: a free one)")
-    broker.add_argument("--storage", help="Tansu storage engine: memory://tansu/ (default; lost on stop), "
-                        "or s3://BUCKET/ (kept; AWS_* variables set the endpoint and credentials); docs/broker.md")
+    broker = subparsers.add_parser("broker", help="run the embedded broker (durable: data under COMBEE_STATE_DIR); "
+                                   "other commands here find it")
+    broker.add_argument("--port", type=int, help="Kafka port (default: the previous run's when free, else a free one)")
+    where = broker.add_mutually_exclusive_group()
+    where.add_argument("--memory", action="store_true", help="keep nothing: topics live in the broker process and "
+                       "are lost when it stops (the tests' and demo's broker)")
+    where.add_argument("--storage", help="Tansu alone on this storage: memory://tansu/, or s3://BUCKET/ of an S3 "
+                       "service you run (AWS_* variables set the endpoint and credentials); docs/broker.md")
     broker.add_argument("-v", "--verbose", action="store_true")
     broker.set_defaults(handler=cmd_broker)
 
 
 async def cmd_broker(args: argparse.Namespace) -> int:
+    if args.memory or args.storage:
+        return await _tansu_alone(args)
+    return await _durable(args)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _durable(args: argparse.Namespace) -> int:
+    from streams.broker.durable import DurableBroker
+    from streams.broker.errors import BrokerLost
+    from streams.broker.state import clear_record, read_record, state_dir, write_record
+
+    broker = DurableBroker(state_dir(), port=args.port)
+    broker.claim()  # a second broker on this state directory stops here, in one line
+    _say(f"combee broker: data in {broker.data_dir} (COMBEE_STATE_DIR); starting the storage (SeaweedFS), then Tansu")
+    await broker.start()
+    assert broker.storage is not None and broker.tansu is not None
+    stop = asyncio.Event()
+    stop_on_signals(stop)  # before the address is printed: whoever reads it may signal at once
+    reason = None
+    try:
+        previous = read_record()
+        path = write_record(broker.record())
+        print(broker.bootstrap, flush=True)
+        if previous is not None:
+            _say(f"Note: the broker at {previous.bootstrap} (pid {previous.pid}) is still running; commands without "
+                 f"--bootstrap now use this one.")
+        if broker.repairs:
+            _say(f"combee broker: {len(broker.repairs)} partition(s) ended in a write torn by a kill (never "
+                 f"acknowledged), cut back to their last stored record: " + ", ".join(
+                     f"{r.partition} {r.high}->{r.repaired}" for r in broker.repairs[:10]))
+        _say(f"Durable broker running at {broker.bootstrap} (Tansu pid {broker.tansu.pid}), storage SeaweedFS at "
+             f"{broker.storage.endpoint} (pid {broker.storage.pid}), data in {broker.data_dir}: topics, records and "
+             f"committed offsets survive a restart (started in {broker.start_seconds:.1f} s). Recorded in {path}: "
+             f"combee commands on this machine use it without --bootstrap. Ctrl-C stops it.")
+        reason = await broker.supervise(stop, _say, restarted=lambda: write_record(broker.record()))
+    finally:
+        clear_record()
+        if reason is None:
+            _say(f"Stopping the broker at {broker.bootstrap}, then its storage...")
+        await broker.stop()
+        if reason is None:
+            _say("Broker stopped.")
+    if reason is not None:
+        raise BrokerLost(reason)
+    return 0
+
+
+async def _tansu_alone(args: argparse.Namespace) -> int:
+    from streams.broker.durable import describe_exit
     from streams.broker.state import BrokerRecord, clear_record, read_record, write_record
     from streams.broker.tansu import MEMORY_STORAGE, EmbeddedBroker
 
@@ -33,33 +90,32 @@ async def cmd_broker(args: argparse.Namespace) -> int:
     await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
     stop = asyncio.Event()
     stop_on_signals(stop)  # before the address is printed: whoever reads it may signal at once
+    exit_code = None
     try:
         previous = read_record()
-        path = write_record(BrokerRecord.now(broker.bootstrap, broker.storage))
+        path = write_record(BrokerRecord.now(broker.bootstrap, broker.storage, child_pids={"tansu": broker.pid}))
         print(broker.bootstrap, flush=True)
         if previous is not None:
-            print(f"Note: the broker at {previous.bootstrap} (pid {previous.pid}) is still running; commands without "
-                  f"--bootstrap now use this one.", file=sys.stderr)
+            _say(f"Note: the broker at {previous.bootstrap} (pid {previous.pid}) is still running; commands without "
+                 f"--bootstrap now use this one.")
         keeps = ("memory only: its data is lost when it stops" if broker.storage.startswith("memory:")
                  else "topics and offsets kept across restarts")
-        print(f"Embedded Tansu broker running at {broker.bootstrap}, storage {broker.storage} ({keeps}). Recorded in "
-              f"{path}: combee commands on this machine use it without --bootstrap. Ctrl-C stops it.",
-              file=sys.stderr, flush=True)
+        _say(f"Embedded Tansu broker running at {broker.bootstrap}, storage {broker.storage} ({keeps}). Recorded in "
+             f"{path}: combee commands on this machine use it without --bootstrap. Ctrl-C stops it.")
         exit_code = await _wait_for_stop_or_exit(stop, broker)
     finally:
         clear_record()
         memory = broker.storage.startswith("memory:")
         grace = MEMORY_STOP_S if memory else STORED_STOP_S  # in memory there is nothing to flush
         if exit_code is None:
-            print(f"Stopping the broker at {broker.bootstrap} (up to {grace:g} s while clients are connected)...",
-                  file=sys.stderr, flush=True)
+            _say(f"Stopping the broker at {broker.bootstrap} (up to {grace:g} s while clients are connected)...")
         await broker.stop_async(grace)
         if exit_code is None:
-            print("Broker stopped.", file=sys.stderr, flush=True)
+            _say("Broker stopped.")
     if exit_code is not None:
         from streams.broker.errors import BrokerLost
 
-        raise BrokerLost(f"the Tansu broker process at {broker.bootstrap} {_describe_exit(exit_code)}; last log "
+        raise BrokerLost(f"the Tansu broker process at {broker.bootstrap} {describe_exit(exit_code)}; last log "
                          f"line: {broker.log_tail(1).strip() or '(none)'}")
     return 0
 
@@ -73,10 +129,3 @@ async def _wait_for_stop_or_exit(stop: asyncio.Event, broker, poll_s: float = 0.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), poll_s)
     return None
-
-
-def _describe_exit(code: int) -> str:
-    if code < 0:
-        with contextlib.suppress(ValueError):
-            return f"was killed by {signal.Signals(-code).name}"
-    return f"exited with code {code}"

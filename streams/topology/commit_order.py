@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 async def acknowledge(stage: Stage, records: Iterable[ConsumerRecord], *, unflushed: bool) -> None:
     """Steps 2-3: flush when something was published since the last flush, then mark the records done."""
     if unflushed:
-        await stage.ctx.producer.flush()
+        await stage.ctx.flush()
     for record in records:
         stage.done(record)
 
@@ -65,5 +65,5 @@ async def commit(stage: Stage, partitions: set[TopicPartition]) -> None:
 async def fence(stage: Stage, revoked: set[TopicPartition]) -> None:
     """Step 5: what was written before the fence lands before the next owner reads, then the revoked partitions'
     safe offsets are committed."""
-    await stage.ctx.producer.flush()
+    await stage.ctx.flush()
     await commit(stage, revoked)

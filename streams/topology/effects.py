@@ -52,5 +52,5 @@ async def perform(stage: Stage, effects: Iterable[Effect],
         elif isinstance(effect, Count):
             stage.ctx.count(effect.name, effect.amount)
     if unflushed:
-        await stage.ctx.producer.flush()
+        await stage.ctx.flush()
     return True

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 from aiokafka.structs import RecordMetadata
 
 from combee_core.ingest.redaction import RedactionConfig
@@ -35,6 +36,10 @@ class StageContext:
     stop: asyncio.Event
     llm: LLMRoles | None = None
     counters: dict[str, int] = field(default_factory=dict)
+    _sends: list[tuple[asyncio.Future, str, bytes, bytes, tuple[tuple[str, bytes], ...]]] = field(
+        default_factory=list, repr=False)
+    """Records sent without waiting, until :meth:`flush` has seen them acknowledged (or sent them again)."""
+    _resending: set[asyncio.Task] = field(default_factory=set, repr=False)
 
     @property
     def roles(self) -> LLMRoles:
@@ -63,8 +68,43 @@ class StageContext:
         if wait:
             return await self.producer.send_and_wait(full_topic, payload, key=key.encode(),
                                                      headers=list(headers) or None)
-        await self.producer.send(full_topic, payload, key=key.encode(), headers=list(headers) or None)
+        future = await self.producer.send(full_topic, payload, key=key.encode(), headers=list(headers) or None)
+        self._sends.append((future, full_topic, payload, key.encode(), headers))
+        if len(self._sends) > 10_000:  # no flush for a long while: keep only what is not yet known to be stored
+            self._sends = [s for s in self._sends if not s[0].done() or s[0].cancelled() or s[0].exception()]
         return None
+
+    async def flush(self) -> None:
+        """Everything sent so far is on the broker when this returns: the producer is flushed, and a record the
+        broker refused (aiokafka does not retry every error: Tansu answers UnknownServerError while its storage is
+        down) is sent again, until it is acknowledged. Only then may a stage commit the offsets behind it
+        (``streams.topology.commit_order``); without this such a record was lost and its input committed."""
+        await self.producer.flush()
+        sends, self._sends = self._sends, []
+        for future, topic, payload, key, headers in sends:
+            if not future.done():
+                await asyncio.wait([future])
+            if future.cancelled() or future.exception() is not None:
+                error = "cancelled" if future.cancelled() else repr(future.exception())
+                task = asyncio.ensure_future(self._resend(topic, payload, key, headers, error))
+                self._resending.add(task)
+                task.add_done_callback(self._resending.discard)
+        if self._resending:
+            await asyncio.gather(*list(self._resending))
+
+    async def _resend(self, topic: str, payload: bytes, key: bytes, headers: tuple[tuple[str, bytes], ...],
+                      error: str) -> None:
+        delay, attempt = 0.5, 0
+        while True:
+            attempt += 1
+            log.warning("a record to %s was refused (%s); sending it again (attempt %d)", topic, error, attempt)
+            try:
+                await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
+                return
+            except KafkaError as failed:
+                error = repr(failed)
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 2)
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Publish a dead letter (always waits: a dead letter must never be lost), redacted before it is logged or

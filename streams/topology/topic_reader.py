@@ -21,11 +21,17 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.errors import CombeeError
 from streams.broker.admin import close_client
 from streams.broker.profile import BrokerProfile
 from streams.topology.kafka_clients import consumer_config
 
-__all__ = ["TopicReader", "TopicTail", "end_offsets", "read_topic"]
+__all__ = ["TopicReadTimeout", "TopicReader", "TopicTail", "end_offsets", "read_topic"]
+
+
+class TopicReadTimeout(CombeeError, TimeoutError):
+    """A read to the ends measured did not get there in time (a broker slow or away): one line from a command, not a
+    traceback (``combee status`` gave one after a restart on ``s3://`` storage, issue 40)."""
 
 
 class TopicReader:
@@ -128,8 +134,8 @@ class TopicReader:
         pending = list(todo)
         while pending:
             if time.monotonic() - started > deadline_s:
-                raise TimeoutError(f"reading {sorted({tp.topic for tp in pending})} did not reach their ends within "
-                                   f"{deadline_s} s")
+                topics = sorted({tp.topic for tp in pending})
+                raise TopicReadTimeout(f"reading {topics} did not reach their ends within {deadline_s} s")
             batch = await self._consumer.getmany(*pending, timeout_ms=200)
             for tp, tp_records in batch.items():
                 records.extend(r for r in tp_records if r.offset < ends[tp])

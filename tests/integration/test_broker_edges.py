@@ -136,7 +136,7 @@ async def test_combee_broker_is_found_by_commands_without_a_bootstrap_and_forgot
     env = _env(state)
     jsonl = tmp_path / "traces.jsonl"
     jsonl.write_text("".join(t.to_json_bytes().decode() + "\n" for t in make_traces(3, seed=4)))
-    broker = _spawn("broker", env=env)
+    broker = _spawn("broker", "--memory", env=env)
     try:
         bootstrap = await _wait_for_line(broker)
         assert (state / "broker.json").exists()
@@ -163,7 +163,7 @@ def _children(pid: int) -> list[int]:
 
 async def test_combee_broker_exits_with_one_line_when_its_tansu_process_dies(tmp_path):
     state = tmp_path / "state"
-    broker = _spawn("broker", env=_env(state))
+    broker = _spawn("broker", "--memory", env=_env(state))
     try:
         bootstrap = await _wait_for_line(broker)
         await wait_for_broker(bootstrap, timeout_s=20)

@@ -30,7 +30,7 @@ async def _combee(*args: str, env: dict[str, str] | None = None, timeout: float 
 
 
 async def test_broker_command_prints_a_bootstrap_that_answers_and_stops_on_sigterm():
-    process = subprocess.Popen([*COMBEE, "broker"], env=env_without_combee(), stdout=subprocess.PIPE,
+    process = subprocess.Popen([*COMBEE, "broker", "--memory"], env=env_without_combee(), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         bootstrap = (await asyncio.to_thread(process.stdout.readline)).strip()

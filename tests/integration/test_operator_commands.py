@@ -99,8 +99,8 @@ async def test_combee_broker_says_it_is_stopping_and_stops_within_its_grace_with
     import time
 
     env = env_without_combee(COMBEE_STATE_DIR=str(tmp_path))
-    broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker", "--memory"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     worker = None
     try:
         bootstrap = (await asyncio.to_thread(broker.stdout.readline)).strip()

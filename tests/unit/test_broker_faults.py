@@ -122,11 +122,14 @@ def test_the_storage_url_reaches_the_tansu_command_line(tmp_path):
     assert "--storage-engine s3://tansu/" in argv_file.read_text()
 
 
-def test_memory_is_the_default_storage_of_the_broker_command():
+def test_the_broker_command_is_durable_unless_told_memory_or_a_storage_url():
     args = build_parser().parse_args(["broker"])
-    assert args.storage is None  # cmd_broker uses MEMORY_STORAGE
-    assert EmbeddedBroker().storage == "memory://tansu/"
+    assert args.storage is None and not args.memory  # cmd_broker runs the durable broker (SeaweedFS + Tansu)
+    assert build_parser().parse_args(["broker", "--memory"]).memory
+    assert EmbeddedBroker().storage == "memory://tansu/"  # an EmbeddedBroker alone stays memory-only
     assert build_parser().parse_args(["broker", "--storage", "s3://b/"]).storage == "s3://b/"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["broker", "--memory", "--storage", "s3://b/"])
 
 
 # ---------------------------------------------------------------------------------------------- log floods
