@@ -189,8 +189,11 @@ class _WorkingPlaybook:
         (or opens one), which supersedes ``old`` (a DELETE recorded with both sides' evidence, then the ADD) once
         its support outweighs the old rule's evidence (``combee_core.playbook.challenges``); else it is rejected
         as pending."""
-        challenge, replaced = accrue(self.challenges, old, op, self.rules.traces(op), self.new_version, why,
-                                     self.judge)
+        traces, bound = self.gain(old.entry_id, "challenge support", self.rules.traces(op))
+        if traces == 0:  # the corrections of this version already stand for every trace behind it
+            return AppliedOperation(operation=op, outcome="rejected", reason=(
+                f"conflicts with {self.rules.describe(old)} ({why}): kept, no counter changed{bound}"))
+        challenge, replaced = accrue(self.challenges, old, op, traces, self.new_version, why, self.judge)
         lineage = f"{self.rules.describe(old)} vs this ADD's {describe_challenge(challenge)}"
         if challenge.support <= self.rules.strength(old):
             dropped = "" if replaced is None else (
@@ -198,11 +201,13 @@ class _WorkingPlaybook:
                 f"{replaced.support})")
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}); the old rule's evidence is not outweighed: kept, no counter "
-                f"changed, the challenge pending{dropped}"))
+                f"changed, the challenge pending{dropped}{bound}"))
         if (cap := self.over_cap([old.entry_id])) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}) and would supersede it, but {cap}; the challenge pending"))
         applied = self._new_entry(op, "", helpful=challenge.support - 1)  # the winner inherits its evidence
+        # ... which this version's traces stand behind: their restatements of the winner add nothing on top
+        self.gained[(str(applied.entry_id), "helpful")] = challenge.support - 1
         self.challenges.remove(challenge)
         self._supersede(old, str(applied.entry_id), f"superseded by {applied.entry_id}: {why}; {lineage}")
         return applied.model_copy(update={"reason": f"added; supersedes {lineage} ({why})"})
