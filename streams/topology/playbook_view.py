@@ -146,6 +146,8 @@ class PlaybookVersions:
                 await asyncio.wait_for(asyncio.shield(arrived), step)
                 return
             except TimeoutError:
+                if arrived.done():  # it arrived as the wait timed out: nothing to say
+                    return
                 waited += step
                 if timeout_s is not None:
                     if (calls := self._said.observe(("fell back", playbook_id, version), self._clock())) is not None:
