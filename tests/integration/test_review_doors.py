@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+from types import SimpleNamespace
 
 import aiohttp
 import mcp.types as types
@@ -25,6 +26,10 @@ from tests.integration.topology_support import run_settings
 pytestmark = pytest.mark.integration
 
 TASK = "the network call timed out: retry it"
+
+STDIO = SimpleNamespace(request=None)
+"""A request context as the stdio transport gives one: no HTTP request, so no key to check (the handlers are called
+in process here; tests/unit/test_door_mcp.py checks keys over HTTP)."""
 
 
 def _decision(version: PlaybookVersion, action: str, *ids: str, note: str = "") -> ReviewDecision:
@@ -71,10 +76,10 @@ async def test_http_and_mcp_serve_only_the_approved_entries_and_a_decision_refre
             assert [p["entries"] for p in await response.json()] == [2]
 
         mcp = PlaybookMcp(served)
-        read = await mcp._read_resource(None, types.ReadResourceRequestParams(uri="playbook://pb"))  # type: ignore
+        read = await mcp._read_resource(STDIO, types.ReadResourceRequestParams(uri="playbook://pb"))  # type: ignore
         text = read.contents[0].text
         assert v1.entries[0].content in text and not any(t in text for t in unreviewed)
-        called = await mcp._call_tool(None, types.CallToolRequestParams(  # type: ignore[arg-type]
+        called = await mcp._call_tool(STDIO, types.CallToolRequestParams(  # type: ignore[arg-type]
             name=TOOL, arguments={"playbook_id": "pb", "task": TASK, "k": 7}))
         assert set(called.structured_content["included_entry_ids"]) <= {"pb-0", "pb-4"}
 
