@@ -34,16 +34,18 @@ async def _run(*args: str, env: dict[str, str], timeout: float = 90) -> tuple[in
 
 
 @pytest.mark.skipif(not openssl_available(), reason="needs the openssl command to make test certificates")
-async def test_a_broker_advertising_its_tls_terminator_answers_status_through_it_promptly(tmp_path: Path):
+@pytest.mark.parametrize("mode", [["--memory"], []], ids=["memory", "durable"])
+async def test_a_broker_advertising_its_tls_terminator_answers_status_through_it_promptly(tmp_path: Path,
+                                                                                         mode: list[str]):
     certs = make_certificates(tmp_path / "certs", "unused-key-pass")
     upstream = find_free_port()
     env = env_without_combee(COMBEE_STATE_DIR=str(tmp_path / "state"))
     with TlsProxy(server_context(certs.server_cert, certs.server_key), ("127.0.0.1", upstream)) as proxy:
         advertised = f"localhost:{proxy.port}"  # the broker's certificate names localhost
-        broker = subprocess.Popen([*COMBEE, "broker", "--memory", "--port", str(upstream), "--advertise", advertised],
+        broker = subprocess.Popen([*COMBEE, "broker", *mode, "--port", str(upstream), "--advertise", advertised],
                                   env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
-            bootstrap = (await asyncio.wait_for(asyncio.to_thread(broker.stdout.readline), 60)).strip()
+            bootstrap = (await asyncio.wait_for(asyncio.to_thread(broker.stdout.readline), 90)).strip()
             assert bootstrap == f"127.0.0.1:{upstream}", broker.stderr.read() if broker.poll() is not None else ""
             tls = env_without_combee(COMBEE_STATE_DIR=str(tmp_path / "state"), COMBEE_KAFKA_SECURITY_PROTOCOL="SSL",
                                      COMBEE_KAFKA_SSL_CAFILE=str(certs.ca))
@@ -57,7 +59,7 @@ async def test_a_broker_advertising_its_tls_terminator_answers_status_through_it
         finally:
             broker.send_signal(signal.SIGTERM)
             try:
-                broker.wait(15)
+                broker.wait(30)
             except subprocess.TimeoutExpired:
                 broker.kill()
                 broker.wait(5)
