@@ -90,10 +90,13 @@ class DurableBroker:
     previous run's when free, so clients reconnect to the same address, else a free one)."""
 
     def __init__(self, state_dir: Path, port: int | None = None, *, host: str = "127.0.0.1",
-                 startup_timeout_s: float = 60.0, storage_restarts: int = 3, restart_window_s: float = 60.0) -> None:
+                 startup_timeout_s: float = 60.0, storage_restarts: int = 3, restart_window_s: float = 60.0,
+                 advertised: str | None = None) -> None:
         self.data_dir = Path(state_dir) / DATA_SUBDIR
         self.host = host
         self._requested_port = port
+        self.advertised = advertised
+        """``host:port`` Tansu gives clients in metadata (a TLS terminator in front of it); default its own."""
         self.startup_timeout_s = startup_timeout_s
         self.storage_restarts = storage_restarts
         self.restart_window_s = restart_window_s
@@ -162,7 +165,8 @@ class DurableBroker:
     def _tansu(self, port: int | None) -> EmbeddedBroker:
         assert self.storage is not None
         return EmbeddedBroker(port=port, host=self.host, storage=DURABLE_STORAGE, extra_env=self.storage.tansu_env(),
-                              log_dir=self.data_dir / "logs", startup_timeout_s=self.startup_timeout_s)
+                              log_dir=self.data_dir / "logs", startup_timeout_s=self.startup_timeout_s,
+                              advertised=self.advertised)
 
     def record(self) -> BrokerRecord:
         assert self.storage is not None and self.tansu is not None

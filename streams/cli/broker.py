@@ -26,8 +26,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                        "are lost when it stops (the tests' and demo's broker)")
     where.add_argument("--storage", help="Tansu alone on this storage: memory://tansu/, or s3://BUCKET/ of an S3 "
                        "service you run (AWS_* variables set the endpoint and credentials); docs/broker.md")
+    broker.add_argument("--advertise", type=host_port, metavar="HOST:PORT",
+                        help="the address Tansu gives clients in metadata (default: its own loopback one): a TLS "
+                        "terminator's in front of it; clients then reach it only there (docs/broker.md)")
     broker.add_argument("-v", "--verbose", action="store_true")
     broker.set_defaults(handler=cmd_broker)
+
+
+def host_port(text: str) -> str:
+    """``HOST:PORT`` as given (argparse's type: anything else is refused in one line, exit 2)."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT (e.g. kafka.example.com:9093)")
+    return text
+
+
+def _advertised_note(args: argparse.Namespace, bootstrap: str) -> str:
+    if not args.advertise:
+        return ""
+    return (f" It advertises {args.advertise}: clients that reach it at {bootstrap} are sent there for every "
+            f"request, so each client (commands here too) needs --bootstrap {args.advertise} and that address's "
+            f"connection settings (COMBEE_KAFKA_*).")
 
 
 async def cmd_broker(args: argparse.Namespace) -> int:
@@ -45,7 +64,7 @@ async def _durable(args: argparse.Namespace) -> int:
     from streams.broker.errors import BrokerLost
     from streams.broker.state import clear_record, read_record, state_dir, write_record
 
-    broker = DurableBroker(state_dir(), port=args.port)
+    broker = DurableBroker(state_dir(), port=args.port, advertised=args.advertise)
     broker.claim()  # a second broker on this state directory stops here, in one line
     _say(f"combee broker: data in {broker.data_dir} (COMBEE_STATE_DIR); starting the storage (SeaweedFS), then Tansu")
     await broker.start()
@@ -67,7 +86,8 @@ async def _durable(args: argparse.Namespace) -> int:
         _say(f"Durable broker running at {broker.bootstrap} (Tansu pid {broker.tansu.pid}), storage SeaweedFS at "
              f"{broker.storage.endpoint} (pid {broker.storage.pid}), data in {broker.data_dir}: topics, records and "
              f"committed offsets survive a restart (started in {broker.start_seconds:.1f} s). Recorded in {path}: "
-             f"combee commands on this machine use it without --bootstrap. Ctrl-C stops it.")
+             f"combee commands on this machine use it without --bootstrap. Ctrl-C stops it."
+             + _advertised_note(args, broker.bootstrap))
         reason = await broker.supervise(stop, _say, restarted=lambda: write_record(broker.record()))
     finally:
         clear_record()
@@ -86,7 +106,8 @@ async def _tansu_alone(args: argparse.Namespace) -> int:
     from streams.broker.state import BrokerRecord, clear_record, read_record, write_record
     from streams.broker.tansu import MEMORY_STORAGE, EmbeddedBroker
 
-    broker = EmbeddedBroker(port=args.port, storage=args.storage or MEMORY_STORAGE)
+    broker = EmbeddedBroker(port=args.port, storage=args.storage or MEMORY_STORAGE,
+                            advertised=args.advertise)
     await broker.start_async()  # spawned from the event loop's thread: the broker dies with this process
     stop = asyncio.Event()
     stop_on_signals(stop)  # before the address is printed: whoever reads it may signal at once
@@ -101,7 +122,8 @@ async def _tansu_alone(args: argparse.Namespace) -> int:
         keeps = ("memory only: its data is lost when it stops" if broker.storage.startswith("memory:")
                  else "topics and offsets kept across restarts")
         _say(f"Embedded Tansu broker running at {broker.bootstrap}, storage {broker.storage} ({keeps}). Recorded in "
-             f"{path}: combee commands on this machine use it without --bootstrap. Ctrl-C stops it.")
+             f"{path}: combee commands on this machine use it without --bootstrap. Ctrl-C stops it."
+             + _advertised_note(args, broker.bootstrap))
         exit_code = await _wait_for_stop_or_exit(stop, broker)
     finally:
         clear_record()

@@ -1,8 +1,8 @@
 """SASL against a broker that authenticates: Tansu 0.6.0 with ``--authentication``. Its users live in its storage
 and creating one needs an authenticated connection, so a memory-only Tansu that authenticates has no user anyone
 can log in as (docs/broker.md, "TLS and SASL"): what can be checked here is that a refused login is one line naming
-what to check, exit 2, for a command and a worker, without the password. A successful SASL login is checked only
-in unit tests (every client gets the settings): see docs/broker.md for the limit."""
+what to check, exit 2, for a command and a worker, without the password. A successful SASL login runs through a
+SASL-terminating proxy: tests/integration/test_sasl_login.py."""
 
 from __future__ import annotations
 
