@@ -20,7 +20,9 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 
+from combee_core.connection import KafkaConnection
 from streams.broker.admin import create_topics
+from streams.broker.connection import client_kwargs
 from streams.broker.durable import DurableBroker
 from streams.broker.seaweed import directory_bytes
 from streams.broker.tansu import EmbeddedBroker
@@ -43,9 +45,10 @@ def rss_mb(pid: int | None) -> float | None:
 
 async def produce_figures(bootstrap: str, records: int, size: int, latency_records: int) -> dict[str, float]:
     topic = f"bench.durable.{time.time_ns()}"
-    await create_topics(bootstrap, {topic: 1})
+    connection = KafkaConnection()  # the embedded broker: plaintext on loopback
+    await create_topics(bootstrap, {topic: 1}, connection=connection)
     value = os.urandom(size // 2).hex().encode()[:size]
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks=-1, linger_ms=0)
+    producer = AIOKafkaProducer(**client_kwargs(bootstrap, connection), acks=-1, linger_ms=0)
     await producer.start()
     try:
         latencies = []

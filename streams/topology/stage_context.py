@@ -103,6 +103,11 @@ class StageContext:
                 return
             except KafkaError as failed:
                 error = repr(failed)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # the stage itself is being stopped
+                    raise
+                error = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
             await asyncio.sleep(delay)
             delay = min(5.0, delay * 2)
 

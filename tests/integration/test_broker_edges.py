@@ -60,7 +60,7 @@ async def _ready(port: int, process: subprocess.Popen, deadline_s: float = 90) -
         assert process.poll() is None, f"worker exited early: {process.stderr.read()[-3000:]}"
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+            writer.write(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
             await writer.drain()
             response = await asyncio.wait_for(reader.read(), 5)
             writer.close()
@@ -77,7 +77,7 @@ async def _readyz_says_unreachable(port: int, deadline_s: float) -> bool:
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET /readyz HTTP/1.1\r\nHost: x\r\n\r\n")
+        writer.write(b"GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         await writer.drain()
         response = await asyncio.wait_for(reader.read(), 5)
         writer.close()
