@@ -14,9 +14,8 @@ import hmac
 import logging
 import secrets
 import struct
-import threading
 
-from streams.testing.tls_proxy import _pipe
+from streams.testing.tls_proxy import ThreadedProxy, _pipe
 
 log = logging.getLogger(__name__)
 
@@ -73,63 +72,20 @@ def _string(text: str | None) -> bytes:
     return struct.pack(">h", len(data)) + data
 
 
-class SaslProxy:
+class SaslProxy(ThreadedProxy):
     """Listens on ``host`` (a free port unless ``port``), logs clients in with ``mechanism`` against ``users``, then
     forwards each connection to ``upstream``. ``logins`` counts the successful ones, ``refusals`` the refused ones."""
 
+    kind = "SASL"
+
     def __init__(self, upstream: tuple[str, int], users: dict[str, str], mechanism: str = "SCRAM-SHA-256",
                  host: str = "127.0.0.1", port: int = 0) -> None:
-        self.upstream, self.users, self.mechanism = upstream, users, mechanism
-        self.host, self.port = host, port
+        super().__init__(upstream, host, port)
+        self.users, self.mechanism = users, mechanism
         self.logins = self.refusals = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
-        self._stopped: asyncio.Event | None = None
-        self._error: BaseException | None = None
 
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-    def start(self, timeout_s: float = 10.0) -> SaslProxy:
-        self._thread = threading.Thread(target=self._run, name=f"sasl-proxy-{self.upstream[1]}", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(timeout_s) or self._error is not None:
-            raise RuntimeError(f"the SASL proxy did not start: {self._error!r}")
-        return self
-
-    def stop(self) -> None:
-        if self._loop is not None and self._stopped is not None:
-            self._loop.call_soon_threadsafe(self._stopped.set)
-        if self._thread is not None:
-            self._thread.join(10)
-
-    def __enter__(self) -> SaslProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _run(self) -> None:
-        loop = asyncio.new_event_loop()
-        self._loop = loop
-        try:
-            loop.run_until_complete(self._serve())
-        except BaseException as error:  # reported to start()
-            self._error = error
-            self._ready.set()
-        finally:
-            loop.close()
-
-    async def _serve(self) -> None:
-        self._stopped = asyncio.Event()
-        server = await asyncio.start_server(self._connection, self.host, self.port)
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        async with server:
-            await self._stopped.wait()
-            server.close()
+    async def _listen(self) -> asyncio.Server:
+        return await asyncio.start_server(self._connection, self.host, self.port)
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)

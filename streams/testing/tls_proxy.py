@@ -12,6 +12,7 @@ import logging
 import ssl
 import threading
 from pathlib import Path
+from typing import Self
 
 log = logging.getLogger(__name__)
 
@@ -26,18 +27,17 @@ def server_context(certfile: Path, keyfile: Path, client_ca: Path | None = None)
     return context
 
 
-class TlsProxy:
-    """Listens with TLS on ``host`` (a free port unless ``port``), forwards each connection to ``upstream``.
+class ThreadedProxy:
+    """A TCP server on ``host`` (a free port unless ``port``) run by an event loop in a background thread, in front
+    of ``upstream``; subclasses say how it listens (:meth:`_listen`). Usage: ``with Proxy(...) as proxy: ...
+    proxy.address ...``."""
 
-    Usage: ``with TlsProxy(context, ("127.0.0.1", 9092)) as proxy: ... proxy.address ...``."""
+    kind = "proxy"
 
-    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int], host: str = "127.0.0.1",
-                 port: int = 0) -> None:
-        self.context = context
+    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1", port: int = 0) -> None:
         self.upstream = upstream
         self.host = host
         self.port = port
-        self.connections = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -48,11 +48,11 @@ class TlsProxy:
     def address(self) -> str:
         return f"{self.host}:{self.port}"
 
-    def start(self, timeout_s: float = 10.0) -> TlsProxy:
-        self._thread = threading.Thread(target=self._run, name=f"tls-proxy-{self.upstream[1]}", daemon=True)
+    def start(self, timeout_s: float = 10.0) -> Self:
+        self._thread = threading.Thread(target=self._run, name=f"{self.kind}-proxy-{self.upstream[1]}", daemon=True)
         self._thread.start()
         if not self._ready.wait(timeout_s) or self._error is not None:
-            raise RuntimeError(f"the TLS proxy did not start: {self._error!r}")
+            raise RuntimeError(f"the {self.kind} proxy did not start: {self._error!r}")
         return self
 
     def stop(self) -> None:
@@ -61,7 +61,7 @@ class TlsProxy:
         if self._thread is not None:
             self._thread.join(10)
 
-    def __enter__(self) -> TlsProxy:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -78,15 +78,35 @@ class TlsProxy:
         finally:
             loop.close()
 
+    async def _listen(self) -> asyncio.Server:
+        raise NotImplementedError
+
     async def _serve(self) -> None:
         self._stopped = asyncio.Event()
-        server = await asyncio.start_server(self._forward, self.host, self.port, ssl=self.context,
-                                            ssl_handshake_timeout=10)
+        server = await self._listen()
         self.port = server.sockets[0].getsockname()[1]
         self._ready.set()
         async with server:
             await self._stopped.wait()
             server.close()
+
+
+class TlsProxy(ThreadedProxy):
+    """Listens with TLS on ``host`` (a free port unless ``port``), forwards each connection to ``upstream``.
+
+    Usage: ``with TlsProxy(context, ("127.0.0.1", 9092)) as proxy: ... proxy.address ...``."""
+
+    kind = "TLS"
+
+    def __init__(self, context: ssl.SSLContext, upstream: tuple[str, int], host: str = "127.0.0.1",
+                 port: int = 0) -> None:
+        super().__init__(upstream, host, port)
+        self.context = context
+        self.connections = 0
+
+    async def _listen(self) -> asyncio.Server:
+        return await asyncio.start_server(self._forward, self.host, self.port, ssl=self.context,
+                                          ssl_handshake_timeout=10)
 
     async def _forward(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
