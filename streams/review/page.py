@@ -46,7 +46,7 @@ def index_page(playbook_ids: Sequence[str]) -> str:
 
 def error_page(message: str) -> str:
     return _page("Combee review: error", f"<h1>Cannot do that</h1><p id=error>{_e(message)}</p>"
-                 "<p><a href='javascript:history.back()'>Back</a></p>")
+                 "<p><a href='/'>Back to the playbooks</a></p>")
 
 
 def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "",

@@ -15,7 +15,7 @@ import logging
 import secrets
 import struct
 
-from streams.testing.tls_proxy import ThreadedProxy, _pipe
+from streams.testing.tls_proxy import ThreadedProxy, pipe
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ class SaslProxy(ThreadedProxy):
         up_reader, up_writer = await asyncio.open_connection(*self.upstream)
         try:
             if await self._login(reader, writer, up_reader, up_writer):
-                await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+                await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
                 return
         except (OSError, asyncio.IncompleteReadError, ValueError, KeyError, struct.error) as error:
             log.info("SASL proxy: connection dropped during login: %r", error)

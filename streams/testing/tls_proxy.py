@@ -116,10 +116,11 @@ class TlsProxy(ThreadedProxy):
             log.warning("TLS proxy: upstream %s:%s: %s", *self.upstream, error)
             writer.close()
             return
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
 
-async def _pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    """Copy ``source`` to ``sink`` until either side ends, then close ``sink`` (both proxies relay with it)."""
     try:
         while data := await source.read(65536):
             sink.write(data)
