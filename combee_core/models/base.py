@@ -46,6 +46,14 @@ def first_error(error: ValidationError) -> str:
     return f"{where}: {first['msg']}"
 
 
+def describe_error(error: BaseException) -> str:
+    """``Type: message`` for a log line; a validation error is its count and first problem, never the input values
+    pydantic would print (a record's field may hold a secret the redaction has not seen)."""
+    if isinstance(error, ValidationError):
+        return f"ValidationError: {error.error_count()} problem(s) in {error.title}, first {first_error(error)}"
+    return f"{type(error).__name__}: {error}"
+
+
 def _base64_length(size: int) -> int:
     """Characters of the base64 encoding of ``size`` bytes."""
     return 4 * ((size + 2) // 3)

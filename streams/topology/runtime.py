@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.models import CombeeModel
+from combee_core.models import CombeeModel, describe_error
 from combee_core.settings import CombeeSettings
 from combee_core.topology import StageSpec, topic_spec
 from streams.broker.errors import BROKER_UNANSWERED
@@ -295,7 +295,7 @@ class Stage(RecordReading):
         return True
 
     def _fail(self, error: BaseException) -> None:
-        log.error("%s: %s: %s", self.name, type(error).__name__, error)
+        log.error("%s: %s", self.name, describe_error(error))
         if self._failure is None:
             self._failure = error
             self.ctx.stop.set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import RecordMetadata
 
 from combee_core.ingest.redaction import RedactionConfig
+from combee_core.log_limit import RepeatLimit
 from combee_core.models import CombeeModel, DeadLetter
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -23,6 +25,10 @@ if TYPE_CHECKING:
     from combee_core.llm.roles import LLMRoles
 
 log = logging.getLogger(__name__)
+
+DEAD_LETTER_LOG_INTERVAL_S = 30.0
+"""At most one dead-letter line per stage and error type in this many seconds (each letter is on the dlq topic and
+counted in ``dead_letters.<stage>.<error_type>``)."""
 
 
 @dataclass
@@ -40,6 +46,9 @@ class StageContext:
         default_factory=list, repr=False)
     """Records sent without waiting, until :meth:`flush` has seen them acknowledged (or sent them again)."""
     _resending: set[asyncio.Task] = field(default_factory=set, repr=False)
+    _dead_letter_lines: RepeatLimit[tuple[str, str]] = field(
+        default_factory=lambda: RepeatLimit(DEAD_LETTER_LOG_INTERVAL_S), repr=False)
+    """One log line per stage and error type (a burst of bad records is not a burst of lines)."""
 
     @property
     def roles(self) -> LLMRoles:
@@ -117,5 +126,10 @@ class StageContext:
         letter = redact_dead_letter(self.redaction, self.settings, self.count, letter)
         self.count("dead_letters")
         self.count(f"dead_letters.{letter.stage}.{letter.error_type}")
-        log.warning("dead letter from %s: %s", letter.stage, letter.reason)
+        occurrences = self._dead_letter_lines.observe((letter.stage, letter.error_type), time.monotonic())
+        if occurrences == 1:
+            log.warning("dead letter from %s: %s", letter.stage, letter.reason)
+        elif occurrences is not None:
+            log.warning("%d dead letters from %s (%s) since the last line; the latest: %s",
+                        occurrences, letter.stage, letter.error_type, letter.reason)
         await self.send(Topic.DLQ, letter.stage, letter, wait=True)

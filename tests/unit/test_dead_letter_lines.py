@@ -1,0 +1,52 @@
+"""A burst of bad records is one log line per stage and error type, while every letter still reaches the dlq."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from combee_core.settings import CombeeSettings
+from streams.broker.profile import BrokerProfile
+from streams.topology.dead_letters import make_dead_letter
+from streams.topology.stage_context import StageContext
+
+
+class _RecordingProducer:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    async def send_and_wait(self, topic: str, payload: bytes, **_: object) -> None:
+        self.sent.append(topic)
+
+
+def test_a_burst_of_dead_letters_is_one_line_per_stage_and_error_type(caplog) -> None:
+    producer = _RecordingProducer()
+    context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=producer, stop=asyncio.Event())  # type: ignore[arg-type]
+
+    async def burst() -> None:
+        for number in range(200):
+            await context.dead_letter(make_dead_letter("reflect", f"invalid JSON at {number}", "TraceRejected", b"{"))
+        await context.dead_letter(make_dead_letter("batch", "stale", "StaleTrace", b"{}"))
+
+    with caplog.at_level(logging.WARNING, logger="streams.topology.stage_context"):
+        asyncio.run(burst())
+    lines = [r.getMessage() for r in caplog.records if "dead letter" in r.getMessage()]
+    assert lines == ["dead letter from reflect: invalid JSON at 0", "dead letter from batch: stale"]
+    assert len(producer.sent) == 201 and context.counters["dead_letters"] == 201
+
+
+def test_a_stage_failure_from_a_validation_error_is_logged_without_the_input_values() -> None:
+    from pydantic import BaseModel, ValidationError
+
+    from combee_core.models import describe_error
+
+    class Secretive(BaseModel):
+        count: int
+
+    try:
+        Secretive.model_validate({"count": "sk-live-abc123"})
+    except ValidationError as error:
+        line = describe_error(error)
+    assert "sk-live" not in line and line.startswith("ValidationError: 1 problem(s) in Secretive, first count:")
+    assert describe_error(KeyError("x")) == "KeyError: 'x'"
