@@ -22,6 +22,7 @@ from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for
+from streams.topology.readable import readable
 
 WRITE_ATTEMPTS = 5
 
@@ -46,7 +47,7 @@ async def read_ledger(settings: CombeeSettings, bootstrap: str, profile: BrokerP
     from streams.topology.topic_reader import read_topic  # here: `import streams.cli` must not load aiokafka
 
     records = await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED))
-    return load_ledger(PromotionDecision.from_json_bytes(record.value) for record in records)
+    return load_ledger(readable(records, PromotionDecision))
 
 
 async def operator_act(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile, playbook_id: str,
@@ -61,8 +62,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     by = by or operator_name()
     rule = PromotionRule(epsilon=settings.promotion_epsilon)
     versions = {v.version: v for v in valid_versions(
-        PlaybookVersion.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile,
-                                                                           settings.topic(Topic.PLAYBOOK)))
+        readable(await read_topic(bootstrap, profile, settings.topic(Topic.PLAYBOOK)), PlaybookVersion))
         if v.playbook_id == playbook_id}
     producer = await start_producer(bootstrap, profile)
     try:
@@ -94,8 +94,7 @@ async def _counts(settings: CombeeSettings, bootstrap: str, profile: BrokerProfi
     from streams.topology.topic_reader import read_topic
 
     ledger = PromotionLedger()
-    for record in await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED)):
-        other = PromotionDecision.from_json_bytes(record.value)
+    for other in readable(await read_topic(bootstrap, profile, settings.topic(Topic.PROMOTED)), PromotionDecision):
         if ledger.apply(other) and (other.playbook_id, other.decision_id) == (decision.playbook_id,
                                                                               decision.decision_id):
             return other.decision_hash() == decision.decision_hash()

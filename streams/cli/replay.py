@@ -15,6 +15,7 @@ from combee_core.runs.replay import ReplayError, TraceSelection
 from combee_core.topology import Topic
 from streams.cli.flags import add_common, add_connection, add_pipeline, connection_overrides, settings_from_args
 from streams.cli.running import broker_for
+from streams.topology.readable import readable
 
 
 def add_parser(subparsers) -> None:
@@ -212,4 +213,4 @@ async def read_models_of(bootstrap: str, profile, topic: str) -> list[PromotionD
     """The promotion decisions on a full topic name."""
     from streams.topology.topic_reader import read_topic
 
-    return [PromotionDecision.from_json_bytes(r.value) for r in await read_topic(bootstrap, profile, topic)]
+    return readable(await read_topic(bootstrap, profile, topic), PromotionDecision)

@@ -16,6 +16,7 @@ from combee_core.serve.served import served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
+from streams.topology.readable import readable
 
 M = TypeVar("M", bound=CombeeModel)
 
@@ -44,8 +45,7 @@ async def _models(settings: CombeeSettings, bootstrap: str, profile: BrokerProfi
                   model: type[M]) -> list[M]:
     from streams.topology.topic_reader import read_topic  # here: `import streams.cli` must not load aiokafka
 
-    return [model.from_json_bytes(record.value)
-            for record in await read_topic(bootstrap, profile, settings.topic(topic))]
+    return readable(await read_topic(bootstrap, profile, settings.topic(topic)), model)
 
 
 async def playbook_ids(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> list[str]:

@@ -17,6 +17,7 @@ from combee_core.topology import Topic
 from streams.broker.admin import list_topics
 from streams.broker.profile import BrokerProfile
 from streams.topology.kafka_clients import start_producer
+from streams.topology.readable import readable
 from streams.topology.topic_reader import read_topic
 
 log = logging.getLogger(__name__)
@@ -45,12 +46,12 @@ class ImportResult:
 async def read_versions(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> list[PlaybookVersion]:
     """Every version of the run that counts (reading rule), in log order."""
     records = await read_topic(bootstrap, profile, settings.topic(Topic.PLAYBOOK))
-    return valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records)
+    return valid_versions(readable(records, PlaybookVersion))
 
 
 async def read_manifests(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> list[BatchManifest]:
     records = await read_topic(bootstrap, profile, settings.topic(Topic.BATCHES))
-    return valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records)
+    return valid_manifests(readable(records, BatchManifest))
 
 
 async def import_playbook(

@@ -39,6 +39,7 @@ from streams.broker.admin import create_topics
 from streams.broker.profile import BrokerProfile
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
+from streams.topology.readable import readable
 from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ensure_topics
 
@@ -323,4 +324,4 @@ async def versions_of(run: str, bootstrap: str | None, profile: BrokerProfile | 
     if bootstrap is None or profile is None:
         raise ArchiveError(run, [(0, "no such archive file (and no broker to read a topic prefix from)")])
     records = await read_topic(bootstrap, profile, f"{run}playbook")
-    return [PlaybookVersion.from_json_bytes(r.value) for r in records]
+    return readable(records, PlaybookVersion)

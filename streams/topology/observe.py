@@ -25,6 +25,7 @@ from combee_core.topology import STAGES, TOPICS, Topic, enabled
 from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
+from streams.topology.readable import readable
 from streams.topology.tail_review import ReviewSoFar, review_so_far
 from streams.topology.topic_reader import TopicReader
 
@@ -106,7 +107,10 @@ async def tail_versions(
         ledger = PromotionLedger()
 
         def decision_lines(record: ConsumerRecord) -> list[str]:
-            decision = PromotionDecision.from_json_bytes(record.value)
+            decisions = readable([record], PromotionDecision)
+            if not decisions:
+                return []
+            decision = decisions[0]
             if not ledger.apply(decision) or (playbook_id and decision.playbook_id != playbook_id):
                 return []  # the first record of each decision id counts
             lines = [describe_decision(decision)]
@@ -119,7 +123,10 @@ async def tail_versions(
     gate = ContiguousNumbers[str](start=1)
 
     def version_lines(record: ConsumerRecord) -> list[str]:
-        version = PlaybookVersion.from_json_bytes(record.value)
+        versions = readable([record], PlaybookVersion)
+        if not versions:
+            return []
+        version = versions[0]
         if not gate.accept(version.playbook_id, version.version):
             return []  # a fenced writer's duplicate: the first record of each version counts
         if playbook_id and version.playbook_id != playbook_id:
@@ -278,19 +285,18 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
 def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[str, list[ConsumerRecord]]) -> None:
     """Versions, batch sizes, waiting batches and dead letters from the records of ``STATUS_READS``."""
     records = {name: read.get(settings.topic(name), []) for name in STATUS_READS}
-    for version in valid_versions(PlaybookVersion.from_json_bytes(r.value) for r in records[Topic.PLAYBOOK]):
+    for version in valid_versions(readable(records[Topic.PLAYBOOK], PlaybookVersion)):
         status.versions[version.playbook_id] = version.version
-    manifests = valid_manifests(BatchManifest.from_json_bytes(r.value) for r in records[Topic.BATCHES])
+    manifests = valid_manifests(readable(records[Topic.BATCHES], BatchManifest))
     for manifest in manifests:
         status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
     status.waiting = waiting_batches(manifests, status.versions, utc_now())
-    for record in records[Topic.CONTROL]:
-        decision = ControlDecision.from_json_bytes(record.value)
+    for decision in readable(records[Topic.CONTROL], ControlDecision):
         status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
         status.controller[decision.playbook_id] = explain_decision(decision)
     ledger = PromotionLedger()
-    for record in records[Topic.PROMOTED]:
-        ledger.apply(PromotionDecision.from_json_bytes(record.value))
+    for promotion in readable(records[Topic.PROMOTED], PromotionDecision):
+        ledger.apply(promotion)
     status.promotion = dict(ledger.latest)
     status.decided = {playbook: ledger.last_decided(playbook) for playbook in ledger.playbooks()}
     status.promotion_on = status.promotion_on or any(status.decided.values())  # the promoter has decided

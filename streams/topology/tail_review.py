@@ -13,6 +13,7 @@ from combee_core.serve.review import ReviewBook, describe_review
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
+from streams.topology.readable import readable
 from streams.topology.topic_reader import TopicReader
 
 
@@ -25,7 +26,10 @@ class ReviewSoFar:
     book: ReviewBook = field(default_factory=ReviewBook)
 
     def lines(self, record: ConsumerRecord, playbook_id: str | None) -> list[str]:
-        decision = ReviewDecision.from_json_bytes(record.value)
+        decisions = readable([record], ReviewDecision)
+        if not decisions:
+            return []
+        decision = decisions[0]
         if not self.book.apply(decision) or (playbook_id and decision.playbook_id != playbook_id):
             return []
         return [describe_review(decision)]
@@ -38,6 +42,6 @@ async def review_so_far(settings: CombeeSettings, bootstrap: str, profile: Broke
         exists = tp.topic in await reader.topics()
         records = await reader.read_to_end([tp]) if exists else []
     review = ReviewSoFar(tp, records[-1].offset + 1 if records else 0)
-    for record in records:
-        review.book.apply(ReviewDecision.from_json_bytes(record.value))
+    for decision in readable(records, ReviewDecision):
+        review.book.apply(decision)
     return review
