@@ -20,6 +20,7 @@ from combee_core.models import (
     AddOp,
     AppliedOperation,
     BatchManifest,
+    CurationState,
     DeleteOp,
     OutcomeTally,
     PlaybookEntry,
@@ -51,6 +52,16 @@ def is_import_manifest(manifest: BatchManifest) -> bool:
 def is_import_version(version: PlaybookVersion) -> bool:
     """A version written by an import rather than by a reducer."""
     return len(version.lineage) == 1 and version.lineage[0].startswith(IMPORT_PREFIX)
+
+
+def carried_curation(parent: PlaybookVersion | None, kept_ids: set[str]) -> CurationState:
+    """Curation's memory across an import: the rolling change history goes on (an import is the operator's change,
+    not a batch's, so it does not count against the budget, nor does it reset it), and pairs kept apart stay so while
+    their entry is kept."""
+    if parent is None:
+        return CurationState()
+    return parent.curation.model_copy(update={
+        "kept_apart": [pair for pair in parent.curation.kept_apart if pair.entry_id in kept_ids]})
 
 
 def seed_version(
@@ -93,6 +104,7 @@ def seed_version(
                                      parent.next_entry_number if parent is not None else None)
     baseline = parent.baseline if parent is not None else OutcomeTally()  # the traces' outcomes go on counting
     challenges = list(standing(parent.challenges, kept)) if parent is not None else []
+    curation = carried_curation(parent, {e.entry_id for e in kept})
     ordered = list(playbook.entries)
     digest = hashlib.sha256(orjson.dumps(
         [playbook_id, parent_version, [e.model_dump(mode="json") for e in ordered]])).hexdigest()[:24]
@@ -114,6 +126,7 @@ def seed_version(
         lineage=lineage,
         baseline=baseline,
         challenges=challenges,
+        curation=curation,
         stats=VersionStats(batch_size=0, k=0, p=0, levels=0, playbook_tokens=playbook_tokens(playbook)),
         content_hash=PlaybookVersion.compute_hash(playbook_id, new_version, parent_version, parent_version, ordered,
                                                   operations, lineage, baseline=baseline, challenges=challenges),
