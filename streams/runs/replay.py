@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from combee_core.models import BatchManifest, PlaybookVersion, utc_now
+from combee_core.models import BatchManifest, PlaybookVersion, TaskSetVersion, utc_now
 from combee_core.runs.archive import Archive, ArchiveError, ArchiveHeader, ArchiveRecord, write_archive
 from combee_core.runs.replay import (
     ReplayError,
@@ -255,6 +255,8 @@ async def _replay(
         if copy_calls:
             for call in recorded_calls:
                 await producer.send(calls_topic, call.value_bytes(), key=call.key_bytes())
+        for task_set in archive.models(Topic.TASK_SETS, TaskSetVersion):  # the held-out sets decisions scored on
+            await producer.send(settings.topic(Topic.TASK_SETS), task_set.to_json_bytes(), key=task_set.name.encode())
         await producer.flush()
         log.info("replaying %d trace(s) of %s into %s", len(to_send), archive.header.prefix, settings.topic_prefix)
         say = options.on_progress or (lambda line: None)
