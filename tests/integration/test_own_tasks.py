@@ -80,10 +80,12 @@ async def test_a_team_gates_promotion_on_its_own_tasks_with_a_python_evaluator(k
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=stages) as run:
         evaluating = asyncio.create_task(evaluator.run())
         try:
-            await produce_traces(settings, kafka.bootstrap, kafka.profile, lesson_traces("lookup", HELPFUL, "helpful", 8))
+            helpful_traces = lesson_traces("lookup", HELPFUL, "helpful", 8)
+            await produce_traces(settings, kafka.bootstrap, kafka.profile, helpful_traces)
             helpful = await wait_decisions(run, 1, timeout_s=120)
             assert [d.action for d in helpful] == ["promote"], [d.reason for d in helpful]
-            await produce_traces(settings, kafka.bootstrap, kafka.profile, lesson_traces("formatting", HARMFUL, "harmful", 8))
+            harmful_traces = lesson_traces("formatting", HARMFUL, "harmful", 8)
+            await produce_traces(settings, kafka.bootstrap, kafka.profile, harmful_traces)
             found = await wait_decisions(run, 2, timeout_s=120)
         finally:
             evaluator.stop()
