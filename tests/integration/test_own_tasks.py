@@ -5,6 +5,7 @@ helpful candidate is promoted and a harmful one rejected, on those tasks and not
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import UTC, datetime
 
@@ -18,6 +19,7 @@ from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.task_sets import read_registry, register_task_set
 from streams.topology.worker import ALL_STAGES
+from tests.integration.test_cli import _combee
 from tests.integration.topology_support import SIZE_CLOSES_S, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -105,3 +107,64 @@ async def test_a_team_gates_promotion_on_its_own_tasks_with_a_python_evaluator(k
     assert (metrics.scored, metrics.errors, metrics.unreadable) == (12, 0, 0)
     registry = await read_registry(settings, kafka.bootstrap, kafka.profile)
     assert registry.names() == ["capitals"]  # the suite was never registered: no evaluate stage ran
+
+
+async def test_combee_tasks_registers_lists_and_shows_a_set_and_refuses_a_bad_file_whole(kafka, unique_prefix,
+                                                                                        tmp_path):
+    common = ["--bootstrap", kafka.bootstrap, "--prefix", unique_prefix]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(OUR_TASKS + '{"id": "xx"}\n')
+    code, out, err = await _combee("tasks", "add", "capitals", str(bad), *common)
+    assert code == 2 and err.strip() == "combee tasks: bad.jsonl, line 5: input: Field required", err
+    good = tmp_path / "capitals.jsonl"
+    good.write_text(OUR_TASKS)
+    code, out, err = await _combee("tasks", "add", "capitals", str(good), *common)
+    assert code == 0 and out.startswith("registered capitals@1: 4 tasks"), (out, err)  # the bad file wrote nothing
+    code, out, _ = await _combee("tasks", "add", "capitals", str(good), *common)
+    assert code == 0 and out.strip() == "capitals@1 already holds these 4 tasks: nothing written"
+    good.write_text(OUR_TASKS.replace("Lima", "Lima, Peru"))
+    code, out, _ = await _combee("tasks", "add", "capitals", str(good), *common)
+    assert code == 0 and out.startswith("registered capitals@2: 4 tasks")
+    code, out, _ = await _combee("tasks", "list", *common)
+    assert code == 0 and out.startswith("capitals@2\t4 tasks\tregistered ") and "from capitals.jsonl" in out
+    code, out, err = await _combee("tasks", "show", "capitals@1", *common)
+    assert code == 0 and [json.loads(line)["expected"] for line in out.splitlines()] == [
+        "Paris", "Tokyo", "Nairobi", "Lima"] and err.startswith("# capitals@1: 4 tasks")
+    code, _, err = await _combee("tasks", "show", "capitals@3", *common)
+    assert code == 2 and "no task set 'capitals@3' (registered: capitals@1..2)" in err
+
+
+async def test_a_score_function_that_fails_answers_an_error_and_the_candidate_is_rejected_with_it(kafka,
+                                                                                                  unique_prefix):
+    """An async score function with a concurrency limit: one task's call raises; its result is an error (not a lost
+    request), and the promoter rejects the candidate naming it."""
+    settings = run_settings(unique_prefix, promotion=True, held_out_sets=f"{PB}=capitals", batch_size=8,
+                            max_wait_s=SIZE_CLOSES_S)
+    await register_task_set(settings, kafka.bootstrap, kafka.profile, "capitals",
+                            load_tasks(OUR_TASKS.splitlines()), source="capitals.jsonl", by="test")
+    running = {"now": 0, "most": 0}
+
+    async def flaky(playbook, task) -> float:
+        running["now"] += 1
+        running["most"] = max(running["most"], running["now"])
+        await asyncio.sleep(0.05)
+        running["now"] -= 1
+        if task.task_id == "ke" and playbook.entries:
+            raise ConnectionError("the agent's provider answered 503")
+        return score(playbook, task)
+
+    evaluator = Evaluator(flaky, name="flaky", model="team-agent", bootstrap=kafka.bootstrap,
+                          topic_prefix=unique_prefix, settings=settings, concurrency=2)
+    stages = [name for name in ALL_STAGES if name != "evaluate"]
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=stages) as run:
+        evaluating = asyncio.create_task(evaluator.run())
+        try:
+            await produce_traces(settings, kafka.bootstrap, kafka.profile, lesson_traces("lookup", HELPFUL, "h", 8))
+            found = await wait_decisions(run, 1, timeout_s=120)
+        finally:
+            evaluator.stop()
+            metrics = await evaluating
+    assert [d.action for d in found] == ["reject"]
+    assert found[0].reason == ("evaluation failed: task ke: ConnectionError: the agent's provider answered 503")
+    assert (metrics.scored, metrics.errors, metrics.by_error) == (7, 1, {"ConnectionError": 1})
+    assert running["most"] == 2  # never more calls in flight than the limit
