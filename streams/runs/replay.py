@@ -47,8 +47,9 @@ log = logging.getLogger(__name__)
 ALL_TOPICS = tuple(spec.name for spec in TOPICS if not spec.foreign)
 PLAN_TOPIC = "batch-plan"
 RECORDED_CALLS_TOPIC = "replay.llm-calls"
-REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK)
-"""What a replay from the broker reads (the recorded calls are read by the worker from the source's topic)."""
+REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK, Topic.TASK_SETS)
+"""What a replay from the broker reads (the recorded calls are read by the worker from the source's topic; the
+held-out task sets are copied to the replay's topics, for its promoter)."""
 
 
 def run_header(settings: CombeeSettings, topics: Sequence[str]) -> ArchiveHeader:
