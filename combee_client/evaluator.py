@@ -33,6 +33,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord
 
 from combee_core import limits
+from combee_core.connection import KafkaConnection
 from combee_core.errors import CombeeError, one_line
 from combee_core.models import DeadLetter, EvalRequest, HeldOutTask, utc_now
 from combee_core.promote.evaluation import AnsweredRequests, CandidatePlaybook, answer, request_playbook, request_task
@@ -81,7 +82,9 @@ class Evaluator:
     def __init__(self, score: ScoreFunction, *, name: str, model: str, bootstrap: str | None = None,
                  topic_prefix: str | None = None, group: str | None = None, concurrency: int = 4,
                  timeout_s: float | None = None, settings: CombeeSettings | None = None,
-                 log_every_s: float = 60.0) -> None:
+                 connection: KafkaConnection | None = None, log_every_s: float = 60.0) -> None:
+        """Settings not given come from the ``COMBEE_*`` environment (``CombeeSettings``): the broker, the topic
+        prefix and the ``COMBEE_KAFKA_*`` security settings (``connection`` overrides them)."""
         settings = settings if settings is not None else CombeeSettings.load()
         self.bootstrap = bootstrap or settings.kafka_bootstrap or ""
         if not self.bootstrap:
@@ -94,6 +97,7 @@ class Evaluator:
         self.settings = settings.model_copy(update={"topic_prefix": topic_prefix}) if topic_prefix is not None \
             else settings
         self.group = group or f"{self.settings.topic_prefix}evaluator.{name}"
+        self.connection = connection if connection is not None else self.settings.kafka
         self.concurrency = concurrency
         self.timeout_s = timeout_s
         self.log_every_s = log_every_s
@@ -107,12 +111,12 @@ class Evaluator:
 
     async def run(self, *, max_results: int | None = None) -> EvaluatorMetrics:
         """Answer requests until :meth:`stop` (or ``max_results`` answers); returns the metrics."""
-        kwargs = client_kwargs(self.bootstrap, self.settings.kafka)
+        connection = self.connection
         consumer = AIOKafkaConsumer(self.settings.topic(Topic.EVAL_REQUESTS), group_id=self.group,
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     session_timeout_ms=6000, heartbeat_interval_ms=1000, fetch_max_wait_ms=500,
-                                    **kwargs)
-        producer = AIOKafkaProducer(acks="all", **kwargs)
+                                    **client_kwargs(self.bootstrap, connection))
+        producer = AIOKafkaProducer(acks="all", **client_kwargs(self.bootstrap, connection))
         await producer.start()
         try:
             await consumer.start()
