@@ -122,8 +122,9 @@ class Promoter:
         if version is None:
             if playbook_id not in self._waiting_for_set:
                 self._waiting_for_set.add(playbook_id)
-                log.warning("%s: its candidates wait for the held-out task set %r, which is not registered: "
-                            "`combee tasks add` it (docs/operations.md, 'Gating on your own tasks')", playbook_id, ref)
+                log.warning("%s: its candidates wait for the held-out task set %r (COMBEE_HELD_OUT_SETS), which is "
+                            "not registered: `combee tasks add` it, or pin your own set (docs/operations.md, 'Gating "
+                            "on your own tasks'; the built-in evaluate stage registers 'suite')", playbook_id, ref)
             return None
         log.info("%s: candidates are scored on the held-out task set %s (%d tasks)", playbook_id, version.label,
                  len(version.tasks))

@@ -104,12 +104,16 @@ async def test_each_playbook_is_scored_on_its_own_pinned_set_with_the_tasks_expe
     assert [(d.playbook_id, d.action, d.task_set, d.tasks) for d in decisions] == [("pa", "promote", "mine@1", 2)]
 
 
-async def test_an_unpinned_playbook_is_rejected_saying_how_to_pin_and_a_pinned_set_not_yet_registered_waits():
+async def test_an_unpinned_playbook_is_rejected_saying_how_to_pin_and_a_pinned_set_not_yet_registered_waits(
+        caplog):
     promoter = Promoter(PromotionRule(), {"pa": "mine"}, PROPOSER)
     for playbook_id in ("pa", "pb"):
         promoter.apply_version(_version(1, ["a lesson"]).model_copy(update={"playbook_id": playbook_id}))
     log = EffectLog()
-    assert await promoter.advance("pa", None, NOW, CatchUp()) == []  # waits for `combee tasks add`
+    for _ in range(3):
+        assert await promoter.advance("pa", None, NOW, CatchUp()) == []  # waits for `combee tasks add`
+    waiting = [r.getMessage() for r in caplog.records if "wait for the held-out task set" in r.getMessage()]
+    assert len(waiting) == 1 and "'mine'" in waiting[0] and "combee tasks add" in waiting[0]  # said once
     log.extend(await promoter.advance("pb", None, NOW, CatchUp()))
     (rejected,) = log.published("promoted")
     assert rejected.action == "reject" and "no held-out task set is pinned for playbook 'pb'" in rejected.reason
