@@ -31,12 +31,15 @@ from combee_core.models import (
     PlaybookVersion,
     PromotionDecision,
     ProposerModels,
+    TaskSetVersion,
     Usage,
     VersionStats,
+    tasks_digest,
 )
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import HeldOutSet, Promoter
+from combee_core.processors.promoter import Promoter
 from combee_core.promote.promotion import PromotionRule, next_base
+from combee_core.sim.task_set import SUITE_SET, suite_tasks
 from combee_core.sim.tasks import build_suite
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -54,8 +57,11 @@ async def run(versions: int, keep_everything: bool, seed: int = 0) -> tuple[Prom
     suite = build_suite(families=24, seed=7)
     gc.collect()
     tracemalloc.start()
-    promoter = Promoter(PromotionRule(epsilon=0.0), HeldOutSet("held-out", tuple(suite.held_out)),
-                       ProposerModels(reflector="r", aggregator="a", reducer="d"), keep_everything=keep_everything)
+    tasks = suite_tasks(suite)
+    held_out = TaskSetVersion(name=SUITE_SET, version=1, tasks=tasks, digest=tasks_digest(tasks), registered_at=NOW)
+    promoter = Promoter(PromotionRule(epsilon=0.0), {"*": SUITE_SET},
+                       ProposerModels(reflector="r", aggregator="a", reducer="d"), task_sets=[held_out],
+                       keep_everything=keep_everything)
     entries: dict[int, list[PlaybookEntry]] = {0: []}
     served_score = 0.5
     for version in range(1, versions + 1):

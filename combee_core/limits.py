@@ -20,6 +20,10 @@ MAX_INSIGHT_CHARS = 1_000
 MAX_INSIGHTS_PER_REFLECTION = 16
 MAX_TAGS_PER_REFLECTION = 64
 MAX_OPERATIONS_PER_UPDATE = 256
+MAX_TASKS_PER_SET = 5_000
+"""Tasks in one version of a held-out task set (its record must also fit a message: ``MAX_TASK_SET_BYTES``)."""
+MAX_TASK_SET_BYTES = 4 * 1_048_576
+"""Largest serialised task set version ``combee tasks add`` writes (under the producers' 8 MiB request size)."""
 
 MAX_DEAD_LETTER_ORIGINAL_BYTES = 65_536
 """Dead letters keep at most this many bytes of the original message (its head), with its full size and sha256."""

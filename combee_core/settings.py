@@ -229,8 +229,14 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     guard_metric: Literal["success", "score"] = Field(
         default="success", description="Guard: what live traces are judged on (traces without it do not count).",
     )
-    eval_suite_seed: int = Field(default=7, description="Seed of the task suite whose held-out split is the pinned "
-                                 "evaluation set.")
+    held_out_sets: str = Field(
+        default="*=suite", description="Promotion: the held-out task set each playbook's candidates are scored on, "
+        "PLAYBOOK=SET or PLAYBOOK=SET@VERSION pairs, comma-separated, '*' for every other playbook (sets are "
+        "registered with `combee tasks add`; 'suite' is the synthetic suite the built-in evaluator registers). "
+        "SET without a version is its latest version when the promoter first scores the playbook.",
+    )
+    eval_suite_seed: int = Field(default=7, description="Seed of the synthetic task suite whose held-out split the "
+                                 "built-in evaluator registers as the task set 'suite'.")
     eval_suite_families: int = Field(default=24, ge=1, le=1000, description="Rule families of that suite.")
     evaluator_model: str = Field(
         default="combee-sim/suite-expected-accuracy", description="What the built-in evaluator reports as its model "
@@ -312,14 +318,15 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
         "agent of the child is served the parent's entries after its own (docs/scopes.md).",
     )
 
-    @field_validator("redact_detectors", "redact_patterns", "playbook_parents")
+    @field_validator("redact_detectors", "redact_patterns", "playbook_parents", "held_out_sets")
     @classmethod
     def _parsable(cls, value: str, info: Any) -> str:
         from combee_core.ingest import redaction
+        from combee_core.promote import task_sets
         from combee_core.serve import scopes
 
         parse = {"redact_detectors": redaction.parse_detectors, "redact_patterns": redaction.parse_patterns,
-                 "playbook_parents": scopes.parse_parents}[info.field_name]
+                 "playbook_parents": scopes.parse_parents, "held_out_sets": task_sets.parse_pins}[info.field_name]
         parse(value)
         return value
 

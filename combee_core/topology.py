@@ -34,6 +34,7 @@ from combee_core.models import (
     Reflection,
     ReviewDecision,
     ShuffledReflection,
+    TaskSetVersion,
     Trace,
     ViewCheckpoint,
 )
@@ -54,6 +55,7 @@ class Topic(StrEnum):
     DLQ = "dlq"
     LLM_CALLS = "llm-calls"
     CHECKPOINTS = "checkpoints"
+    TASK_SETS = "task-sets"
     EVAL_REQUESTS = "eval-requests"
     EVAL_RESULTS = "eval-results"
     PROMOTED = "promoted"
@@ -130,6 +132,8 @@ TOPICS: tuple[TopicSpec, ...] = (
     TopicSpec(Topic.DLQ, DeadLetter, "stage", False),
     TopicSpec(Topic.LLM_CALLS, CallRecord, "call key", False),
     TopicSpec(Topic.CHECKPOINTS, ViewCheckpoint, "stage/topic", False, compacted=True),
+    TopicSpec(Topic.TASK_SETS, TaskSetVersion, "name", False, external="combee tasks add", state=True,
+              record="task set"),
     TopicSpec(Topic.EVAL_REQUESTS, EvalRequest, "playbook_id/task_id", True, record="evaluation request"),
     TopicSpec(Topic.EVAL_RESULTS, EvalResult, "playbook_id", False, external="evaluators in any language"),
     TopicSpec(Topic.PROMOTED, PromotionDecision, "playbook_id", False, external="combee promote / combee rollback",
@@ -194,9 +198,11 @@ CONTROL = StageSpec("control", consumes=(Topic.METRICS,), produces=(Topic.CONTRO
 WITH_PROMOTION = RunsWhen(on=("promotion",), said="only with --promotion")
 PROMOTE = StageSpec("promote", consumes=(Topic.EVAL_RESULTS,),
                     produces=(Topic.EVAL_REQUESTS, Topic.PROMOTED, Topic.DLQ),
-                    reads=(Topic.PROMOTED, Topic.BATCHES, Topic.PLAYBOOK, Topic.EVAL_RESULTS, Topic.TRACES),
+                    reads=(Topic.PROMOTED, Topic.BATCHES, Topic.PLAYBOOK, Topic.EVAL_RESULTS, Topic.TRACES,
+                           Topic.TASK_SETS),
                     runs_when=WITH_PROMOTION)
-EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,), produces=(Topic.EVAL_RESULTS, Topic.DLQ),
+EVALUATE = StageSpec("evaluate", consumes=(Topic.EVAL_REQUESTS,),
+                     produces=(Topic.EVAL_RESULTS, Topic.TASK_SETS, Topic.DLQ),
                      runs_when=WITH_PROMOTION)
 GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED, Topic.DLQ, Topic.CHECKPOINTS),
                   reads=(Topic.PROMOTED, Topic.PLAYBOOK, Topic.TRACES),

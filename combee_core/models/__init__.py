@@ -10,7 +10,7 @@ exception: it has no ``schema_version`` and is not strict.)
 One module per job: ``base`` (the base class, field types, JSON helpers), ``traces``, ``reflections``,
 ``operations`` (and partial updates), ``batches``, ``versions`` (with ``curation``, the state a version carries to
 the next), ``control``, ``dead_letters``, ``checkpoints``,
-``llm_calls``, ``promotion``, ``review``. Import from ``combee_core.models``.
+``llm_calls``, ``promotion``, ``task_sets``, ``review``. Import from ``combee_core.models``.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ from combee_core.models.promotion import (
 )
 from combee_core.models.reflections import EntryTag, Insight, Reflection, ShuffledReflection, TraceOutcome
 from combee_core.models.review import ReviewDecision, ReviewItem, proposal_digest
+from combee_core.models.task_sets import HeldOutTask, TaskSetVersion, tasks_digest
 from combee_core.models.traces import MetadataValue, Trace, TraceStep
 from combee_core.models.versions import Challenge, OutcomeTally, PlaybookEntry, PlaybookVersion, VersionStats
 
@@ -81,6 +82,9 @@ __all__ = [
     "EntryTag",
     "EvalRequest",
     "EvalResult",
+    "HeldOutTask",
+    "TaskSetVersion",
+    "tasks_digest",
     "Identifier",
     "ImprovementCost",
     "Insight",

@@ -29,9 +29,17 @@ class EvalRequest(CombeeModel):
     version: int = Field(ge=0, description="A version with this content (0 = the empty playbook).")
     digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] = Field(
         description="entries_digest(entries): the cache key with task_id.")
-    task_set: Identifier = Field(description="The pinned held-out set the task belongs to, e.g. suite-7/held-out.")
+    task_set: Identifier = Field(description="The pinned held-out task set the task belongs to, as name@version "
+                                 "(e.g. support-heldout@2); echo it in the result.")
     task_id: Identifier
     task_input: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)] = ""
+    expected: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)] | None = Field(
+        default=None, description="The task's expected answer, when its set gives one.")
+    rubric: Annotated[str, Field(max_length=limits.MAX_TRACE_TEXT_CHARS)] | None = Field(
+        default=None, description="How to judge an answer to the task, when its set gives it.")
+    task_metadata: dict[Annotated[str, Field(max_length=limits.MAX_ID_CHARS)],
+                        Annotated[str, Field(max_length=limits.MAX_METADATA_VALUE_CHARS)]] = Field(
+        default_factory=dict, max_length=limits.MAX_METADATA_KEYS, description="The task's metadata in its set.")
     entries: list[PlaybookEntry]
     requested_at: Timestamp
 
@@ -44,6 +52,9 @@ class EvalResult(CombeeModel):
     playbook_id: PlaybookId
     digest: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
     task_id: Identifier
+    task_set: Annotated[str, Field(max_length=limits.MAX_ID_CHARS)] = Field(
+        default="", description="The request's task_set, echoed. A result without it counts for any set's task of "
+        "this id (evaluators written before task sets).")
     score: float | None = Field(default=None, ge=0.0, le=1.0, description="None when the evaluation failed.")
     error: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_REASON_CHARS)] = ""
     evaluator: Identifier = Field(description="Which evaluator answered (e.g. combee-builtin, node-example).")

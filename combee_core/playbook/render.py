@@ -56,6 +56,11 @@ def _render_text(entries: Sequence[PlaybookEntry]) -> str:
     return "\n\n".join(blocks)
 
 
+def render_entries(entries: Sequence[PlaybookEntry]) -> str:
+    """Entries in the order given, as the prompt text :func:`render_playbook` makes of them (no budget)."""
+    return _render_text(entries)
+
+
 def render_playbook(playbook: Playbook, token_budget: int | None = None) -> RenderedPlaybook:
     """Render the playbook as prompt text, within ``token_budget`` (:func:`estimate_tokens`) when given.
 

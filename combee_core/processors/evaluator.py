@@ -53,7 +53,8 @@ class Evaluator:
         task = task_by_id(self.suite, request.task_id)
         common: dict[str, Any] = dict(
             request_id=request.request_id, playbook_id=request.playbook_id, digest=request.digest,
-            task_id=request.task_id, evaluator=EVALUATOR, evaluator_model=self.evaluator_model, evaluated_at=now)
+            task_id=request.task_id, task_set=request.task_set, evaluator=EVALUATOR,
+            evaluator_model=self.evaluator_model, evaluated_at=now)
         if self.playbooks is not None and request.playbook_id not in self.playbooks:
             if request.playbook_id not in self._refused:  # once per playbook: the result carries it every time
                 self._refused.add(request.playbook_id)

@@ -11,8 +11,8 @@ with ``keep_everything`` (a comparison in tests and benchmarks).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from sys import intern
 
@@ -24,6 +24,7 @@ from combee_core.models import (
     PlaybookVersion,
     PromotionDecision,
     ProposerModels,
+    TaskSetVersion,
     Usage,
     entries_digest,
 )
@@ -40,27 +41,30 @@ from combee_core.promote.promotion import (
     eval_requests,
 )
 from combee_core.promote.score_cache import SummarisedScoreCache
-from combee_core.sim.tasks import Task
+from combee_core.promote.task_sets import PinnedTask, load_registry, pinned_ref, pinned_tasks, unpinned_reason
 from combee_core.topology import Topic
+
+log = logging.getLogger(__name__)
 
 CatchUp = Callable[[], Awaitable[None]]
 
 
-@dataclass(frozen=True)
-class HeldOutSet:
-    """The pinned held-out set every candidate is scored on."""
-
-    name: str
-    tasks: tuple[Task, ...]
-
-
 class Promoter:
-    """Candidates, evaluation results and decisions in; evaluation requests and decisions out."""
+    """Candidates, evaluation results and decisions in; evaluation requests and decisions out.
 
-    def __init__(self, rule: PromotionRule, held_out: HeldOutSet, proposer: ProposerModels, *,
-                 keep_everything: bool = False) -> None:
+    ``pins``: playbook id (or ``*``) -> the held-out task set it is scored on, ``NAME`` or ``NAME@VERSION``
+    (``combee_core.promote.task_sets.parse_pins``). A playbook's set is resolved against the ``task-sets`` log
+    (:meth:`apply_task_set`) when its first candidate is scored, and kept for the life of the process."""
+
+    def __init__(self, rule: PromotionRule, pins: dict[str, str], proposer: ProposerModels, *,
+                 task_sets: Iterable[TaskSetVersion] = (), keep_everything: bool = False) -> None:
+        """``task_sets``: records of ``task-sets`` known already (the stage's view adds the log's)."""
         self.rule = rule
-        self.held_out = held_out
+        self.pins = dict(pins)
+        self.task_sets = load_registry(task_sets)
+        self.held_out: dict[str, tuple[TaskSetVersion, tuple[PinnedTask, ...]]] = {}
+        """Per playbook, the set version its candidates are scored on (resolved once)."""
+        self._waiting_for_set: set[str] = set()
         self.proposer = proposer
         self.ledger = PromotionLedger()
         self.cache = SummarisedScoreCache()
@@ -99,7 +103,33 @@ class Promoter:
 
     def apply_result(self, result: EvalResult) -> None:
         if self.cache.add(result) and not self.keep_everything:
-            summarise_complete(self, result.digest)
+            summarise_complete(self, result)
+
+    def apply_task_set(self, record: TaskSetVersion) -> bool:
+        """A record of ``task-sets``; True when it counts (the first of its name and version)."""
+        return self.task_sets.apply(record)
+
+    def tasks_of(self, playbook_id: str) -> tuple[PinnedTask, ...] | str | None:
+        """The held-out tasks of the playbook's pinned set; a reason (str) when none is pinned; None while the pinned
+        set is not on the ``task-sets`` log yet (logged once)."""
+        resolved = self.held_out.get(playbook_id)
+        if resolved is not None:
+            return resolved[1]
+        ref = pinned_ref(self.pins, playbook_id)
+        if ref is None:
+            return unpinned_reason(playbook_id)
+        version = self.task_sets.resolve(ref)
+        if version is None:
+            if playbook_id not in self._waiting_for_set:
+                self._waiting_for_set.add(playbook_id)
+                log.warning("%s: its candidates wait for the held-out task set %r (COMBEE_HELD_OUT_SETS), which is "
+                            "not registered: `combee tasks add` it, or pin your own set (docs/operations.md, 'Gating "
+                            "on your own tasks'; the built-in evaluate stage registers 'suite')", playbook_id, ref)
+            return None
+        log.info("%s: candidates are scored on the held-out task set %s (%d tasks)", playbook_id, version.label,
+                 len(version.tasks))
+        self.held_out[playbook_id] = (version, pinned_tasks(version))
+        return self.held_out[playbook_id][1]
 
     def apply_decision(self, decision: PromotionDecision) -> bool:
         """A record of ``promoted``; True when it counts (the first of its decision id)."""
@@ -141,15 +171,14 @@ class Promoter:
             await catch_up()
         return [cost.plus(usage.get(batch_id)) for cost, batch_id in self._wanted(playbook_id, candidate_version)]
 
-    def _scores(self, playbook_id: str, version: int, entries: list[PlaybookEntry], now: datetime,
-                effects: list[Effect]) -> tuple[float | None, str, str]:
+    def _scores(self, playbook_id: str, version: int, entries: list[PlaybookEntry], tasks: Sequence[PinnedTask],
+                now: datetime, effects: list[Effect]) -> tuple[float | None, str, str]:
         """The held-out score of this content, after requesting the tasks not yet evaluated (once per process)."""
         digest = entries_digest(entries)
-        tasks = self.held_out.tasks
         missing = self.cache.missing(digest, tasks)
         if missing and (playbook_id, digest) not in self._requested:
             self._requested.add((playbook_id, digest))
-            for request in eval_requests(playbook_id, version, entries, self.held_out.name, missing, now):
+            for request in eval_requests(playbook_id, version, entries, missing, now):
                 effects.append(Publish(Topic.EVAL_REQUESTS, f"{playbook_id}/{request.task_id}", request))
             effects += [Count("eval_requests", len(missing)), Count("eval_cache_hits", len(tasks) - len(missing))]
         return self.cache.score(digest, tasks)
@@ -172,20 +201,27 @@ class Promoter:
         orphan = built_on_rejected(self.ledger, candidate, now=now, rule=self.rule)
         if orphan is not None:
             return self._decision(orphan)
+        tasks = self.tasks_of(playbook_id)
+        if tasks is None:
+            return []  # waits for `combee tasks add` (logged once)
+        if isinstance(tasks, str):
+            costs = await self._costs(playbook_id, candidate.version, catch_up)
+            return self._decision(decide(self.rule, self.ledger, candidate, candidate_score=None,
+                                         incumbent_score=None, error=tasks, costs=costs, task_set="", tasks=0,
+                                         proposer=self.proposer, evaluator_model="", now=now))
         effects: list[Effect] = []
         incumbent = self.ledger.served(playbook_id)
         inc_score, inc_error, _ = self._scores(playbook_id, self.ledger.served_version(playbook_id),
-                                               list(incumbent.entries) if incumbent else [], now, effects)
-        score, error, evaluator_model = self._scores(playbook_id, candidate.version, list(candidate.entries), now,
-                                                     effects)
+                                               list(incumbent.entries) if incumbent else [], tasks, now, effects)
+        score, error, evaluator_model = self._scores(playbook_id, candidate.version, list(candidate.entries), tasks,
+                                                     now, effects)
         error = error or inc_error
         if not error and (score is None or inc_score is None):
             return effects  # results still coming
         decision = decide(self.rule, self.ledger, candidate, candidate_score=score, incumbent_score=inc_score,
                           error=error, costs=await self._costs(playbook_id, candidate.version, catch_up),
-                          task_set=self.held_out.name,
-                          tasks=len(self.held_out.tasks), proposer=self.proposer, evaluator_model=evaluator_model,
-                          now=now)
+                          task_set=self.held_out[playbook_id][0].label, tasks=len(tasks),
+                          proposer=self.proposer, evaluator_model=evaluator_model, now=now)
         return [*effects, *self._decision(decision)]
 
     @staticmethod

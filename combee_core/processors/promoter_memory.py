@@ -6,7 +6,9 @@ what it no longer reads: the rules, and why a run decides and requests exactly a
   content has a result of every held-out task, its results are replaced by its score, the ``(mean, error, models)``
   that ``ScoreCache.score`` answers (:func:`summarise_complete`, on the result that completes it). Exact: the first
   result of each pair counts and is never replaced, so that score is final; ``missing`` answers no task, ``score``
-  the same tuple, and a later result of those pairs is a repeat, as before. The held-out set is fixed per promoter.
+  the same tuple, and a later result of those pairs is a repeat, as before. A playbook's held-out set is fixed per
+  promoter process (resolved once); a content is summarised over the set of the first playbook whose results
+  complete it (a content two playbooks share keeps its other results).
   A content still incomplete keeps its results (they are needed to score it once the rest arrives), whether it is
   needed (``needed_digests``) or not (a rejected-unevaluated candidate's, a stray result's). A summary is kept for
   good: any later candidate may repeat any content (an empty batch on a rejected version, an edit undone), and is
@@ -38,13 +40,15 @@ from typing import TYPE_CHECKING
 from combee_core.processors.promoter_resume import floors
 
 if TYPE_CHECKING:
+    from combee_core.models import EvalResult
     from combee_core.processors.promoter import Promoter
 
 
-def summarise_complete(promoter: Promoter, digest: str) -> None:
-    """Keep only the score of a content once every held-out task has its result."""
-    if promoter.cache.summarise(digest, promoter.held_out.tasks):
-        promoter.forget_requests(digest)
+def summarise_complete(promoter: Promoter, result: EvalResult) -> None:
+    """Keep only the score of a content once every task of its playbook's held-out set has its result."""
+    held_out = promoter.held_out.get(result.playbook_id)
+    if held_out is not None and promoter.cache.summarise(result.digest, held_out[1]):
+        promoter.forget_requests(result.digest)
 
 
 def prune_below_floors(promoter: Promoter, playbook_id: str) -> None:

@@ -27,7 +27,7 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.promote.improvement_cost import CandidateCost, improvement_cost
-from combee_core.sim.tasks import Task
+from combee_core.promote.task_sets import PinnedTask, task_key
 
 PROMOTER = "promoter"
 
@@ -134,25 +134,29 @@ def load_ledger(decisions: Iterable[PromotionDecision]) -> PromotionLedger:
 
 @dataclass
 class ScoreCache:
-    """Evaluation results by (entries digest, task): the same pair is evaluated once."""
+    """Evaluation results by (entries digest, ``name@version/task_id``): the same pair is evaluated once."""
 
     results: dict[tuple[str, str], EvalResult] = field(default_factory=dict)
 
     def add(self, result: EvalResult) -> bool:
         """Keep the first result of each pair; False for a repeat."""
-        key = (result.digest, result.task_id)
+        key = (result.digest, task_key(result.task_set, result.task_id))
         if key in self.results:
             return False
         self.results[key] = result
         return True
 
-    def missing(self, digest: str, tasks: Sequence[Task]) -> list[Task]:
-        return [task for task in tasks if (digest, task.task_id) not in self.results]
+    def result(self, digest: str, task: PinnedTask) -> EvalResult | None:
+        """The result of the pair, or else one without a task set (an evaluator that does not echo it) of its id."""
+        return self.results.get((digest, task.key)) or self.results.get((digest, task_key("", task.task_id)))
 
-    def score(self, digest: str, tasks: Sequence[Task]) -> tuple[float | None, str, str]:
+    def missing(self, digest: str, tasks: Sequence[PinnedTask]) -> list[PinnedTask]:
+        return [task for task in tasks if self.result(digest, task) is None]
+
+    def score(self, digest: str, tasks: Sequence[PinnedTask]) -> tuple[float | None, str, str]:
         """(mean score over ``tasks``, the first error, the evaluator model); the mean is None until every task has
         a result, or when one failed."""
-        results = [self.results.get((digest, task.task_id)) for task in tasks]
+        results = [self.result(digest, task) for task in tasks]
         if any(result is None for result in results) or not results:
             return None, "", ""
         models = sorted({r.evaluator_model for r in results if r is not None})
@@ -162,15 +166,21 @@ class ScoreCache:
         scores = [r.score for r in results if r is not None and r.score is not None]
         return sum(scores) / len(results), "", ", ".join(models)
 
+    def drop(self, digest: str, task: PinnedTask) -> None:
+        """Forget the pair's result (it is summarised)."""
+        self.results.pop((digest, task.key), None)
+        self.results.pop((digest, task_key("", task.task_id)), None)
 
-def eval_requests(playbook_id: str, version: int, entries: list[PlaybookEntry], task_set: str,
-                  tasks: Sequence[Task], now: datetime) -> list[EvalRequest]:
+
+def eval_requests(playbook_id: str, version: int, entries: list[PlaybookEntry],
+                  tasks: Sequence[PinnedTask], now: datetime) -> list[EvalRequest]:
     """One request per task for this playbook content."""
     digest = entries_digest(entries)
     return [
         EvalRequest(request_id=f"{playbook_id}/{digest[:16]}/{task.task_id}", playbook_id=playbook_id,
-                    version=version, digest=digest, task_set=task_set, task_id=task.task_id, task_input=task.prompt,
-                    entries=list(entries), requested_at=now)
+                    version=version, digest=digest, task_set=task.task_set, task_id=task.task_id,
+                    task_input=task.task.input, expected=task.task.expected, rubric=task.task.rubric,
+                    task_metadata=dict(task.task.metadata), entries=list(entries), requested_at=now)
         for task in tasks
     ]
 

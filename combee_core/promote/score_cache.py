@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from combee_core.models import EvalResult
 from combee_core.promote.promotion import ScoreCache
-from combee_core.sim.tasks import Task
+from combee_core.promote.task_sets import PinnedTask, task_key
 
 Score = tuple[float | None, str, str]
 """(mean score over the tasks, the first error, the evaluator models): what ``ScoreCache.score`` answers."""
@@ -18,10 +18,13 @@ Score = tuple[float | None, str, str]
 
 @dataclass(frozen=True)
 class TaskSet:
-    """The task ids a summary covers, in the order its mean was taken (one object per task set, shared)."""
+    """The task keys (``name@version/task_id``) a summary covers, in the order its mean was taken (one object per
+    task set, shared)."""
 
     order: tuple[str, ...]
     members: frozenset[str]
+    ids: frozenset[str] = frozenset()
+    """The bare task ids (a result without ``task_set`` counts for any set's task of its id)."""
 
 
 @dataclass
@@ -35,34 +38,37 @@ class SummarisedScoreCache(ScoreCache):
 
     def add(self, result: EvalResult) -> bool:
         """Keep the first result of each pair; False for a repeat."""
-        if result.task_id in self._covered(result.digest):
+        summary = self.summaries.get(result.digest)
+        if summary is not None and (task_key(result.task_set, result.task_id) in summary[0].members
+                                    or (not result.task_set and result.task_id in summary[0].ids)):
             return False
         return super().add(result)
 
-    def missing(self, digest: str, tasks: Sequence[Task]) -> list[Task]:
+    def missing(self, digest: str, tasks: Sequence[PinnedTask]) -> list[PinnedTask]:
         covered = self._covered(digest)
-        return [task for task in super().missing(digest, tasks) if task.task_id not in covered]
+        return [task for task in super().missing(digest, tasks) if task.key not in covered]
 
-    def score(self, digest: str, tasks: Sequence[Task]) -> Score:
+    def score(self, digest: str, tasks: Sequence[PinnedTask]) -> Score:
         summary = self.summaries.get(digest)
         if summary is not None:
             task_set, score = summary
-            if task_set.order == tuple(task.task_id for task in tasks):
+            if task_set.order == tuple(task.key for task in tasks):
                 return score
-            if any(task.task_id in task_set.members for task in tasks):
+            if any(task.key in task_set.members for task in tasks):
                 raise ValueError(f"{digest[:16]}: its results are summarised over another task set")
         return super().score(digest, tasks)
 
-    def summarise(self, digest: str, tasks: Sequence[Task]) -> bool:
+    def summarise(self, digest: str, tasks: Sequence[PinnedTask]) -> bool:
         """Replace the content's results of ``tasks`` by its score over them, once it has one for each (True then).
-        A content is summarised over one task set (the promoter's held-out set); results of other tasks stay."""
+        A content is summarised over one task set (the first complete one); results of other sets' tasks stay."""
         if not tasks or digest in self.summaries or self.missing(digest, tasks):
             return False
         mean, error, models = self.score(digest, tasks)
-        order = tuple(task.task_id for task in tasks)
-        task_set = self._task_sets.setdefault(order, TaskSet(order, frozenset(order)))
-        for task_id in order:
-            del self.results[(digest, task_id)]
+        order = tuple(task.key for task in tasks)
+        task_set = self._task_sets.setdefault(order, TaskSet(order, frozenset(order),
+                                                             frozenset(task.task_id for task in tasks)))
+        for task in tasks:
+            self.drop(digest, task)
         self.summaries[sys.intern(digest)] = (task_set, (mean, error, sys.intern(models)))
         return True
 

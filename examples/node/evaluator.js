@@ -90,6 +90,7 @@ await consumer.run({
       playbook_id: request.playbook_id,
       digest: request.digest,
       task_id: request.task_id,
+      task_set: request.task_set, // echoed: results are cached by (digest, task_set, task_id)
       score: judge(request.entries, request.task_id),
       error: "",
       evaluator: EVALUATOR,

@@ -27,12 +27,13 @@ from streams.cli import (
     serve,
     status,
     tail,
+    tasks,
     ui,
     worker,
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      review, ui, otlp_receiver, serve, key)
+                      review, ui, otlp_receiver, serve, key, tasks)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

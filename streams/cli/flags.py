@@ -78,6 +78,9 @@ def add_pipeline(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, l
                         "(env COMBEE_PROMOTION)")
     parser.add_argument("--epsilon", dest="promotion_epsilon", type=float,
                         help="promotion rule: promote when held_out >= incumbent - epsilon (default 0)")
+    parser.add_argument("--held-out-sets", dest="held_out_sets", metavar="PLAYBOOK=SET[@V],...",
+                        help="the held-out task set each playbook is scored on ('*' for the others; `combee tasks "
+                        "add` registers one; env COMBEE_HELD_OUT_SETS, default *=suite)")
     if llm_record:
         parser.add_argument("--llm-record", choices=["off", "record", "replay"],
                             help="record LLM calls to --llm-record-file, or answer them from the record "
@@ -109,7 +112,7 @@ DOOR_FLAGS = ("http_tls_cert", "http_tls_key", "access_keys_file")
 """The door flags named after their setting (``--allow-host`` sets ``allowed_hosts``)."""
 
 PIPELINE_FLAGS = ("topic_prefix", "run_id", "run_seed", "p", "subgroups", "max_fan_in", "max_wait_s", "partitions",
-                  "dedupe_horizon", "promotion", "promotion_epsilon", "llm_record", "llm_record_file",
+                  "dedupe_horizon", "promotion", "promotion_epsilon", "held_out_sets", "llm_record", "llm_record_file",
                   "broker_connect_timeout_s", "broker_loss_grace_s")
 """Flags named after the setting they override (see ``add_common`` and ``add_pipeline``)."""
 

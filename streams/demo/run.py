@@ -35,6 +35,7 @@ from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import send_traces
+from streams.topology.stages.evaluator import register_suite
 
 
 class DemoError(CombeeError, RuntimeError):
@@ -188,6 +189,8 @@ async def run_demo(
         report()
 
     report("starting the topology")
+    if settings.promotion:  # the promoter scores candidates on the suite's held-out split, a task set like any other
+        await register_suite(settings, bootstrap, profile)
     async with InProcessPipeline(settings, bootstrap, profile, on_call=on_call) as run:
         earlier = await run.versions(options.playbook_id)
         if earlier:

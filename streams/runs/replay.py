@@ -22,7 +22,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 from pydantic import ValidationError
 
-from combee_core.models import BatchManifest, PlaybookVersion, utc_now
+from combee_core.models import BatchManifest, PlaybookVersion, TaskSetVersion, utc_now
 from combee_core.runs.archive import Archive, ArchiveError, ArchiveHeader, ArchiveRecord, write_archive
 from combee_core.runs.replay import (
     ReplayError,
@@ -48,8 +48,9 @@ log = logging.getLogger(__name__)
 ALL_TOPICS = tuple(spec.name for spec in TOPICS if not spec.foreign)
 PLAN_TOPIC = "batch-plan"
 RECORDED_CALLS_TOPIC = "replay.llm-calls"
-REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK)
-"""What a replay from the broker reads (the recorded calls are read by the worker from the source's topic)."""
+REPLAY_SOURCE_TOPICS = (Topic.TRACES, Topic.BATCHES, Topic.PLAYBOOK, Topic.TASK_SETS)
+"""What a replay from the broker reads (the recorded calls are read by the worker from the source's topic; the
+held-out task sets are copied to the replay's topics, for its promoter)."""
 
 
 def run_header(settings: CombeeSettings, topics: Sequence[str]) -> ArchiveHeader:
@@ -256,6 +257,8 @@ async def _replay(
         if copy_calls:
             for call in recorded_calls:
                 await producer.send(calls_topic, call.value_bytes(), key=call.key_bytes())
+        for task_set in archive.models(Topic.TASK_SETS, TaskSetVersion):  # the held-out sets decisions scored on
+            await producer.send(settings.topic(Topic.TASK_SETS), task_set.to_json_bytes(), key=task_set.name.encode())
         await producer.flush()
         log.info("replaying %d trace(s) of %s into %s", len(to_send), archive.header.prefix, settings.topic_prefix)
         say = options.on_progress or (lambda line: None)

@@ -20,6 +20,7 @@ import pytest
 from combee_core.models import PlaybookVersion
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
+from streams.topology.stages.evaluator import register_suite
 from streams.topology.worker import ALL_STAGES
 from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
 
@@ -128,6 +129,7 @@ async def test_node_evaluator_answers_evaluation_requests_and_its_subscriber_fol
     settings = run_settings(unique_prefix, batch_size=40, promotion=True)
     common = ["--bootstrap", kafka.bootstrap, "--prefix", unique_prefix]
     stages = [name for name in ALL_STAGES if name != "evaluate"]
+    await register_suite(settings, kafka.bootstrap, kafka.profile)  # the held-out set its keyword judge knows
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=stages) as run:
         # 120 held-out tasks for the empty incumbent, 120 for candidate v1.
         evaluating = asyncio.create_task(_run(node, str(NODE_DIR / "evaluator.js"), *common, "--max-results", "240",

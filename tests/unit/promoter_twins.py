@@ -25,11 +25,10 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.processors.effects import Effect, Publish
-from combee_core.processors.promoter import Promoter
 from combee_core.processors.promoter_resume import floors
 from combee_core.promote.promotion import PromotionRule, next_base, operator_decision
 from combee_core.topology import Topic
-from tests.unit.test_promoter_resume import HELD_OUT, NOW, ORDER, _apply, _nothing, _version
+from tests.unit.test_promoter_resume import HELD_OUT, NOW, ORDER, _apply, _nothing, _version, promoter_on
 
 PLAYBOOKS = ("pa", "pb")
 PROPOSER = ProposerModels(reflector="r", aggregator="a", reducer="d")
@@ -43,8 +42,8 @@ class Twins:
     def __init__(self, seed: int, rule: PromotionRule) -> None:
         self.rng = random.Random(seed)
         self.rule = rule
-        self.pruned = Promoter(rule, HELD_OUT, PROPOSER)
-        self.whole = Promoter(rule, HELD_OUT, PROPOSER, keep_everything=True)
+        self.pruned = promoter_on(rule)
+        self.whole = promoter_on(rule, keep_everything=True)
         self.logs: dict[Topic, list] = {topic: [] for topic in ORDER}
         self.entries: dict[tuple[str, int], list[PlaybookEntry]] = {}
         self.contents: list[list[PlaybookEntry]] = [[]]

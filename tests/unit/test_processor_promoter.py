@@ -4,24 +4,14 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from combee_core.models import (
-    EvalRequest,
-    EvalResult,
-    PlaybookEntry,
-    PlaybookVersion,
-    PromotionDecision,
-    ProposerModels,
-    VersionStats,
-)
+from combee_core.models import EvalRequest, EvalResult, PlaybookEntry, PlaybookVersion, PromotionDecision, VersionStats
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import HeldOutSet, Promoter
+from combee_core.processors.promoter import Promoter
 from combee_core.processors.testing import EffectLog
 from combee_core.promote.promotion import PromotionRule
-from combee_core.sim.tasks import build_suite
+from tests.unit.test_promoter_resume import HELD_OUT, promoter_on
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-SUITE = build_suite(families=4, seed=3)
-HELD_OUT = HeldOutSet("held-out", tuple(SUITE.held_out[:3]))
 
 
 def _version(n: int, texts: list[str]) -> PlaybookVersion:
@@ -42,7 +32,7 @@ class CatchUp:
 
 
 def _promoter() -> Promoter:
-    return Promoter(PromotionRule(epsilon=0.01), HELD_OUT, ProposerModels(reflector="r", aggregator="a", reducer="d"))
+    return promoter_on(PromotionRule(epsilon=0.01))
 
 
 def _answer(requests: list[EvalRequest], score: float) -> list[EvalResult]:

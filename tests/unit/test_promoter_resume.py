@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 
@@ -12,22 +13,50 @@ from combee_core.models import (
     BatchManifest,
     EvalRequest,
     EvalResult,
+    HeldOutTask,
     PlaybookEntry,
     PlaybookVersion,
     PromotionDecision,
     ProposerModels,
+    TaskSetVersion,
     Usage,
     VersionStats,
+    tasks_digest,
 )
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import HeldOutSet, Promoter
+from combee_core.processors.promoter import Promoter
 from combee_core.processors.promoter_resume import ResumeTracker, canary_floor, floors, traces_resume
 from combee_core.promote.promotion import PromotionRule, canary_verdict, next_base
+from combee_core.promote.task_sets import PinnedTask, pinned_tasks
 from combee_core.sim.tasks import build_suite
 from combee_core.topology import Topic
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
-HELD_OUT = HeldOutSet("held-out", tuple(build_suite(families=4, seed=3).held_out[:3]))
+
+def task_set(name: str, tasks: list[HeldOutTask], version: int = 1) -> TaskSetVersion:
+    return TaskSetVersion(name=name, version=version, tasks=tasks, digest=tasks_digest(tasks), registered_at=NOW)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """A held-out task set and its tasks as the promoter scores them."""
+
+    version: TaskSetVersion
+
+    @property
+    def tasks(self) -> tuple[PinnedTask, ...]:
+        return pinned_tasks(self.version)
+
+
+HELD_OUT = HeldOut(task_set("held-out", [HeldOutTask(task_id=t.task_id, input=t.prompt)
+                                         for t in build_suite(families=4, seed=3).held_out[:3]]))
+PINS = {"*": "held-out"}
+
+
+def promoter_on(rule: PromotionRule, *, keep_everything: bool = False) -> Promoter:
+    """A promoter whose every playbook is pinned to ``HELD_OUT``."""
+    return Promoter(rule, PINS, ProposerModels(reflector="r", aggregator="a", reducer="d"),
+                    task_sets=[HELD_OUT.version], keep_everything=keep_everything)
 SCORES = {"pb": [0.2, 0.3, 0.4, 0.1, 0.5, 0.3, 0.2, 0.1, 0.9], "pa": [0.2, 0.6, 0.1, 0.1, 0.1, 0.7]}
 """Held-out score of each version's content (index = version): pb promotes 1, 2, 4, rejects 3, 5, 6, 7 and its
 candidate 8 is pending (a promotion whose cost counts 5-8); pa promotes 1, rejects 2-4, 5 is pending."""
@@ -35,7 +64,7 @@ ORDER = (Topic.PLAYBOOK, Topic.EVAL_RESULTS, Topic.PROMOTED, Topic.BATCHES)
 
 
 def _promoter() -> Promoter:
-    return Promoter(PromotionRule(epsilon=0.01), HELD_OUT, ProposerModels(reflector="r", aggregator="a", reducer="d"))
+    return promoter_on(PromotionRule(epsilon=0.01))
 
 
 async def _nothing() -> None:
@@ -190,7 +219,7 @@ def _served(decision_id: int, version: int, action: str, canary: PlaybookVersion
 
 def test_a_canary_verdict_counts_the_traces_from_the_resume_offset_on() -> None:
     rule = PromotionRule(canary_share=0.5, canary_min_traces=3)
-    promoter = Promoter(rule, HELD_OUT, ProposerModels(reflector="r", aggregator="a", reducer="d"))
+    promoter = promoter_on(rule)
     promoter.apply_decision(_served(0, 1, "promote"))
     promoter.apply_decision(_served(1, 2, "canary", canary=_version("pb", 2, 1)))
     # one partition: pb's traces of v0 and v1 before its canary, pa's (no decision yet) of v0, then the canary's

@@ -6,6 +6,7 @@ import pytest
 
 from combee_core.models import (
     EvalResult,
+    HeldOutTask,
     PlaybookEntry,
     PlaybookVersion,
     ProposerModels,
@@ -29,7 +30,9 @@ from combee_core.promote.promotion import (
     operator_decision,
     rollback_target,
 )
+from combee_core.promote.task_sets import pinned_tasks
 from combee_core.sim.tasks import build_suite
+from tests.unit.test_promoter_resume import task_set
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 PROPOSER = ProposerModels(reflector="sim/r", aggregator="sim/a", reducer="sim/d")
@@ -110,18 +113,20 @@ def test_a_rollback_serves_the_earlier_version_and_pauses_automatic_promotion_un
 
 def test_the_cache_scores_a_content_once_per_task_and_a_failed_evaluation_rejects():
     suite = build_suite(families=3, held_out_per_family=2, seed=7)
+    held_out = pinned_tasks(task_set("s", [HeldOutTask(task_id=t.task_id, input=t.prompt) for t in suite.held_out]))
     entries = list(_version(1, ["a"]).entries)
-    requests = eval_requests("pb", 1, entries, "s", suite.held_out, NOW)
-    assert len({r.request_id for r in requests}) == len(suite.held_out) == 6
+    requests = eval_requests("pb", 1, entries, held_out, NOW)
+    assert len({r.request_id for r in requests}) == len(held_out) == 6
+    assert {r.task_set for r in requests} == {"s@1"}
     cache = ScoreCache()
     digest = entries_digest(entries)
-    assert cache.missing(digest, suite.held_out) == list(suite.held_out)
-    for i, task in enumerate(suite.held_out):
+    assert cache.missing(digest, held_out) == list(held_out)
+    for i, task in enumerate(held_out):
         result = EvalResult(request_id="r", playbook_id="pb", digest=digest, task_id=task.task_id, score=i / 10,
                             evaluator="t", evaluator_model="m", evaluated_at=NOW)
         assert cache.add(result) and not cache.add(result)
-    assert cache.score(digest, suite.held_out) == (pytest.approx(0.25), "", "m")
-    assert cache.missing(entries_digest(list(_version(7, ["a"]).entries)), suite.held_out) == []  # same text
+    assert cache.score(digest, held_out) == (pytest.approx(0.25), "", "m")
+    assert cache.missing(entries_digest(list(_version(7, ["a"]).entries)), held_out) == []  # same text
     ledger = PromotionLedger()
     failed = decide(PromotionRule(), ledger, _version(1, ["a"]), candidate_score=None, incumbent_score=0.3,
                     error="task R00-020: timeout", costs=[], task_set="s", tasks=6, proposer=PROPOSER,

@@ -1,17 +1,18 @@
 """Promoter: scores each candidate version on the pinned held-out set over Kafka and decides, by the promotion
 rule, which version agents are served (``promoted``).
 
-Per playbook, candidates are decided in version order: for the next undecided candidate it sends one
-``EvalRequest`` per held-out task for the candidate's content and for the served version's, unless a result for
-that (content digest, task) is already on ``eval-results`` (the cache); once every score is in, it writes a
-``PromotionDecision`` with the next decision id and keeps it only if it counts (first record of the id wins). Its
-state is four views: ``playbook`` (candidates), ``promoted`` (the ledger), ``eval-results`` (the cache) and
-``batches`` (what each batch's reflections cost). It consumes ``eval-results`` in its group only to own the playbooks
-(one partition: one promoter at a time); a restart re-sends the requests of the candidate in flight whose results
-are not on the log yet. Its views (``streams.topology.promoter_views``) are checkpointed: a start reads each log
-from the oldest record its decisions still rest on (``combee_core.processors.promoter_resume``), not from the
-beginning; with a canary, every partition of ``traces`` too, from its first trace a verdict can still count
-(``streams.topology.live_traces``).
+Per playbook, candidates are decided in version order, on the held-out task set the playbook is pinned to
+(``COMBEE_HELD_OUT_SETS``; the sets are records of ``task-sets``, read as a fifth view): for the next undecided
+candidate it sends one ``EvalRequest`` per held-out task for the candidate's content and for the served version's,
+unless a result for that (content digest, task) is already on ``eval-results`` (the cache); once every score is in,
+it writes a ``PromotionDecision`` with the next decision id and keeps it only if it counts (first record of the id
+wins). Its state is four views besides ``task-sets``: ``playbook`` (candidates), ``promoted`` (the ledger),
+``eval-results`` (the cache) and ``batches`` (what each batch's reflections cost). It consumes ``eval-results`` in
+its group only to own the playbooks (one partition: one promoter at a time); a restart re-sends the requests of the
+candidate in flight whose results are not on the log yet. Its views (``streams.topology.promoter_views``) are
+checkpointed: a start reads each log from the oldest record its decisions still rest on
+(``combee_core.processors.promoter_resume``), not from the beginning; with a canary, every partition of ``traces``
+too, from its first trace a verdict can still count (``streams.topology.live_traces``).
 
 The decisions are ``combee_core.processors.promoter``'s; this stage keeps the views and performs the effects.
 """
@@ -24,25 +25,20 @@ from functools import partial
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.models import PromotionDecision, ProposerModels, utc_now
+from combee_core.models import PromotionDecision, ProposerModels, TaskSetVersion, utc_now
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import HeldOutSet, Promoter
+from combee_core.processors.promoter import Promoter
 from combee_core.processors.promoter_resume import canary_floor
 from combee_core.promote.promotion import PromotionRule
-from combee_core.sim.tasks import build_suite
-from combee_core.topology import PROMOTE
+from combee_core.promote.task_sets import parse_pins
+from combee_core.topology import PROMOTE, Topic
 from streams.topology.effects import perform
 from streams.topology.live_traces import LiveScores
+from streams.topology.log_view import model_view
 from streams.topology.promoter_views import PromoterViews
 from streams.topology.runtime import Stage
 
 log = logging.getLogger(__name__)
-
-
-def held_out_set(settings) -> tuple[str, tuple]:
-    """(name, tasks) of the pinned held-out set: the suite's held-out split, which no training trace comes from."""
-    suite = build_suite(families=settings.eval_suite_families, seed=settings.eval_suite_seed)
-    return f"suite-{suite.seed}-{len(suite.families)}.held-out", suite.held_out
 
 
 class PromoterStage(Stage):
@@ -54,18 +50,19 @@ class PromoterStage(Stage):
         settings = ctx.settings
         rule = PromotionRule(epsilon=settings.promotion_epsilon, canary_share=settings.canary_share,
                              canary_min_traces=settings.canary_min_traces)
-        self.task_set, self.tasks = held_out_set(settings)
         proposer = ProposerModels(reflector=settings.reflector_model, aggregator=settings.aggregator_model,
                                   reducer=settings.reducer_model)
-        self.promoter = Promoter(rule, HeldOutSet(self.task_set, tuple(self.tasks)), proposer)
+        self.promoter = Promoter(rule, parse_pins(settings.held_out_sets), proposer)
         self.live = LiveScores(self, partial(canary_floor, self.promoter)) if rule.canary_share > 0 else None
         self.logs = PromoterViews(self, self.promoter)
+        self.task_sets = model_view(self, Topic.TASK_SETS, TaskSetVersion, self.promoter.apply_task_set)
 
     @property
     def ledger(self):
         return self.promoter.ledger
 
     async def prepare(self) -> None:
+        await self.task_sets.start()
         await self.logs.start()
         if self.live is not None:
             await self.live.start()
