@@ -16,8 +16,10 @@ alike), whose few differing words the conflict check has read, is not. With a re
   pairs a version keeps, ``CurationState.kept_apart``): silence is no decision. A model that echoes an ADD it was
   shown has not said the lessons differ, so a cosine-only "same" still consolidates: the ADD is folded into the entry
   (no new entry), but raises none of its counters, since closeness alone also matches a reworded reversal; only the
-  call's own TAG or merge reinforces. An explicit keep-both makes the pair two lessons (a new entry, the old one's
-  counters unchanged) and is kept in the version, so the pair is not sent to a call again.
+  call's own TAG or merge reinforces. Its wording is kept as an alias of the entry, which later ADDs are matched
+  against too, again without raising a counter (:mod:`~combee_core.playbook.aliases`). An explicit keep-both makes
+  the pair two lessons (a new entry, the old one's counters unchanged) and is kept in the version, so the pair is
+  not sent to a call again.
 
 Without a real LLM (the simulator, or no reducer call) nothing changes: the judge's verdict stands.
 """
@@ -105,7 +107,9 @@ def _uncertain_against(judge: Judge, add: AddOp, entry: PlaybookEntry) -> bool:
 def kept_pairs(entries: Sequence[PlaybookEntry], kept: Sequence[tuple[str, str]],
                operations: Sequence[Operation] = ()) -> frozenset[tuple[str, str]]:
     """(lesson, entry text) pairs kept apart: ``kept`` (entry id, lesson) pairs of the version, and the ADDs among
-    ``operations`` that name entries in ``distinct_from``; pairs whose entry ``entries`` no longer holds are gone."""
-    texts = {entry.entry_id: entry.content for entry in entries}
+    ``operations`` that name entries in ``distinct_from``; pairs whose entry ``entries`` no longer holds are gone. A
+    lesson kept apart from an entry is kept apart from its aliases too (``combee_core.playbook.aliases``)."""
+    texts = {entry.entry_id: (entry.content, *entry.aliases) for entry in entries}
     named = [(entry_id, op.content) for op in operations if isinstance(op, AddOp) for entry_id in op.distinct_from]
-    return frozenset((lesson, texts[entry_id]) for entry_id, lesson in [*kept, *named] if entry_id in texts)
+    return frozenset((lesson, text) for entry_id, lesson in [*kept, *named] if entry_id in texts
+                     for text in texts[entry_id])
