@@ -5,9 +5,12 @@ raises a counter."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -23,9 +26,15 @@ from combee_core.models import (
     Usage,
 )
 from combee_core.playbook import Playbook, apply_operations, render_playbook
-from combee_core.playbook.meaning import Judgement
+from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
+from combee_core.playbook.meaning import Judgement, SemanticJudge
 from combee_core.playbook.uncertain import UncertainJudge, kept_pairs
-from combee_core.reduce.reduction import ScanResult, build_version
+from combee_core.processors.effects import Publish
+from combee_core.processors.reducer import Reducer, ReducerConfig
+from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.reduction import ReduceOutcome, ScanResult, build_version
+from streams.cli.playbook import render
+from tests.unit.test_review import entry, version
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ENTRY = "gen-00001"
@@ -193,20 +202,49 @@ def test_an_entry_without_aliases_hashes_as_before_aliases_existed() -> None:
     with_field = PlaybookVersion.compute_hash("pb", 2, 1, 1, [entry], [], [])
     bare = entry.model_dump(mode="json")
     assert bare.pop("aliases") == []
-    import hashlib
-
-    import orjson
     payload = {"playbook_id": "pb", "version": 2, "parent_version": 1, "batch_id": 1, "entries": [bare],
                "operations": [], "lineage": [], "baseline": {"successes": 0, "failures": 0}, "challenges": []}
     assert with_field == hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
 def test_the_export_shows_each_entrys_aliases_in_json_and_markdown() -> None:
-    from streams.cli.playbook import render
-    from tests.unit.test_review import entry, version
-
     v2 = version(2, [entry(ENTRY, RULE, 1).model_copy(update={"aliases": [CLOSE]}), entry("gen-00002", FAR, 2)])
     assert PlaybookVersion.model_validate_json(render(v2, "json")).entries[0].aliases == [CLOSE]
     text = render(v2, "markdown")
     assert f"- alias (folded on closeness alone, no counter): {CLOSE}" in text
     assert text.count("alias (") == 1
+
+
+# Through the reducer stage's processor, with a real reducer model that says nothing (an echo) and the static embedder;
+# wordings of one lesson of bench/data/lessons_dev.json: SECOND is close to FIRST, THIRD to SECOND but not to FIRST.
+FIRST = "Convert amounts to a single currency before summing them."
+SECOND = "Sum money only once every amount is in the same currency."
+THIRD = "Before totalling payments, express them all in one currency."
+
+
+def test_through_the_reducer_a_naive_model_keeps_one_entry_and_the_alias_survives_a_restart() -> None:
+    embedder = StaticEmbedder()
+    judge = SemanticJudge(EmbeddingCache(embedder))
+    judge.prepare([FIRST, SECOND, THIRD])
+    assert judge.judge(THIRD, "general", FIRST, "general").kind == "distinct"  # only the alias links THIRD
+
+    async def echo(children: list[list[Operation]], context: str) -> ReduceOutcome:
+        return ReduceOutcome([op for child in children for op in child], Usage(calls=1), 0.0)
+
+    logs = ReducerLogs(playbooks={})
+    records = []
+    for batch, text in enumerate([FIRST, SECOND, THIRD]):
+        reducer = Reducer(ReducerConfig(ask_reducer=True), echo, embedder)  # a restarted reducer each batch
+        playbook = logs.playbook("pb")
+        partial = PartialUpdate(playbook_id="pb", batch_id=batch, node=0, k=1, base_version=playbook.version,
+                                operations=[_add(text)], reflection_ids=[f"r{batch}a", f"r{batch}b"],
+                                trace_ids=[f"t{batch}a", f"t{batch}b"], items_read=2, expected_items=2,
+                                batch_closed_at=NOW)
+        effects = asyncio.run(reducer.next_version(playbook, [partial], parent_version=None, manifest=None,
+                                                   previous_at=None, now=NOW))
+        [record] = [e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion)]
+        logs.take_version(PlaybookVersion.from_json_bytes(record.to_json_bytes()))  # all a restarted reducer has
+        records.append(record)
+    [entry] = records[-1].entries
+    assert (entry.content, entry.helpful, entry.aliases) == (FIRST, 0, [SECOND])
+    assert "alias" in records[-1].operations[0].reason
