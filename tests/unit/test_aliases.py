@@ -28,10 +28,11 @@ from combee_core.models import (
 from combee_core.playbook import Playbook, apply_operations, render_playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judgement, SemanticJudge
-from combee_core.playbook.uncertain import UncertainJudge, kept_pairs
+from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
 from combee_core.processors.effects import Publish
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.deterministic_merge import ContestedMerge
 from combee_core.reduce.reduction import ReduceOutcome, ScanResult, build_version
 from streams.cli.playbook import render
 from tests.unit.test_review import entry, version
@@ -248,3 +249,13 @@ def test_through_the_reducer_a_naive_model_keeps_one_entry_and_the_alias_survive
     [entry] = records[-1].entries
     assert (entry.content, entry.helpful, entry.aliases) == (FIRST, 0, [SECOND])
     assert "alias" in records[-1].operations[0].reason
+
+
+def test_before_the_call_an_add_matching_an_alias_is_sent_to_the_reducer_call() -> None:
+    judge = StubJudge([(CLOSE, RULE), (FAR, CLOSE)])
+    add = _add(FAR)
+    result = contest_uncertain_adds([add], _playbook([CLOSE]).entries, judge)  # type: ignore[arg-type]
+    assert isinstance(result, ContestedMerge) and result.contested == [[add]]  # the call may keep it apart
+    assert contest_uncertain_adds([add], _playbook().entries, judge) == [add]  # type: ignore[arg-type]
+    kept = kept_pairs(_playbook([CLOSE]).entries, [(ENTRY, FAR)])
+    assert contest_uncertain_adds([add], _playbook([CLOSE]).entries, judge, kept) == [add]  # type: ignore[arg-type]
