@@ -34,8 +34,10 @@ from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.reducer_state import ReducerLogs
 from combee_core.reduce.deterministic_merge import ContestedMerge
 from combee_core.reduce.reduction import ReduceOutcome, ScanResult, build_version
+from combee_core.serve.review import load_book
+from combee_core.serve.served import served_to_agents
 from streams.cli.playbook import render
-from tests.unit.test_review import entry, version
+from tests.unit.test_review import decide, entry, version
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 ENTRY = "gen-00001"
@@ -259,3 +261,11 @@ def test_before_the_call_an_add_matching_an_alias_is_sent_to_the_reducer_call() 
     assert contest_uncertain_adds([add], _playbook().entries, judge) == [add]  # type: ignore[arg-type]
     kept = kept_pairs(_playbook([CLOSE]).entries, [(ENTRY, FAR)])
     assert contest_uncertain_adds([add], _playbook([CLOSE]).entries, judge, kept) == [add]  # type: ignore[arg-type]
+
+
+def test_in_review_mode_agents_get_no_alias_an_unreviewed_wording() -> None:
+    v2 = version(2, [entry(ENTRY, RULE, 1).model_copy(update={"aliases": [CLOSE]})])
+    book = load_book([decide(v2, "approve", ENTRY)])
+    reviewed = served_to_agents("pb", v2, review_playbooks="pb", book=book)
+    assert reviewed is not None and [(e.content, e.aliases) for e in reviewed.entries] == [(RULE, [])]
+    assert CLOSE not in reviewed.model_dump_json()
