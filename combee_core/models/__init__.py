@@ -61,9 +61,17 @@ from combee_core.models.reflections import EntryTag, Insight, Reflection, Shuffl
 from combee_core.models.review import ReviewDecision, ReviewItem, proposal_digest
 from combee_core.models.task_sets import HeldOutTask, TaskSetVersion, tasks_digest
 from combee_core.models.traces import MetadataValue, Trace, TraceStep
-from combee_core.models.versions import Challenge, OutcomeTally, PlaybookEntry, PlaybookVersion, VersionStats
+from combee_core.models.versions import (
+    MAX_ALIASES,
+    Challenge,
+    OutcomeTally,
+    PlaybookEntry,
+    PlaybookVersion,
+    VersionStats,
+)
 
 __all__ = [
+    "MAX_ALIASES",
     "SCHEMA_VERSION",
     "AddOp",
     "AppliedOperation",

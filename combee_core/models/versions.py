@@ -45,6 +45,10 @@ class Challenge(CombeeModel):
     why: str = Field(default="", max_length=500, description="The judge's reason for calling it a contradiction.")
 
 
+MAX_ALIASES = 8
+"""Most aliases one entry keeps (``combee_core.playbook.aliases``): each costs one more comparison per ADD."""
+
+
 class PlaybookEntry(CombeeModel):
     """One line of the playbook."""
 
@@ -61,6 +65,10 @@ class PlaybookEntry(CombeeModel):
                                   "used this entry (decayed; combee_core.playbook.outcomes).")
     created_version: int = Field(ge=0)
     updated_version: int = Field(ge=0)
+    aliases: list[InsightText] = Field(default_factory=list, max_length=MAX_ALIASES, description=(
+        "Wordings folded into this entry on closeness in meaning alone, which no reducer call confirmed: later ADDs "
+        "are matched against them too, and such a match raises no counter (combee_core.playbook.aliases). Never "
+        "shown to agents."))
 
 
 class VersionStats(CombeeModel):
@@ -126,7 +134,8 @@ class PlaybookVersion(CombeeModel):
             "version": version,
             "parent_version": parent_version,
             "batch_id": batch_id,
-            "entries": [e.model_dump(mode="json") for e in entries],
+            # an entry without aliases hashes as before aliases existed
+            "entries": [e.model_dump(mode="json", exclude=None if e.aliases else {"aliases"}) for e in entries],
             "operations": [o.model_dump(mode="json") for o in operations],
             "lineage": lineage,
             "baseline": (baseline or OutcomeTally()).model_dump(mode="json"),

@@ -18,11 +18,12 @@ from combee_core.models import (
     TagOp,
     UpdateOp,
 )
+from combee_core.playbook.aliases import ALIAS_REASON, alias_texts, judge_aliases, merged_aliases, with_alias
 from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.outcomes import outcomes_decide
-from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, near_duplicate_score
-from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, entry_value, make_entry_id
+from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD
+from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, make_entry_id
 
 MAX_MERGE_IDS = 32
 """Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
@@ -119,17 +120,24 @@ class _WorkingPlaybook:
     def _add(self, op: AddOp) -> AppliedOperation:
         entries = sorted(self.entries.values(), key=entry_sort_key)
         self.judge.prepare([op.content, *(e.content for e in entries)])
+        self.judge.prepare(alias_texts(entries))
         same: tuple[float, PlaybookEntry, str, bool] | None = None
         conflict: tuple[float, PlaybookEntry, str] | None = None
         for entry in entries:  # playbook order: on equal scores the lowest id wins
             verdict = self.judge.judge(op.content, op.section, entry.content, entry.section)
+            if verdict.kind == "distinct" and entry.aliases:  # the entry's text first, then its aliases
+                verdict = judge_aliases(self.judge, op, entry) or verdict
             if verdict.kind == "same" and (same is None or verdict.score > same[0]):
                 same = (verdict.score, entry, verdict.reason, verdict.reinforces)
             elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
                 conflict = (verdict.score, entry, verdict.reason)
-        if same is not None and not same[3]:
-            return AppliedOperation(operation=op, outcome="applied", entry_id=same[1].entry_id, reason=(
-                f"folded into {same[1].entry_id}, no counter raised: {same[2]}"))
+        if same is not None and not same[3]:  # a match no one confirmed: the wording is kept, no counter rises
+            entry, note = same[1], ""
+            if not same[2].startswith(ALIAS_REASON):  # aliases do not chain
+                entry, note = with_alias(entry, op.content, self.new_version)
+                self.entries[entry.entry_id] = entry
+            return AppliedOperation(operation=op, outcome="applied", entry_id=entry.entry_id, reason=(
+                f"folded into {entry.entry_id}, no counter raised: {same[2]}{note}"))
         if same is not None:
             granted, bound = self.gain(same[1].entry_id, "helpful", op.support)
             target = self.entries[same[1].entry_id] = same[1].model_copy(
@@ -240,6 +248,7 @@ class _WorkingPlaybook:
                 return AppliedOperation(operation=op, outcome="rejected", reason=why)
         merged = [self.entries[entry_id] for entry_id in op.entry_ids]
         keep, others = merged[0], merged[1:]
+        aliases, alias_note = merged_aliases(op.content, merged)
         changing = [e.entry_id for e in others] + ([keep.entry_id] if keep.content != op.content else [])
         if (why := self.over_cap(changing)) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
@@ -254,6 +263,7 @@ class _WorkingPlaybook:
                 "outcome": OutcomeTally(successes=sum(e.outcome.successes for e in merged),
                                         failures=sum(e.outcome.failures for e in merged)),
                 "updated_version": self.new_version,
+                "aliases": aliases,
             }
         )
         for other in others:
@@ -262,7 +272,7 @@ class _WorkingPlaybook:
         return AppliedOperation(
             operation=op,
             outcome="applied",
-            reason=f"merged {', '.join(e.entry_id for e in others)} into {keep.entry_id}",
+            reason=f"merged {', '.join(e.entry_id for e in others)} into {keep.entry_id}{alias_note}",
             entry_id=keep.entry_id,
         )
 
@@ -360,50 +370,3 @@ def apply_operations(
     applied = [work.apply(op) for op in operations]
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
                        superseded=work.superseded)
-
-
-def deduplication_operations(
-    playbook: Playbook, threshold: float = NEAR_DUPLICATE_THRESHOLD
-) -> list[MergeOp]:
-    """MERGE operations that fold near-identical entries of each section together.
-
-    Entries are visited in playbook order; each joins the first earlier cluster whose *first* entry it
-    near-duplicates (no chaining, so clusters cannot drift). A cluster keeps its first (oldest) id and takes the
-    content of its best entry (``helpful - harmful`` desc, then id). Clusters larger than the 32 ids a MERGE may
-    list become several MERGEs into the same first id.
-    """
-    clusters: list[list[PlaybookEntry]] = []
-    texts = {e.entry_id: ComparableText.of(e.content) for e in playbook.entries}
-    for entry in playbook.entries:
-        for cluster in clusters:
-            head = cluster[0]
-            if head.section == entry.section and near_duplicate_score(
-                texts[entry.entry_id], texts[head.entry_id], threshold
-            ) is not None:
-                cluster.append(entry)
-                break
-        else:
-            clusters.append([entry])
-    operations: list[MergeOp] = []
-    for cluster in clusters:
-        if len(cluster) < 2:
-            continue
-        head, rest = cluster[0], cluster[1:]
-        content = min(cluster, key=entry_value).content
-        step = MAX_MERGE_IDS - 1
-        for start in range(0, len(rest), step):
-            ids = [head.entry_id, *(e.entry_id for e in rest[start : start + step])]
-            operations.append(MergeOp(entry_ids=ids, content=content))
-    return operations
-
-
-def deduplicate(
-    playbook: Playbook, new_version: int, threshold: float = NEAR_DUPLICATE_THRESHOLD
-) -> ApplyResult:
-    """Merge near-identical entries within each section, recorded as MERGE operations in the result."""
-    return apply_operations(
-        playbook,
-        deduplication_operations(playbook, threshold),
-        new_version,
-        near_duplicate_threshold=threshold,
-    )

@@ -10,14 +10,17 @@ alike), whose few differing words the conflict check has read, is not. With a re
 - **before the call** (the deterministic merge), :meth:`UncertainJudge.contesting` calls an uncertain pair a
   conflict, so ``merge_contested`` sends both ADDs, with their support, to the reducer call; and
   :func:`contest_uncertain_adds` sends an ADD that is uncertain against an entry of the playbook there too (the
-  call reads the playbook as its context, so it sees both texts);
+  call reads the playbook as its context, so it sees both texts), and so does an ADD the judge matches to one of an
+  entry's aliases;
 - **after it** (applying the call's operations), :meth:`UncertainJudge.trusting` leaves the judge's verdict, unless
   the call *explicitly* kept the lesson apart from the entry (``AddOp.distinct_from``) or an earlier call did (the
   pairs a version keeps, ``CurationState.kept_apart``): silence is no decision. A model that echoes an ADD it was
   shown has not said the lessons differ, so a cosine-only "same" still consolidates: the ADD is folded into the entry
   (no new entry), but raises none of its counters, since closeness alone also matches a reworded reversal; only the
-  call's own TAG or merge reinforces. An explicit keep-both makes the pair two lessons (a new entry, the old one's
-  counters unchanged) and is kept in the version, so the pair is not sent to a call again.
+  call's own TAG or merge reinforces. Its wording is kept as an alias of the entry, which later ADDs are matched
+  against too, again without raising a counter (:mod:`~combee_core.playbook.aliases`). An explicit keep-both makes
+  the pair two lessons (a new entry, the old one's counters unchanged) and is kept in the version, so the pair is
+  not sent to a call again.
 
 Without a real LLM (the simulator, or no reducer call) nothing changes: the judge's verdict stands.
 """
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from combee_core.models import AddOp, Operation, PlaybookEntry
+from combee_core.playbook.aliases import alias_texts, judge_aliases
 from combee_core.playbook.meaning import Judge, Judgement
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, near_duplicate_score
 from combee_core.reduce.deterministic_merge import ContestedMerge
@@ -87,7 +91,7 @@ def contest_uncertain_adds(result: list[Operation] | ContestedMerge, entries: Se
     adds = [op for op in merged if isinstance(op, AddOp)]
     if not adds or not entries:
         return result
-    judge.prepare([*(op.content for op in adds), *(e.content for e in entries)])
+    judge.prepare([*(op.content for op in adds), *(e.content for e in entries), *alias_texts(entries)])
     moved: list[Operation] = [op for op in adds if any(
         (op.content, entry.content) not in kept and _uncertain_against(judge, op, entry) for entry in entries)]
     if not moved:
@@ -98,14 +102,20 @@ def contest_uncertain_adds(result: list[Operation] | ContestedMerge, entries: Se
 
 
 def _uncertain_against(judge: Judge, add: AddOp, entry: PlaybookEntry) -> bool:
+    """True when the judge calls ``add`` the entry's lesson on closeness alone, or one of its aliases' lesson (a
+    match through an alias is never certain: ``combee_core.playbook.aliases``)."""
     verdict = judge.judge(add.content, add.section, entry.content, entry.section)
+    if verdict.kind == "distinct" and entry.aliases:
+        return judge_aliases(judge, add, entry) is not None
     return verdict.kind == "same" and uncertain(add.content, entry.content)
 
 
 def kept_pairs(entries: Sequence[PlaybookEntry], kept: Sequence[tuple[str, str]],
                operations: Sequence[Operation] = ()) -> frozenset[tuple[str, str]]:
     """(lesson, entry text) pairs kept apart: ``kept`` (entry id, lesson) pairs of the version, and the ADDs among
-    ``operations`` that name entries in ``distinct_from``; pairs whose entry ``entries`` no longer holds are gone."""
-    texts = {entry.entry_id: entry.content for entry in entries}
+    ``operations`` that name entries in ``distinct_from``; pairs whose entry ``entries`` no longer holds are gone. A
+    lesson kept apart from an entry is kept apart from its aliases too (``combee_core.playbook.aliases``)."""
+    texts = {entry.entry_id: (entry.content, *entry.aliases) for entry in entries}
     named = [(entry_id, op.content) for op in operations if isinstance(op, AddOp) for entry_id in op.distinct_from]
-    return frozenset((lesson, texts[entry_id]) for entry_id, lesson in [*kept, *named] if entry_id in texts)
+    return frozenset((lesson, text) for entry_id, lesson in [*kept, *named] if entry_id in texts
+                     for text in texts[entry_id])

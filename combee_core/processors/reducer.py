@@ -23,6 +23,7 @@ from combee_core.llm.simulator import is_sim_model
 from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook, render_playbook
+from combee_core.playbook.aliases import alias_texts
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
 from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
@@ -192,7 +193,7 @@ class Reducer:
 
         judge = self.judge(playbook.playbook_id)
         if judge is not None:
-            texts = [e.content for e in playbook.entries]
+            texts = [e.content for e in playbook.entries] + alias_texts(playbook.entries)
             texts += [op.content for partial in partials for op in partial.operations if isinstance(op, AddOp)]
             texts += [challenge.content for challenge in playbook.challenges]
             try:
@@ -238,7 +239,7 @@ class Reducer:
         playbook_id = playbook.playbook_id
         for warning in built.warnings:
             log.warning("%s: %s", playbook_id, warning)
-        self._keep_embeddings(playbook_id, [*(entry.content for entry in record.entries),
+        self._keep_embeddings(playbook_id, [*(entry.content for entry in record.entries), *alias_texts(record.entries),
                                             *(challenge.content for challenge in record.challenges)])
         return [
             *effects,

@@ -46,11 +46,13 @@ def served_to_agents(playbook_id: str, served: PlaybookVersion | None, *, review
     (``combee_core.serve.review.reviewed_view``). Every door serves this: ``combee serve`` (HTTP, MCP), the Python
     client, the pipeline's follower.
 
-    A reviewed version carries no ``operations`` (they hold the unreviewed texts) and the content hash of what it
-    serves, so a decision that changes what is served changes its entity tag (caches refresh, waiters wake)."""
+    A reviewed version carries no ``operations`` and no entry ``aliases`` (they hold unreviewed texts) and the
+    content hash of what it serves, so a decision that changes what is served changes its entity tag (caches
+    refresh, waiters wake)."""
     if served is None or not review_on(review_playbooks, playbook_id):
         return served
-    entries = reviewed_view(playbook_id, served.version, served.entries, book).entries
+    entries = [entry.model_copy(update={"aliases": []}) if entry.aliases else entry  # aliases are unreviewed texts
+               for entry in reviewed_view(playbook_id, served.version, served.entries, book).entries]
     content_hash = PlaybookVersion.compute_hash(playbook_id, served.version, served.parent_version, served.batch_id,
                                                 entries, [], served.lineage)
     return served.model_copy(update={"entries": entries, "operations": [], "content_hash": content_hash})

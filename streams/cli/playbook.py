@@ -61,7 +61,8 @@ def load_entries(path: str, fmt: str) -> tuple[list[PlaybookEntry], list[str]]:
 
 def render_markdown(version: PlaybookVersion) -> str:
     """A readable page: title, provenance, then each section with its entries, their counters and outcome credit
-    (``combee_core.playbook.outcomes``), then the corrections pending against entries."""
+    (``combee_core.playbook.outcomes``) and their aliases (``combee_core.playbook.aliases``), then the corrections
+    pending against entries."""
     from combee_core.playbook.outcomes import credit
 
     lines = [f"# Playbook {version.playbook_id}, version {version.version}", "",
@@ -75,6 +76,8 @@ def render_markdown(version: PlaybookVersion) -> str:
             lines += ["", f"## {section_heading(section)}", ""]
         lines.append(f"- **{entry.entry_id}** (helpful {entry.helpful}, harmful {entry.harmful}; outcome "
                      f"{credit(entry.outcome, version.baseline).describe()}): {' '.join(entry.content.split())}")
+        lines += [f"  - alias (folded on closeness alone, no counter): {' '.join(alias.split())}"
+                  for alias in entry.aliases]
     if version.challenges:
         lines += ["", "## Pending corrections", ""]
         lines += [f"- against **{c.entry_id}** (support {c.support} traces, v{c.first_version}-v{c.last_version}; "

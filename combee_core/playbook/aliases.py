@@ -1,0 +1,68 @@
+"""Aliases: wordings folded into an entry on closeness in meaning alone, kept with it and matched by later ADDs.
+
+When the reducer call is a real model and says nothing of a pair the judge calls one lesson by closeness alone
+(``combee_core.playbook.uncertain``), the ADD is folded into the entry and raises none of its counters. Its wording
+is kept as an alias of the entry (``PlaybookEntry.aliases``, in the version, so a replay reproduces it): a later ADD
+that the judge finds distinct from the entry's text but the same as one of its aliases is folded into the entry too,
+and raises no counter either (its match rests on a match no one confirmed). An ADD the judge finds *contradicting*
+an alias is not folded through the aliases (it is judged against the entry's text alone). Aliases do not chain: a
+wording matched only through an alias is folded but not stored as another alias, so the matches cannot drift away
+from the entry's text one step at a time. An entry keeps at most :data:`MAX_ALIASES`; a wording past the bound is
+folded but not kept, and the operation's reason says so. Aliases are never rendered to agents; MERGE keeps the
+union of the merged entries' aliases (within the bound), UPDATE keeps them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from combee_core.models import MAX_ALIASES, AddOp, PlaybookEntry
+from combee_core.playbook.meaning import Judge, Judgement
+
+ALIAS_REASON = "alias"
+"""How a verdict reached through an alias begins its reason."""
+
+__all__ = ["ALIAS_REASON", "MAX_ALIASES", "alias_texts", "judge_aliases", "with_alias", "merged_aliases"]
+
+
+def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | None:
+    """A non-reinforcing "same" when ``op`` states the lesson of one of ``entry``'s aliases (the closest, ties to the
+    first stored), None when it matches none or contradicts any of them."""
+    best: tuple[float, str, str] | None = None
+    for alias in entry.aliases:
+        verdict = judge.judge(op.content, op.section, alias, entry.section)
+        if verdict.kind == "conflict":
+            return None
+        if verdict.kind == "same" and (best is None or verdict.score > best[0]):
+            best = (verdict.score, alias, verdict.reason)
+    if best is None:
+        return None
+    return Judgement("same", best[0], f"{ALIAS_REASON} {best[1]!r} of {entry.entry_id} ({best[2]}): folded on a "
+                     "match no one confirmed", reinforces=False)
+
+
+def with_alias(entry: PlaybookEntry, wording: str, new_version: int) -> tuple[PlaybookEntry, str]:
+    """``entry`` with ``wording`` kept as an alias, and a note for the operation's reason ("" when nothing to say):
+    the entry's own text and its aliases are not stored again; past :data:`MAX_ALIASES` the wording is not kept."""
+    if wording == entry.content or wording in entry.aliases:
+        return entry, ""
+    if len(entry.aliases) >= MAX_ALIASES:
+        return entry, (f"; alias bound: {entry.entry_id} holds its {MAX_ALIASES} aliases, this wording is not kept "
+                       "as one")
+    return (entry.model_copy(update={"aliases": [*entry.aliases, wording], "updated_version": new_version}),
+            f"; kept as alias {len(entry.aliases) + 1} of {entry.entry_id}")
+
+
+def merged_aliases(content: str, merged: Iterable[PlaybookEntry]) -> tuple[list[str], str]:
+    """The aliases of a MERGE's kept entry (the merged entries' aliases in order, without repeats or the new
+    text, at most :data:`MAX_ALIASES`), and a note when the bound dropped some."""
+    union = list(dict.fromkeys(a for entry in merged for a in entry.aliases if a != content))
+    if len(union) <= MAX_ALIASES:
+        return union, ""
+    return union[:MAX_ALIASES], (f"; alias bound: {len(union) - MAX_ALIASES} of the merged entries' {len(union)} "
+                                 f"aliases not kept (at most {MAX_ALIASES})")
+
+
+def alias_texts(entries: Iterable[PlaybookEntry]) -> list[str]:
+    """Every alias of ``entries`` (what the judge must embed beside the entries' texts)."""
+    return [alias for entry in entries for alias in entry.aliases]
