@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from combee_core.models import PlaybookVersion, PromotionDecision, ReviewDecision
+from combee_core.models import CurationState, PlaybookVersion, PromotionDecision, ReviewDecision
 from combee_core.promote.guard import served_without_promotion
 from combee_core.promote.promotion import PromotionLedger, in_canary
 from combee_core.serve.review import ReviewBook, review_on, reviewed_view
@@ -46,7 +46,8 @@ def served_to_agents(playbook_id: str, served: PlaybookVersion | None, *, review
     (``combee_core.serve.review.reviewed_view``). Every door serves this: ``combee serve`` (HTTP, MCP), the Python
     client, the pipeline's follower.
 
-    A reviewed version carries no ``operations`` and no entry ``aliases`` (they hold unreviewed texts) and the
+    A reviewed version carries no ``operations``, no entry ``aliases``, no pending ``challenges`` and no curation
+    memory (all hold unreviewed texts: wordings, corrections, pairs kept apart) and the
     content hash of what it serves, so a decision that changes what is served changes its entity tag (caches
     refresh, waiters wake)."""
     if served is None or not review_on(review_playbooks, playbook_id):
@@ -55,7 +56,8 @@ def served_to_agents(playbook_id: str, served: PlaybookVersion | None, *, review
                for entry in reviewed_view(playbook_id, served.version, served.entries, book).entries]
     content_hash = PlaybookVersion.compute_hash(playbook_id, served.version, served.parent_version, served.batch_id,
                                                 entries, [], served.lineage)
-    return served.model_copy(update={"entries": entries, "operations": [], "content_hash": content_hash})
+    return served.model_copy(update={"entries": entries, "operations": [], "challenges": [],
+                                     "curation": CurationState(), "content_hash": content_hash})
 
 
 @dataclass

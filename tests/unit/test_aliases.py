@@ -269,3 +269,15 @@ def test_in_review_mode_agents_get_no_alias_an_unreviewed_wording() -> None:
     reviewed = served_to_agents("pb", v2, review_playbooks="pb", book=book)
     assert reviewed is not None and [(e.content, e.aliases) for e in reviewed.entries] == [(RULE, [])]
     assert CLOSE not in reviewed.model_dump_json()
+
+
+def test_in_review_mode_agents_get_no_pending_correction_nor_pair_kept_apart() -> None:
+    from combee_core.models import Challenge, CurationState, KeptApart
+
+    pending = Challenge(entry_id=ENTRY, entry_content=RULE, section="general", content="Never verify the unit.",
+                        support=1, first_version=2, last_version=2)
+    memory = CurationState(kept_apart=[KeptApart(entry_id=ENTRY, content="Check the currency first.", version=2)])
+    v2 = version(2, [entry(ENTRY, RULE, 1)]).model_copy(update={"challenges": [pending], "curation": memory})
+    reviewed = served_to_agents("pb", v2, review_playbooks="pb", book=load_book([decide(v2, "approve", ENTRY)]))
+    assert reviewed is not None and reviewed.challenges == [] and reviewed.curation == CurationState()
+    assert "Never verify" not in reviewed.model_dump_json() and "currency" not in reviewed.model_dump_json()
