@@ -1,13 +1,14 @@
 """The stream as an outside fleet sends it (issue 44): separate processes, async agents naming the newest version.
 
     python -m bench.outside_fleet [--rate 20] [--seconds 60] [--split-stages] [--set NAME=VALUE ...]
-                                  [--name outside_fleet] [--out bench/results]
+                                  [--workers 1] [--playbooks 1] [--name outside_fleet] [--out bench/results]
 
 Processes, as an operator runs them: ``combee broker --memory`` (its own state directory), ``combee worker`` (all
 stages; ``--split-stages``: one ``combee worker --stages S`` per stage, so that ``/proc`` gives each stage's CPU) and
 a fleet process of async agents (``streams.demo.fleet.Fleet``, mode async: ``rate`` agents, each taking 1 s per task
 and naming the newest version it has seen, publishing through the public producer path, ``rate x seconds`` traces).
-This process is the outside subscriber: it follows ``playbook`` and notes when it sees each version.
+This process is the outside subscriber: it follows ``playbook`` and notes when it sees each version. ``--workers N
+--playbooks M``: N worker processes and M fleet processes, one playbook each (on distinct partitions) at rate / M.
 
 Settings: the project's defaults plus ``COMBEE_AUTO_BATCH_SIZE=true`` and ``COMBEE_FLEET_MODE=async`` (the simulator
 at its default real, slept latency), and any ``--set`` (e.g. ``batch_close=size`` for the rule before issue 44).
@@ -62,7 +63,8 @@ def child_env(extra: dict[str, str]) -> dict[str, str]:
 class OutsideRun:
     """The broker, the worker process(es) and the fleet process, each started as an operator would."""
 
-    def __init__(self, overrides: dict[str, str], split: bool, log_dir: Path) -> None:
+    def __init__(self, overrides: dict[str, str], split: bool, log_dir: Path, workers: int = 1) -> None:
+        self.worker_count = workers
         self.log_dir = log_dir
         self.prefix = f"out{uuid.uuid4().hex[:8]}."
         self.env = {"COMBEE_STATE_DIR": str(log_dir / "state"), "COMBEE_TOPIC_PREFIX": self.prefix,
@@ -92,10 +94,11 @@ class OutsideRun:
             for stage in STAGES:
                 self.start(stage, ["streams.cli", "worker", "--stages", stage, "--health-port", "0"])
         else:
-            self.start("worker", ["streams.cli", "worker", "--health-port", "0"])
+            for name in self.workers():
+                self.start(name, ["streams.cli", "worker", "--health-port", "0"])
 
     def workers(self) -> list[str]:
-        return list(STAGES) if self.split else ["worker"]
+        return list(STAGES) if self.split else [f"worker{n}" for n in range(self.worker_count)]
 
     async def wait_ready(self, timeout_s: float = 300.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -111,7 +114,7 @@ class OutsideRun:
 
     def check_alive(self) -> None:
         for name, process in self.processes.items():
-            if name != "fleet" and process.poll() is not None:
+            if not name.startswith("fleet") and process.poll() is not None:
                 log = self.log_dir / f"{name}.log"
                 raise RuntimeError(f"{name} exited with {process.returncode}: {log.read_text()[-3000:]}")
 
@@ -119,7 +122,7 @@ class OutsideRun:
         return {name: cpu_s(process.pid) for name, process in self.processes.items()}
 
     def stop(self) -> None:
-        for name in [n for n in self.processes if n != "broker"] + ["broker"]:
+        for name in [n for n in self.processes if n != "broker"] + ["broker"]:  # the broker last
             process = self.processes.get(name)
             if process is not None and process.poll() is None:
                 process.terminate()
@@ -141,15 +144,19 @@ async def _ready(port: int) -> bool:
         return False
 
 
-async def measure(rate: float, seconds: float, split: bool, overrides: dict[str, str]) -> dict[str, Any]:
+async def measure(rate: float, seconds: float, split: bool, overrides: dict[str, str], workers: int = 1,
+                  playbooks: int = 1) -> dict[str, Any]:
     from combee_core.models import PlaybookVersion
     from combee_core.settings import CombeeSettings
     from streams.broker.profile import BrokerProfile
     from streams.topology.follower import PlaybookFollower
 
     log_dir = Path(tempfile.mkdtemp(prefix="outside-fleet-"))
-    run = OutsideRun(overrides, split, log_dir)
-    seen: dict[int, tuple[float, PlaybookVersion]] = {}
+    from bench.sustained import playbook_ids
+
+    run = OutsideRun(overrides, split, log_dir, workers)
+    names = playbook_ids(playbooks, int(overrides.get("partitions", 4)))
+    seen: dict[tuple[str, int], tuple[float, PlaybookVersion]] = {}
     load_before = os.getloadavg()
     try:
         run.start_broker()
@@ -159,22 +166,27 @@ async def measure(rate: float, seconds: float, split: bool, overrides: dict[str,
         await run.wait_ready()
 
         def on_version(version: PlaybookVersion) -> None:
-            if version.playbook_id == PLAYBOOK:
-                seen.setdefault(version.version, (time.time(), version))
+            if version.playbook_id in names:
+                seen.setdefault((version.playbook_id, version.version), (time.time(), version))
 
-        sent_file = log_dir / "sent.json"
         async with PlaybookFollower(settings, run.bootstrap, profile, on_version=on_version,
                                     check_alive=run.check_alive):
             cpu_start = run.cpu()
             started = time.time()
-            run.start("fleet", ["bench.outside_fleet", "--agents-only", "--rate", str(rate), "--seconds",
-                                str(seconds), "--sent-file", str(sent_file), "--bootstrap", run.bootstrap])
-            while run.processes["fleet"].poll() is None:
-                run.check_alive()
-                await asyncio.sleep(1.0)
-            if run.processes["fleet"].returncode != 0:
-                raise RuntimeError(f"the fleet failed: {(log_dir / 'fleet.log').read_text()[-3000:]}")
-            sent: dict[str, float] = json.loads(sent_file.read_text())
+            for name in names:
+                sent_file = str(log_dir / f"sent-{name}.json")
+                run.start(f"fleet-{name}", ["bench.outside_fleet", "--agents-only", "--rate", str(rate / playbooks),
+                                            "--seconds", str(seconds), "--sent-file", sent_file,
+                                            "--bootstrap", run.bootstrap, "--playbook", name])
+            sent: dict[str, float] = {}
+            for name in names:
+                fleet = run.processes[f"fleet-{name}"]
+                while fleet.poll() is None:
+                    run.check_alive()
+                    await asyncio.sleep(1.0)
+                if fleet.returncode != 0:
+                    raise RuntimeError(f"the fleet failed: {(log_dir / f'fleet-{name}.log').read_text()[-3000:]}")
+                sent.update(json.loads((log_dir / f"sent-{name}.json").read_text()))
             stream_end = max(sent.values())
             deadline = time.monotonic() + max(300.0, 5 * seconds)
             while time.monotonic() < deadline:
@@ -185,8 +197,8 @@ async def measure(rate: float, seconds: float, split: bool, overrides: dict[str,
             cpu_end = run.cpu()
     finally:
         run.stop()
-    return summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, cpu_end, load_before,
-                     log_dir, overrides)
+    return {**summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, cpu_end, load_before,
+                        log_dir, overrides), "workers": workers, "playbooks": names}
 
 
 def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, cpu_end, load_before, log_dir,
@@ -203,7 +215,10 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
         return percentile([landed[t] - sent[t] for t in ids if t in landed], 0.5)
 
     times = sorted(at for at, _ in seen.values())
-    gaps = [b - a for a, b in zip(times, times[1:])]
+    gaps = []
+    for playbook in {key[0] for key in seen}:
+        mine = sorted(at for key, (at, _) in seen.items() if key[0] == playbook)
+        gaps += [b - a for a, b in zip(mine, mine[1:])]
     cycle = statistics.median(gaps) if gaps else float("nan")
     drain = times[-1] - stream_end if times else float("nan")
     first, last = p50(order[:fifth]), p50(order[-fifth:])
@@ -229,7 +244,7 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
     )
 
 
-async def run_fleet(rate: float, seconds: float, sent_file: Path, bootstrap: str) -> None:
+async def run_fleet(rate: float, seconds: float, sent_file: Path, bootstrap: str, playbook: str = PLAYBOOK) -> None:
     """The fleet process: ``rate`` async agents, 1 s per task, each naming the newest version it has seen."""
     from combee_core.settings import CombeeSettings
     from combee_core.sim.tasks import build_suite
@@ -240,7 +255,7 @@ async def run_fleet(rate: float, seconds: float, sent_file: Path, bootstrap: str
     settings = CombeeSettings.load()
     profile = BrokerProfile.for_tansu()
     sent: dict[str, float] = {}
-    config = FleetConfig(playbook_id=PLAYBOOK, agents=max(1, int(rate)), mode="async", traces=int(rate * seconds),
+    config = FleetConfig(playbook_id=playbook, agents=max(1, int(rate)), mode="async", traces=int(rate * seconds),
                          task_time_s=max(1, int(rate)) / rate)
     async with PlaybookFollower(settings, bootstrap, profile) as follower:
         fleet = Fleet(settings, bootstrap, profile, build_suite(seed=7), follower, config,
@@ -260,11 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--sent-file", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help=argparse.SUPPRESS)
+    parser.add_argument("--playbook", default=PLAYBOOK, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--playbooks", type=int, default=1)
     args = parser.parse_args(argv)
     if args.agents_only:
-        asyncio.run(run_fleet(args.rate, args.seconds, args.sent_file, args.bootstrap))
+        asyncio.run(run_fleet(args.rate, args.seconds, args.sent_file, args.bootstrap, args.playbook))
         return 0
-    row = asyncio.run(measure(args.rate, args.seconds, args.split_stages, parse_sets(args.set)))
+    row = asyncio.run(measure(args.rate, args.seconds, args.split_stages, parse_sets(args.set), args.workers,
+                              args.playbooks))
     write_results(args.out / f"{args.name}.json", dict(machine=machine(), rows=[row]))
     print(json.dumps({k: v for k, v in row.items() if k != "batch_sizes"}, indent=1))
     print("batch sizes:", row["batch_sizes"])

@@ -273,8 +273,14 @@ class BatchAccumulator:
         assert state.opened_at is not None
         if now - state.opened_at >= max_wait_s:
             return "max_wait"
-        if idle_s is not None and state.last_added_at is not None and now - state.last_added_at >= (
-                idle_after(state.mean_gap_s, idle_s) if playbook_id in drained else idle_s):
+        if state.last_added_at is None:
+            return None
+        if playbook_id in drained and (idle_s is not None or by_size):
+            # with pacing the reflector's word is enough without batch_idle_s: nothing more comes soon, and the
+            # chain takes the batch only when it is free, so holding it longer makes no version sooner
+            if now - state.last_added_at >= idle_after(state.mean_gap_s, idle_s if idle_s is not None else max_wait_s):
+                return "idle"
+        elif idle_s is not None and now - state.last_added_at >= idle_s:
             return "idle"
         return None
 

@@ -169,3 +169,13 @@ def test_status_says_how_many_batches_wait_for_the_chain():
     report = format_status(RunStatus(versions={"pb": 3}, waiting={"pb": (140, 12.0)}, pending={"pb": 2}))
     assert "140 trace(s) batched, not yet in a version (oldest batch 12 s ago); batches: 1 being built, 1 waiting " \
            "for the chain" in report
+
+
+def test_with_pacing_the_reflectors_word_that_nothing_is_left_closes_a_batch_once_the_chain_is_free():
+    """Without ``batch_idle_s``: the stream's last traces need not wait ``max_wait_s`` (10 s by default)."""
+    for pacing, closes in ((10, True), (None, False)):
+        batcher, log = _batcher(batch_size=40, cap=pacing, max_wait_s=10.0), EffectLog()
+        for number in range(6):  # a reflection every 0.05 s: 10 gaps are the floor, 0.5 s
+            log.extend(batcher.take(_reflection(number), f"pb:{number}", number * 0.05, WALL))
+        log.extend(effect for effects in batcher.close_due(0.25 + 0.6, WALL, drained=["pb"]) for effect in effects)
+        assert [m.closed_by for m in _manifests(log)] == (["idle"] if closes else []), pacing
