@@ -14,10 +14,11 @@ Settings: the project's defaults plus ``COMBEE_AUTO_BATCH_SIZE=true`` and ``COMB
 at its default real, slept latency), and any ``--set`` (e.g. ``batch_close=size`` for the rule before issue 44).
 
 Reported: p50 latency (trace sent -> the outside subscriber sees the first version whose lineage has it) over the
-first and last fifth of the traces sent; the cycle (median gap between versions seen); the drain (last version seen
-- last trace sent) in cycles; the out rate (traces learned per second from the first send to the last version);
-batch sizes; lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``, from the fleet's start to
-the last version); the load average before and after. Targets (issue 44.4): last fifth p50 <= 1.5 x first fifth +
+first and last fifth of the traces sent; the cycle (median gap between versions seen); the drain (last version seen -
+last trace sent) in cycles; the out rate (traces learned per second from the first send to the last version); batch
+sizes; a batch's close -> its version (``stats.delay_s``: waiting for the chain included) and the LLM critical path of
+its version (p50); lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``, from the fleet's start
+to the last version); the load average before and after. Targets (issue 44.4): last fifth p50 <= 1.5 x first fifth +
 10 s, first fifth p50 <= 20 s, drained within 1.6 cycles.
 """
 
@@ -226,6 +227,8 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
     cpu = {name: round((cpu_end.get(name, 0.0) - cpu_start.get(name, 0.0)) / max(1, versions), 2)
            for name in cpu_end}
     sizes = [v.stats.batch_size for _, v in (seen[n] for n in sorted(seen))]
+    close_to_version = percentile([v.stats.delay_s for _, v in seen.values()], 0.5)
+    critical_path = percentile([v.stats.llm_critical_path_s or 0.0 for _, v in seen.values()], 0.5)
     lines = []
     for path in sorted(log_dir.glob("*.log")):
         lines += [line for line in path.read_text(errors="replace").splitlines() if "WARNING" in line]
@@ -235,6 +238,7 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
         drain_s=round(drain, 1), drain_cycles=round(drain / cycle, 2) if cycle == cycle and cycle > 0 else None,
         out_rate=round(len(landed) / (times[-1] - min(sent.values())), 2) if times else 0.0,
         lost=len(set(sent) - set(landed)), batch_sizes=sizes,
+        close_to_version_p50_s=round(close_to_version, 1), llm_critical_path_p50_s=round(critical_path, 1),
         cpu_s_per_version=cpu, wall_s=round((times[-1] if times else time.time()) - started, 1),
         targets=dict(last_vs_first=bool(last <= 1.5 * first + 10), first_within_20s=bool(first <= 20),
                      drained_within_1_6_cycles=bool(cycle > 0 and drain <= 1.6 * cycle)),
