@@ -49,6 +49,12 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     batch_size: int = Field(default=40, ge=1, le=10_000, description="Fixed batch size, or the start size in auto.")
     auto_batch_size: bool = Field(default=False, description="Let the controller choose the batch size.")
     max_wait_s: float = Field(default=10.0, gt=0, description="Close a non-empty batch after this many seconds.")
+    batch_close: Literal["chain", "size"] = Field(
+        default="chain", description="Async fleets: chain closes a due batch when the version chain can take it, "
+        "holding what arrives meanwhile up to the quality bound (controller_bs_max with the controller, else "
+        "batch_size) so that at most one closed batch waits (docs/architecture.md, 'When a batch closes'); size "
+        "closes it as soon as it is due, however many wait. Sync fleets always close on size."
+    )
     batch_idle_s: float | None = Field(
         default=None, gt=0, description="Close a non-empty batch after at most this many seconds without a new "
         "reflection (a stream that pauses or stops gets its last traces learned without waiting max_wait_s): "

@@ -186,7 +186,7 @@ REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
                     reads=(Topic.PLAYBOOK,), llm=True)
 BATCH = StageSpec("batch", consumes=(Topic.REFLECTIONS,),
                   produces=(Topic.BATCHES, Topic.SHUFFLE, Topic.DLQ, Topic.CHECKPOINTS),
-                  reads=(Topic.BATCHES, Topic.CONTROL))
+                  reads=(Topic.BATCHES, Topic.CONTROL, Topic.PLAYBOOK))
 AGGREGATE = StageSpec("aggregate", consumes=(Topic.SHUFFLE,),
                       produces=(Topic.PARTIALS, Topic.DLQ, Topic.LLM_CALLS, Topic.CHECKPOINTS),
                       reads=(Topic.PLAYBOOK,), llm=True)

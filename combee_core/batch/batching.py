@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Literal
 
+from combee_core.batch.chain_pacing import ChainPacing
 from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY, derive_seed, plan_augmented_shuffle
 from combee_core.batch.trace_dedupe import DEFAULT_DEDUPE_HORIZON, RecentTraceIds
 from combee_core.models import BatchManifest, Reflection, ShuffledReflection, Usage
@@ -129,22 +130,28 @@ class _PlaybookBatches:
     last_added_at: float | None = None
     mean_gap_s: float | None = None
     """Smoothed gap between the playbook's reflections (across batches)."""
+    applied: int = 0
+    """Batches that are versions (the newest version's batch id + 1): what the chain has built."""
 
 
 class BatchAccumulator:
     """Per-playbook open batches with dedupe by trace_id; batch ids are 0, 1, 2, ... per playbook.
 
     Dedupe covers the open batch and the last ``dedupe_horizon`` batched traces of each playbook (RecentTraceIds).
+    With ``pacing`` a batch closes when the version chain can take it (``combee_core.batch.chain_pacing``): the open
+    batch may then hold more than one batch's worth, and a close takes its oldest reflections up to the cap.
     """
 
     def __init__(
-        self, config: ShuffleConfig, default_batch_size: int, dedupe_horizon: int = DEFAULT_DEDUPE_HORIZON
+        self, config: ShuffleConfig, default_batch_size: int, dedupe_horizon: int = DEFAULT_DEDUPE_HORIZON,
+        pacing: ChainPacing | None = None,
     ) -> None:
         if dedupe_horizon < 1:
             raise ValueError(f"dedupe horizon must be at least 1 trace, got {dedupe_horizon}")
         self._config = config
         self._default_batch_size = default_batch_size
         self._dedupe_horizon = dedupe_horizon
+        self._pacing = pacing
         self._playbooks: dict[str, _PlaybookBatches] = {}
 
     def _state(self, playbook_id: str) -> _PlaybookBatches:
@@ -175,6 +182,7 @@ class BatchAccumulator:
         state = self._playbooks.pop(playbook_id, None)
         if state is not None:
             self._state(playbook_id).target_batch_size = state.target_batch_size
+            self._state(playbook_id).applied = state.applied
 
     def set_target(self, playbook_id: str, batch_size: int) -> None:
         """Batch size for batches opened from now on (the open one closes at the new size too)."""
@@ -198,6 +206,16 @@ class BatchAccumulator:
         """How many batched trace ids of the playbook have left the dedupe horizon."""
         return self._state(playbook_id).seen_trace_ids.forgotten
 
+    def chain_advanced(self, playbook_id: str, batch_id: int) -> None:
+        """Batch ``batch_id`` of the playbook is a version now (read from the ``playbook`` log)."""
+        state = self._state(playbook_id)
+        state.applied = max(state.applied, batch_id + 1)
+
+    def pending(self, playbook_id: str) -> int:
+        """The playbook's batches closed and not yet a version (the one being built and those waiting)."""
+        state = self._state(playbook_id)
+        return max(0, state.next_batch_id - state.applied)
+
     def next_base_version(self, playbook_id: str) -> int:
         """Version the currently open batch will be applied to."""
         return self._state(playbook_id).next_batch_id
@@ -216,8 +234,12 @@ class BatchAccumulator:
             state.mean_gap_s = gap if state.mean_gap_s is None else \
                 state.mean_gap_s + GAP_SMOOTHING * (gap - state.mean_gap_s)
         state.last_added_at = now
-        if len(state.open_reflections) >= state.target_batch_size:
-            return self._close(reflection.playbook_id, "size", wall_time)
+        due = len(state.open_reflections) >= state.target_batch_size
+        if self._pacing is None:
+            return self._close(reflection.playbook_id, "size", wall_time, now) if due else None
+        if self._pacing.may_close(len(state.open_reflections), due=due, pending=self.pending(reflection.playbook_id),
+                                  target=state.target_batch_size):
+            return self._close(reflection.playbook_id, "size", wall_time, now)
         return None
 
     def close_expired(self, now: float, max_wait_s: float, wall_time: datetime,
@@ -225,18 +247,42 @@ class BatchAccumulator:
         """Close every non-empty batch that has waited at least ``max_wait_s``, or (with ``idle_s``) that has had no
         new reflection for ``idle_s`` (the stream paused or stopped: its last traces need not wait ``max_wait_s``);
         for the ``drained`` playbooks (the reflector said no trace of theirs was waiting), already after
-        :func:`idle_after` their stream's mean gap."""
+        :func:`idle_after` their stream's mean gap. With pacing, a batch due (by these or by its size) closes only
+        when the chain can take it, and a playbook may close two (the one the chain takes, and one at the cap)."""
         closed = []
         for playbook_id, state in sorted(self._playbooks.items()):
-            if not state.open_reflections or state.opened_at is None:
-                continue
-            if now - state.opened_at >= max_wait_s:
-                closed.append(self._close(playbook_id, "max_wait", wall_time))
-            elif idle_s is not None and state.last_added_at is not None \
-                    and now - state.last_added_at >= (idle_after(state.mean_gap_s, idle_s)
-                                                      if playbook_id in drained else idle_s):
-                closed.append(self._close(playbook_id, "idle", wall_time))
+            while state.open_reflections and state.opened_at is not None:
+                reason = self._due(playbook_id, state, now, max_wait_s, idle_s, drained,
+                                   by_size=self._pacing is not None)
+                if self._pacing is None:
+                    if reason is None:
+                        break
+                elif not self._pacing.may_close(len(state.open_reflections), due=reason is not None,
+                                                pending=self.pending(playbook_id), target=state.target_batch_size):
+                    break
+                closed.append(self._close(playbook_id, reason or "size", wall_time, now))
         return closed
+
+    @staticmethod
+    def _due(playbook_id: str, state: _PlaybookBatches, now: float, max_wait_s: float, idle_s: float | None,
+             drained: Collection[str], *, by_size: bool) -> Literal["size", "max_wait", "idle"] | None:
+        """Why the open batch is due to close, if it is (``by_size``: its size counts too; without pacing a batch
+        closes on size as the reflection that fills it comes)."""
+        if by_size and len(state.open_reflections) >= state.target_batch_size:
+            return "size"
+        assert state.opened_at is not None
+        if now - state.opened_at >= max_wait_s:
+            return "max_wait"
+        if state.last_added_at is None:
+            return None
+        if playbook_id in drained and (idle_s is not None or by_size):
+            # with pacing the reflector's word is enough without batch_idle_s: nothing more comes soon, and the
+            # chain takes the batch only when it is free, so holding it longer makes no version sooner
+            if now - state.last_added_at >= idle_after(state.mean_gap_s, idle_s if idle_s is not None else max_wait_s):
+                return "idle"
+        elif idle_s is not None and now - state.last_added_at >= idle_s:
+            return "idle"
+        return None
 
     def playbook_ids(self) -> list[str]:
         return sorted(self._playbooks)
@@ -245,12 +291,16 @@ class BatchAccumulator:
         return len(self._state(playbook_id).open_reflections)
 
     def _close(self, playbook_id: str, closed_by: Literal["size", "max_wait", "idle"],
-               wall_time: datetime) -> ClosedBatch:
+               wall_time: datetime, now: float) -> ClosedBatch:
+        """The open batch's oldest reflections (all of them without pacing, else up to the cap) as the next batch;
+        the rest stay open, as a batch opened now."""
         state = self._state(playbook_id)
+        held = state.open_reflections
+        n = len(held) if self._pacing is None else self._pacing.take(len(held), state.target_batch_size)
         batch = deal_batch(
             playbook_id,
             state.next_batch_id,
-            state.open_reflections,
+            held[:n],
             self._config,
             target_batch_size=state.target_batch_size,
             closed_by=closed_by,
@@ -258,8 +308,8 @@ class BatchAccumulator:
         )
         state.seen_trace_ids.batched(batch.manifest.trace_ids, batch.manifest.trace_digests)
         state.next_batch_id += 1
-        state.open_reflections = []
-        state.opened_at = None
+        state.open_reflections = held[n:]
+        state.opened_at = now if state.open_reflections else None
         return batch
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 
 from combee_core.batch.batch_plan import PlannedBatches
 from combee_core.batch.batching import BatchAccumulator, ClosedBatch, ShuffleConfig, UnconfirmedBatches
+from combee_core.batch.chain_pacing import ChainPacing
 from combee_core.log_order import valid_manifests
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
@@ -42,6 +43,8 @@ class BatcherConfig:
     """Close a non-empty batch after this long without a new reflection (None: only by size or max_wait_s)."""
     plan_name: str | None = None
     """The topic the batch plan was read from (replay), named in the dead letter of a trace it does not list."""
+    pacing: ChainPacing | None = None
+    """Close batches when the version chain can take them (async fleets, ``combee_core.batch.chain_pacing``)."""
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> BatcherConfig:
@@ -51,8 +54,17 @@ class BatcherConfig:
                                   subgroups=settings.subgroups),
             batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
             max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s, idle_s=settings.batch_idle_s,
-            plan_name=settings.batch_plan_topic,
+            plan_name=settings.batch_plan_topic, pacing=pacing_of(settings),
         )
+
+
+def pacing_of(settings: CombeeSettings) -> ChainPacing | None:
+    """The chain pacing of an async fleet with ``batch_close = "chain"``: batches capped at the quality bound
+    (``controller_bs_max``) with the controller, else at the fixed ``batch_size``. None otherwise (a sync fleet's
+    rounds wait for each version already)."""
+    if settings.fleet_mode != "async" or settings.batch_close != "chain":
+        return None
+    return ChainPacing(cap=settings.controller_bs_max if settings.auto_batch_size else settings.batch_size)
 
 
 class Batcher:
@@ -61,7 +73,7 @@ class Batcher:
     def __init__(self, config: BatcherConfig, plan: list[BatchManifest] | None = None) -> None:
         self.config = config
         self.accumulator = BatchAccumulator(config.shuffle, default_batch_size=config.batch_size,
-                                            dedupe_horizon=config.dedupe_horizon)
+                                            dedupe_horizon=config.dedupe_horizon, pacing=config.pacing)
         self.unconfirmed = UnconfirmedBatches(config.shuffle, keep_per_playbook=UNCONFIRMED_KEEP)
         self.plan = PlannedBatches(config.shuffle, plan) if plan is not None else None
         self._recent: dict[str, deque[BatchManifest]] = {}
@@ -151,7 +163,10 @@ class Batcher:
         copies, then acknowledge its reflections."""
         manifest = batch.manifest
         playbook_id = manifest.playbook_id
-        tokens = list(self._open.pop(playbook_id, []))
+        held = self._open.pop(playbook_id, [])  # the open batch's tokens, oldest first: a close takes the oldest
+        tokens = held[:manifest.n]
+        if held[manifest.n:]:
+            self._open[playbook_id] = held[manifest.n:]
         for trace_id in manifest.trace_ids if self.plan is not None else ():
             tokens += self._planned.pop(trace_id, [])
         return [
@@ -186,6 +201,11 @@ class Batcher:
         if self.plan is not None:
             self.plan.restore(manifest)
         self._recent.setdefault(manifest.playbook_id, deque(maxlen=UNCONFIRMED_KEEP)).append(manifest)
+
+    def take_version(self, playbook_id: str, batch_id: int) -> None:
+        """A version of the playbook was published from batch ``batch_id``: the chain has taken it (a batch held for
+        the chain closes at the next :meth:`close_due`)."""
+        self.accumulator.chain_advanced(playbook_id, batch_id)
 
     def take_decision(self, decision: ControlDecision) -> bool:
         """A controller decision (each id once, in order): the playbook's batch size from now on."""

@@ -14,6 +14,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.structs import ConsumerRecord
 from pydantic import ValidationError
 
+from combee_core.batch.chain_pacing import batches_waiting
 from combee_core.control.controller import explain_decision
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
@@ -206,6 +207,8 @@ class RunStatus:
     dead_letters: int = 0
     dead_letter_kinds: list[DeadLetterKind] = field(default_factory=list)
     waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
+    pending: dict[str, int] = field(default_factory=dict)
+    """Per playbook, the batches closed and not yet a version (one being built, the others waiting for it)."""
     """playbook -> (traces batched but not yet in a version, age in seconds of the oldest such batch)"""
     stall_warning_s: float = 180.0
     promotion: dict[str, PromotionDecision] = field(default_factory=dict)
@@ -291,6 +294,9 @@ def fill_from_records(status: RunStatus, settings: CombeeSettings, read: dict[st
     for manifest in manifests:
         status.batch_sizes[manifest.playbook_id] = str(manifest.target_batch_size)
     status.waiting = waiting_batches(manifests, status.versions, utc_now())
+    for manifest in manifests:
+        if manifest.batch_id >= status.versions.get(manifest.playbook_id, 0):
+            status.pending[manifest.playbook_id] = status.pending.get(manifest.playbook_id, 0) + 1
     for decision in readable(records[Topic.CONTROL], ControlDecision):
         status.batch_sizes[decision.playbook_id] = f"{decision.batch_size} ({decision.phase})"
         status.controller[decision.playbook_id] = explain_decision(decision)
@@ -333,6 +339,8 @@ def format_status(status: RunStatus) -> str:
         if playbook in status.waiting:
             traces, age = status.waiting[playbook]
             line += f"; {traces} trace(s) batched, not yet in a version (oldest batch {age:.0f} s ago)"
+            if playbook in status.pending:
+                line += f"; batches: 1 being built, {batches_waiting(status.pending[playbook])} waiting for the chain"
             if age > status.stall_warning_s:
                 line += f" STALLED? (over {status.stall_warning_s:.0f} s)"
         lines.append(line)

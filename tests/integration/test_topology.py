@@ -64,7 +64,9 @@ async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_co
     _SINGLE_RUN_HASHES.setdefault(kafka.bootstrap, [v.content_hash for v in versions])
 
     assert_contiguous(versions, "pb", 8)
-    assert [m.closed_by for m in manifests] == ["size"] * 7 + ["max_wait"]
+    # The last 20: on the reflector's word that nothing is left, once the chain is free (an async fleet's chain
+    # pacing, docs/architecture.md "When a batch closes"), else after max_wait_s.
+    assert [m.closed_by for m in manifests][:7] == ["size"] * 7 and manifests[7].closed_by in ("idle", "max_wait")
     assert [m.n for m in manifests] == [40] * 7 + [20]
     fan_in = run_settings(unique_prefix).max_fan_in  # floor(sqrt(n)), raised so no call reads more than the fan-in
     assert [v.stats.k for v in versions] == [subgroup_count(m.n, m.p, fan_in) for m in manifests]

@@ -1,7 +1,9 @@
 """Batcher / shuffler: reflections -> batches -> p shuffled copies per reflection on the shuffle topic.
 
-A batch closes at the playbook's current batch size (the controller's decision on ``control``, or the configured
-size), after ``max_wait_s``, or as the recorded plan says (replay, ``batch_plan_topic``). Its manifest is a numbered
+A batch is due at the playbook's current batch size (the controller's decision on ``control``, or the configured
+size), after ``max_wait_s`` or idle, or as the recorded plan says (replay, ``batch_plan_topic``); in an async fleet it
+closes when the version chain can take it (``combee_core.batch.chain_pacing``: the stage follows ``playbook`` to know
+which batches are versions). Its manifest is a numbered
 record of ``batches`` (``NumberedLog``: the first manifest of each (playbook, batch_id) is that batch); the copies go
 out, and the reflections are committed, only once the manifest counts, so after a restart the reflections come back
 and the copies are re-dealt from the manifest (``UnconfirmedBatches``; aggregators drop copies they have). A foreign
@@ -19,13 +21,13 @@ import time
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.models import BatchManifest, ControlDecision, Reflection, utc_now
+from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion, Reflection, utc_now
 from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.processors.effects import Effect, Publish
 from combee_core.topology import BATCH, Topic
 from streams.topology.effects import perform
 from streams.topology.input_partitions import InputPartitions
-from streams.topology.log_view import LogView
+from streams.topology.log_view import LogView, model_view
 from streams.topology.numbered_log import NumberedLog
 from streams.topology.runtime import Stage
 from streams.topology.topic_reader import read_topic
@@ -51,6 +53,12 @@ class BatcherStage(Stage):
             self.batcher = Batcher(self.config, [BatchManifest.from_json_bytes(r.value) for r in planned])
             log.info("following the batch plan of %s (%d batches)", self.settings.batch_plan_topic, len(planned))
         await self.batches.start()
+        if self.config.pacing is not None and not self.settings.batch_plan_topic:
+            # Which batches the chain has built: a batch held for the chain closes once the previous one is a version.
+            versions = model_view(self, Topic.PLAYBOOK, PlaybookVersion,
+                                  lambda v: self.batcher.take_version(v.playbook_id, v.batch_id))
+            await versions.start()
+            await versions.catch_up()
         if self.settings.auto_batch_size:
             # Every batcher replica needs every decision, so the control topic is followed outside the consumer
             # group (a group would hand its one partition to one replica only).

@@ -1,0 +1,181 @@
+"""Batches close when the version chain can take them (async fleets, ``combee_core.batch.chain_pacing``), driven
+through the batcher's processor without a broker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from combee_core.batch.batching import ShuffleConfig
+from combee_core.batch.chain_pacing import ChainPacing, batches_waiting
+from combee_core.models import BatchManifest, ControlDecision, Reflection
+from combee_core.processors.batcher import Batcher, BatcherConfig, pacing_of
+from combee_core.processors.testing import EffectLog
+from combee_core.settings import CombeeSettings
+
+WALL = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0) -> Batcher:
+    return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2), batch_size=batch_size, dedupe_horizon=10_000,
+                                 max_wait_s=max_wait_s, pacing=ChainPacing(cap) if cap is not None else None))
+
+
+def _reflection(number: int, playbook_id: str = "pb") -> Reflection:
+    return Reflection(reflection_id=f"r{number}", trace_id=f"t{number}", playbook_id=playbook_id, seen_version=0,
+                      insights=[], model="sim", trace_digest=f"d{number}")
+
+
+def _feed(batcher: Batcher, log: EffectLog, numbers: range, now: float = 0.0) -> None:
+    for number in numbers:
+        log.extend(batcher.take(_reflection(number), f"pb:{number}", now, WALL))
+
+
+def _manifests(log: EffectLog) -> list[BatchManifest]:
+    return [p.value for p in log.publishes("batches") if isinstance(p.value, BatchManifest)]
+
+
+def _tick(batcher: Batcher, log: EffectLog, now: float) -> None:
+    log.extend(batcher.tick(now, WALL))
+
+
+def test_a_batch_due_while_the_chain_builds_the_previous_one_keeps_what_arrives_and_closes_when_it_is_a_version():
+    batcher, log = _batcher(batch_size=4, cap=10), EffectLog()
+    _feed(batcher, log, range(4))
+    assert [m.n for m in _manifests(log)] == [4]  # the chain was free: closed at its size
+    _feed(batcher, log, range(4, 11), now=1.0)  # 7 more while batch 0 is built: due at 4, held
+    assert [m.n for m in _manifests(log)] == [4]
+    assert log.acknowledged() == [f"pb:{n}" for n in range(4)]  # held reflections stay uncommitted
+    _tick(batcher, log, 2.0)
+    assert [m.n for m in _manifests(log)] == [4]
+    batcher.take_version("pb", 0)  # version 1, from batch 0
+    _tick(batcher, log, 2.1)
+    manifests = _manifests(log)
+    assert [m.n for m in manifests] == [4, 7] and manifests[1].trace_ids == [f"t{n}" for n in range(4, 11)]
+    assert manifests[1].closed_by == "size" and log.acknowledged() == [f"pb:{n}" for n in range(11)]
+
+
+def test_at_the_cap_a_batch_closes_to_wait_behind_the_one_being_built_but_never_a_second_one():
+    batcher, log = _batcher(batch_size=4, cap=5), EffectLog()
+    _feed(batcher, log, range(4))  # batch 0 closes (chain free)
+    _feed(batcher, log, range(4, 9))  # reaches the cap: batch 1 closes and waits
+    assert [m.n for m in _manifests(log)] == [4, 5]
+    assert batches_waiting(batcher.accumulator.pending("pb")) == 1
+    _feed(batcher, log, range(9, 25))  # 16 more: held, unbatched and unacknowledged
+    _tick(batcher, log, 30.0)  # max_wait passed long ago: still held, the chain cannot take it
+    assert [m.n for m in _manifests(log)] == [4, 5] and len(log.acknowledged()) == 9
+    batcher.take_version("pb", 0)
+    _tick(batcher, log, 30.1)  # one waiting again: the held traces close at the cap, oldest first
+    assert [m.trace_ids for m in _manifests(log)][2] == [f"t{n}" for n in range(9, 14)]
+    assert [m.n for m in _manifests(log)] == [4, 5, 5]
+    for batch_id in (1, 2, 3):
+        batcher.take_version("pb", batch_id)
+        _tick(batcher, log, 31.0 + batch_id)
+    assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5]  # at the cap, each as the previous one is taken
+    batcher.take_version("pb", 4)
+    _tick(batcher, log, 34.5)  # the chain is free, but the last trace is not due yet
+    assert len(_manifests(log)) == 5
+    _tick(batcher, log, 40.0)
+    assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5, 1] and _manifests(log)[-1].closed_by == "max_wait"
+    assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(25))
+
+
+def test_the_controllers_new_size_applies_to_the_batch_not_yet_closed():
+    batcher, log = _batcher(batch_size=4, cap=20), EffectLog()
+    _feed(batcher, log, range(4))
+    _feed(batcher, log, range(4, 7))  # 3 held (below the old size)
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=0, batch_size=2, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    batcher.take_version("pb", 0)
+    _tick(batcher, log, 0.5)
+    assert [(m.n, m.target_batch_size) for m in _manifests(log)] == [(4, 4), (3, 2)]
+
+
+def test_without_pacing_batches_close_on_size_however_many_wait():
+    batcher, log = _batcher(batch_size=4, cap=None), EffectLog()
+    _feed(batcher, log, range(20))
+    assert [m.n for m in _manifests(log)] == [4] * 5
+
+
+def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quality_bound_with_the_controller():
+    load = CombeeSettings.load
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == ChainPacing(160)
+    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30)
+    assert pacing_of(load(env={}, fleet_mode="sync")) is None
+    assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
+    with pytest.raises(ValueError, match="at least 1 trace"):
+        ChainPacing(0)
+
+
+# Events: ("trace", count) -- that many new reflections; ("version",) -- the chain finishes its oldest pending batch;
+# ("tick", seconds) -- time passes and the batcher's timers run.
+EVENTS = st.lists(st.one_of(st.tuples(st.just("trace"), st.integers(1, 30)), st.tuples(st.just("version")),
+                            st.tuples(st.just("tick"), st.floats(0.1, 8.0))), max_size=60)
+
+
+def _run(events: list[tuple], batch_size: int, cap: int) -> tuple[list[BatchManifest], EffectLog, int]:
+    """Drive a paced batcher with ``events``, then let the chain drain everything; the most batches ever waiting."""
+    batcher, log = _batcher(batch_size=batch_size, cap=cap), EffectLog()
+    now, sent, built, most_waiting = 0.0, 0, 0, 0
+
+    def step() -> None:
+        nonlocal most_waiting
+        most_waiting = max(most_waiting, batches_waiting(batcher.accumulator.pending("pb")))
+
+    for event in events:
+        if event[0] == "trace":
+            _feed(batcher, log, range(sent, sent + event[1]), now)
+            sent += event[1]
+        elif event[0] == "version" and built < len(_manifests(log)):
+            batcher.take_version("pb", built)
+            built += 1
+        elif event[0] == "tick":
+            now += event[1]
+            _tick(batcher, log, now)
+        step()
+    for _ in range(10 * sent + 2):  # the stream stopped: the chain builds every batch, the timers close the rest
+        if built < len(_manifests(log)):
+            batcher.take_version("pb", built)
+            built += 1
+        now += 5.0
+        _tick(batcher, log, now)
+        step()
+    return _manifests(log), log, most_waiting
+
+
+@settings(max_examples=150, deadline=None)
+@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20))
+def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_inputs_give_the_same_batches(
+        events: list[tuple], batch_size: int, cap: int):
+    manifests, log, most_waiting = _run(events, batch_size, cap)
+    sent = sum(event[1] for event in events if event[0] == "trace")
+    assert most_waiting <= 1
+    batched = [t for m in manifests for t in m.trace_ids]
+    assert sorted(batched) == sorted(f"t{n}" for n in range(sent)) and len(set(batched)) == len(batched)
+    assert [t for m in manifests for t in m.trace_ids] == [f"t{n}" for n in range(sent)]  # arrival order kept
+    assert all(m.n <= max(cap, m.target_batch_size) for m in manifests)
+    assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(sent))
+    again, _, _ = _run(events, batch_size, cap)
+    assert [(m.trace_ids, m.seed, m.subgroup_sizes) for m in again] == \
+        [(m.trace_ids, m.seed, m.subgroup_sizes) for m in manifests]
+
+
+def test_status_says_how_many_batches_wait_for_the_chain():
+    from streams.topology.observe import RunStatus, format_status
+
+    report = format_status(RunStatus(versions={"pb": 3}, waiting={"pb": (140, 12.0)}, pending={"pb": 2}))
+    assert "140 trace(s) batched, not yet in a version (oldest batch 12 s ago); batches: 1 being built, 1 waiting " \
+           "for the chain" in report
+
+
+def test_with_pacing_the_reflectors_word_that_nothing_is_left_closes_a_batch_once_the_chain_is_free():
+    """Without ``batch_idle_s``: the stream's last traces need not wait ``max_wait_s`` (10 s by default)."""
+    for pacing, closes in ((10, True), (None, False)):
+        batcher, log = _batcher(batch_size=40, cap=pacing, max_wait_s=10.0), EffectLog()
+        for number in range(6):  # a reflection every 0.05 s: 10 gaps are the floor, 0.5 s
+            log.extend(batcher.take(_reflection(number), f"pb:{number}", number * 0.05, WALL))
+        log.extend(effect for effects in batcher.close_due(0.25 + 0.6, WALL, drained=["pb"]) for effect in effects)
+        assert [m.closed_by for m in _manifests(log)] == (["idle"] if closes else []), pacing
