@@ -27,7 +27,7 @@ a 1,000-token budget). Variants:
   the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
   rules are served today, docs/simulator.md);
 - combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
-  ``controller_bs_max``, docs/benchmarks.md §12e).
+  ``controller_bs_max``, docs/benchmarks-history.md §12e).
 
 A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
 per distinct lesson is <= 1.2, and every version of every seed is within the budget. A control row *fails as it

@@ -1,5 +1,5 @@
 """Which secret detector: the project's own rules, detect-secrets' plugins, or both (docs/redaction.md, "Why this
-library"; docs/benchmarks.md §14).
+library"; docs/benchmarks-history.md §14).
 
     python -m bench.redaction_detectors [--traces 1000] [--out bench/results]
 

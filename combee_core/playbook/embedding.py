@@ -62,7 +62,7 @@ class StaticEmbedder:
 
     name = STATIC_MODEL
     same_meaning = 0.5
-    """This model's cosine from which two lessons are one (tuned on the dev sets, ``docs/benchmarks.md`` 9)."""
+    """This model's cosine from which two lessons are one (tuned on the dev sets, ``docs/benchmarks-history.md`` 9)."""
 
     def __init__(self, package_dir: Path | None = None) -> None:
         directory = package_dir or _wordllama_dir()

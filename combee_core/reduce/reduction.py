@@ -121,7 +121,7 @@ async def _merge_flat(children: Sequence[list[Operation]], max_fan_in: int, redu
 
     The fan-in bounds what a *model* reads; the merge is a pure function and has no such bound. Merging level by level
     would regroup each level's merged lessons by meaning again, so the lessons kept would depend on the tree's shape
-    (``docs/benchmarks.md`` §8e); one merge over all the partials does not.
+    (``docs/benchmarks-history.md`` §8e); one merge over all the partials does not.
     """
     merged = merge(children)
     if merged is None:

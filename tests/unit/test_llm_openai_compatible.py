@@ -15,15 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from combee_core.llm import (
-    CallRecord,
-    LLMCallError,
-    LLMConfig,
-    LLMError,
-    LLMOutputError,
-    LLMRoles,
-    provider,  # litellm as the provider imports it (after its offline price-map switch)
-)
+from combee_core.llm import CallRecord, LLMCallError, LLMConfig, LLMError, LLMOutputError, LLMRoles
 from combee_core.models import Reflection, Trace
 from combee_core.settings import CombeeSettings
 
@@ -141,6 +133,8 @@ async def test_every_request_the_server_sees_is_one_recorded_and_costed_attempt(
     assert len(server.requests) == len(records) >= 30
     assert sum(r.error is not None for r in records) == sum(s != 200 for s in server.statuses)
     answered = [r for r in records if r.error is None]
+    from combee_core.llm import provider  # litellm as the provider imports it (after its offline price-map switch)
+
     price = sum(provider.litellm.cost_per_token(model="gpt-4o-mini", prompt_tokens=321, completion_tokens=12))
     assert price > 0 and all(r.usage.cost_usd == pytest.approx(price) for r in answered)
     assert sum(r.usage.cost_usd for r in records) == pytest.approx(price * len(answered))

@@ -61,7 +61,8 @@ async def test_calls_that_cannot_be_recorded_make_one_line_not_one_each(caplog):
         raise ConnectionError("broker gone")
 
     producer = SimpleNamespace(count=lambda name: None, send=broken_send)
-    roles = build_llm_roles(CombeeSettings(), producer_ctx=producer)  # type: ignore[arg-type]
+    settings = CombeeSettings(sim_clock="virtual")  # the modelled latency is not slept: 20 calls, not 30 s
+    roles = build_llm_roles(settings, producer_ctx=producer)  # type: ignore[arg-type]
     with caplog.at_level(logging.WARNING, logger="streams.topology.llm_setup"):
         for i in range(20):
             await roles.reflect(make_trace(i))

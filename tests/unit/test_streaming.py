@@ -29,7 +29,7 @@ def fed(rate: float, cycle_of, sizes=(40,) * 6, bs_max: int = 100) -> StreamingO
 
 def test_the_issue_stream_gets_a_batch_that_keeps_up() -> None:
     """20 traces/s, batch 40 took 3.6 s per version (the issue's measurement): the chain took ~11 traces/s; the
-    cycle grows as bs^0.3 (benchmarks.md §1: ~4.2 s at 30, ~6 s at 100)."""
+    cycle grows as bs^0.3 (benchmarks-history.md §1: ~4.2 s at 30, ~6 s at 100)."""
     choice = fed(20.0, lambda bs: 3.6 * (bs / 40) ** 0.3, sizes=(30, 40, 60) * 2).choose()
     assert choice is not None and not choice.over_capacity
     assert choice.rate_per_s == pytest.approx(20.0)
