@@ -60,6 +60,8 @@ async def test_in_process_answers_are_the_ones_litellm_gives(sim):
 
 
 async def test_a_modelled_latency_over_the_timeout_is_an_overload_both_ways():
+    import litellm  # noqa: F401  # imported first: its import (seconds under load) must not fall in the 0.1 s timeout
+
     slow = RoleConfig(timeout_s=0.1, max_retries=1, backoff_s=0.001)
     outcomes = []
     for through_litellm in (False, True):
