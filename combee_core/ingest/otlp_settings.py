@@ -29,8 +29,9 @@ class OtlpSettings(BaseModel):
         "its last span."
     )
     otlp_feedback_wait_s: float = Field(
-        default=300.0, ge=0, description="How long a finished run without a gen_ai.evaluation.result waits for one; "
-        "then it goes on without it (metadata otlp.feedback says so)."
+        default=300.0, ge=0, description="How long a finished run without an evaluation (a gen_ai.evaluation.result "
+        "event, OpenInference evaluations.N.evaluation.* attributes) waits for one; then it goes on without it "
+        "(metadata otlp.feedback says so)."
     )
     otlp_window_s: float = Field(
         default=900.0, gt=0, description="Longest a run is held from its first span, whatever it waits for."
