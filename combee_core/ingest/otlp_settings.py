@@ -50,6 +50,10 @@ class OtlpSettings(BaseModel):
     otlp_max_inflight: int = Field(
         default=32, ge=1, description="Requests the receiver handles at once; more are answered 429 with Retry-After."
     )
+    otlp_require_ingest: bool = Field(
+        default=True, description="The receiver answers 503 with Retry-After while its run's ingest-otlp consumer "
+        "group has no member (nothing would turn the spans into traces); off: it writes them to the topic anyway."
+    )
     otlp_max_lag: int = Field(
         default=10_000, ge=0, description="Records of the OTLP topic the ingest-otlp group may lag behind before the "
         "receiver answers 429 with Retry-After (the pipeline cannot keep up; 0: never)."
