@@ -241,7 +241,8 @@ async def group_members(admin: AIOKafkaAdminClient, group: str) -> int | None:
     """How many members consumer group ``group`` has now (0 for a group that is unknown, empty or dead; None when the
     broker's answer says nothing for sure, e.g. its coordinator is loading)."""
     [response] = await admin.describe_consumer_groups([group])
-    for error_code, name, state, *_, members in response.groups:
+    for described in response.groups:  # (error_code, group, state, protocol_type, protocol, members[, operations])
+        error_code, name, state, members = described[0], described[1], described[2], described[5]
         if error_code == 0 and name == group:
             return 0 if state in ("Empty", "Dead") else len(members)
         if error_code in (-1, 69):  # unknown (Tansu answers -1 for a group it never saw), GROUP_ID_NOT_FOUND
