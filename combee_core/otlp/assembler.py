@@ -48,6 +48,8 @@ class PendingRun:
     evaluated_at: float | None = None
     waiting: bool = False
     """Counted as waiting for its feedback (finished without any)."""
+    evaluated: set[str] = field(default_factory=set)
+    """Ids of its spans that carry an evaluation."""
 
     def finished_at(self, idle_s: float) -> float:
         return self.root_seen if self.root_seen is not None else self.last_seen + idle_s
@@ -110,6 +112,7 @@ class TraceAssembler:
         run.root_seen = run.root_seen if early.root_seen is None else early.root_seen
         run.evaluated_at = run.evaluated_at if early.evaluated_at is None else early.evaluated_at
         run.waiting = run.waiting or early.waiting
+        run.evaluated |= early.evaluated
         for token in early.tokens:
             holds = self._holds[token]
             holds.discard(trace_id)
@@ -136,8 +139,10 @@ class TraceAssembler:
             run.last_seen = now
             if not span.parent_span_id and run.root_seen is None:
                 run.root_seen = now
-            if carries_evaluation(span) and run.evaluated_at is None:
-                run.evaluated_at = now
+            if carries_evaluation(span):
+                run.evaluated.add(span.span_id)
+                if run.evaluated_at is None:
+                    run.evaluated_at = now
             run.tokens.add(token)
             holds.add(key)
             self.counts["spans"] += 1
@@ -176,7 +181,7 @@ class TraceAssembler:
 
     def _take(self, run: PendingRun, feedback: str) -> ReadyRun:
         del self.pending[run.key]
-        self._emitted[run.key] = frozenset(s.span_id for s in run.spans.values() if carries_evaluation(s)) or _NONE
+        self._emitted[run.key] = frozenset(run.evaluated) if run.evaluated else _NONE
         while len(self._emitted) > self.remember:
             self._emitted.popitem(last=False)
         spans = tuple(sorted(run.spans.values(), key=lambda s: (s.start_ns, s.span_id)))
