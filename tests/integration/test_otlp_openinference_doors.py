@@ -98,8 +98,13 @@ async def test_one_worker_command_with_otlp_learns_openinference_runs_over_http(
             assert process.poll() is None and time.monotonic() < deadline, (len(traces), len(versions))
             await asyncio.sleep(1)
         dead = await _read(kafka, f"{unique_prefix}dlq", DeadLetter)
-    finally:
+    except AssertionError as failure:  # say what the worker said, then fail as it would
         process.send_signal(signal.SIGTERM)
+        await asyncio.to_thread(process.wait, 30)
+        raise AssertionError(f"{failure}\nworker's stderr:\n{process.stderr.read()[-4000:]}") from failure
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
         returncode = await asyncio.to_thread(process.wait, 30)
     assert returncode == 0, process.stderr.read()
     _check(traces, versions, dead, runs)
