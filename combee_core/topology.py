@@ -210,7 +210,7 @@ GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED,
                                      said="only without --promotion, unless COMBEE_GUARD=0"))
 
 INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(Topic.TRACES, Topic.DLQ),
-                        runs_when=RunsWhen(on=("otlp_ingest",), said="only with COMBEE_OTLP_INGEST=1"))
+                        runs_when=RunsWhen(on=("otlp_ingest",), said="only with --otlp or COMBEE_OTLP_INGEST=1"))
 
 STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, GUARD, INGEST_OTLP)
 """Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the

@@ -29,8 +29,9 @@ class OtlpSettings(BaseModel):
         "its last span."
     )
     otlp_feedback_wait_s: float = Field(
-        default=300.0, ge=0, description="How long a finished run without a gen_ai.evaluation.result waits for one; "
-        "then it goes on without it (metadata otlp.feedback says so)."
+        default=300.0, ge=0, description="How long a finished run without an evaluation (a gen_ai.evaluation.result "
+        "event, OpenInference evaluations.N.evaluation.* attributes) waits for one; then it goes on without it "
+        "(metadata otlp.feedback says so)."
     )
     otlp_window_s: float = Field(
         default=900.0, gt=0, description="Longest a run is held from its first span, whatever it waits for."
@@ -48,6 +49,10 @@ class OtlpSettings(BaseModel):
     )
     otlp_max_inflight: int = Field(
         default=32, ge=1, description="Requests the receiver handles at once; more are answered 429 with Retry-After."
+    )
+    otlp_require_ingest: bool = Field(
+        default=True, description="The receiver answers 503 with Retry-After while its run's ingest-otlp consumer "
+        "group has no member (nothing would turn the spans into traces); off: it writes them to the topic anyway."
     )
     otlp_max_lag: int = Field(
         default=10_000, ge=0, description="Records of the OTLP topic the ingest-otlp group may lag behind before the "

@@ -1,17 +1,21 @@
 """Spans -> runs: the spans of one run gathered over a bounded window, with the run's evaluation joined.
 
 Records carry batches of spans, not traces: a run's spans come in several records, interleaved with other runs', and
-a run's evaluation (``gen_ai.evaluation.result``) may come minutes later. :class:`TraceAssembler` keeps one
+a run's evaluation (``gen_ai.evaluation.result`` or OpenInference ``evaluations.N.evaluation.*``:
+``combee_core.otlp.evaluations``) may come minutes later, on a span of the run's trace or on a carrier span linked to
+it. :class:`TraceAssembler` keeps one
 :class:`PendingRun` per key (the OTel trace id, or the conversation id when grouping by conversation) and says when
 each run is ready, with time passed in (no clock of its own):
 
 - a run is *finished* when its root span has arrived (a span without parent), else ``idle_s`` after its last span;
 - a finished run with an evaluation is ready at once; without one it waits ``feedback_wait_s`` for it (the delayed
-  feedback join), then goes on without it, and its note says so;
+  feedback join; counted once per run as ``runs_waiting_for_feedback`` when the wait starts), then goes on without
+  it, and its note says so;
 - a run is ready ``window_s`` after its first span whatever it waits for, and the oldest run is taken early when
   more than ``max_pending`` runs are pending (each says why in its note: no silent caps);
 - a span already held (a retried export) is dropped and counted; spans of a run already emitted (of the last
-  ``remember`` runs) are dropped and counted too (``late_feedback`` when they carry an evaluation).
+  ``remember`` runs) are dropped and counted too: ``late_feedback`` when they carry an evaluation the run did not
+  have (a retry of a span that was in the run, its root span with its evaluation say, is ``spans_after_emit``).
 
 Inputs are named by opaque tokens (a stage's records); a token is *settled* once every run it contributed to has
 been taken (:meth:`take_ready`), so a stage commits a record only after its runs are published.
@@ -24,7 +28,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from combee_core.otlp.mapping import EVALUATION_EVENT, conversation_id
+from combee_core.otlp.evaluations import carries_evaluation, feedback_target
+from combee_core.otlp.mapping import conversation_id
 from combee_core.otlp.wire import OtlpSpan
 
 GroupBy = Literal["trace", "conversation"]
@@ -41,6 +46,10 @@ class PendingRun:
     tokens: set[object] = field(default_factory=set)
     root_seen: float | None = None
     evaluated_at: float | None = None
+    waiting: bool = False
+    """Counted as waiting for its feedback (finished without any)."""
+    evaluated: set[str] = field(default_factory=set)
+    """Ids of its spans that carry an evaluation."""
 
     def finished_at(self, idle_s: float) -> float:
         return self.root_seen if self.root_seen is not None else self.last_seen + idle_s
@@ -71,19 +80,21 @@ class TraceAssembler:
     counts: Counter[str] = field(default_factory=Counter)
     _alias: OrderedDict[str, str] = field(default_factory=OrderedDict)
     """trace id -> conversation key, for runs grouped by conversation (the last ``remember`` trace ids)."""
-    _emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    _emitted: OrderedDict[str, frozenset[str]] = field(default_factory=OrderedDict)
+    """key of an emitted run -> the ids of its spans that carried an evaluation (a retry of one is not late)."""
     _holds: dict[object, set[str]] = field(default_factory=dict)
     """token -> keys of the pending runs it contributed to."""
 
     def _key(self, span: OtlpSpan) -> str:
+        trace_id = feedback_target(span)  # a post-hoc carrier's: the run its link names
         if self.group_by == "conversation":
             conversation = conversation_id(span)
             if conversation:
                 key = f"conv:{conversation}"
-                self._merge(span.trace_id, key)
+                self._merge(trace_id, key)
                 return key
-            return self._alias.get(span.trace_id, span.trace_id)
-        return span.trace_id
+            return self._alias.get(trace_id, trace_id)
+        return trace_id
 
     def _merge(self, trace_id: str, key: str) -> None:
         """A trace's spans seen before its conversation id was known join the conversation's run."""
@@ -100,6 +111,8 @@ class TraceAssembler:
         run.last_seen = max(run.last_seen, early.last_seen)
         run.root_seen = run.root_seen if early.root_seen is None else early.root_seen
         run.evaluated_at = run.evaluated_at if early.evaluated_at is None else early.evaluated_at
+        run.waiting = run.waiting or early.waiting
+        run.evaluated |= early.evaluated
         for token in early.tokens:
             holds = self._holds[token]
             holds.discard(trace_id)
@@ -111,8 +124,10 @@ class TraceAssembler:
         holds = self._holds.setdefault(token, set())
         for span in spans:
             key = self._key(span)
-            if key in self._emitted:
-                self.counts["late_feedback" if _evaluated(span) else "spans_after_emit"] += 1
+            emitted = self._emitted.get(key)
+            if emitted is not None:
+                late = carries_evaluation(span) and span.span_id not in emitted
+                self.counts["late_feedback" if late else "spans_after_emit"] += 1
                 continue
             run = self.pending.get(key)
             if run is None:
@@ -124,8 +139,10 @@ class TraceAssembler:
             run.last_seen = now
             if not span.parent_span_id and run.root_seen is None:
                 run.root_seen = now
-            if _evaluated(span) and run.evaluated_at is None:
-                run.evaluated_at = now
+            if carries_evaluation(span):
+                run.evaluated.add(span.span_id)
+                if run.evaluated_at is None:
+                    run.evaluated_at = now
             run.tokens.add(token)
             holds.add(key)
             self.counts["spans"] += 1
@@ -141,6 +158,9 @@ class TraceAssembler:
             feedback = self._verdict(run, now)
             if feedback is not None:
                 ready.append(self._take(run, feedback))
+            elif not run.waiting and run.evaluated_at is None and now >= run.finished_at(self.idle_s):
+                run.waiting = True
+                self.counts["runs_waiting_for_feedback"] += 1
         overflow = len(self.pending) - self.max_pending
         if overflow > 0:
             for run in sorted(self.pending.values(), key=lambda r: r.first_seen)[:overflow]:
@@ -161,7 +181,7 @@ class TraceAssembler:
 
     def _take(self, run: PendingRun, feedback: str) -> ReadyRun:
         del self.pending[run.key]
-        self._emitted[run.key] = None
+        self._emitted[run.key] = frozenset(run.evaluated) if run.evaluated else _NONE
         while len(self._emitted) > self.remember:
             self._emitted.popitem(last=False)
         spans = tuple(sorted(run.spans.values(), key=lambda s: (s.start_ns, s.span_id)))
@@ -189,5 +209,4 @@ class TraceAssembler:
         return held
 
 
-def _evaluated(span: OtlpSpan) -> bool:
-    return any(event.name == EVALUATION_EVENT for event in span.events)
+_NONE: frozenset[str] = frozenset()

@@ -1,7 +1,8 @@
 """What the OTLP/HTTP receiver decides about one request, without HTTP or Kafka: which spans it accepts (one record
-per trace id, as the Collector's Kafka exporter writes with ``partition_traces_by_id``), which it rejects (invalid
-ids, as the specification lets a receiver), and the response bodies (``ExportTraceServiceResponse`` with
-``partial_success``; ``google.rpc.Status`` for errors), in the request's encoding."""
+per trace id, as the Collector's Kafka exporter writes with ``partition_traces_by_id``; a post-hoc evaluation's carrier
+span goes with the run its link names, so that it lands in the run's partition), which it rejects (invalid ids, as the
+specification lets a receiver), and the response bodies (``ExportTraceServiceResponse`` with ``partial_success``;
+``google.rpc.Status`` for errors), in the request's encoding."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
+from combee_core.otlp.evaluations import EVALUATION_EVENT, is_feedback_key
 from combee_core.otlp.wire import json_format, proto_messages
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ def split_by_trace(request: ExportTraceServiceRequest) -> SplitRequest:
                         or not any(span.span_id):
                     rejected += 1
                     continue
-                trace_id = bytes(span.trace_id).hex()
+                trace_id = run_trace_id(span)
                 target = targets.get(trace_id)
                 if target is None:
                     part = parts.setdefault(trace_id, pb.ExportTraceServiceRequest())
@@ -52,6 +54,18 @@ def split_by_trace(request: ExportTraceServiceRequest) -> SplitRequest:
                 target.spans.add().CopyFrom(span)
     reason = f"{rejected} span(s) with an invalid trace id or span id" if rejected else ""
     return SplitRequest(list(parts.items()), rejected, reason)
+
+
+def run_trace_id(span: Any) -> str:
+    """The trace id (hex) of the run a protobuf span belongs to: its own, or for a post-hoc evaluation's carrier (one
+    link, to another trace; ``combee_core.otlp.evaluations.feedback_target``) the linked one."""
+    own = bytes(span.trace_id).hex()
+    if len(span.links) != 1 or len(span.links[0].trace_id) != 16 or not any(span.links[0].trace_id):
+        return own
+    linked = bytes(span.links[0].trace_id).hex()
+    carries = any(event.name == EVALUATION_EVENT for event in span.events) or any(
+        is_feedback_key(item.key) for item in span.attributes)
+    return linked if carries and linked != own else own
 
 
 def export_response(encoding: WireEncoding, rejected: int = 0, message: str = "") -> bytes:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from combee_core.errors import CombeeError
-from combee_core.otlp.mapping import PLAYBOOK_ID, _text
+from combee_core.otlp.evaluations import text as _text
+from combee_core.otlp.mapping import PLAYBOOK_ID
 from combee_core.otlp.wire import iter_spans
 from combee_core.serve.access_keys import Grant
 

@@ -3,10 +3,12 @@
 It reads the OpenTelemetry GenAI semantic conventions (``gen_ai.*`` attributes; ``invoke_agent``, ``chat {model}``
 and ``execute_tool`` spans; messages as ``gen_ai.input.messages`` / ``gen_ai.output.messages`` attributes or on the
 ``gen_ai.client.inference.operation.details`` event; scores as ``gen_ai.evaluation.result`` events) and
-OpenInference (``openinference.span.kind``, ``llm.input_messages.N.message.role/content``, ``input.value`` /
-``output.value``), and Combee's own attributes (``combee.playbook.id`` ...; ``docs/protocol.md``, "OpenTelemetry").
-A run whose spans carry no message content (content capture off at the source, the conventions' default) cannot be
-learned from: :class:`UnmappableTrace` says so, and the stage dead-letters it.
+OpenInference (``openinference.span.kind``, ``llm.input_messages.N.message.role/content`` or its
+``.contents.M.message_content.text`` parts, ``input.value`` / ``output.value``; scores as
+``evaluations.N.evaluation.*`` attributes: ``combee_core.otlp.evaluations``), and Combee's own attributes
+(``combee.playbook.id`` ...; ``docs/protocol.md``, "OpenTelemetry"). A run whose spans carry no message content
+(content capture off at the source, the conventions' default, or masked: OpenInference's ``"__REDACTED__"``) cannot
+be learned from: :class:`UnmappableTrace` says so, and the stage dead-letters it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +24,8 @@ from typing import Any
 from combee_core import limits
 from combee_core.errors import CombeeError, one_line
 from combee_core.models import Trace, TraceStep
+from combee_core.otlp.evaluations import OI_KIND, REDACTED, Evaluation, evaluations, is_carrier
+from combee_core.otlp.evaluations import text as _text
 from combee_core.otlp.wire import AttributeValue, OtlpSpan
 
 PLAYBOOK_ID = "combee.playbook.id"
@@ -33,15 +37,14 @@ entry ids it used (comma-separated, or a string array), and the task's id."""
 
 OPERATION = "gen_ai.operation.name"
 CONVERSATION = "gen_ai.conversation.id"
-EVALUATION_EVENT = "gen_ai.evaluation.result"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-OI_KIND = "openinference.span.kind"
 OI_SESSION = "session.id"
 
 _LLM_OPERATIONS = {"chat", "text_completion", "generate_content"}
 _ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@/-]*$")
 _PLAYBOOK_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_OI_MESSAGE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(role|content)$")
+_OI_MESSAGE = re.compile(r"^llm\.(input|output)_messages\.(\d+)\.message\.(role|content|contents\.(\d+)\."
+                         r"message_content\.text)$")
 _PASS = {"pass", "passed", "correct", "success", "succeeded", "true", "good", "yes"}
 _FAIL = {"fail", "failed", "incorrect", "failure", "false", "bad", "no", "wrong"}
 
@@ -51,30 +54,10 @@ class UnmappableTrace(CombeeError, ValueError):
 
 
 @dataclass(frozen=True)
-class Evaluation:
-    """One ``gen_ai.evaluation.result`` event."""
-
-    name: str
-    score: float | None
-    label: str
-    explanation: str
-
-
-@dataclass(frozen=True)
 class Message:
     role: str
     content: str
     tool: str | None = None
-
-
-def _text(value: AttributeValue) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, sort_keys=True, default=str)
 
 
 def _part_text(part: Any) -> str:
@@ -113,10 +96,18 @@ def _messages_of(value: AttributeValue) -> list[Message]:
 
 def _openinference_messages(span: OtlpSpan, direction: str) -> list[Message]:
     by_index: dict[int, dict[str, str]] = {}
+    texts: dict[int, dict[int, str]] = {}
     for key, value in span.attributes.items():
         match = _OI_MESSAGE.match(key)
         if match and match.group(1) == direction:
-            by_index.setdefault(int(match.group(2)), {})[match.group(3)] = _text(value)
+            if match.group(4) is not None:  # message.contents.M.message_content.text: one part of a message
+                texts.setdefault(int(match.group(2)), {})[int(match.group(4))] = _text(value)
+            else:
+                by_index.setdefault(int(match.group(2)), {})[match.group(3)] = _text(value)
+    for index, parts in texts.items():
+        slot = by_index.setdefault(index, {})
+        if not slot.get("content"):
+            slot["content"] = "\n".join(part for _, part in sorted(parts.items()) if part)
     return [Message(parts.get("role", "user")[:64] or "user", parts["content"])
             for _, parts in sorted(by_index.items()) if parts.get("content")]
 
@@ -133,8 +124,8 @@ def span_messages(span: OtlpSpan, direction: str) -> list[Message]:
                     break
     if not found:
         found = _openinference_messages(span, direction)
-    if not found and span.attributes.get(f"{direction}.value") is not None:
-        found = [Message("user" if direction == "input" else "assistant", _text(span.attributes[f"{direction}.value"]))]
+    if not found and (value := _text(span.attributes.get(f"{direction}.value"))):
+        found = [Message("user" if direction == "input" else "assistant", value)]
     return found
 
 
@@ -153,21 +144,8 @@ def kind(span: OtlpSpan) -> str:
 
 def is_genai(span: OtlpSpan) -> bool:
     """The span follows one of the conventions the mapping reads."""
-    return kind(span) != "other" or any(key.startswith(("gen_ai.", "llm.")) for key in span.attributes)
-
-
-def evaluations(spans: Iterable[OtlpSpan]) -> list[Evaluation]:
-    """Every ``gen_ai.evaluation.result`` event of the spans, in time order."""
-    events = sorted((event for span in spans for event in span.events if event.name == EVALUATION_EVENT),
-                    key=lambda event: event.time_ns)
-    found = []
-    for event in events:
-        value = event.attributes.get("gen_ai.evaluation.score.value")
-        score = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-        found.append(Evaluation(_text(event.attributes.get("gen_ai.evaluation.name")) or "evaluation", score,
-                                _text(event.attributes.get("gen_ai.evaluation.score.label")),
-                                _text(event.attributes.get("gen_ai.evaluation.explanation"))))
-    return found
+    return kind(span) != "other" or OI_KIND in span.attributes or any(key.startswith(("gen_ai.", "llm."))
+                                                                       for key in span.attributes)
 
 
 def conversation_id(span: OtlpSpan) -> str | None:
@@ -272,12 +250,17 @@ def _map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | N
                metadata: dict[str, str | int | float | bool | None] | None) -> Trace:
     ordered = sorted(spans, key=lambda span: (span.start_ns, span.span_id))
     trace_id = trace_id_for(key)
-    if not any(is_genai(span) for span in ordered):
+    run = [s for s in ordered if not is_carrier(s)]  # an evaluator's spans: their input and output are not the run's
+    if not any(is_genai(span) for span in run):
         raise UnmappableTrace(f"trace {key}: no span follows the GenAI or OpenInference conventions")
-    roots = [s for s in ordered if kind(s) == "agent"] or [s for s in ordered if not s.parent_span_id] or ordered
-    llm_spans = [s for s in ordered if kind(s) == "llm"]
+    roots = [s for s in run if kind(s) == "agent"] or [s for s in run if not s.parent_span_id] or run
+    llm_spans = [s for s in run if kind(s) == "llm"]
     inputs = [m for s in (*roots, *llm_spans) for m in span_messages(s, "input") if m.role in ("user", "human")]
     outputs = [m for s in (*llm_spans, *roots) for m in span_messages(s, "output")]
+    if not inputs and not outputs and any(value == REDACTED for s in run for value in s.attributes.values()):
+        raise UnmappableTrace(
+            f"trace {key}: its message content is masked at the source (OpenInference's \"{REDACTED}\": "
+            "OPENINFERENCE_HIDE_INPUTS / _OUTPUTS / _INPUT_TEXT / _OUTPUT_TEXT are on); nothing to learn from")
     if not inputs and not outputs:
         raise UnmappableTrace(
             f"trace {key}: no message content (content capture is off at the source: set "
@@ -311,7 +294,7 @@ def _map_trace(key: str, spans: Sequence[OtlpSpan], *, default_playbook: str | N
             input=(inputs[0].content if inputs else "")[: limits.MAX_TRACE_TEXT_CHARS],
             output=(outputs[-1].content if outputs else "")[: limits.MAX_TRACE_TEXT_CHARS],
             feedback=_feedback(found), score=sum(scores) / len(scores) if scores else None, success=_success(found),
-            steps=_steps(ordered), metadata=extra,
+            steps=_steps(run), metadata=extra,
             created_at=datetime.fromtimestamp(ordered[0].start_ns / 1e9, UTC),
         )
     except ValueError as error:  # pydantic's ValidationError: a value out of the Trace's bounds

@@ -60,6 +60,8 @@ class OtlpSpan:
     attributes: dict[str, AttributeValue] = field(default_factory=dict)
     events: tuple[OtlpEvent, ...] = ()
     resource: dict[str, AttributeValue] = field(default_factory=dict)
+    linked_trace_ids: tuple[str, ...] = ()
+    """The trace ids of the span's links, in order (a post-hoc evaluation's carrier links the run it is about)."""
 
     def attribute(self, name: str) -> AttributeValue:
         """The span's attribute, else its resource's (None when neither has it)."""
@@ -192,6 +194,7 @@ def iter_spans(request: ExportTraceServiceRequest) -> Iterator[OtlpSpan]:
                     events=tuple(OtlpEvent(event.name, event.time_unix_nano, _attributes(event.attributes))
                                  for event in span.events),
                     resource=resource,
+                    linked_trace_ids=tuple(binascii.hexlify(link.trace_id).decode() for link in span.links),
                 )
 
 

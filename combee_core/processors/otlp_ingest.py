@@ -4,16 +4,19 @@ Each input is the spans of one OTLP record (decoded by ``combee_core.otlp.wire``
 by :class:`~combee_core.otlp.assembler.TraceAssembler`, mapped by ``combee_core.otlp.mapping.map_trace`` (the same
 mapping the OTLP/HTTP receiver's records go through) and published on ``traces``; a run that cannot make a trace is
 a dead letter with the reason (content capture off, no playbook...). An input is acknowledged once every run it
-contributed to is published or dead-lettered.
+contributed to is published or dead-lettered. Runs that finish without an evaluation and wait for one are counted
+(``otlp_runs_waiting_for_feedback``) and said in one log line, then at most once per :data:`SAY_WAITING_EVERY_S`.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from combee_core.ingest.redaction import RedactionConfig, RedactionError, Redactor
+from combee_core.log_limit import RepeatLimit
 from combee_core.models import Trace
 from combee_core.otlp.assembler import TraceAssembler
 from combee_core.otlp.mapping import UnmappableTrace, map_trace, playbook_of, trace_id_for
@@ -21,6 +24,11 @@ from combee_core.otlp.wire import OtlpSpan
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
+
+log = logging.getLogger(__name__)
+
+SAY_WAITING_EVERY_S = 600.0
+"""Seconds between two log lines about runs waiting for their feedback (the counter counts every run)."""
 
 
 @dataclass
@@ -32,6 +40,7 @@ class OtlpIngest:
     redaction: RedactionConfig | None = None
     """Redact each trace before it is published (``redact_before_produce``); None: published as mapped."""
     _counted: Counter[str] = field(default_factory=Counter)
+    _said: RepeatLimit[str] = field(default_factory=lambda: RepeatLimit[str](SAY_WAITING_EVERY_S))
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> OtlpIngest:
@@ -46,7 +55,7 @@ class OtlpIngest:
         """One record's spans: held until their runs are ready (settled at once when it adds nothing pending)."""
         effects: list[Effect] = [Count("otlp_records")]
         effects += acknowledge(self.assembler.add(spans, token, now))
-        return effects + self._counts()
+        return effects + self._counts(None)
 
     def tick(self, now: float) -> list[Effect]:
         """Publish (or dead-letter) the runs ready at ``now``, then acknowledge the inputs that settles."""
@@ -65,7 +74,7 @@ class OtlpIngest:
             effects += [*redacted, Publish(Topic.TRACES, trace.playbook_id, trace), Count("otlp_traces")]
             if run.feedback.startswith("none"):
                 effects.append(Count("otlp_traces_without_feedback"))
-        return effects + acknowledge(settled) + self._counts()
+        return effects + acknowledge(settled) + self._counts(now)
 
     def reset(self) -> list[object]:
         """Forget pending runs (partitions lost); the tokens they held must be delivered again."""
@@ -79,11 +88,22 @@ class OtlpIngest:
         trace = redactor.trace(trace)
         return trace, [Count(f"redactions.ingest-otlp.{name}", n) for name, n in redactor.counts.items() if n]
 
-    def _counts(self) -> list[Effect]:
-        """The assembler's counters since the last call, as :class:`Count` effects."""
+    def _counts(self, now: float | None) -> list[Effect]:
+        """The assembler's counters since the last call, as :class:`Count` effects (and the waiting runs said)."""
         effects: list[Effect] = []
         for name, total in self.assembler.counts.items():
             if total > self._counted[name]:
                 effects.append(Count(f"otlp_{name}", total - self._counted[name]))
+                if name == "runs_waiting_for_feedback" and now is not None:
+                    self._say_waiting(now)
                 self._counted[name] = total
         return effects
+
+    def _say_waiting(self, now: float) -> None:
+        if self._said.observe("waiting", now) is None:
+            return
+        waiting = sum(1 for run in self.assembler.pending.values() if run.waiting)
+        log.warning("ingest-otlp: %d run(s) finished without an evaluation (a gen_ai.evaluation.result event or "
+                    "OpenInference evaluations.N.evaluation.* attributes) and wait up to %g s for one before going "
+                    "on without (COMBEE_OTLP_FEEDBACK_WAIT_S); every such run is counted as "
+                    "otlp_runs_waiting_for_feedback", waiting, self.assembler.feedback_wait_s)

@@ -108,6 +108,33 @@ def add_door(parser: argparse.ArgumentParser, *, keys: bool = True) -> None:
                             "COMBEE_ACCESS_KEYS_FILE; docs/serving.md, 'Keys')")
 
 
+def add_otlp(parser: argparse.ArgumentParser) -> None:
+    """The OpenTelemetry ingest flags of ``combee worker`` (docs/protocol.md, "OpenTelemetry (OTLP) in")."""
+    group = parser.add_argument_group("OpenTelemetry in (env COMBEE_OTLP_*; docs/protocol.md)")
+    group.add_argument("--otlp", nargs="?", const="http", choices=["http", "kafka"],
+                       help="run ingest-otlp (env COMBEE_OTLP_INGEST=1) and, with 'http' (the default), the OTLP/HTTP "
+                       "receiver in this process on --otlp-host:--otlp-port; 'kafka': only the stage, reading what "
+                       "a Collector's Kafka exporter writes to --otlp-topic")
+    group.add_argument("--otlp-host", dest="otlp_receiver_host",
+                       help="address the receiver binds (env COMBEE_OTLP_RECEIVER_HOST, default 127.0.0.1)")
+    group.add_argument("--otlp-port", dest="otlp_receiver_port", type=int,
+                       help="port of the receiver (env COMBEE_OTLP_RECEIVER_PORT, default 4318; 0: a free one)")
+    group.add_argument("--otlp-topic", dest="otlp_topic", help="OTLP topic, no prefix (env COMBEE_OTLP_TOPIC, "
+                       "default otlp_spans)")
+    group.add_argument("--otlp-default-playbook", dest="otlp_default_playbook",
+                       help="playbook of runs whose spans name none (env COMBEE_OTLP_DEFAULT_PLAYBOOK; none: such "
+                       "runs are dead letters)")
+    group.add_argument("--otlp-feedback-wait", dest="otlp_feedback_wait_s", type=float,
+                       help="seconds a finished run without an evaluation waits for one (env "
+                       "COMBEE_OTLP_FEEDBACK_WAIT_S, default 300)")
+    group.add_argument("--otlp-group-by", dest="otlp_group_by", choices=["trace", "conversation"],
+                       help="one trace per OTel trace id or per conversation (env COMBEE_OTLP_GROUP_BY)")
+
+
+OTLP_FLAGS = ("otlp_receiver_host", "otlp_receiver_port", "otlp_topic", "otlp_default_playbook",
+              "otlp_feedback_wait_s", "otlp_group_by")
+"""The ``add_otlp`` flags named after their setting (``--otlp`` sets ``otlp_ingest``)."""
+
 DOOR_FLAGS = ("http_tls_cert", "http_tls_key", "access_keys_file")
 """The door flags named after their setting (``--allow-host`` sets ``allowed_hosts``)."""
 

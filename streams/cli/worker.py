@@ -1,4 +1,5 @@
-"""``combee worker``: run all stages or a subset, optionally with health and metrics endpoints."""
+"""``combee worker``: run all stages or a subset, optionally with health and metrics endpoints and the OTLP/HTTP
+receiver (``--otlp``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,26 @@ import importlib
 import sys
 import threading
 
-from combee_core.settings import CombeeSettings
+from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.topology import STAGES
-from streams.cli.flags import PIPELINE_FLAGS, add_common, add_loss_grace, add_pipeline, flag_overrides
+from streams.cli.flags import (
+    OTLP_FLAGS,
+    PIPELINE_FLAGS,
+    add_common,
+    add_door,
+    add_loss_grace,
+    add_otlp,
+    add_pipeline,
+    flag_overrides,
+)
 from streams.cli.running import broker_for, stop_on_signals, until_stopped
 
-WORKER_FLAGS = ("health_host", "builtin_evaluator_playbooks")
+WORKER_FLAGS = ("health_host", "builtin_evaluator_playbooks", "http_tls_cert", "http_tls_key", "access_keys_file")
 """Worker flags named after the setting they override."""
+
+
+class NoStageToRun(SettingsError):
+    """Every stage asked for is off under the settings: the worker would idle (the message says what each needs)."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -35,12 +49,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                         help="playbooks the built-in evaluator scores on the synthetic task suite (comma-separated, "
                         "'*' for all; default: the demo's); it refuses the others (docs/protocol.md, evaluators)")
     add_loss_grace(worker)
+    add_otlp(worker)
+    add_door(worker)
     worker.set_defaults(handler=cmd_worker)
 
 
+def worker_plan(args: argparse.Namespace) -> tuple[CombeeSettings, tuple[str, ...]]:
+    """The worker's settings (environment, then flags) and stages. ``--otlp`` turns ingest on (no variable needed);
+    :class:`NoStageToRun` when no stage asked for would run (``--stages`` names candidates, each run only when its
+    condition holds: the deploy files list the optional stages so)."""
+    from streams.topology.worker import parse_stages, runnable
+
+    stages = parse_stages(args.stages)
+    overrides = flag_overrides(args, (*PIPELINE_FLAGS, *WORKER_FLAGS, *OTLP_FLAGS))
+    if args.otlp:
+        overrides["otlp_ingest"] = True
+    settings = CombeeSettings.load(**overrides)
+    running, skipped = runnable(stages, settings)
+    if not running:
+        raise NoStageToRun("no stage to run: " + "; ".join(f"{name} runs {said}" for name, said in skipped.items()))
+    return settings, stages
+
+
 async def cmd_worker(args: argparse.Namespace) -> int:
-    settings = CombeeSettings.load(**flag_overrides(args, (*PIPELINE_FLAGS, *WORKER_FLAGS)))
+    settings, stages = worker_plan(args)
     from streams.topology.llm_setup import LLM_LAYER, calls_a_provider  # the topology: only when a worker runs
+    from streams.topology.worker import STOP_BUDGET_S, run_worker
+
+    if args.otlp == "http":
+        from streams.ingest.otlp_receiver import check_receiver_bind, receiver_keys
+
+        check_receiver_bind(settings.otlp_receiver_host, receiver_keys(settings))  # before finding the broker
 
     if calls_a_provider(settings):  # start importing litellm (seconds) now, while the broker is found
         threading.Thread(target=importlib.import_module, args=(LLM_LAYER,), daemon=True, name="import-litellm").start()
@@ -62,9 +101,6 @@ async def cmd_worker(args: argparse.Namespace) -> int:
                                  settings.health_host, settings.allowed_hosts, door="the worker's health port")))
             print(f"worker: health on :{health.port} (/healthz, /readyz, /metrics; bound to {settings.health_host})",
                   file=sys.stderr)
-        from streams.topology.worker import STOP_BUDGET_S, parse_stages, run_worker
-
-        stages = parse_stages(args.stages)
         bootstrap, profile = await exits.enter_async_context(
             broker_for(settings, embedded=args.embedded, offer_embedded=True))
         for line in start_lines(settings, stages, bootstrap):
@@ -74,10 +110,29 @@ async def cmd_worker(args: argparse.Namespace) -> int:
         announcer = asyncio.create_task(announce_ready(readiness, stop, lambda line: print(line, file=sys.stderr,
                                                                                            flush=True)))
         exits.callback(announcer.cancel)
+        receiver = asyncio.create_task(serve_otlp(settings, bootstrap, profile, stop)) if args.otlp == "http" else None
         counters = await until_stopped(work, stop, STOP_BUDGET_S + 0.5)  # e.g. a stop while creating the topics
+        if receiver is not None:
+            stop.set()
+            await receiver  # its error (the port taken ...) is the command's, in one line
     print(f"worker stopped: {describe_counters(counters) if counters is not None else 'cancelled while starting'}",
           file=sys.stderr)
     return 0
+
+
+async def serve_otlp(settings: CombeeSettings, bootstrap: str, profile, stop: asyncio.Event) -> None:
+    """The OTLP/HTTP receiver in the worker's process, with the worker's settings (so it watches this run's
+    ingest-otlp group); stops the worker when it cannot serve."""
+    from streams.ingest.otlp_receiver import serve_receiver
+
+    try:
+        counters = await serve_receiver(settings, bootstrap, profile, stop, on_ready=lambda receiver: print(
+            f"worker: OTLP/HTTP receiver on {receiver.url} -> topic {settings.otlp_topic}", file=sys.stderr,
+            flush=True))
+    except BaseException:
+        stop.set()
+        raise
+    print(f"otlp-receiver stopped: {describe_counters(counters)}", file=sys.stderr)
 
 
 def start_lines(settings: CombeeSettings, stages: tuple[str, ...], bootstrap: str) -> list[str]:

@@ -6,8 +6,10 @@ A 200 answers only once the broker has every record of the request. Bodies over 
 gzip) are 413; an encoding other than protobuf or JSON 415; an unreadable body 400; spans with invalid ids are
 rejected and counted in ``partial_success``. When the pipeline cannot keep up it answers 429 (``otlp_max_inflight``
 requests already in hand, or the ``ingest-otlp`` group more than ``otlp_max_lag`` records behind on the topic, as
-measured every :data:`LAG_POLL_S`), and when the broker does not take the records in time 503, both with
-``Retry-After``: the OTLP exporters retry those. Loopback by default (``otlp_receiver_host``).
+measured every :data:`LAG_POLL_S`), and 503 while that group has no member (``otlp_require_ingest``: nothing would
+turn the spans into traces; the reason names the group) or when the broker does not take the records in time, both
+with ``Retry-After``: the OTLP exporters retry those. Loopback by default (``otlp_receiver_host``). ``combee worker
+--otlp`` runs it in the worker's process, with the worker's settings (so the same group).
 
 Who and where: with access keys that may write (``COMBEE_ACCESS_KEYS``, ``write=``) every request needs
 ``Authorization: Bearer <key>`` (401), and every span must land in a playbook the key may write (403, nothing written;
@@ -55,7 +57,7 @@ class BodyTooLarge(CombeeError, ValueError):
 
 
 class ReceiverBindError(CombeeError, ValueError):
-    """``combee otlp-receiver`` asked to listen beyond this machine without keys that may write."""
+    """The receiver cannot listen where asked: beyond this machine without keys that may write, or a port taken."""
 
 
 def receiver_keys(settings: CombeeSettings) -> KeyRing:
@@ -82,6 +84,8 @@ class OtlpReceiver:
     counters: dict[str, int] = field(default_factory=dict)
     backlog: int | None = None
     """Records the ingest-otlp group has not consumed yet (None: not measured), kept by :func:`follow_backlog`."""
+    consumers: int | None = None
+    """Members of the ingest-otlp group (None: not measured), kept by :func:`follow_backlog`."""
     redaction: RedactionConfig | None = None
     """Set from the settings when ``redact`` and ``redact_before_produce`` are on: requests are redacted first."""
     keys: KeyRing = field(default_factory=KeyRing)
@@ -103,8 +107,13 @@ class OtlpReceiver:
         self._tls = context is not None
         host = self.host or self.settings.otlp_receiver_host
         guard(app, door_policy(self.settings, host, "combee otlp-receiver"), API_HEADERS, tls=self._tls)
-        self._runner, self.port = await start_app(
-            app, host, self.settings.otlp_receiver_port if self.port is None else self.port, ssl_context=context)
+        port = self.settings.otlp_receiver_port if self.port is None else self.port
+        try:
+            self._runner, self.port = await start_app(app, host, port, ssl_context=context)
+        except OSError as error:  # the port taken, an address not of this machine
+            raise ReceiverBindError(f"the OTLP/HTTP receiver cannot listen on {host}:{port}: "
+                                    f"{error.strerror or error} (--otlp-port / --port, COMBEE_OTLP_RECEIVER_PORT)") \
+                from error
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -128,6 +137,8 @@ class OtlpReceiver:
         if grant is None:
             return self._error(encoding, 401, 16, "a key is required: Authorization: Bearer <access key with "
                                "write=> (OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20<key>)")
+        if self.settings.otlp_require_ingest and self.consumers == 0:
+            return self._error(encoding, 503, 14, no_ingest_reason(self.settings), retry_after=RETRY_UNAVAILABLE_S)
         if self._inflight >= self.settings.otlp_max_inflight:
             return self._error(encoding, 429, 8, "receiver busy; retry later", retry_after=RETRY_BUSY_S)
         limit = self.settings.otlp_max_lag
@@ -197,6 +208,15 @@ async def _read_body(request: web.Request, limit: int) -> bytes:
     return bytes(raw)
 
 
+def no_ingest_reason(settings: CombeeSettings) -> str:
+    """Why the receiver answers 503 while nothing ingests (one line)."""
+    from combee_core.topology import INGEST_OTLP
+
+    return (f"nothing ingests topic {settings.otlp_topic}: consumer group {settings.group(INGEST_OTLP.name)} has no "
+            "member; run `combee worker --otlp` (or a worker with COMBEE_OTLP_INGEST=1 and this receiver's "
+            "--prefix and --run-id)")
+
+
 def kafka_sink(producer, topic: str) -> Sink:
     """Write records to ``topic`` with ``producer`` (an aiokafka producer) and wait for the broker's acks."""
 
@@ -218,7 +238,10 @@ async def serve_receiver(settings: CombeeSettings, bootstrap: str, profile, stop
     producer = await start_producer(bootstrap, profile)
     try:
         async with OtlpReceiver(settings, kafka_sink(producer, settings.otlp_topic)) as receiver:
-            follower = asyncio.create_task(follow_backlog(receiver, bootstrap, profile, stop))
+            measured = asyncio.Event()
+            follower = asyncio.create_task(follow_backlog(receiver, bootstrap, profile, stop, measured))
+            with contextlib.suppress(TimeoutError):  # answer from the first measurement, not from none
+                await asyncio.wait_for(measured.wait(), SINK_TIMEOUT_S)
             if on_ready is not None:
                 on_ready(receiver)
             await stop.wait()
@@ -228,31 +251,41 @@ async def serve_receiver(settings: CombeeSettings, bootstrap: str, profile, stop
         await producer.stop()
 
 
-async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: asyncio.Event) -> None:
-    """Every :data:`LAG_POLL_S` until ``stop``: how far the ingest-otlp group is behind on the OTLP topic (a broker
-    that does not answer leaves the last figure and is logged; the sink's own errors answer 503 meanwhile)."""
+async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: asyncio.Event,
+                         measured: asyncio.Event | None = None) -> None:
+    """Every :data:`LAG_POLL_S` until ``stop``: how far the ingest-otlp group is behind on the OTLP topic, and how many
+    members it has (a broker that does not answer leaves the last figures and is logged; the sink's own errors answer
+    503 meanwhile). ``measured`` is set after the first round."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     from combee_core.topology import INGEST_OTLP
     from streams.broker.admin import close_client
     from streams.broker.connection import client_kwargs
-    from streams.topology.observe import committed_lag
+    from streams.topology.observe import committed_lag, group_members
     from streams.topology.topic_reader import TopicReader
 
     settings = receiver.settings
-    if not settings.otlp_max_lag:
+    if not settings.otlp_max_lag and not settings.otlp_require_ingest:
+        if measured is not None:
+            measured.set()
         return
+    group = settings.group(INGEST_OTLP.name)
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     reader = TopicReader(bootstrap, profile, what="the lag consumer")
     await asyncio.gather(admin.start(), reader.start())
     try:
         while not stop.is_set():
             try:
-                tps = await reader.partitions(settings.otlp_topic, refresh=True)
-                ends = await reader.end_offsets(tps)
-                receiver.backlog = await committed_lag(admin, settings.group(INGEST_OTLP.name), ends)
+                if settings.otlp_require_ingest:
+                    receiver.consumers = await group_members(admin, group)
+                if settings.otlp_max_lag:
+                    tps = await reader.partitions(settings.otlp_topic, refresh=True)
+                    ends = await reader.end_offsets(tps)
+                    receiver.backlog = await committed_lag(admin, group, ends)
             except Exception as error:  # aiokafka's errors: keep the last figure, try again
                 log.warning("otlp receiver: lag not measured (%s: %s)", type(error).__name__, error)
+            if measured is not None:
+                measured.set()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), LAG_POLL_S)
     finally:

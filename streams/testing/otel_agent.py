@@ -81,3 +81,46 @@ def export_request(spans: Sequence[ReadableSpan]):
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     return encode_spans(spans)
+
+
+def openinference_evaluation(run: Trace) -> dict[str, str | float]:
+    """The run's evaluation as OpenInference span attributes (``evaluations.0.evaluation.*``)."""
+    return {"evaluations.0.evaluation.name": "task-check", "evaluations.0.evaluation.score": float(run.score or 0.0),
+            "evaluations.0.evaluation.label": "pass" if run.success else "fail",
+            "evaluations.0.evaluation.explanation": run.feedback, "evaluations.0.evaluation.annotator_kind": "CODE"}
+
+
+def run_openinference_agent(provider: TracerProvider, run: Trace, *, evaluation: str = "attributes",
+                            masked: bool = False) -> trace_api.SpanContext:
+    """One run as OpenInference instrumentations trace it: a ``CHAIN`` span (``input.value`` / ``output.value``) with
+    an ``LLM`` span (``llm.input_messages.N.message.*``) under it. ``evaluation``: ``attributes`` (OpenInference's
+    ``evaluations.0.evaluation.*`` on the root), ``event`` (a ``gen_ai.evaluation.result`` event on it) or ``none``
+    (post hoc: :func:`report_openinference_evaluation`). ``masked``: as with ``OPENINFERENCE_HIDE_INPUTS`` and
+    ``_OUTPUTS`` (values ``"__REDACTED__"``, messages left out)."""
+    tracer = provider.get_tracer("openinference.instrumentation.toy")
+    hidden = "__REDACTED__"
+    with tracer.start_as_current_span("agent", attributes={
+            "openinference.span.kind": "CHAIN", "input.value": hidden if masked else run.input,
+            "output.value": hidden if masked else run.output, "session.id": f"conv-{run.trace_id}",
+            "combee.playbook.id": run.playbook_id, "combee.task.id": run.task_id,
+            **(openinference_evaluation(run) if evaluation == "attributes" else {})}) as root:
+        messages = {} if masked else {
+            "llm.input_messages.0.message.role": "user", "llm.input_messages.0.message.content": run.input,
+            "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": run.output}
+        with tracer.start_as_current_span("ChatCompletion", kind=trace_api.SpanKind.CLIENT, attributes={
+                "openinference.span.kind": "LLM", "llm.model_name": MODEL, **messages}):
+            pass
+        if evaluation == "event":
+            root.add_event("gen_ai.evaluation.result", evaluation_attributes(run))
+        return root.get_span_context()
+
+
+def report_openinference_evaluation(provider: TracerProvider, context: trace_api.SpanContext, run: Trace) -> None:
+    """The run's evaluation sent post hoc as OpenInference requires: an ``EVALUATOR`` carrier span in a trace of its
+    own, with one span link to the run's root span."""
+    tracer = provider.get_tracer("openinference.instrumentation.toy")
+    attributes = {"openinference.span.kind": "EVALUATOR", "input.value": "the run's answer",
+                  **openinference_evaluation(run)}
+    with tracer.start_as_current_span("task-check evaluation", links=[trace_api.Link(context)], attributes=attributes,
+                                      context=trace_api.set_span_in_context(trace_api.INVALID_SPAN)):
+        pass

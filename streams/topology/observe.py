@@ -247,6 +247,19 @@ async def committed_lag(admin: AIOKafkaAdminClient, group: str, ends: dict[Topic
     return max(0, sum(ends.values()) - done)
 
 
+async def group_members(admin: AIOKafkaAdminClient, group: str) -> int | None:
+    """How many members consumer group ``group`` has now (0 for a group that is unknown, empty or dead; None when the
+    broker's answer says nothing for sure, e.g. its coordinator is loading)."""
+    [response] = await admin.describe_consumer_groups([group])
+    for described in response.groups:  # (error_code, group, state, protocol_type, protocol, members[, operations])
+        error_code, name, state, members = described[0], described[1], described[2], described[5]
+        if error_code == 0 and name == group:
+            return 0 if state in ("Empty", "Dead") else len(members)
+        if error_code in (-1, 69):  # unknown (Tansu answers -1 for a group it never saw), GROUP_ID_NOT_FOUND
+            return 0
+    return None
+
+
 async def collect_status(settings: CombeeSettings, bootstrap: str, profile: BrokerProfile) -> RunStatus:
     """Topics and their sizes, lag of each stage's consumer group, current version and batch size per playbook,
     and the dead letters by stage and reason class.

@@ -133,8 +133,8 @@ async def test_the_receiver_command_writes_otlp_http_to_the_topic_and_stops_on_s
     topic = f"{unique_prefix}otlp_spans"
     process = subprocess.Popen(
         [sys.executable, "-m", "streams.cli", "otlp-receiver", "--bootstrap", kafka.bootstrap, "--port", "0",
-         "--otlp-topic", topic], env=env_without_combee(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        text=True)
+         "--otlp-topic", topic, "--no-require-ingest"], env=env_without_combee(), stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True)
     try:
         line = ""
         while not line.startswith("otlp-receiver: http://127.0.0.1:"):
@@ -157,7 +157,7 @@ async def test_the_receiver_command_writes_otlp_http_to_the_topic_and_stops_on_s
 
 async def test_the_receiver_answers_429_while_the_ingest_stage_lags_behind(kafka, unique_prefix):
     settings = run_settings(unique_prefix, otlp_topic=f"{unique_prefix}otlp_spans", otlp_receiver_port=0,
-                            otlp_max_lag=2)  # and no ingest-otlp running: nothing consumes the topic
+                            otlp_max_lag=2, otlp_require_ingest=False)  # no ingest-otlp: nothing consumes the topic
     stop, ready = asyncio.Event(), asyncio.Event()
     receivers: list[OtlpReceiver] = []
 

@@ -104,3 +104,23 @@ async def test_limits_and_back_pressure_are_answered_as_the_specification_says()
         async with OtlpReceiver(_settings(), failing_sink) as receiver:
             async with http.post(receiver.url, data=body, headers=proto) as response:
                 assert response.status == 503 and response.headers["Retry-After"] == "5"
+
+
+async def test_while_no_ingest_consumes_the_topic_the_receiver_answers_503_and_writes_nothing():
+    written: list[tuple[str, bytes]] = []
+
+    async def sink(records):
+        written.extend(records)
+
+    body = encode_request(export_request(_spans()), "otlp_proto")
+    headers = {"Content-Type": "application/x-protobuf"}
+    settings = _settings(topic_prefix="t.", run_id="r1")
+    async with OtlpReceiver(settings, sink) as receiver, aiohttp.ClientSession() as http:
+        receiver.consumers = 0
+        async with http.post(receiver.url, data=body, headers=headers) as answer:
+            assert answer.status == 503 and answer.headers["Retry-After"] == "5"
+            assert b"consumer group t.r1.ingest-otlp has no member" in await answer.read()
+        receiver.consumers = 1
+        async with http.post(receiver.url, data=body, headers=headers) as answer:
+            assert answer.status == 200
+    assert len(written) == len(RUNS)
