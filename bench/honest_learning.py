@@ -26,6 +26,8 @@ a 1,000-token budget). Variants:
 - sequential / combee noisy citations: agents cite what they used with errors; sequential / combee wrong lessons:
   the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
   rules are served today, docs/simulator.md);
+- sequential / combee cited, and wrong lessons cited: the same two environments, and an agent holding a rule and its
+  opposite cites the side it followed (docs/simulator.md, "An agent holding both rules cites the one it followed");
 - combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
   ``controller_bs_max``, docs/benchmarks-history.md §12e).
 
@@ -69,6 +71,10 @@ STANDIN_PREFIX = "reducer stand-in: "
 NOISY = HonestFeedback(noisy_citations=True)
 MISLED = HonestFeedback(noisy_citations=True, misleading_families=("R00", "R01", "R02", "R03"), misleading_passes=1)
 """Issue 38 item 7's baseline: agents that cite wrongly; and a wrong grader on four families for the first pass."""
+CITED = HonestFeedback(noisy_citations=True, cite_followed=True)
+MISLED_CITED = HonestFeedback(noisy_citations=True, cite_followed=True, misleading_families=MISLED.misleading_families,
+                              misleading_passes=1)
+"""Issue 38 items 1 and 7: as NOISY / MISLED, and an agent holding both rules cites the one it followed."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +105,11 @@ VARIANTS = {
     "combee noisy citations": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=NOISY),
     "sequential wrong lessons": Spec(batch=3, p=1, subgroups="single", reflection="honest", environment=MISLED),
     "combee wrong lessons": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=MISLED),
+    "sequential cited": Spec(batch=3, p=1, subgroups="single", reflection="honest", environment=CITED),
+    "combee cited": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=CITED),
+    "sequential wrong lessons cited": Spec(batch=3, p=1, subgroups="single", reflection="honest",
+                                           environment=MISLED_CITED),
+    "combee wrong lessons cited": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=MISLED_CITED),
     **{f"{STANDIN_PREFIX}{name}": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", reducer=name)
        for name in STANDINS},
 }

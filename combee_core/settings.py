@@ -134,6 +134,12 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
         default=10, ge=1, description="Distinct traces a verdict (helpful or harmful, from agents that used the entry) "
         "needs before it counts for eviction; fewer cannot evict or protect an entry."
     )
+    playbook_demotion_sd: float = Field(
+        default=3.0, ge=0.0, description="An entry agents used at least 10 (decayed) times whose success rate is "
+        "below the playbook's baseline by more than this many standard deviations is removed, recorded as a DELETE "
+        "with its evidence, within the change cap and the rolling budget (over them it is kept and a dead letter "
+        "flags it); 0: off (docs/architecture.md, \"Demotion by outcomes\")."
+    )
     llm_context: bool = Field(
         default=True, description="Show the roles the playbook: the reflector the entries the agent used, the "
         "aggregator and reducer the current playbook (off: the roles work blind, as a baseline)."

@@ -13,7 +13,10 @@ to, not by a list of attack phrases:
    name no such store and pass;
 2. or it tells the agent how to answer instead of learning (answer from memory, rely on intuition) or tells the
    system to stop learning (stop recording lessons, learning is paused);
-3. or it carries the prompts' own machinery (a DATA marker, an answer in the roles' JSON shape, "system prompt").
+3. or it carries the prompts' own machinery (a DATA marker, an answer in the roles' JSON shape, "system prompt");
+4. or, asked with ``learned=True`` and when none of these rules matches, the learned check
+   (:mod:`combee_core.llm.system_classifier`: a logistic regression over the shipped sentence encoder, trained on
+   the sets below) reads it as an instruction about the system with probability above 0.7.
 
 It is a heuristic with measured error rates: tuned on ``bench/data/system_lessons_dev.jsonl``, measured on the
 held-out ``bench/data/system_lessons_heldout.jsonl`` (``bench/system_lessons.py``, ``docs/benchmarks.md``). Behind
@@ -23,6 +26,8 @@ it, the change cap bounds what any batch can do to existing entries, and trace t
 from __future__ import annotations
 
 import re
+
+from combee_core.llm.system_classifier import learned_verdict
 
 _SYSTEM_NAMES = re.compile(
     r"\b(playbooks?|knowledge ?bases?|curators?|reflectors?"
@@ -70,9 +75,11 @@ _MACHINERY = re.compile(
 )
 
 
-def about_learning_system(text: str) -> str | None:
+def about_learning_system(text: str, *, learned: bool = False) -> str | None:
     """Why ``text`` is a lesson about the playbook or the learning system itself (the phrase and the rule that
-    matched), or ``None`` for a lesson about the agent's task."""
+    matched), or ``None`` for a lesson about the agent's task. ``learned``: also ask the learned check when no rule
+    matches (not yet on in parsing: it rejects two of the simulator's generic tips and placeholder lessons such as
+    "Specific lesson 1."; ``docs/benchmarks.md``)."""
     lowered = _LABEL.sub("", " ".join(text.lower().replace("\u2019", "'").split()))
     if match := _MACHINERY.search(lowered):
         return f"carries the prompts' machinery: {match.group(0)!r}"
@@ -85,4 +92,6 @@ def about_learning_system(text: str) -> str | None:
     store = _MARKED_STORE.search(lowered)
     if store and (verb := _INVALIDATES.search(lowered)):
         return f"invalidates the system's store of guidance: {store.group(0)!r} ... {verb.group(0)!r}"
+    if learned and (probability := learned_verdict(lowered)) is not None:
+        return f"reads as an instruction about the system, not the task (learned check, p = {probability:.2f})"
     return None

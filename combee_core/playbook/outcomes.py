@@ -40,6 +40,12 @@ success rate from n uses has a standard error up to 0.5/sqrt(n), 0.16 at 10 (as 
 DECISIVE_Z = 2
 """Two success rates differ when their difference exceeds this many standard deviations of it."""
 
+DEMOTION_Z = 3
+"""An entry is measurably worse than the baseline when its success rate is below the baseline's by more than this
+many standard deviations of the difference (:func:`worse_than_baseline`). Three, not :data:`DECISIVE_Z`'s two:
+every entry is tested again each version, and at 3 sd a one-sided normal test errs 0.13% of the time per look
+(2.3% at 2 sd), so an entry at the baseline is rarely removed by a run of looks at noise."""
+
 
 def trace_outcome(trace: Trace, used: Iterable[str]) -> TraceOutcome | None:
     """The outcome of ``trace`` with the ids of its own playbook's entries it ``used``, or None when the trace
@@ -158,3 +164,19 @@ def outcomes_decide(a: PlaybookEntry, b: PlaybookEntry, min_uses: int = MIN_USES
     if difference * difference <= DECISIVE_Z * DECISIVE_Z * (var_a + var_b):
         return None
     return a if difference > 0 else b
+
+
+def worse_than_baseline(tally: OutcomeTally, baseline: OutcomeTally, min_uses: int = MIN_USES,
+                        z: Fraction = Fraction(DEMOTION_Z)) -> Fraction | None:
+    """How far below the baseline an entry's agents succeed, in squared standard deviations of the difference
+    (``effect^2 / variance``, exact), when the entry was used by at least ``min_uses`` (decayed) traces and its
+    posterior mean success is below the baseline's by more than ``z`` standard deviations; else None (not
+    measurably worse). Exact: compares squares of rationals."""
+    if Fraction(tally.successes + tally.failures, UNIT) < min_uses:
+        return None
+    rate, rate_variance = _beta(tally)
+    base, base_variance = _beta(baseline)
+    effect, variance = rate - base, rate_variance + base_variance
+    if effect >= 0 or effect * effect <= z * z * variance:
+        return None
+    return effect * effect / variance

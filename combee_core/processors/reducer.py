@@ -26,6 +26,7 @@ from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.aliases import alias_texts
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
 from combee_core.playbook.meaning import Judge, SemanticJudge
+from combee_core.playbook.outcomes import DEMOTION_Z
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.processors.reducer_state import StalledBatch
@@ -54,6 +55,9 @@ class ReducerConfig:
     rolling_share: float | None = None
     """The rolling change budget's share (``combee_core.reduce.rolling``; None: none)."""
     rolling_versions: int = DEFAULT_ROLLING_VERSIONS
+    demotion_sd: float | None = DEMOTION_Z
+    """Entries whose agents do worse than the baseline by more than this many sd are removed
+    (``combee_core.reduce.demotion``; None: off)."""
     llm_context: bool = True
     llm_context_tokens: int = 4000
     same_meaning: float | None = None
@@ -69,7 +73,7 @@ class ReducerConfig:
             max_fan_in=settings.max_fan_in, deterministic_merge=settings.deterministic_merge,
             budget_tokens=settings.playbook_budget_tokens, change_cap=settings.playbook_change_cap,
             min_evidence=settings.eviction_min_evidence, rolling_share=settings.playbook_rolling_change_cap,
-            rolling_versions=settings.playbook_rolling_versions,
+            rolling_versions=settings.playbook_rolling_versions, demotion_sd=settings.playbook_demotion_sd or None,
             llm_context=settings.llm_context, llm_context_tokens=settings.llm_context_tokens,
             same_meaning=settings.same_meaning, ask_reducer=not is_sim_model(settings.reducer_model),
         )
@@ -234,7 +238,8 @@ class Reducer:
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
                               min_evidence=self.config.min_evidence, judge=apply_judge, bounded=bounded,
-                              rolling_share=self.config.rolling_share, rolling_versions=self.config.rolling_versions)
+                              rolling_share=self.config.rolling_share, rolling_versions=self.config.rolling_versions,
+                              demotion_sd=self.config.demotion_sd)
         record = built.record
         playbook_id = playbook.playbook_id
         for warning in built.warnings:

@@ -7,14 +7,18 @@ entry once. ADD and TAG change counters, never an entry's text, and are not coun
 rejected with the reason (and the reducer says so in a dead letter), so no batch of traces, and no model that obeys
 one, can rewrite the playbook wholesale.
 
-**Eviction by evidence of use.** A version over its token budget (:func:`combee_core.playbook.playbook_tokens`,
-``ceil(chars / 4)`` of the rendered playbook) evicts entries one by one, lowest :func:`eviction_key` first, until it
-fits. The value of an entry is what agents that *used* it report (``used_helpful`` / ``used_harmful``: distinct
-traces, from the reflections' entry tags, never from the model's TAG counts or restatements); a verdict counts
-only once at least ``min_evidence`` distinct traces give it (:func:`use_value`), so fewer traces cannot evict or
-protect an entry. Restatement (an ADD reinforcing an entry) is support: a tie-breaker among equal values, never
-value. Evictions of existing entries count against the change cap and never remove a majority of the previous
-version's entries; entries new in this version are not existing entries and may always be evicted. When neither
+**Eviction by outcome credit, then evidence of use.** A version over its token budget
+(:func:`combee_core.playbook.playbook_tokens`, ``ceil(chars / 4)`` of the rendered playbook) evicts entries one by
+one, lowest :func:`eviction_key` first, until it fits. An entry's value is first its outcome credit
+(:func:`outcome_value`: successes above the playbook's baseline among the traces whose agents used it, from the
+traces' own outcomes, ``combee_core.playbook.outcomes``), then what agents that *used* it report
+(``used_helpful`` / ``used_harmful``: distinct traces, from the reflections' entry tags, never from the model's TAG
+counts or restatements); each counts only from ``min_evidence`` (decayed) uses or distinct traces on
+(:func:`use_value`), so fewer traces cannot evict or protect an entry. Restatement (an ADD reinforcing an entry) is
+support: a tie-breaker among equal values, never value; then the fewer uses go first, then the newest entry (an
+entry no evidence tells apart from another: the one agents have run with longer stays; never oldest-first).
+Evictions of existing entries count against the change cap and never remove a majority of the previous version's
+entries; entries new in this version are not existing entries and may always be evicted. When neither
 kind can go, the version stays over budget and the caller warns.
 """
 
@@ -22,10 +26,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fractions import Fraction
 
-from combee_core.models import AppliedOperation, DeleteOp, PlaybookEntry
+from combee_core.models import AppliedOperation, DeleteOp, OutcomeTally, PlaybookEntry
 from combee_core.playbook import Playbook, entry_sort_key, playbook_tokens
+from combee_core.playbook.outcomes import UNIT, credit
 
 DEFAULT_BUDGET_TOKENS = 8_000
 """Default playbook budget: ~32,000 characters, a few hundred entries; an order of magnitude below the 100K-token
@@ -37,7 +43,7 @@ DEFAULT_MIN_EVIDENCE = 10
 estimated from n uses has a standard error up to 0.5 / sqrt(n): 0.16 at n = 10, so a rate from fewer traces cannot
 tell a misleading entry from bad luck, and a handful of crafted traces cannot evict an entry."""
 
-EvictionKey = tuple[float, int, int, tuple[str, int, str]]
+EvictionKey = tuple[Fraction, float, int, Fraction, int, tuple[str, int, str]]
 
 
 def change_cap(entries_before: int, share: float) -> int:
@@ -59,11 +65,22 @@ def use_value(entry: PlaybookEntry, min_evidence: int = DEFAULT_MIN_EVIDENCE) ->
     return (helpful - harmful) / (helpful + harmful) if helpful + harmful else 0.0
 
 
-def eviction_key(entry: PlaybookEntry, support: int = 0, min_evidence: int = DEFAULT_MIN_EVIDENCE) -> EvictionKey:
-    """Lowest first: :func:`use_value`, then ``support`` (reflections that backed the entry's ADD in this version:
-    restatement breaks ties, it is not value), then the version it was created in (the longest unproven first), then
-    playbook order."""
-    return (use_value(entry, min_evidence), support, entry.created_version, entry_sort_key(entry))
+def outcome_value(entry: PlaybookEntry, baseline: OutcomeTally, min_evidence: int = DEFAULT_MIN_EVIDENCE) -> Fraction:
+    """The entry's outcome credit as eviction sees it: successes above the ``baseline`` among its uses, in traces
+    (``Credit.excess``: negative when its agents fail more often than the playbook's), from ``min_evidence``
+    (decayed) uses on, else 0 (unknown)."""
+    found = credit(entry.outcome, baseline)
+    return found.excess if found.uses >= min_evidence else Fraction(0)
+
+
+def eviction_key(entry: PlaybookEntry, support: int = 0, min_evidence: int = DEFAULT_MIN_EVIDENCE,
+                 baseline: OutcomeTally | None = None) -> EvictionKey:
+    """Lowest first: :func:`outcome_value` against ``baseline`` (the playbook's), then :func:`use_value`, then
+    ``support`` (reflections that backed the entry's ADD in this version: restatement breaks ties, it is not value),
+    then the (decayed) uses (the least used first), then the newest first, then playbook order."""
+    uses = Fraction(entry.outcome.successes + entry.outcome.failures, UNIT)
+    return (outcome_value(entry, baseline or OutcomeTally(), min_evidence), use_value(entry, min_evidence), support,
+            uses, -entry.created_version, entry_sort_key(entry))
 
 
 @dataclass(frozen=True)
@@ -105,7 +122,8 @@ def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, 
     blocked: list[str] = []
     remaining = list(playbook.entries)
     evicted_existing = 0
-    for entry in sorted(playbook.entries, key=lambda e: eviction_key(e, support.get(e.entry_id, 0), min_evidence)):
+    for entry in sorted(playbook.entries,
+                        key=lambda e: eviction_key(e, support.get(e.entry_id, 0), min_evidence, playbook.baseline)):
         is_existing = entry.entry_id in existing
         guarded = [n for n, (ids, _) in enumerate(protected) if entry.entry_id in ids]
         if (is_existing and allowance is not None and evicted_existing >= allowance) or any(
@@ -120,16 +138,16 @@ def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, 
             operation=DeleteOp(entry_id=entry.entry_id),
             outcome="applied",
             reason=(f"evicted: the version was over its {budget_tokens}-token budget ({tokens} tokens); lowest value "
-                    f"(use {use_value(entry, min_evidence):+.2f} from helpful {entry.used_helpful} / harmful "
+                    f"(outcome {credit(entry.outcome, playbook.baseline).describe()}, counted from {min_evidence} "
+                    f"uses; use {use_value(entry, min_evidence):+.2f} from helpful {entry.used_helpful} / harmful "
                     f"{entry.used_harmful} traces, counted from {min_evidence}; support "
                     f"{support.get(entry.entry_id, 0)}; created in v{entry.created_version})"),
             entry_id=entry.entry_id,
         ))
-        tokens = playbook_tokens(Playbook(playbook.playbook_id, playbook.version, tuple(remaining),
-                                          playbook.next_entry_number))
+        tokens = playbook_tokens(replace(playbook, entries=tuple(remaining)))
         if tokens <= budget_tokens:
             break
-    fitted = Playbook(playbook.playbook_id, playbook.version, tuple(remaining), playbook.next_entry_number)
+    fitted = replace(playbook, entries=tuple(remaining))
     return Fitted(fitted, applied, blocked, tokens > budget_tokens)
 
 

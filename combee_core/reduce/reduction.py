@@ -22,9 +22,10 @@ from combee_core.models import (
 from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
 from combee_core.playbook.challenges import ChallengeRules, standing
 from combee_core.playbook.meaning import Judge
-from combee_core.playbook.outcomes import DEFAULT_DECAY, MIN_USES, distinct_outcomes, with_outcomes
+from combee_core.playbook.outcomes import DEFAULT_DECAY, DEMOTION_Z, MIN_USES, distinct_outcomes, with_outcomes
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.reduce.counts import bound_counts, count_limit
+from combee_core.reduce.demotion import demote_by_outcomes
 from combee_core.reduce.deterministic_merge import ContestedMerge
 from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS, kept_apart, recent_changes, rolling_budget, said_apart
 from combee_core.reduce.scan import plan_scan
@@ -223,6 +224,7 @@ def build_version(
     bounded: Sequence[AppliedOperation] = (),
     rolling_share: float | None = None,
     rolling_versions: int = DEFAULT_ROLLING_VERSIONS,
+    demotion_sd: float | None = DEMOTION_Z,
 ) -> NewVersion:
     """Apply the scan's root operations to ``playbook`` (version v) and describe version v+1.
 
@@ -243,7 +245,10 @@ def build_version(
     here by the batch's distinct traces (its lineage), and so is what one version adds to an entry's counters;
     ``rolling_share``: the rolling change budget over the last ``rolling_versions`` versions
     (:mod:`combee_core.reduce.rolling`, from ``playbook.curation``; None: none), which the operations and evictions
-    share with the per-version cap. The version records the entries it changed for the next one's budget."""
+    share with the per-version cap. The version records the entries it changed for the next one's budget;
+    ``demotion_sd``: v's entries whose agents did worse than the baseline by more than this many standard deviations
+    (from ``MIN_USES`` uses) are removed after the operations, within the same caps, before the budget's evictions
+    (:mod:`combee_core.reduce.demotion`; None: off)."""
     if not partials:
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
@@ -273,13 +278,27 @@ def build_version(
                          applied=[*said_apart(result.applied), *bounded, *cut, *result.superseded],
                          changed=result.changed)
     kept_state = result.playbook
+    demoted: list[str] = []
+    if demotion_sd is not None:
+        removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
+        allowance = eviction_allowance(len(playbook), removed, None if cap is None else cap - len(result.changed))
+        demotion = demote_by_outcomes(result.playbook, z=Fraction(str(demotion_sd)), existing=playbook.entry_ids,
+                                      allowance=allowance, **({} if rolling is None else {
+                                          "protected": rolling.eviction_limit(result.changed)["protected"]}))
+        if demotion.flagged:
+            warnings.append(f"demotion: {len(demotion.flagged)} entr(ies) of v{playbook.version} measurably worse "
+                            f"than the baseline ({', '.join(demotion.flagged)}) kept by the change cap, the rolling "
+                            "change budget or the majority rule; tested again next version")
+        demoted = [item.entry_id for item in demotion.removals if item.entry_id is not None]
+        result = ApplyResult(playbook=demotion.playbook, applied=[*result.applied, *demotion.removals],
+                             changed=result.changed)
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)
         allowance = eviction_allowance(len(playbook), removed,
-                                       None if cap is None else cap - len(result.changed))
+                                       None if cap is None else cap - len(result.changed) - len(demoted))
         fitted = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied),
                                existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence,
-                               **({} if rolling is None else rolling.eviction_limit(result.changed)))
+                               **({} if rolling is None else rolling.eviction_limit([*result.changed, *demoted])))
         if fitted.blocked:
             warnings.append(f"eviction: {len(fitted.blocked)} entr(ies) of v{playbook.version} kept from eviction "
                             f"by the change cap, the rolling change budget or the majority rule (at most {allowance} "

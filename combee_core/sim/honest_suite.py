@@ -82,17 +82,31 @@ def used_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry])
     return ",".join([*hold.right, *hold.wrong]) if hold else ""
 
 
+def followed_side(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry], *, run_seed: int, attempt: int,
+                  version: int) -> tuple[float, Sequence[PlaybookEntry]]:
+    """With ``cite_followed``: an agent whose playbook holds both the task's rule and its opposite follows one side
+    (chance 1/2); its success probability is that side's alone and the entries it used are that side's (the others
+    of the playbook stay unused). Otherwise :func:`success_probability` and ``entries`` unchanged."""
+    hold = holdings(suite, entries).get(task.family_id)
+    if hold is None or not (hold.right and hold.wrong):
+        return success_probability(suite, task, entries), entries
+    right = _unit(run_seed, task.task_id, attempt, version, "follow") < 0.5
+    dropped = set(hold.wrong if right else hold.right)
+    return (suite.with_insight_p if right else suite.harmful_p), [e for e in entries if e.entry_id not in dropped]
+
+
 def cited_entries(suite: TaskSuite, task: Task, entries: Sequence[PlaybookEntry], *, run_seed: int, attempt: int,
-                  version: int) -> str:
-    """What the agent reports it used: :func:`used_entries`, or with noisy citations each of them left out with
-    ``cite_omit`` and, with ``cite_spurious``, one other entry cited (docs/simulator.md)."""
+                  version: int, playbook: Sequence[PlaybookEntry] | None = None) -> str:
+    """What the agent reports it used: :func:`used_entries` of ``entries``, or with noisy citations each of them left
+    out with ``cite_omit`` and, with ``cite_spurious``, one other entry of ``playbook`` (default ``entries``) cited
+    (docs/simulator.md)."""
     used = used_entries(suite, task, entries)
     rates = suite.honest
     if rates is None or not rates.noisy_citations:
         return used
     ids = [e for e in used.split(",") if e and _unit(run_seed, task.task_id, attempt, version, e, "omit")
            >= rates.cite_omit]
-    others = [e.entry_id for e in entries if e.entry_id not in used.split(",")]
+    others = [e.entry_id for e in (entries if playbook is None else playbook) if e.entry_id not in used.split(",")]
     if others and _unit(run_seed, task.task_id, attempt, version, "spurious") < rates.cite_spurious:
         ids.append(others[int(_unit(run_seed, task.task_id, attempt, version, "which") * len(others))])
     return ",".join(ids)

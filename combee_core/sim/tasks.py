@@ -64,6 +64,10 @@ class HonestFeedback:
     misleading_families: tuple[str, ...] = ()
     """Families whose failed runs, during the first ``misleading_passes`` passes, get a wrong grader's feedback."""
     misleading_passes: int = 1
+    cite_followed: bool = False
+    """An agent holding both a family's rule and its opposite follows one side (chance 1/2), succeeds as with that
+    side alone and cites that side's entries (docs/simulator.md, "An agent holding both rules cites the one it
+    followed")."""
 
 
 @dataclass(frozen=True)
@@ -216,14 +220,20 @@ def run_task(
 
     family = suite.family(task.family_id)
     p = success_probability(suite, task, entries)
+    followed: Sequence[PlaybookEntry] = entries
+    if suite.honest is not None and suite.honest.cite_followed:
+        from combee_core.sim import honest_suite
+
+        p, followed = honest_suite.followed_side(suite, task, entries, run_seed=run_seed, attempt=attempt,
+                                                 version=playbook_version)
     success = _unit(run_seed, task.task_id, attempt, playbook_version, "success") < p
     feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
     extra: dict[str, str] = {}
     if suite.honest is not None:
         from combee_core.sim import honest_suite
 
-        used: str | None = honest_suite.cited_entries(suite, task, entries, run_seed=run_seed, attempt=attempt,
-                                                      version=playbook_version)
+        used: str | None = honest_suite.cited_entries(suite, task, followed, run_seed=run_seed, attempt=attempt,
+                                                      version=playbook_version, playbook=entries)
         feedback_lines += honest_suite.feedback_lines(suite, task, success, run_seed=run_seed, attempt=attempt)
         if not success and honest_suite.misled(suite, task, attempt):
             extra["grader"] = "misleading"

@@ -158,7 +158,7 @@ def test_six_failed_traces_naming_twelve_entries_do_not_decide_what_the_next_add
     counted = version_of(playbook, adds, budget, 0.25, use_tags=[
         tag for entry_id in targets[:2] for tag in uses(entry_id, "harmful", range(10))])
     evicted = [a.entry_id for a in counted.record.operations if a.reason.startswith("evicted")]
-    assert evicted[:2] == list(targets[:2])
+    assert set(evicted[:2]) == set(targets[:2])
 
 
 def test_copies_of_one_trace_in_several_partials_count_once():
@@ -186,8 +186,8 @@ def test_harm_needs_its_own_evidence_and_then_evicts_first():
     fitted = fit_to_budget(playbook, playbook_tokens(playbook) - 1)
     assert [a.entry_id for a in fitted.evictions] == ["too-00003"]  # 10 harmful traces count, 9 do not
     fitted = fit_to_budget(playbook, playbook_tokens(Playbook.from_entries("pb", 5, [entry(1)])))
-    # then the unproven, longest-unproven first; the entry agents credited goes last (and stays here)
-    assert [a.entry_id for a in fitted.evictions] == ["too-00003", "too-00002", "too-00004"]
+    # then the unproven, the newest first (never oldest-first); the entry agents credited goes last (and stays here)
+    assert [a.entry_id for a in fitted.evictions] == ["too-00003", "too-00004", "too-00002"]
     assert "harmful 10 traces" in fitted.evictions[0].reason
 
 

@@ -310,3 +310,25 @@ def test_a_wrong_grader_swaps_the_expected_values_and_the_reflector_learns_the_o
                     if statement is not None and statement.kind == "rule":
                         polarities[statement.polarity] += 1
     assert polarities[-1] > 10 * polarities[1] and polarities[-1] >= 20
+
+
+def test_an_agent_holding_both_rules_cites_the_side_it_followed_and_succeeds_as_with_that_side():
+    cited = build_suite(seed=7, feedback="honest", honest=HonestFeedback(cite_followed=True))
+    both = _entries([text for f in SUITE.families for text in (REGISTRY.wordings[(f.family_id, 1)][0],
+                                                               REGISTRY.wordings[(f.family_id, -1)][0])])
+    hold = honest_suite.holdings(cited, both)
+    outcomes: dict[bool, list[bool]] = {True: [], False: []}
+    for n, task in enumerate(SUITE.train):
+        trace = run_task(cited, task, both, playbook_id="pb", playbook_version=n, agent_id="a", attempt=0, run_seed=1)
+        used = set(str(trace.metadata["used_entries"]).split(","))
+        family = hold[task.family_id]
+        assert used in ({*family.right}, {*family.wrong})
+        outcomes[used == {*family.right}].append(bool(trace.success))
+        # without the option the agent cites both sides
+        plain = run_task(SUITE, task, both, playbook_id="pb", playbook_version=n, agent_id="a", attempt=0, run_seed=1)
+        assert set(str(plain.metadata["used_entries"]).split(",")) == {*family.right, *family.wrong}
+    assert len(outcomes[True]) / len(SUITE.train) == pytest.approx(0.5, abs=0.06)
+    assert sum(outcomes[True]) / len(outcomes[True]) == pytest.approx(0.95, abs=0.04)
+    assert sum(outcomes[False]) / len(outcomes[False]) == pytest.approx(0.05, abs=0.04)
+    # scoring's expected accuracy is unchanged: the mean of the two sides is BOTH_P
+    assert expected_accuracy(cited, cited.held_out, both) == expected_accuracy(SUITE, SUITE.held_out, both)
