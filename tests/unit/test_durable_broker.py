@@ -91,3 +91,23 @@ def test_a_torn_tail_is_cut_to_the_end_of_the_last_stored_batch_and_a_whole_one_
     assert repaired_high(high=3, last_batch_end=None, low=None) == 0  # nothing stored at all
     with pytest.raises(ValueError, match="too short"):
         batch_end(0, b"\x00" * 10)
+
+
+def test_the_fsync_rule_covers_the_bucket_only_when_it_syncs():
+    from streams.broker.seaweed import filer_conf, fsync_in_conf
+
+    assert fsync_in_conf(filer_conf(True)) and not fsync_in_conf(filer_conf(False))
+    assert not fsync_in_conf(b"") and not fsync_in_conf(b"not json")
+    assert fsync_in_conf(b'{"locations":[{"locationPrefix":"/buckets/","fsync":true}]}')  # a parent path covers it
+    assert not fsync_in_conf(b'{"locations":[{"locationPrefix":"/buckets/other/","fsync":true}]}')
+    assert not fsync_in_conf(b'{"locations":[{"locationPrefix":"","fsync":true}]}')
+
+
+def test_no_fsync_is_refused_with_memory_or_storage(capsys):
+    from streams.cli import main
+
+    for other in (["--memory"], ["--storage", "memory://tansu/"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["broker", "--no-fsync", *other])
+        assert exit_.value.code == 2
+        assert "not allowed with argument" in capsys.readouterr().err
