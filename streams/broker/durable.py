@@ -209,8 +209,8 @@ class DurableBroker:
         assert self.retention_s is not None
         try:
             done = await self.apply_retention()
-        except TornTailRepairError as error:  # the storage away: the next pass tries again
-            notify(f"combee broker: retention pass skipped: {error}")
+        except (TornTailRepairError, ValueError, SyntaxError) as error:  # the storage away, or an answer it could
+            notify(f"combee broker: retention pass skipped: {error!r}")  # not read: the next pass tries again
             return
         if done.deleted:
             notify(f"combee broker: retention ({self.retention_s / 3600:g} h) deleted {done.summary()}")

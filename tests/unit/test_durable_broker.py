@@ -111,3 +111,18 @@ def test_no_fsync_is_refused_with_memory_or_storage(capsys):
             main(["broker", "--no-fsync", *other])
         assert exit_.value.code == 2
         assert "not allowed with argument" in capsys.readouterr().err
+
+
+async def test_a_retention_pass_that_cannot_read_the_storage_says_so_and_the_broker_goes_on(tmp_path, monkeypatch):
+    from streams.broker.durable import DurableBroker
+
+    broker = DurableBroker(tmp_path, retention_s=3600.0)
+
+    async def unreadable() -> None:
+        raise ValueError("invalid literal for int() with base 10: 'x'")
+
+    monkeypatch.setattr(broker, "apply_retention", unreadable)
+    lines: list[str] = []
+    await broker._retention_pass(lines.append)
+    assert lines == ["combee broker: retention pass skipped: "
+                     "ValueError(\"invalid literal for int() with base 10: 'x'\")"]
