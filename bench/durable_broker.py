@@ -1,6 +1,7 @@
-"""What the durable `combee broker` costs against the in-memory one: produce latency (one acknowledged record at a
-time) and throughput (pipelined), start and restart times, the memory of the storage and broker processes, and the
-disk a record takes. Prints a table and writes ``bench/results/durable_broker.json``.
+"""What the durable `combee broker` costs against the in-memory one, and its fsync (the default) against
+``--no-fsync``: produce latency (one acknowledged record at a time) and throughput (pipelined), start and restart
+times, the memory of the storage and broker processes, and the disk a record takes. Prints a table and writes
+``bench/results/durable_broker.json``.
 
     python -m bench.durable_broker            # --records 2000 --size 1024 --latency-records 300
 """
@@ -68,9 +69,9 @@ async def produce_figures(bootstrap: str, records: int, size: int, latency_recor
             "records_written": records + latency_records}
 
 
-async def durable(args: argparse.Namespace) -> dict[str, float | None]:
+async def durable(args: argparse.Namespace, fsync: bool = True) -> dict[str, float | None]:
     with tempfile.TemporaryDirectory(prefix="combee-bench-durable-") as state:
-        broker = DurableBroker(Path(state))
+        broker = DurableBroker(Path(state), fsync=fsync)
         await broker.start()
         assert broker.storage is not None and broker.tansu is not None
         cold = broker.start_seconds
@@ -84,7 +85,7 @@ async def durable(args: argparse.Namespace) -> dict[str, float | None]:
         figures["disk_bytes_per_record"] = disk / float(figures["records_written"] or 1)
         disk_used = subprocess.run(["du", "-sk", str(broker.storage_dir)], capture_output=True, text=True)
         figures["disk_kb_du"] = float(disk_used.stdout.split()[0]) if disk_used.returncode == 0 else None
-        again = DurableBroker(Path(state))
+        again = DurableBroker(Path(state), fsync=fsync)
         await again.start()
         figures["restart_s"] = again.start_seconds
         await again.stop()
@@ -110,16 +111,18 @@ def main() -> None:
     parser.add_argument("--latency-records", type=int, default=300)
     args = parser.parse_args()
     results = {"memory": asyncio.run(memory(args)), "durable": asyncio.run(durable(args)),
+               "durable_no_fsync": asyncio.run(durable(args, fsync=False)),
                "records": args.records, "size": args.size, "latency_records": args.latency_records,
                "machine": f"{platform.machine()} {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}",
                "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                         text=True).stdout.strip()}
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps(results, indent=1) + "\n")
-    keys = sorted(set(results["memory"]) | set(results["durable"]))
-    print(f"{'figure':28} {'memory':>12} {'durable':>12}")
+    kinds = ("memory", "durable", "durable_no_fsync")
+    keys = sorted(set().union(*(results[kind] for kind in kinds)))
+    print(f"{'figure':28} {'memory':>12} {'durable':>12} {'no fsync':>12}")
     for key in keys:
-        row = [results[kind].get(key) for kind in ("memory", "durable")]
+        row = [results[kind].get(key) for kind in kinds]
         print(f"{key:28} " + " ".join(f"{v:12.2f}" if isinstance(v, float | int) else f"{'-':>12}" for v in row))
     per_day = results["durable"]["disk_bytes_per_record"] * 20 * 86400 / 1e9
     print(f"disk a day at 20 records/s of {args.size} B (one topic, no retention): {per_day:.1f} GB")

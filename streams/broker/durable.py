@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import IO
 
 from streams.broker.errors import BrokerAlreadyRunning
+from streams.broker.retention import RetentionPass, apply_retention
 from streams.broker.seaweed import BUCKET, STORAGE_PORTS, SeaweedStorage, choose_ports, port_free
 from streams.broker.state import BrokerRecord
 from streams.broker.tansu import DEFAULT_CLUSTER_ID, EmbeddedBroker
-from streams.broker.torn_tails import BucketClient, Repair, repair_torn_tails
+from streams.broker.torn_tails import BucketClient, Repair, TornTailRepairError, repair_torn_tails
 
 DATA_SUBDIR = "broker"
 """Under the state directory: ``seaweedfs/`` (the data), ``logs/``, ``ports.json`` (reused when free), ``lock``."""
@@ -35,6 +36,10 @@ DURABLE_STORAGE = f"s3://{BUCKET}/"
 
 TANSU_STOP_S = 5.0
 """Seconds Tansu gets to exit on SIGTERM (it waits for connected clients) before it is killed."""
+RETENTION_S = 7 * 86400.0
+"""Default age after which batches of ``traces``, ``llm-calls`` and ``dlq`` go (Kafka's default ``retention.ms``)."""
+RETENTION_EVERY_S = 600.0
+"""Seconds between two retention passes while the broker runs (one runs at each start)."""
 STORAGE_STOP_S = 10.0
 """Seconds SeaweedFS gets to close its volumes on SIGTERM before it is killed."""
 
@@ -91,13 +96,21 @@ class DurableBroker:
 
     def __init__(self, state_dir: Path, port: int | None = None, *, host: str = "127.0.0.1",
                  startup_timeout_s: float = 60.0, storage_restarts: int = 3, restart_window_s: float = 60.0,
-                 advertised: str | None = None) -> None:
+                 advertised: str | None = None, fsync: bool = True, retention_s: float | None = RETENTION_S,
+                 retention_every_s: float = RETENTION_EVERY_S) -> None:
         self.data_dir = Path(state_dir) / DATA_SUBDIR
         self.host = host
         self._requested_port = port
         self.advertised = advertised
         """``host:port`` Tansu gives clients in metadata (a TLS terminator in front of it); default its own."""
         self.startup_timeout_s = startup_timeout_s
+        self.fsync = fsync
+        """Every write synced to disk before SeaweedFS answers it (docs/broker.md, "What survives what")."""
+        self.retention_s = retention_s
+        """Age (s) after which the growing topics' batches go (:mod:`streams.broker.retention`); None: never."""
+        self.retention_every_s = retention_every_s
+        self._retention_due = 0.0
+        self._retention_task: asyncio.Task[None] | None = None
         self.storage_restarts = storage_restarts
         self.restart_window_s = restart_window_s
         self._lock = StateDirLock(self.data_dir / "lock")
@@ -145,7 +158,8 @@ class DurableBroker:
         try:
             previous = self._previous_ports()
             ports = choose_ports({k: v for k, v in previous.items() if k in STORAGE_PORTS}, self.host)
-            self.storage = SeaweedStorage(self.storage_dir, ports, self.host, self.startup_timeout_s)
+            self.storage = SeaweedStorage(self.storage_dir, ports, self.host, self.startup_timeout_s,
+                                          fsync=self.fsync)
             await self.storage.start_async()  # spawned from the event loop's thread: it dies with this process
             client = BucketClient(self.host, ports["s3"], BUCKET)
             self.repairs = await asyncio.to_thread(repair_torn_tails, client, DEFAULT_CLUSTER_ID)
@@ -174,6 +188,33 @@ class DurableBroker:
                                 storage_endpoint=self.storage.endpoint, ports=self.ports,
                                 child_pids={"tansu": self.tansu.pid, "storage": self.storage.pid})
 
+    async def apply_retention(self) -> RetentionPass:
+        """One retention pass now (nothing when retention is off)."""
+        assert self.storage is not None
+        if self.retention_s is None:
+            return RetentionPass()
+        client = BucketClient(self.host, self.storage.ports["s3"], BUCKET)
+        return await asyncio.to_thread(apply_retention, client, DEFAULT_CLUSTER_ID, self.retention_s, time.time())
+
+    def _retention_when_due(self, notify: Callable[[str], None]) -> None:
+        """Start a pass in the background when one is due (a pass over a large bucket takes a while: the
+        supervision goes on meanwhile)."""
+        running = self._retention_task is not None and not self._retention_task.done()
+        if self.retention_s is None or running or time.monotonic() < self._retention_due:
+            return
+        self._retention_due = time.monotonic() + self.retention_every_s
+        self._retention_task = asyncio.create_task(self._retention_pass(notify))
+
+    async def _retention_pass(self, notify: Callable[[str], None]) -> None:
+        assert self.retention_s is not None
+        try:
+            done = await self.apply_retention()
+        except (TornTailRepairError, ValueError, SyntaxError) as error:  # the storage away, or an answer it could
+            notify(f"combee broker: retention pass skipped: {error!r}")  # not read: the next pass tries again
+            return
+        if done.deleted:
+            notify(f"combee broker: retention ({self.retention_s / 3600:g} h) deleted {done.summary()}")
+
     async def supervise(self, stop: asyncio.Event, notify: Callable[[str], None],
                         restarted: Callable[[], object] = lambda: None, poll_s: float = 0.5) -> str | None:
         """Watch both processes until ``stop`` is set (None) or the service must end (the one-line reason).
@@ -191,6 +232,7 @@ class DurableBroker:
                 if reason is not None:
                     return reason
                 restarted()
+            self._retention_when_due(notify)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), poll_s)
         return None
@@ -227,6 +269,10 @@ class DurableBroker:
 
     async def stop(self) -> None:
         """Tansu first (it may still be writing), then the storage; release the lock. Idempotent."""
+        if self._retention_task is not None:
+            self._retention_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TornTailRepairError):
+                await self._retention_task
         if self.tansu is not None:
             await self.tansu.stop_async(TANSU_STOP_S)
         if self.storage is not None:
@@ -243,7 +289,7 @@ def storage_report(record: BrokerRecord) -> str:
         return f"Broker storage: {record.storage} (an S3 service run outside combee; not checked here)"
     from urllib.parse import urlsplit
 
-    from streams.broker.seaweed import directory_bytes, s3_bucket_answers
+    from streams.broker.seaweed import directory_bytes, fsync_in_conf, read_filer_conf, s3_bucket_answers
 
     data = Path(record.data_dir)
     endpoint = urlsplit(record.storage_endpoint)
@@ -251,5 +297,9 @@ def storage_report(record: BrokerRecord) -> str:
     pid = record.child_pids.get("storage")
     health = ("healthy (its S3 gateway serves the bucket)" if healthy
               else "NOT ANSWERING: produces fail until it is back (combee broker restarts it; see its output)")
+    conf = read_filer_conf(endpoint.hostname or "127.0.0.1", record.ports["filer"]) if "filer" in record.ports \
+        else None
+    sync = ("" if conf is None else "; fsync on (data synced before acknowledged)" if fsync_in_conf(conf)
+            else "; fsync OFF (--no-fsync): a power cut may lose the last ~30 s of acknowledged writes")
     return (f"Broker storage: {data} ({directory_bytes(data) / 1e6:.1f} MB on disk), SeaweedFS at "
-            f"{record.storage_endpoint} (pid {pid}): {health}")
+            f"{record.storage_endpoint} (pid {pid}): {health}{sync}")

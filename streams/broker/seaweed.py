@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import http.client
 import importlib.metadata
+import json
 import os
 import shutil
 import sys
@@ -133,6 +134,49 @@ def _request(host: str, port: int, method: str, path: str, body: bytes | None, t
         connection.close()
 
 
+FILER_CONF_PATH = "/etc/seaweedfs/filer.conf"
+"""Where SeaweedFS keeps its per-path storage rules (what ``weed shell fs.configure`` edits): a file in its own filer,
+which every filer reloads when it changes."""
+
+
+def filer_conf(fsync: bool, bucket: str = BUCKET) -> bytes:
+    """The per-path rules: with ``fsync``, every write under the bucket is synced to disk (``fsync(2)`` of the volume
+    file) before SeaweedFS answers it; without, no rule (the kernel writes it back when it chooses)."""
+    locations = [{"locationPrefix": f"/buckets/{bucket}/", "fsync": True}] if fsync else []
+    return json.dumps({"version": 1, "locations": locations}).encode()
+
+
+def fsync_in_conf(conf: bytes, bucket: str = BUCKET) -> bool:
+    """True when the rules (``filer.conf`` as stored) sync every write under the bucket."""
+    try:
+        locations = json.loads(conf or b"{}").get("locations") or []
+    except (ValueError, AttributeError):
+        return False
+    wanted = f"/buckets/{bucket}/"
+    return any(isinstance(rule, dict) and rule.get("fsync") is True and isinstance(rule.get("locationPrefix"), str)
+               and rule["locationPrefix"] != "" and wanted.startswith(rule["locationPrefix"]) for rule in locations)
+
+
+def read_filer_conf(host: str, filer_port: int, timeout_s: float = 5.0) -> bytes | None:
+    """The stored rules (empty when there are none), or None when the filer does not answer."""
+    got = _request(host, filer_port, "GET", FILER_CONF_PATH, None, timeout_s)
+    if got is None or got[0] not in (200, 404):
+        return None
+    return got[1] if got[0] == 200 else b""
+
+
+def apply_fsync(host: str, filer_port: int, fsync: bool, timeout_s: float = 5.0) -> None:
+    """Write the rules (:func:`filer_conf`) to the filer and read them back; BrokerStartError when they do not
+    read back as written."""
+    wanted = filer_conf(fsync)
+    put = _request(host, filer_port, "PUT", FILER_CONF_PATH, wanted, timeout_s)
+    stored = read_filer_conf(host, filer_port, timeout_s)
+    if put is None or put[0] not in (200, 201) or stored is None or fsync_in_conf(stored) != fsync:
+        raise BrokerStartError(
+            f"SeaweedFS did not take the fsync {'on' if fsync else 'off'} rule at http://{host}:{filer_port}"
+            f"{FILER_CONF_PATH} (write answered {put[0] if put else 'nothing'}; read back {stored!r})")
+
+
 def directory_bytes(path: Path) -> int:
     """Bytes the files under ``path`` take (apparent sizes; 0 when it does not exist)."""
     total = 0
@@ -152,6 +196,8 @@ class SeaweedStorage:
     host: str = "127.0.0.1"
     startup_timeout_s: float = 60.0
     binary: Path | None = None
+    fsync: bool = True
+    """Every write under the bucket synced to disk before it is answered (:func:`apply_fsync`, at each start)."""
 
     def __post_init__(self) -> None:
         self._child = LoggedChild("combee-seaweedfs-", self.data_dir.parent / "logs")
@@ -215,6 +261,7 @@ class SeaweedStorage:
         self.spawn()
         while time.monotonic() < t0 + self.startup_timeout_s:
             if self.check_once():
+                apply_fsync(self.host, self.ports["filer"], self.fsync)
                 self.startup_seconds = time.monotonic() - t0
                 return self
             time.sleep(0.1)
@@ -228,6 +275,7 @@ class SeaweedStorage:
         try:
             while time.monotonic() < t0 + self.startup_timeout_s:
                 if await asyncio.to_thread(self.check_once):
+                    await asyncio.to_thread(apply_fsync, self.host, self.ports["filer"], self.fsync)
                     self.startup_seconds = time.monotonic() - t0
                     return self
                 await asyncio.sleep(0.1)

@@ -12,6 +12,7 @@ nothing; done only while Tansu is not running (a running Tansu may be between it
 
 from __future__ import annotations
 
+import builtins
 import http.client
 import json
 import logging
@@ -108,6 +109,28 @@ class BucketClient:
             token = root.findtext(f"{_S3}NextContinuationToken")
             if not truncated or not token:
                 return keys, prefixes
+
+    def list_objects(self, prefix: str) -> builtins.list[tuple[str, int, str]]:
+        """(key, size, last modified as ISO 8601) of every object under ``prefix``, every page."""
+        objects: builtins.list[tuple[str, int, str]] = []
+        token: str | None = None
+        while True:
+            query = {"list-type": "2", "prefix": prefix, "max-keys": "1000"}
+            query.update({"continuation-token": token} if token else {})
+            status, _, body = self._call("GET", f"/{self.bucket}?{urlencode(query)}")
+            if status != 200:
+                raise TornTailRepairError(f"listing {prefix!r} answered HTTP {status}")
+            root = ElementTree.fromstring(body)
+            objects += [(item.findtext(f"{_S3}Key") or "", int(item.findtext(f"{_S3}Size") or 0),
+                         item.findtext(f"{_S3}LastModified") or "") for item in root.iter(f"{_S3}Contents")]
+            token = root.findtext(f"{_S3}NextContinuationToken")
+            if (root.findtext(f"{_S3}IsTruncated") or "false") != "true" or not token:
+                return objects
+
+    def delete(self, key: str) -> None:
+        status, _, _ = self._call("DELETE", f"/{self.bucket}/{quote(key)}")
+        if status not in (200, 204, 404):
+            raise TornTailRepairError(f"deleting {key!r} answered HTTP {status}")
 
     def get(self, key: str) -> tuple[bytes, str | None] | None:
         status, headers, body = self._call("GET", f"/{self.bucket}/{quote(key)}")

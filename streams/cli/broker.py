@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import sys
 
+from streams.broker.errors import StorageURLError
 from streams.cli.running import stop_on_signals
 
 MEMORY_STOP_S = 2.0
@@ -29,6 +30,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     broker.add_argument("--advertise", type=host_port, metavar="HOST:PORT",
                         help="the address Tansu gives clients in metadata (default: its own loopback one): a TLS "
                         "terminator's in front of it; clients then reach it only there (docs/broker.md)")
+    where.add_argument("--no-fsync", dest="fsync", action="store_false",
+                       help="durable broker only: answer writes before they are synced to disk (faster; a power "
+                       "cut may lose the last seconds of acknowledged records; docs/broker.md)")
+    broker.add_argument("--retention-hours", type=float, metavar="H",
+                        help="durable broker only: delete traces, llm-calls and dlq records older than H hours, once "
+                        "every consumer group has read them (default 168; 0 keeps everything; docs/broker.md)")
     broker.add_argument("-v", "--verbose", action="store_true")
     broker.set_defaults(handler=cmd_broker)
 
@@ -51,6 +58,9 @@ def _advertised_note(args: argparse.Namespace, bootstrap: str) -> str:
 
 async def cmd_broker(args: argparse.Namespace) -> int:
     if args.memory or args.storage:
+        if args.retention_hours is not None:
+            raise StorageURLError("--retention-hours applies to the durable broker only (not with --memory or "
+                                  "--storage: Tansu alone keeps every record)")
         return await _tansu_alone(args)
     return await _durable(args)
 
@@ -60,11 +70,16 @@ def _say(line: str) -> None:
 
 
 async def _durable(args: argparse.Namespace) -> int:
-    from streams.broker.durable import DurableBroker
+    from streams.broker.durable import RETENTION_S, DurableBroker
     from streams.broker.errors import BrokerLost
     from streams.broker.state import clear_record, read_record, state_dir, write_record
 
-    broker = DurableBroker(state_dir(), port=args.port, advertised=args.advertise)
+    hours = args.retention_hours
+    if hours is not None and hours < 0:
+        raise StorageURLError(f"--retention-hours {hours:g}: give a number of hours >= 0 (0 keeps everything)")
+    retention_s = RETENTION_S if hours is None else hours * 3600 if hours > 0 else None
+    broker = DurableBroker(state_dir(), port=args.port, advertised=args.advertise, fsync=args.fsync,
+                           retention_s=retention_s)
     broker.claim()  # a second broker on this state directory stops here, in one line
     _say(f"combee broker: data in {broker.data_dir} (COMBEE_STATE_DIR); starting the storage (SeaweedFS), then Tansu")
     await broker.start()

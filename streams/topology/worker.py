@@ -139,6 +139,19 @@ async def run_worker(
     return counters
 
 
+async def _run_stage(stage: Stage) -> None:
+    """A stage's run; a CancelledError that nobody sent to its task (a future cancelled under it, inside a client)
+    is logged with where it came from before it ends the stage: that is how a stage ended "cancelled" in a kill test
+    without showing why."""
+    try:
+        await stage.run()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and not task.cancelling():
+            log.error("stage %s ended by a CancelledError its task was not sent:", stage.name, exc_info=True)
+        raise
+
+
 async def _run_stages(
     ctx: StageContext,
     stages: Sequence[str],
@@ -165,7 +178,7 @@ async def _run_stages(
     for name, said in off.items():
         log.info("not running %s: it runs %s", name, said)
     instances = [STAGES[name](ctx) for name in stages]
-    tasks = [asyncio.create_task(stage.run(), name=f"stage-{stage.name}") for stage in instances]
+    tasks = [asyncio.create_task(_run_stage(stage), name=f"stage-{stage.name}") for stage in instances]
     if readiness is not None:
         readiness.watch(instances, tasks)
     log.info("worker running stages: %s", ", ".join(stages))

@@ -91,3 +91,38 @@ def test_a_torn_tail_is_cut_to_the_end_of_the_last_stored_batch_and_a_whole_one_
     assert repaired_high(high=3, last_batch_end=None, low=None) == 0  # nothing stored at all
     with pytest.raises(ValueError, match="too short"):
         batch_end(0, b"\x00" * 10)
+
+
+def test_the_fsync_rule_covers_the_bucket_only_when_it_syncs():
+    from streams.broker.seaweed import filer_conf, fsync_in_conf
+
+    assert fsync_in_conf(filer_conf(True)) and not fsync_in_conf(filer_conf(False))
+    assert not fsync_in_conf(b"") and not fsync_in_conf(b"not json")
+    assert fsync_in_conf(b'{"locations":[{"locationPrefix":"/buckets/","fsync":true}]}')  # a parent path covers it
+    assert not fsync_in_conf(b'{"locations":[{"locationPrefix":"/buckets/other/","fsync":true}]}')
+    assert not fsync_in_conf(b'{"locations":[{"locationPrefix":"","fsync":true}]}')
+
+
+def test_no_fsync_is_refused_with_memory_or_storage(capsys):
+    from streams.cli import main
+
+    for other in (["--memory"], ["--storage", "memory://tansu/"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(["broker", "--no-fsync", *other])
+        assert exit_.value.code == 2
+        assert "not allowed with argument" in capsys.readouterr().err
+
+
+async def test_a_retention_pass_that_cannot_read_the_storage_says_so_and_the_broker_goes_on(tmp_path, monkeypatch):
+    from streams.broker.durable import DurableBroker
+
+    broker = DurableBroker(tmp_path, retention_s=3600.0)
+
+    async def unreadable() -> None:
+        raise ValueError("invalid literal for int() with base 10: 'x'")
+
+    monkeypatch.setattr(broker, "apply_retention", unreadable)
+    lines: list[str] = []
+    await broker._retention_pass(lines.append)
+    assert lines == ["combee broker: retention pass skipped: "
+                     "ValueError(\"invalid literal for int() with base 10: 'x'\")"]
