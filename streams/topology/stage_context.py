@@ -75,8 +75,7 @@ class StageContext:
         full_topic = self.settings.topic(topic)
         self.count(f"records_out.{topic}")
         if wait:
-            return await self.producer.send_and_wait(full_topic, payload, key=key.encode(),
-                                                     headers=list(headers) or None)
+            return await self._send_and_wait(full_topic, payload, key.encode(), headers)
         future = await self.producer.send(full_topic, payload, key=key.encode(), headers=list(headers) or None)
         self._sends.append((future, full_topic, payload, key.encode(), headers))
         if len(self._sends) > 10_000:  # no flush for a long while: keep only what is not yet known to be stored
@@ -100,6 +99,24 @@ class StageContext:
                 task.add_done_callback(self._resending.discard)
         if self._resending:
             await asyncio.gather(*list(self._resending))
+
+    async def _send_and_wait(self, topic: str, payload: bytes, key: bytes,
+                             headers: tuple[tuple[str, bytes], ...]) -> RecordMetadata:
+        """Send and wait for the ack; a send the producer cancelled under us (aiokafka cancels a batch's futures on
+        some broker losses) is sent again, unless the stage itself is stopping. Without this a numbered record's
+        write (the batcher's manifest) ended its stage "cancelled" while the broker was down (a kill test, issue 40);
+        sending again is safe: the first record of each number counts, and a dead letter may repeat."""
+        delay = 0.5
+        while True:
+            try:
+                return await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
+            except asyncio.CancelledError:
+                task = asyncio.current_task()
+                if task is not None and task.cancelling():  # the stage itself is being stopped
+                    raise
+                log.warning("a record to %s was cancelled by the producer (a broker loss?); sending it again", topic)
+            await asyncio.sleep(delay)
+            delay = min(5.0, delay * 2)
 
     async def _resend(self, topic: str, payload: bytes, key: bytes, headers: tuple[tuple[str, bytes], ...],
                       error: str) -> None:

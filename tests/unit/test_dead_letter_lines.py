@@ -22,7 +22,7 @@ class _RecordingProducer:
 def test_a_burst_of_dead_letters_is_one_line_per_stage_and_error_type(caplog) -> None:
     producer = _RecordingProducer()
     context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
-                           producer=producer, stop=asyncio.Event())  # type: ignore[arg-type]
+                           producer=producer, stop=asyncio.Event())
 
     async def burst() -> None:
         for number in range(200):
@@ -50,3 +50,44 @@ def test_a_stage_failure_from_a_validation_error_is_logged_without_the_input_val
         line = describe_error(error)
     assert "sk-live" not in line and line.startswith("ValidationError: 1 problem(s) in Secretive, first count:")
     assert describe_error(KeyError("x")) == "KeyError: 'x'"
+
+
+class _CancellingProducer:
+    """A producer whose first ack is cancelled under the sender, as aiokafka does to a batch on a broker loss."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    async def send_and_wait(self, topic: str, payload: bytes, **_: object) -> str:
+        self.attempts += 1
+        if self.attempts == 1:
+            raise asyncio.CancelledError
+        return "acknowledged"
+
+
+def test_a_waited_send_the_producer_cancelled_is_sent_again_but_a_stopping_stage_still_stops() -> None:
+    producer = _CancellingProducer()
+    context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=producer, stop=asyncio.Event())
+    assert asyncio.run(context.send("batches", "pb", b"{}", wait=True)) == "acknowledged"
+    assert producer.attempts == 2
+
+    async def stopped_while_sending() -> bool:
+        blocked = asyncio.Event()
+
+        class _Hanging:
+            async def send_and_wait(self, *_: object, **__: object) -> None:
+                blocked.set()
+                await asyncio.sleep(3600)
+
+        context.producer = _Hanging()
+        task = asyncio.ensure_future(context.send("batches", "pb", b"{}", wait=True))
+        await blocked.wait()
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert asyncio.run(stopped_while_sending())
