@@ -20,7 +20,7 @@ version's delay less its wait for the previous one) and modelled as ``C(bs) = c 
 once two sizes are measured (beta clamped to [0, 1]); with one size, beta = 1/2, what the augmented shuffle implies
 (k = sqrt(bs) subgroups of 2 * sqrt(bs) copies each, read in parallel; the reduce reads k partials). A size the
 playbook has run at (twice or more, among its recent versions) is judged by its own cycles (their median), not by
-the model: the model extrapolates, and in §12b of docs/benchmarks-history.md its beta = 1/2 from the ramp's batches of 40
+the model: the model extrapolates, and in docs/benchmarks-history.md §12b its beta = 1/2 from the ramp's batches of 40
 said 100 took 11.3 traces/s while versions of 100 came every 4.1-4.7 s (21-24 traces/s). So the playbook is said
 to be over capacity only on the bound's measured cycle: until then the choice is the bound, to measure it. The
 arrival rate is the traces of the recent batches over the time between their closes.

@@ -3,11 +3,12 @@
 An ADD the judge finds contradicting an entry (a correction) never adds to either side's counters. It joins the
 entry's pending :class:`~combee_core.models.Challenge` whose correction it restates (same text, or the judge calls
 them one lesson), or opens one; the challenge's support is the distinct traces behind its restatements
-(:meth:`ChallengeRules.traces`: an ADD's support counts reflection copies, p per trace, and is never more than the
-batch's traces), summed over versions, kept in the version (``PlaybookVersion.challenges``), so a restart or a replay
-rebuilds it. The challenge supersedes the entry once its evidence (its support) outweighs the entry's: the entry's
-restatements (:func:`entry_evidence`) plus its outcome credit (``combee_core.playbook.outcomes``: successes above
-the baseline among its uses, negative when agents that used it fail more often). The winner inherits the evidence
+(:meth:`ChallengeRules.traces`: the root reducer has already counted an ADD's support in distinct traces and bounded
+it by the batch's, ``combee_core.reduce.counts``), summed over versions, kept in the version
+(``PlaybookVersion.challenges``), so a restart or a replay rebuilds it. The challenge supersedes the entry once its
+evidence (its support) outweighs the entry's: the entry's restatements (:func:`entry_evidence`) plus its outcome
+credit (``combee_core.playbook.outcomes``: successes above the baseline among its uses, negative when agents that used
+it fail more often). The winner inherits the evidence
 it won with (``helpful = support - 1``, its creation counting one), so the old wording restated once more does not
 take the slot back: it is a challenge against the winner in turn.
 
@@ -41,19 +42,18 @@ def entry_evidence(entry: PlaybookEntry) -> int:
 
 @dataclass(frozen=True)
 class ChallengeRules:
-    """What a version's contradictions are weighed with: ``copies_per_trace`` (the shuffle's p), the batch's
-    distinct traces (None: unbounded, a call outside a batch), the playbook's outcome ``baseline`` and the uses
-    each side needs before outcomes decide between two entries."""
+    """What a version's contradictions are weighed with: the batch's distinct traces (None: unbounded, a call
+    outside a batch), the playbook's outcome ``baseline`` and the uses each side needs before outcomes decide
+    between two entries."""
 
-    copies_per_trace: int = 1
     batch_traces: int | None = None
     baseline: OutcomeTally = OutcomeTally()
     min_uses: int = MIN_USES
 
     def traces(self, op: AddOp) -> int:
-        """The distinct traces an ADD's support stands for: the fewest consistent with it (each trace brings at
-        most p copies), never more than the batch's traces, at least 1."""
-        traces = -(-op.support // max(1, self.copies_per_trace))
+        """The distinct traces an ADD's support stands for: its support, which the root reducer counts in distinct
+        traces (``combee_core.reduce.counts.bound_counts``), never more than the batch's traces, at least 1."""
+        traces = op.support
         if self.batch_traces is not None:
             traces = min(traces, self.batch_traces)
         return max(1, traces)

@@ -21,7 +21,16 @@ from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.llm.errors import LLMError
 from combee_core.llm.simulator import is_sim_model
 from combee_core.model_notice import EmptyVersionNotice
-from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
+from combee_core.models import (
+    AddOp,
+    AppliedOperation,
+    BatchManifest,
+    BatchMetrics,
+    Operation,
+    PartialUpdate,
+    PlaybookVersion,
+    Usage,
+)
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.aliases import alias_texts
 from combee_core.playbook.embedding import Embedder, EmbeddingCache, EmbeddingError
@@ -31,6 +40,7 @@ from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_add
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
 from combee_core.processors.reducer_state import StalledBatch
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE
+from combee_core.reduce.call_guard import answer_within_evidence
 from combee_core.reduce.counts import bounded_leaves
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
 from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
@@ -186,14 +196,22 @@ class Reducer:
                         first.playbook_id, first.batch_id)
         context = render_playbook(playbook, self.config.llm_context_tokens).text if self.config.llm_context else ""
 
+        guarded: list[AppliedOperation] = []
+
         async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
             try:
-                return await self._reduce(children, context)
+                outcome = await self._reduce(children, context)
             except LLMError as error:
                 effects.append(Reject(None, f"reduce call failed for batch {first.batch_id}; applying the union of "
                                       f"{len(children)} children's operations unmerged: {error}",
                                       type(error).__name__, playbook_id=first.playbook_id))
                 return ReduceOutcome(operations=[op for ops in children for op in ops], usage=Usage(), latency_s=0.0)
+            if not self.config.ask_reducer:
+                return outcome
+            # a model's answer changes only what the operations it was given back (combee_core.reduce.call_guard)
+            operations, cut = answer_within_evidence(children, outcome.operations, judge, playbook.entries)
+            guarded.extend(cut)
+            return ReduceOutcome(operations=operations, usage=outcome.usage, latency_s=outcome.latency_s)
 
         judge = self.judge(playbook.playbook_id)
         if judge is not None:
@@ -237,7 +255,7 @@ class Reducer:
             apply_judge = UncertainJudge.trusting(judge, kept_pairs(playbook.entries, kept, scan.operations))
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
-                              min_evidence=self.config.min_evidence, judge=apply_judge, bounded=bounded,
+                              min_evidence=self.config.min_evidence, judge=apply_judge, bounded=[*bounded, *guarded],
                               rolling_share=self.config.rolling_share, rolling_versions=self.config.rolling_versions,
                               demotion_sd=self.config.demotion_sd)
         record = built.record

@@ -7,6 +7,12 @@ scan each partial's counts are bounded by its traces, and after it (a reducer ca
 root's by the batch's; what is cut is recorded in the version as a rejected operation with the declared count and the
 reason (``count bound: ...``), never silently. ``apply_operations(max_count=...)`` bounds what one version adds to
 an entry's counters over several operations the same way.
+
+Units: a partial's counts are copies (each reflection copy it read once; within one partial a trace has at most one
+copy, so copies are its traces). The root merges the partials, so a trace's p shuffle copies may each stand in one
+count: the root's counts are converted to the distinct traces they stand for (``ceil(count / p)``) before they are
+bounded by the batch's traces, and everything after that counts traces: the entries' ``helpful``/``harmful`` counters
+and the pending challenges' support (``combee_core.playbook.challenges``) alike.
 """
 
 from __future__ import annotations
@@ -25,23 +31,35 @@ def count_limit(traces: int) -> int:
     return max(1, traces)
 
 
-def bound_counts(operations: Sequence[Operation], traces: int, behind: str) -> tuple[list[Operation],
-                                                                                  list[AppliedOperation]]:
-    """``operations`` with every ADD support and TAG count above :func:`count_limit` of ``traces`` lowered to it,
-    and one rejected record per lowered operation (the operation as declared, the reason naming ``behind``: what the
-    traces are, e.g. "the 5 distinct traces of partial 3")."""
+def traces_of(count: int, copies_per_trace: int) -> int:
+    """The distinct traces ``count`` copies stand for at ``copies_per_trace`` (the shuffle's p): the fewest
+    consistent with it, ``ceil(count / p)``, at least 1."""
+    return max(1, -(-count // max(1, copies_per_trace)))
+
+
+def bound_counts(operations: Sequence[Operation], traces: int, behind: str,
+                 copies_per_trace: int = 1) -> tuple[list[Operation], list[AppliedOperation]]:
+    """``operations`` with every ADD support and TAG count in distinct traces: counted in copies at
+    ``copies_per_trace`` (:func:`traces_of`), then lowered to :func:`count_limit` of ``traces`` when above it, with
+    one rejected record per lowered operation (the operation as declared, the reason naming ``behind``: what the
+    traces are, e.g. "the 5 distinct traces of partial 3"). A conversion alone is no cut and is not recorded."""
     limit = count_limit(traces)
     bounded: list[Operation] = []
     records: list[AppliedOperation] = []
     for op in operations:
-        declared = op.support if isinstance(op, AddOp) else op.count if isinstance(op, TagOp) else 0
-        if declared <= limit:
+        if not isinstance(op, AddOp | TagOp):
             bounded.append(op)
             continue
         name = "support" if isinstance(op, AddOp) else "count"
+        declared: int = getattr(op, name)
+        counted = traces_of(declared, copies_per_trace)
+        if counted <= limit:
+            bounded.append(op if counted == declared else op.model_copy(update={name: counted}))
+            continue
         bounded.append(op.model_copy(update={name: limit}))
+        per = "" if copies_per_trace == 1 else f" ({counted} at {copies_per_trace} copies a trace)"
         records.append(AppliedOperation(operation=op, outcome="rejected", reason=(
-            f"{COUNT_BOUND}: {op.op} {name} {declared} is more than {behind} ({traces}); counted as {limit}, "
+            f"{COUNT_BOUND}: {op.op} {name} {declared}{per} is more than {behind} ({traces}); counted as {limit}, "
             f"the rest rejected")))
     return bounded, records
 

@@ -241,8 +241,9 @@ def build_version(
     contradictions are weighed with ``v``'s outcomes and this batch's distinct traces
     (``combee_core.playbook.challenges``);
     ``bounded``: the records of counts the partials declared above their traces
-    (:func:`combee_core.reduce.counts.bounded_leaves`), kept after the operations. The root's counts are bounded
-    here by the batch's distinct traces (its lineage), and so is what one version adds to an entry's counters;
+    (:func:`combee_core.reduce.counts.bounded_leaves`), kept after the operations. The root's counts (copies) are
+    counted here in the distinct traces they stand for (``ceil(count / p)``) and bounded by the batch's distinct
+    traces (its lineage), and so is what one version adds to an entry's counters;
     ``rolling_share``: the rolling change budget over the last ``rolling_versions`` versions
     (:mod:`combee_core.reduce.rolling`, from ``playbook.curation``; None: none), which the operations and evictions
     share with the per-version cap. The version records the entries it changed for the next one's budget;
@@ -253,12 +254,11 @@ def build_version(
         raise ValueError("a version needs at least one partial")
     new_version = playbook.version + 1
     lineage = sorted({trace_id for partial in partials for trace_id in partial.trace_ids})
-    operations, cut = bound_counts(scan.operations, len(lineage),
-                                   f"the distinct traces of batch {partials[0].batch_id}")
-    cap = None if change_share is None else change_cap(len(playbook), change_share)
     reflections = {rid for partial in partials for rid in partial.reflection_ids}
-    rules = ChallengeRules(copies_per_trace=_copies_per_reflection(partials, len(reflections)),
-                           batch_traces=len(lineage), baseline=playbook.baseline, min_uses=MIN_USES)
+    operations, cut = bound_counts(scan.operations, len(lineage), f"the distinct traces of batch "
+                                   f"{partials[0].batch_id}", _copies_per_reflection(partials, len(reflections)))
+    cap = None if change_share is None else change_cap(len(playbook), change_share)
+    rules = ChallengeRules(batch_traces=len(lineage), baseline=playbook.baseline, min_uses=MIN_USES)
     rolling = None if rolling_share is None else rolling_budget(
         playbook, playbook.curation.recent_changes, new_version, rolling_share, rolling_versions)
     result = apply_operations(playbook, operations, new_version, max_changes=cap, paraphrases=paraphrases,

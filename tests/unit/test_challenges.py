@@ -113,10 +113,10 @@ def test_a_declared_support_counts_as_the_distinct_traces_behind_it() -> None:
     record = _version(playbook, [AddOp(section="invoices", content=CORRECTIONS[0], support=1_000_000)], 3,
                       copies=2)
     assert [e.content for e in record.entries] == [RULE]
-    # at most the batch's 3 traces, however many copies: the reducer first bounds the declared count by the batch's
-    # distinct traces (combee_core.reduce.counts), then the challenge counts that bound in traces (copies / p)
+    # the batch's 3 traces, however many copies: the reducer counts the declared copies in traces (copies / p) and
+    # bounds them by the batch's distinct traces (combee_core.reduce.counts); the challenge counts those traces
     [challenge] = record.challenges
-    assert 1 <= challenge.support <= 3
+    assert challenge.support == 3
 
 
 def test_copies_of_a_trace_count_once_toward_a_challenge() -> None:

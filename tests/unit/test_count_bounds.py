@@ -72,7 +72,8 @@ def test_a_tag_of_a_million_raises_a_counter_by_the_traces_behind_it_and_the_rul
                                           ["t1", "t2"])])
     [entry] = tagged.entries
     assert entry.helpful == 2  # two distinct traces behind the batch, whatever the two partials declared
-    assert len(_bounds(tagged)) == 3  # two partials cut, and the summed TAG cut at the root
+    # two partials cut; the summed 3 copies at p = 2 (3 copies of 2 reflections) stand for 2 traces: no cut at the root
+    assert len(_bounds(tagged)) == 2
     after = Playbook.from_entries("pb", tagged.version, tagged.entries, tagged.next_entry_number)
     correction = [AddOp(section="invoices", content=FLIP, support=4)]
     record = _version(after, [_partial(0, 1, correction, ["u1", "u2", "u3", "u4"], base=4)], change_cap=1.0)
@@ -128,3 +129,13 @@ def test_property_no_count_above_the_distinct_traces_behind_it_for_any_operation
             assert entry.helpful - before.helpful <= traces and entry.harmful - before.harmful <= traces
         else:
             assert entry.helpful <= traces and entry.harmful <= traces
+
+
+def test_the_shuffle_copies_of_a_batch_count_in_its_distinct_traces_and_an_honest_count_is_never_cut() -> None:
+    # p = 2: each of the two traces is read by both partials, and both partials restate the rule from both traces
+    playbook = _playbook(_established(helpful=4))
+    restated = [AddOp(section="invoices", content=RULE, support=2)]
+    record = _version(playbook, [_partial(0, 2, restated, ["t1", "t2"]), _partial(1, 2, restated, ["t1", "t2"])])
+    assert _bounds(record) == []  # 4 copies at p = 2 are the batch's 2 traces: nothing to cut
+    [entry] = record.entries
+    assert entry.helpful == 4 + 2  # the two traces, not their four copies

@@ -159,7 +159,9 @@ class _Embedder:
 async def _next_version(embedder: _Embedder) -> list:
     reducer = Reducer(ReducerConfig(), Roles().reduce, embedder)  # type: ignore[arg-type]
     for node, text in enumerate(("Remove duplicate rows before counting.", "Count rows once duplicates are gone.")):
-        reducer.take(_partial(0, node, 2, text), f"p{node}", current_version=0)
+        # one copy of one trace each (p = 1): the summed support is two distinct traces
+        one_copy = _partial(0, node, 2, text).model_copy(update={"items_read": 1, "expected_items": 1})
+        reducer.take(one_copy, f"p{node}", current_version=0)
     partials = reducer.ready("pb", 0)
     assert partials is not None
     return await reducer.next_version(Playbook.empty("pb"), partials, parent_version=None, manifest=None,
