@@ -6,8 +6,9 @@ The weights (``data/system_lessons_classifier.json``, 384 numbers and a bias) ar
 ``python -m bench.system_classifier_train`` from the hand-written sets the rules were tuned on
 (``bench/data/system_lessons_dev.jsonl``, ``..._heldout.jsonl``, ``..._heldout_2.jsonl``) and, as further sound
 lessons, the curation sets' task lessons (``bench/data/lessons_{dev,heldout,heldout_b,heldout_c}.json``, weight 0.1
-each). Chosen by leave-one-set-out on those sets (``docs/benchmarks.md``, "Lessons about the learning system, a third
-held-out set"); ``bench/data/system_lessons_heldout_3.jsonl`` was written before and never trained or tuned on.
+each). Chosen by leave-one-set-out on those sets (``docs/benchmarks-history.md``, "Lessons about the learning
+system, a third held-out set"); ``bench/data/system_lessons_heldout_3.jsonl`` was written before and never trained
+or tuned on.
 """
 
 from __future__ import annotations
