@@ -21,12 +21,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from combee_core.models import Trace
 from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.sim.tasks import build_suite, train_traces
-from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
 from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.topic_reader import read_topic
-from tests.integration.topology_support import env_without_combee, run_settings
+from tests.integration.topology_support import env_without_combee, run_settings, serving_receiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,18 +55,10 @@ async def _learned(run: InProcessPipeline, count: int, timeout_s: float = 90.0) 
 async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_version(kafka, unique_prefix):
     settings = _settings(unique_prefix)
     runs = _runs("otel-http")
-    stop, ready = asyncio.Event(), asyncio.Event()
-    receivers: list[OtlpReceiver] = []
-
-    def on_ready(receiver: OtlpReceiver) -> None:
-        receivers.append(receiver)
-        ready.set()
-
-    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=["ingest-otlp", "reflect", "batch",
-                                                                                  "aggregate", "reduce"]) as run:
-        serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
-        await asyncio.wait_for(ready.wait(), 30)
-        exporter = OTLPSpanExporter(endpoint=receivers[0].url)
+    async with (InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=["ingest-otlp", "reflect", "batch",
+                                                                                   "aggregate", "reduce"]) as run,
+                serving_receiver(settings, kafka) as served):
+        exporter = OTLPSpanExporter(endpoint=served.url)
         provider = tracer_provider(exporter)
         late = runs[-1]
 
@@ -84,8 +75,7 @@ async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_
         assert await asyncio.to_thread(exporter.export, []) == SpanExportResult.SUCCESS
         traces, versions = await _learned(run, RUNS)
         dead = await run.dead_letters()
-        stop.set()
-        counters = await serving
+    counters = served.counters
     # one record per trace id per request (the SDK here exports each span as it ends; the last request is empty)
     assert counters["otlp_receiver_records"] == counters["otlp_receiver_requests"] - 1 == 3 * (RUNS + 1) + 1
     assert len(traces) == RUNS and len({t.trace_id for t in traces}) == RUNS
@@ -158,31 +148,20 @@ async def test_the_receiver_command_writes_otlp_http_to_the_topic_and_stops_on_s
 async def test_the_receiver_answers_429_while_the_ingest_stage_lags_behind(kafka, unique_prefix):
     settings = run_settings(unique_prefix, otlp_topic=f"{unique_prefix}otlp_spans", otlp_receiver_port=0,
                             otlp_max_lag=2, otlp_require_ingest=False)  # no ingest-otlp: nothing consumes the topic
-    stop, ready = asyncio.Event(), asyncio.Event()
-    receivers: list[OtlpReceiver] = []
-
-    def on_ready(receiver: OtlpReceiver) -> None:
-        receivers.append(receiver)
-        ready.set()
-
-    serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
+    async with serving_receiver(settings, kafka) as served:
         exporter = InMemorySpanExporter()
         run_agent(tracer_provider(exporter), _runs("lag")[0])
         body = encode_request(export_request(exporter.get_finished_spans()), "otlp_proto")
         headers = {"Content-Type": "application/x-protobuf"}
         async with aiohttp.ClientSession() as http:
             for _ in range(3):  # 3 records behind: over the bound of 2
-                async with http.post(receivers[0].url, data=body, headers=headers) as response:
+                async with http.post(served.url, data=body, headers=headers) as response:
                     assert response.status == 200
             deadline = time.monotonic() + 30
-            while (receivers[0].backlog or 0) <= 2:
-                assert time.monotonic() < deadline, f"backlog {receivers[0].backlog} after 30 s"
+            while (served.receiver.backlog or 0) <= 2:
+                assert time.monotonic() < deadline, f"backlog {served.receiver.backlog} after 30 s"
                 await asyncio.sleep(0.2)
-            async with http.post(receivers[0].url, data=body, headers=headers) as response:
+            async with http.post(served.url, data=body, headers=headers) as response:
                 assert response.status == 429 and response.headers["Retry-After"] == "1"
-    finally:
-        stop.set()
-        counters = await serving
+    counters = served.counters
     assert counters["otlp_receiver_status_429"] == 1 and counters["otlp_receiver_records"] == 3

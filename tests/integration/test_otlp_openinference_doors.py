@@ -19,7 +19,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from combee_core.models import DeadLetter, PlaybookVersion, Trace
 from combee_core.otlp.wire import encode_request
 from combee_core.sim.tasks import build_suite, train_traces
-from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
 from streams.testing.otel_agent import (
     export_request,
     report_openinference_evaluation,
@@ -30,7 +29,7 @@ from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.topic_reader import read_topic
 from tests.integration.test_health import _stderr_until
-from tests.integration.topology_support import env_without_combee, run_settings
+from tests.integration.topology_support import env_without_combee, run_settings, serving_receiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -139,22 +138,10 @@ async def test_collector_kafka_records_of_openinference_runs_learn(kafka, unique
 
 async def test_the_receiver_answers_503_with_the_reason_while_nothing_ingests(kafka, unique_prefix):
     settings = run_settings(unique_prefix, otlp_topic=f"{unique_prefix}otlp_spans", otlp_receiver_port=0)
-    stop, ready = asyncio.Event(), asyncio.Event()
-    receivers: list[OtlpReceiver] = []
-
-    def on_ready(receiver: OtlpReceiver) -> None:
-        receivers.append(receiver)
-        ready.set()
-
-    serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
-    try:
-        await asyncio.wait_for(ready.wait(), 30)
-        async with aiohttp.ClientSession() as http, http.post(
-                receivers[0].url, data=b"{}", headers={"Content-Type": "application/json"}) as answer:
-            assert answer.status == 503 and answer.headers["Retry-After"] == "5"
-            reason = await answer.text()
-    finally:
-        stop.set()
-        counters = await serving
+    async with serving_receiver(settings, kafka) as served, aiohttp.ClientSession() as http, http.post(
+            served.url, data=b"{}", headers={"Content-Type": "application/json"}) as answer:
+        assert answer.status == 503 and answer.headers["Retry-After"] == "5"
+        reason = await answer.text()
+    counters = served.counters
     assert f"consumer group {unique_prefix}default.ingest-otlp has no member" in reason
     assert "combee worker --otlp" in reason and counters["otlp_receiver_status_503"] == 1

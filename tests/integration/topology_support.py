@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 from combee_core.models import PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.sim.tasks import build_suite, train_traces
+from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
 
 
 def make_traces(count: int, playbook_id: str = "pb", *, seed: int = 0, agents: int = 40) -> list[Trace]:
@@ -49,3 +54,35 @@ def assert_contiguous(versions: list[PlaybookVersion], playbook_id: str, count: 
 
 def lineage_counts(versions: list[PlaybookVersion]) -> Counter[str]:
     return Counter(trace_id for v in versions for trace_id in v.lineage)
+
+
+@dataclass
+class ServedReceiver:
+    """The OTLP/HTTP receiver of :func:`serving_receiver`; its counters once it has stopped."""
+
+    receiver: OtlpReceiver | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        assert self.receiver is not None
+        return self.receiver.url
+
+
+@contextlib.asynccontextmanager
+async def serving_receiver(settings: CombeeSettings, kafka) -> AsyncIterator[ServedReceiver]:
+    """``combee otlp-receiver`` in this process, ready within 30 s; stopped (and its counters read) on exit."""
+    stop, ready = asyncio.Event(), asyncio.Event()
+    served = ServedReceiver()
+
+    def on_ready(receiver: OtlpReceiver) -> None:
+        served.receiver = receiver
+        ready.set()
+
+    serving = asyncio.create_task(serve_receiver(settings, kafka.bootstrap, kafka.profile, stop, on_ready))
+    try:
+        await asyncio.wait_for(ready.wait(), 30)
+        yield served
+    finally:
+        stop.set()
+        served.counters = await serving
