@@ -178,6 +178,8 @@ def _chosen(form: MultiDictProxy) -> tuple[str, list[str], str, str | None]:
         content = str(form.get(f"content:{entry_id}", "")) if action == "edit" else None
         return action, [entry_id], str(form.get(f"note:{entry_id}", "")), content
     action = str(form.get("bulk", ""))
+    if not action:
+        raise ReviewInputError("the form names no decision: press Approve, Reject or Save edit")
     entries = [str(value) for value in form.getall("entry", [])]
     if not entries:
         raise ReviewInputError("tick at least one entry for a bulk decision")

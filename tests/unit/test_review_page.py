@@ -57,3 +57,9 @@ def test_the_page_binds_beyond_loopback_only_with_a_token():
     check_bind("0.0.0.0", "tok")
     with pytest.raises(ValueError, match="COMBEE_UI_TOKEN"):
         check_bind("0.0.0.0", None)
+
+
+def test_a_form_without_a_decision_says_which_buttons_make_one():
+    with pytest.raises(ReviewInputError, match="^the form names no decision: press Approve, Reject or Save edit$"):
+        _chosen(form(("entry", "e1")))
+
