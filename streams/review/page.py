@@ -14,7 +14,14 @@ from combee_core.playbook.embedding import EmbeddingError
 from combee_core.playbook.meaning import Judge
 from combee_core.playbook.outcomes import credit
 from combee_core.serve.review import ProposalRow, entry_changes, inbox
-from combee_core.serve.review_context import HistoryRow, LikelyPair, NearReflection, likely_pairs, operations_on
+from combee_core.serve.review_context import (
+    LIKENESS_FLOOR,
+    HistoryRow,
+    LikelyPair,
+    NearReflection,
+    likely_pairs,
+    operations_on,
+)
 from streams.review.log import ReviewSnapshot
 
 STYLE = """
@@ -144,6 +151,8 @@ def _diff(snapshot: ReviewSnapshot) -> str:
     rows = "".join(f"<tr class={c.kind}><td>{c.kind}</td><td>{_e(c.entry_id)}</td><td>{_e(c.before or '')}</td>"
                    f"<td>{_e(c.after or '')}</td><td>{_e(status.get(c.entry_id, ''))}</td></tr>" for c in changes)
     was = f"v{snapshot.previous.version}" if snapshot.previous else "the empty playbook"
+    if not changes:
+        return f"<h2>Diff: v{snapshot.served.version} against {was}</h2><p id=diff-empty>No changes.</p>"
     return (f"<h2>Diff: v{snapshot.served.version} against {was}</h2><table id=diff><tr><th>change</th><th>entry"
             f"</th><th>before</th><th>after</th><th>review</th></tr>{rows}</table>")
 
@@ -185,6 +194,10 @@ def entry_page(snapshot: ReviewSnapshot, entry_id: str, history: Sequence[Histor
                f"{len(version.lineage)} traces in its lineage.</p><ul id=operations>{ops}</ul>")
     refl = "".join(f"<tr><td>{n.score:.2f}</td><td>{_e(n.reflection.reflection_id)}</td>"
                    f"<td>{_e(n.reflection.trace_id)}</td><td>{_e(n.insight)}</td></tr>" for n in near)
+    refl = (f"<table id=reflections><tr><th>likeness</th><th>reflection</th><th>trace</th><th>insight</th></tr>"
+            f"{refl}</table>" if near else
+            f"<p id=reflections-none class=muted>No reflection of that version reads like this entry (likeness at "
+            f"least {LIKENESS_FLOOR:.2f}).</p>")
     trace_rows = "".join(f"<tr><td>{_e(t.trace_id)}</td><td>{_e(t.agent_id)}</td><td>v{t.playbook_version}</td>"
                          f"<td>{'ok' if t.success else 'failed' if t.success is False else ''}</td>"
                          f"<td>{_e(t.input[:200])}</td><td>{_e(t.feedback[:300])}</td></tr>" for t in traces)
@@ -193,8 +206,9 @@ def entry_page(snapshot: ReviewSnapshot, entry_id: str, history: Sequence[Histor
         f"{_outcome(snapshot, entry_id)}"
         f"<h2>Review of each text</h2><table id=statuses>{statuses}</table>"
         f"<h2>History across versions</h2><table id=history>{hist}</table>{ops}"
-        "<h2>Provenance: reflections behind that version, closest first</h2><table id=reflections><tr><th>likeness"
-        f"</th><th>reflection</th><th>trace</th><th>insight</th></tr>{refl}</table>"
+        "<h2>Provenance: reflections behind that version, closest first</h2><p class=muted id=likeness-floor>Shown: "
+        f"the five whose insight reads most like the entry, at likeness {LIKENESS_FLOOR:.2f} or more (word-sequence "
+        f"ratio: a guide, not a record).</p>{refl}"
         "<h2>Their traces</h2><table id=traces><tr><th>trace</th><th>agent</th><th>ran</th><th>outcome</th>"
         f"<th>input</th><th>feedback</th></tr>{trace_rows}</table>"))
 
