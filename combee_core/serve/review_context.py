@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from combee_core.models import AppliedOperation, PlaybookEntry, PlaybookVersion, Reflection
+from combee_core.models import AddOp, AppliedOperation, PlaybookEntry, PlaybookVersion, Reflection
 from combee_core.playbook.embedding import Embedder, EmbeddingCache
 from combee_core.playbook.meaning import Judge, LexicalJudge, SemanticJudge
 
@@ -50,6 +50,16 @@ def making_version(versions: Sequence[PlaybookVersion], entry: PlaybookEntry) ->
 def operations_on(version: PlaybookVersion, entry_id: str) -> list[AppliedOperation]:
     """The version's applied operations that created or changed ``entry_id``."""
     return [op for op in version.operations if op.outcome == "applied" and op.entry_id == entry_id]
+
+
+def added_support(versions: Sequence[PlaybookVersion], entry_id: str) -> int | None:
+    """How many reflection copies backed the insight that added ``entry_id`` (its ADD operation's support); None
+    when none of ``versions`` added it."""
+    for version in versions:
+        for applied in operations_on(version, entry_id):
+            if isinstance(applied.operation, AddOp):
+                return applied.operation.support
+    return None
 
 
 @dataclass(frozen=True)

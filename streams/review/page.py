@@ -19,6 +19,7 @@ from combee_core.serve.review_context import (
     HistoryRow,
     LikelyPair,
     NearReflection,
+    added_support,
     likely_pairs,
     operations_on,
 )
@@ -73,7 +74,7 @@ def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str,
              f"<span>inbox <b id=inbox-count>{len(waiting)}</b></span>"
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
-             _inbox(pb, state.served_version, waiting, reviewer, csrf),
+             _inbox(snapshot, waiting, reviewer, csrf),
              _pairs_or_why(waiting, served, judge),
              _served(snapshot), _diff(snapshot), _review_log(snapshot), _promotions(snapshot)]
     return _page(f"Review {pb}", "".join(parts))
@@ -84,9 +85,23 @@ def _entry(row: ProposalRow) -> PlaybookEntry:
                          created_version=row.first_version, updated_version=row.first_version)
 
 
-def _inbox(pb: str, version: int, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> str:
+def _evidence(snapshot: ReviewSnapshot, entry_id: str) -> str:
+    """What backs a proposal: the support of the insight that added it, its helpful/harmful tags and its outcome
+    credit in the served version."""
+    served = snapshot.served
+    entry = next((e for e in served.entries if e.entry_id == entry_id), None) if served else None
+    support = added_support(snapshot.versions, entry_id)
+    parts = [f"support {support}" if support is not None else "support not recorded"]
+    if served is not None and entry is not None:
+        parts += [f"helpful {entry.helpful} · harmful {entry.harmful}",
+                  f"outcome {credit(entry.outcome, served.baseline).describe()}"]
+    return "<br>".join(_e(part) for part in parts)
+
+
+def _inbox(snapshot: ReviewSnapshot, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> str:
     if not rows:
         return "<h2>Inbox</h2><p id=inbox-empty>Nothing waits for review.</p>"
+    pb, version = snapshot.playbook_id, snapshot.state.served_version
     body = []
     for row in rows:
         key = _e(row.entry_id)
@@ -97,13 +112,14 @@ def _inbox(pb: str, version: int, rows: Sequence[ProposalRow], reviewer: str, cs
             f"<td class=content>{_e(row.content)}<details><summary>edit</summary>"
             f"<textarea name='content:{key}' rows=2>{_e(row.content)}</textarea>"
             f"<button name=one value='edit:{key}'>Save edit</button></details></td>"
+            f"<td class='evidence muted' id='evidence-{key}'>{_evidence(snapshot, row.entry_id)}</td>"
             f"<td class=decide><button name=one value='approve:{key}'>Approve</button> "
             f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
     return (f"<h2>Inbox</h2><form method=post action='/p/{quote(pb)}/decide' id=inbox>"
             f"<input type=hidden name=csrf value='{_e(csrf)}'><input type=hidden name=version value='{version}'>"
             f"<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' style='width:16em'></p>"
-            "<table><tr><th></th><th>entry</th><th>proposed text</th><th>decide</th></tr>"
+            "<table><tr><th></th><th>entry</th><th>proposed text</th><th>evidence</th><th>decide</th></tr>"
             f"{''.join(body)}</table><p>Ticked entries: <button name=bulk value=approve id=bulk-approve>Approve "
             "selected</button> <input type=text name=bulk_note placeholder='why reject' style='width:20em'> "
             "<button name=bulk value=reject id=bulk-reject>Reject selected</button></p></form>")

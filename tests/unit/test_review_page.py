@@ -92,3 +92,18 @@ def test_an_empty_diff_says_no_changes():
     same = replace(snapshot(V1, []), previous=V1)
     assert "id=diff-empty>No changes.<" in playbook_page(same, review_mode=True, reviewer="a", csrf="t")
     assert "id=diff-empty" not in playbook_page(snapshot(V1, []), review_mode=True, reviewer="a", csrf="t")
+
+
+def test_each_inbox_row_shows_its_support_tags_and_outcome_credit():
+    from combee_core.models import AddOp, AppliedOperation, OutcomeTally
+
+    added = AppliedOperation(operation=AddOp(section="general", content="Check units first.", support=3),
+                             outcome="applied", entry_id="e1")
+    counted = V1.entries[0].model_copy(update={"helpful": 4, "harmful": 1, "outcome": OutcomeTally(successes=6,
+                                                                                                   failures=2)})
+    v = V1.model_copy(update={"operations": [added], "entries": [counted, V1.entries[1]]})
+    html = playbook_page(snapshot(v, []), review_mode=True, reviewer="a", csrf="t")
+    row = html[html.index("id='evidence-e1'"):]
+    assert row.index("support 3") < row.index("helpful 4 · harmful 1") < row.index("outcome +") < row.index("</td>")
+    other = html[html.index("id='evidence-e2'"):]
+    assert other.index("support not recorded") < other.index("outcome unused") < other.index("</td>")
