@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from html import escape
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.playbook.embedding import EmbeddingError
@@ -23,6 +23,7 @@ from combee_core.serve.review_context import (
     likely_pairs,
     operations_on,
 )
+from combee_core.serve.review_inbox import STATES, InboxPage, InboxQuery, inbox_page, sections_of
 from streams.review.log import ReviewSnapshot
 
 STYLE = """
@@ -58,9 +59,10 @@ def error_page(message: str) -> str:
 
 
 def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "",
-                  judge: Judge | None = None) -> str:
+                  judge: Judge | None = None, query: InboxQuery | None = None) -> str:
     """The playbook's review page; ``judge``: curation's (:func:`~combee_core.serve.review_context.curation_judge`;
-    None: the lexical one)."""
+    None: the lexical one); ``query``: the inbox's filter and page (default: proposed, every section, page 1)."""
+    query = query or InboxQuery()
     state, pb = snapshot.state, snapshot.playbook_id
     waiting = inbox(state.proposals)
     served = snapshot.served.entries if snapshot.served else []
@@ -74,7 +76,7 @@ def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str,
              f"<span>inbox <b id=inbox-count>{len(waiting)}</b></span>"
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
-             _inbox(snapshot, waiting, reviewer, csrf),
+             _filter(snapshot, query), _inbox(snapshot, inbox_page(state.proposals, query), query, reviewer, csrf),
              _pairs_or_why(waiting, served, judge),
              _served(snapshot), _diff(snapshot), _review_log(snapshot), _promotions(snapshot)]
     return _page(f"Review {pb}", "".join(parts))
@@ -98,9 +100,35 @@ def _evidence(snapshot: ReviewSnapshot, entry_id: str) -> str:
     return "<br>".join(_e(part) for part in parts)
 
 
-def _inbox(snapshot: ReviewSnapshot, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> str:
+def _filter(snapshot: ReviewSnapshot, query: InboxQuery) -> str:
+    """The inbox's filter: a GET form (section, state) on the page's own address."""
+    def options(values: Sequence[str], chosen: str, every: str | None = None) -> str:
+        first = f"<option value=''>{_e(every)}</option>" if every is not None else ""
+        return first + "".join(f"<option value='{_e(v)}'{' selected' if v == chosen else ''}>{_e(v)}</option>"
+                               for v in values)
+
+    return (f"<h2>Inbox</h2><form method=get action='/p/{quote(snapshot.playbook_id)}' id=filter>Section <select "
+            f"name=section aria-label=section>{options(sections_of(snapshot.state.proposals), query.section, 'every')}"
+            f"</select> state <select name=state aria-label=state>{options(STATES, query.state)}</select> "
+            "<button id=filter-apply>Show</button></form>")
+
+
+def _pager(pb: str, found: InboxPage, query: InboxQuery) -> str:
+    def link(page: int, text: str, ident: str) -> str:
+        address = urlencode({"section": query.section, "state": query.state, "page": page})
+        return f"<a id={ident} href='/p/{quote(pb)}?{_e(address)}'>{text}</a>"
+
+    last = found.first + len(found.rows) - 1
+    return (f"<p id=pager>{found.first}-{last} of {found.matching} (page {found.page} of {found.pages})"
+            + (f" {link(found.page - 1, '&larr; previous', 'page-previous')}" if found.page > 1 else "")
+            + (f" {link(found.page + 1, 'next &rarr;', 'page-next')}" if found.page < found.pages else "") + "</p>")
+
+
+def _inbox(snapshot: ReviewSnapshot, found: InboxPage, query: InboxQuery, reviewer: str, csrf: str) -> str:
+    rows = found.rows
     if not rows:
-        return "<h2>Inbox</h2><p id=inbox-empty>Nothing waits for review.</p>"
+        return ("<p id=inbox-empty>Nothing waits for review.</p>" if query == InboxQuery() else
+                "<p id=inbox-empty>No proposal matches the filter.</p>")
     pb, version = snapshot.playbook_id, snapshot.state.served_version
     body = []
     for row in rows:
@@ -116,7 +144,7 @@ def _inbox(snapshot: ReviewSnapshot, rows: Sequence[ProposalRow], reviewer: str,
             f"<td class=decide><button name=one value='approve:{key}'>Approve</button> "
             f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
-    return (f"<h2>Inbox</h2><form method=post action='/p/{quote(pb)}/decide' id=inbox>"
+    return (f"{_pager(pb, found, query)}<form method=post action='/p/{quote(pb)}/decide' id=inbox>"
             f"<input type=hidden name=csrf value='{_e(csrf)}'><input type=hidden name=version value='{version}'>"
             f"<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' style='width:16em'></p>"
             "<table><tr><th></th><th>entry</th><th>proposed text</th><th>evidence</th><th>decide</th></tr>"
