@@ -219,7 +219,7 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     )
     ui_host: str = Field(default="127.0.0.1", description="Address `combee ui` binds: loopback by default; any other "
                          "needs ui_token.")
-    ui_port: int = Field(default=8765, ge=0, le=65535, description="Port of `combee ui` (0: any free one).")
+    ui_port: int = Field(default=8767, ge=0, le=65535, description="Port of `combee ui` (0: any free one).")
     ui_token: SecretStr | None = Field(default=None, description="Token every request to `combee ui` must carry "
                                        "(required to bind beyond loopback).")
     guard: bool = Field(

@@ -3,11 +3,12 @@ the JSON helpers."""
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime, timezone
 from typing import Annotated, Any, Final, Literal, Self
 
 import orjson
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from combee_core import limits
 
@@ -23,6 +24,29 @@ PlaybookId = Annotated[
 SectionName = Annotated[
     str, Field(min_length=1, max_length=limits.MAX_SECTION_CHARS, pattern=r"^[a-z0-9][a-z0-9_-]*$")
 ]
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+"""Control, format (bidirectional overrides, zero-width), line and paragraph separator characters."""
+
+
+def _plain_name(value: str) -> str:
+    """A person's name as typed ("Jane Doe", "José", "ana@host"): no control or invisible characters, nothing
+    leading or trailing."""
+    if value != value.strip():
+        raise ValueError("must not begin or end with a space")
+    bad = next((ch for ch in value if unicodedata.category(ch) in _UNSEEN_CATEGORIES), None)
+    if bad is not None:
+        raise ValueError(f"may not hold control or invisible characters (found U+{ord(bad):04X})")
+    return value
+
+
+PersonName = Annotated[
+    str,
+    Field(min_length=1, max_length=limits.MAX_ID_CHARS,
+          json_schema_extra={"pattern": r"^\S(.*\S)?$", "$comment": "no control, format (bidirectional, "
+                             "zero-width), line or paragraph separator characters (Unicode Cc, Cf, Zl, Zp)"}),
+    AfterValidator(_plain_name),
+]
+"""Who did something, as they would write it: free text ("Jane Doe"), bounded, without control characters."""
 EntryId = Annotated[str, Field(min_length=1, max_length=limits.MAX_ID_CHARS)]
 InsightText = Annotated[str, Field(min_length=1, max_length=limits.MAX_INSIGHT_CHARS)]
 TagValue = Literal["helpful", "harmful", "neutral"]

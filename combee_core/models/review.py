@@ -12,8 +12,8 @@ from combee_core.models.base import (
     SCHEMA_VERSION,
     CombeeModel,
     EntryId,
-    Identifier,
     InsightText,
+    PersonName,
     PlaybookId,
     SectionName,
     Timestamp,
@@ -58,7 +58,7 @@ class ReviewDecision(CombeeModel):
     note: Annotated[str, Field(max_length=MAX_REVIEW_NOTE_CHARS)] = Field(
         default="", description="Why (required to reject).")
     edit: UpdateOp | None = Field(default=None, description="With action edit: the operation, on the one item.")
-    reviewer: Identifier = Field(description="Who decided (user@host, or the name given to `combee ui`).")
+    reviewer: PersonName = Field(description="Who decided, as they wrote it (\"Jane Doe\", user@host).")
     decided_at: Timestamp
 
     @model_validator(mode="after")

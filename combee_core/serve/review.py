@@ -21,15 +21,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from combee_core.errors import CombeeError
-from combee_core.models import (
-    PlaybookEntry,
-    PlaybookVersion,
-    ReviewDecision,
-    ReviewItem,
-    UpdateOp,
-    first_error,
-    proposal_digest,
-)
+from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, ReviewItem, UpdateOp, proposal_digest
+from combee_core.serve.review_errors import plain_problem
 
 EVERY_PLAYBOOK = "*"
 
@@ -254,13 +247,15 @@ def make_decision(version: PlaybookVersion, action: str, entry_ids: Sequence[str
         raise ReviewInputError(f"unknown review action {action!r} (approve, reject or edit)")
     if (action == "edit") != (content is not None):
         raise ReviewInputError("an edit needs the new content (and only an edit takes one)")
+    if action == "reject" and not note.strip():
+        raise ReviewInputError("a rejection needs a note saying why: write it in the note field")
     items = items_for(version, entry_ids)
     try:
         edit = UpdateOp(entry_id=items[0].entry_id, content=content.strip()) if content is not None else None
         return ReviewDecision.make(playbook_id=version.playbook_id, action=action, items=items, note=note.strip(),
                                    edit=edit, reviewer=reviewer, decided_at=decided_at)
     except ValidationError as error:
-        raise ReviewInputError(f"cannot {action}: {first_error(error)}") from error
+        raise ReviewInputError(f"cannot {action}: {plain_problem(error)}") from error
 
 
 class ReviewState(_Frozen):

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from combee_core.models import AppliedOperation, PlaybookEntry, PlaybookVersion, Reflection
+from combee_core.models import AddOp, AppliedOperation, PlaybookEntry, PlaybookVersion, Reflection
 from combee_core.playbook.embedding import Embedder, EmbeddingCache
 from combee_core.playbook.meaning import Judge, LexicalJudge, SemanticJudge
 
@@ -52,6 +52,16 @@ def operations_on(version: PlaybookVersion, entry_id: str) -> list[AppliedOperat
     return [op for op in version.operations if op.outcome == "applied" and op.entry_id == entry_id]
 
 
+def added_support(versions: Sequence[PlaybookVersion], entry_id: str) -> int | None:
+    """How many reflection copies backed the insight that added ``entry_id`` (its ADD operation's support); None
+    when none of ``versions`` added it."""
+    for version in versions:
+        for applied in operations_on(version, entry_id):
+            if isinstance(applied.operation, AddOp):
+                return applied.operation.support
+    return None
+
+
 @dataclass(frozen=True)
 class NearReflection:
     score: float
@@ -59,15 +69,22 @@ class NearReflection:
     insight: str
 
 
-def closest_reflections(content: str, reflections: Sequence[Reflection], limit: int = 5) -> list[NearReflection]:
-    """The reflections' insights most like ``content`` (word-sequence ratio), best first, ties by reflection id:
-    which of a version's reflections most likely proposed the entry (lineage names traces, not entries)."""
+LIKENESS_FLOOR = 0.3
+"""The least likeness (word-sequence ratio) at which a reflection is shown as behind an entry: below it, the
+insight shares too little wording with the entry to be a guide."""
+
+
+def closest_reflections(content: str, reflections: Sequence[Reflection], limit: int = 5,
+                        floor: float = LIKENESS_FLOOR) -> list[NearReflection]:
+    """The reflections' insights most like ``content`` (word-sequence ratio) at ``floor`` or above, best first, ties
+    by reflection id: which of a version's reflections most likely proposed the entry (lineage names traces, not
+    entries)."""
     words = content.lower().split()
     found = []
     for reflection in reflections:
         best = max(((difflib.SequenceMatcher(None, words, insight.content.lower().split()).ratio(), insight.content)
                     for insight in reflection.insights), default=None)
-        if best is not None:
+        if best is not None and round(best[0], 3) >= floor:
             found.append(NearReflection(round(best[0], 3), reflection, best[1]))
     found.sort(key=lambda near: (-near.score, near.reflection.reflection_id))
     return found[:limit]

@@ -16,7 +16,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_common(ui, run=False)
     ui.add_argument("--host", help="address to bind (env COMBEE_UI_HOST, default 127.0.0.1; any other needs "
                     "COMBEE_UI_TOKEN)")
-    ui.add_argument("--port", type=int, help="port (env COMBEE_UI_PORT, default 8765; 0: any free one)")
+    ui.add_argument("--port", type=int, help="port (env COMBEE_UI_PORT, default 8767; 0: any free one)")
     ui.add_argument("--reviewer", help="whom decisions are attributed to by default (default user@host)")
     add_door(ui, keys=False)
     ui.set_defaults(handler=cmd_ui)

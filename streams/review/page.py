@@ -7,14 +7,23 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from html import escape
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.playbook.embedding import EmbeddingError
 from combee_core.playbook.meaning import Judge
 from combee_core.playbook.outcomes import credit
 from combee_core.serve.review import ProposalRow, entry_changes, inbox
-from combee_core.serve.review_context import HistoryRow, LikelyPair, NearReflection, likely_pairs, operations_on
+from combee_core.serve.review_context import (
+    LIKENESS_FLOOR,
+    HistoryRow,
+    LikelyPair,
+    NearReflection,
+    added_support,
+    likely_pairs,
+    operations_on,
+)
+from combee_core.serve.review_inbox import STATES, InboxPage, InboxQuery, inbox_page, sections_of
 from streams.review.log import ReviewSnapshot
 
 STYLE = """
@@ -50,9 +59,10 @@ def error_page(message: str) -> str:
 
 
 def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "",
-                  judge: Judge | None = None) -> str:
+                  judge: Judge | None = None, query: InboxQuery | None = None) -> str:
     """The playbook's review page; ``judge``: curation's (:func:`~combee_core.serve.review_context.curation_judge`;
-    None: the lexical one)."""
+    None: the lexical one); ``query``: the inbox's filter and page (default: proposed, every section, page 1)."""
+    query = query or InboxQuery()
     state, pb = snapshot.state, snapshot.playbook_id
     waiting = inbox(state.proposals)
     served = snapshot.served.entries if snapshot.served else []
@@ -66,7 +76,7 @@ def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str,
              f"<span>inbox <b id=inbox-count>{len(waiting)}</b></span>"
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
-             _inbox(pb, state.served_version, waiting, reviewer, csrf),
+             _filter(snapshot, query), _inbox(snapshot, inbox_page(state.proposals, query), query, reviewer, csrf),
              _pairs_or_why(waiting, served, judge),
              _served(snapshot), _diff(snapshot), _review_log(snapshot), _promotions(snapshot)]
     return _page(f"Review {pb}", "".join(parts))
@@ -77,9 +87,49 @@ def _entry(row: ProposalRow) -> PlaybookEntry:
                          created_version=row.first_version, updated_version=row.first_version)
 
 
-def _inbox(pb: str, version: int, rows: Sequence[ProposalRow], reviewer: str, csrf: str) -> str:
+def _evidence(snapshot: ReviewSnapshot, entry_id: str) -> str:
+    """What backs a proposal: the support of the insight that added it, its helpful/harmful tags and its outcome
+    credit in the served version."""
+    served = snapshot.served
+    entry = next((e for e in served.entries if e.entry_id == entry_id), None) if served else None
+    support = added_support(snapshot.versions, entry_id)
+    parts = [f"support {support}" if support is not None else "support not recorded"]
+    if served is not None and entry is not None:
+        parts += [f"helpful {entry.helpful} · harmful {entry.harmful}",
+                  f"outcome {credit(entry.outcome, served.baseline).describe()}"]
+    return "<br>".join(_e(part) for part in parts)
+
+
+def _filter(snapshot: ReviewSnapshot, query: InboxQuery) -> str:
+    """The inbox's filter: a GET form (section, state) on the page's own address."""
+    def options(values: Sequence[str], chosen: str, every: str | None = None) -> str:
+        first = f"<option value=''>{_e(every)}</option>" if every is not None else ""
+        return first + "".join(f"<option value='{_e(v)}'{' selected' if v == chosen else ''}>{_e(v)}</option>"
+                               for v in values)
+
+    return (f"<h2>Inbox</h2><form method=get action='/p/{quote(snapshot.playbook_id)}' id=filter>Section <select "
+            f"name=section aria-label=section>{options(sections_of(snapshot.state.proposals), query.section, 'every')}"
+            f"</select> state <select name=state aria-label=state>{options(STATES, query.state)}</select> "
+            "<button id=filter-apply>Show</button></form>")
+
+
+def _pager(pb: str, found: InboxPage, query: InboxQuery) -> str:
+    def link(page: int, text: str, ident: str) -> str:
+        address = urlencode({"section": query.section, "state": query.state, "page": page})
+        return f"<a id={ident} href='/p/{quote(pb)}?{_e(address)}'>{text}</a>"
+
+    last = found.first + len(found.rows) - 1
+    return (f"<p id=pager>{found.first}-{last} of {found.matching} (page {found.page} of {found.pages})"
+            + (f" {link(found.page - 1, '&larr; previous', 'page-previous')}" if found.page > 1 else "")
+            + (f" {link(found.page + 1, 'next &rarr;', 'page-next')}" if found.page < found.pages else "") + "</p>")
+
+
+def _inbox(snapshot: ReviewSnapshot, found: InboxPage, query: InboxQuery, reviewer: str, csrf: str) -> str:
+    rows = found.rows
     if not rows:
-        return "<h2>Inbox</h2><p id=inbox-empty>Nothing waits for review.</p>"
+        return ("<p id=inbox-empty>Nothing waits for review.</p>" if query == InboxQuery() else
+                "<p id=inbox-empty>No proposal matches the filter.</p>")
+    pb, version = snapshot.playbook_id, snapshot.state.served_version
     body = []
     for row in rows:
         key = _e(row.entry_id)
@@ -90,13 +140,14 @@ def _inbox(pb: str, version: int, rows: Sequence[ProposalRow], reviewer: str, cs
             f"<td class=content>{_e(row.content)}<details><summary>edit</summary>"
             f"<textarea name='content:{key}' rows=2>{_e(row.content)}</textarea>"
             f"<button name=one value='edit:{key}'>Save edit</button></details></td>"
+            f"<td class='evidence muted' id='evidence-{key}'>{_evidence(snapshot, row.entry_id)}</td>"
             f"<td class=decide><button name=one value='approve:{key}'>Approve</button> "
             f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
-    return (f"<h2>Inbox</h2><form method=post action='/p/{quote(pb)}/decide' id=inbox>"
+    return (f"{_pager(pb, found, query)}<form method=post action='/p/{quote(pb)}/decide' id=inbox>"
             f"<input type=hidden name=csrf value='{_e(csrf)}'><input type=hidden name=version value='{version}'>"
             f"<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' style='width:16em'></p>"
-            "<table><tr><th></th><th>entry</th><th>proposed text</th><th>decide</th></tr>"
+            "<table><tr><th></th><th>entry</th><th>proposed text</th><th>evidence</th><th>decide</th></tr>"
             f"{''.join(body)}</table><p>Ticked entries: <button name=bulk value=approve id=bulk-approve>Approve "
             "selected</button> <input type=text name=bulk_note placeholder='why reject' style='width:20em'> "
             "<button name=bulk value=reject id=bulk-reject>Reject selected</button></p></form>")
@@ -144,6 +195,8 @@ def _diff(snapshot: ReviewSnapshot) -> str:
     rows = "".join(f"<tr class={c.kind}><td>{c.kind}</td><td>{_e(c.entry_id)}</td><td>{_e(c.before or '')}</td>"
                    f"<td>{_e(c.after or '')}</td><td>{_e(status.get(c.entry_id, ''))}</td></tr>" for c in changes)
     was = f"v{snapshot.previous.version}" if snapshot.previous else "the empty playbook"
+    if not changes:
+        return f"<h2>Diff: v{snapshot.served.version} against {was}</h2><p id=diff-empty>No changes.</p>"
     return (f"<h2>Diff: v{snapshot.served.version} against {was}</h2><table id=diff><tr><th>change</th><th>entry"
             f"</th><th>before</th><th>after</th><th>review</th></tr>{rows}</table>")
 
@@ -185,6 +238,10 @@ def entry_page(snapshot: ReviewSnapshot, entry_id: str, history: Sequence[Histor
                f"{len(version.lineage)} traces in its lineage.</p><ul id=operations>{ops}</ul>")
     refl = "".join(f"<tr><td>{n.score:.2f}</td><td>{_e(n.reflection.reflection_id)}</td>"
                    f"<td>{_e(n.reflection.trace_id)}</td><td>{_e(n.insight)}</td></tr>" for n in near)
+    refl = (f"<table id=reflections><tr><th>likeness</th><th>reflection</th><th>trace</th><th>insight</th></tr>"
+            f"{refl}</table>" if near else
+            f"<p id=reflections-none class=muted>No reflection of that version reads like this entry (likeness at "
+            f"least {LIKENESS_FLOOR:.2f}).</p>")
     trace_rows = "".join(f"<tr><td>{_e(t.trace_id)}</td><td>{_e(t.agent_id)}</td><td>v{t.playbook_version}</td>"
                          f"<td>{'ok' if t.success else 'failed' if t.success is False else ''}</td>"
                          f"<td>{_e(t.input[:200])}</td><td>{_e(t.feedback[:300])}</td></tr>" for t in traces)
@@ -193,8 +250,9 @@ def entry_page(snapshot: ReviewSnapshot, entry_id: str, history: Sequence[Histor
         f"{_outcome(snapshot, entry_id)}"
         f"<h2>Review of each text</h2><table id=statuses>{statuses}</table>"
         f"<h2>History across versions</h2><table id=history>{hist}</table>{ops}"
-        "<h2>Provenance: reflections behind that version, closest first</h2><table id=reflections><tr><th>likeness"
-        f"</th><th>reflection</th><th>trace</th><th>insight</th></tr>{refl}</table>"
+        "<h2>Provenance: reflections behind that version, closest first</h2><p class=muted id=likeness-floor>Shown: "
+        f"the five whose insight reads most like the entry, at likeness {LIKENESS_FLOOR:.2f} or more (word-sequence "
+        f"ratio: a guide, not a record).</p>{refl}"
         "<h2>Their traces</h2><table id=traces><tr><th>trace</th><th>agent</th><th>ran</th><th>outcome</th>"
         f"<th>input</th><th>feedback</th></tr>{trace_rows}</table>"))
 

@@ -25,6 +25,7 @@ from combee_core.playbook.meaning import Judge
 from combee_core.serve.doors import PAGE_HEADERS
 from combee_core.serve.review import ReviewInputError, make_decision, review_on
 from combee_core.serve.review_context import closest_reflections, curation_judge, entry_history, making_version
+from combee_core.serve.review_inbox import InboxQuery
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision
@@ -121,10 +122,14 @@ class ReviewServer:
 
     async def playbook(self, request: web.Request) -> web.Response:
         pb = request.match_info["pb"]
+        try:
+            query = InboxQuery.parse(*(request.query.get(name, "") for name in ("section", "state", "page")))
+        except ReviewInputError as error:
+            return _html(error_page(str(error)), status=400)
         snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
         return _html(playbook_page(snapshot, review_mode=review_on(self.settings.review_playbooks, pb),
                                    reviewer=self.reviewer, csrf=self.csrf, flash=request.query.get("done", ""),
-                                   judge=self._judge(pb)))
+                                   judge=self._judge(pb), query=query))
 
     def _judge(self, playbook_id: str) -> Judge:
         """Curation's judge for ``playbook_id`` (the embedder made once), its vectors kept between pages."""
@@ -178,6 +183,8 @@ def _chosen(form: MultiDictProxy) -> tuple[str, list[str], str, str | None]:
         content = str(form.get(f"content:{entry_id}", "")) if action == "edit" else None
         return action, [entry_id], str(form.get(f"note:{entry_id}", "")), content
     action = str(form.get("bulk", ""))
+    if not action:
+        raise ReviewInputError("the form names no decision: press Approve, Reject or Save edit")
     entries = [str(value) for value in form.getall("entry", [])]
     if not entries:
         raise ReviewInputError("tick at least one entry for a bulk decision")

@@ -1,6 +1,6 @@
 """Review mode end to end on the real broker, clicked through in headless Chromium: a reviewer approves, rejects
-(with a note), edits and bulk-approves proposed entries on `combee ui`'s page; the agents' served entries change
-accordingly, and the decisions replay byte-identically."""
+(with a note), edits and bulk-approves proposed entries on `combee ui`'s page, then filters the inbox to the rejected
+ones; the agents' served entries change accordingly, and the decisions replay byte-identically."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def click_through(url: str, screenshot: str | None) -> dict:
     """In Chromium: of the inbox's first five entries, approve the 1st, reject the 2nd with a note, edit the 3rd,
     bulk-approve the 4th and 5th; read the page."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
+    from selenium.webdriver.support.ui import Select, WebDriverWait
 
     seen: dict = {}
     with headless_chromium() as browser:
@@ -84,10 +84,17 @@ def click_through(url: str, screenshot: str | None) -> dict:
         if screenshot:  # the whole page (docs/review.md)
             browser.set_window_size(1280, min(4000, browser.execute_script("return document.body.scrollHeight") + 40))
             browser.save_screenshot(screenshot)
+        Select(browser.find_element(By.NAME, "state")).select_by_value("rejected")  # the inbox filter
+        browser.find_element(By.ID, "filter-apply").click()
+        wait.until(lambda drv: "state=rejected" in drv.current_url)
+        seen["rejected_rows"] = [row.get_attribute("id")[4:] for row in
+                                 browser.find_elements(By.CSS_SELECTOR, "#inbox tr[id^='row-']")]
+        seen["evidence"] = browser.find_element(By.ID, f"evidence-{b}").text
         browser.find_element(By.CSS_SELECTOR, f"#served a[href$='/entry/{a}']").click()  # its provenance
         wait.until(lambda drv: drv.find_elements(By.ID, "reflections"))
         seen["history_rows"] = len(browser.find_elements(By.CSS_SELECTOR, "#history tr"))
         seen["reflection_rows"] = len(browser.find_elements(By.CSS_SELECTOR, "#reflections tr")) - 1
+        seen["likeness_floor"] = browser.find_element(By.ID, "likeness-floor").text
         seen["trace_rows"] = len(browser.find_elements(By.CSS_SELECTOR, "#traces tr")) - 1
         seen["statuses"] = browser.find_element(By.ID, "statuses").text
     return seen
@@ -121,6 +128,8 @@ async def test_a_reviewer_clicks_through_approve_reject_edit_and_bulk_and_agents
         assert "edited by reviewer@test" in seen["served_rows"][c]
         assert seen["history_rows"] >= 1 and seen["reflection_rows"] >= 1 and seen["trace_rows"] >= 1
         assert "approved" in seen["statuses"]
+        assert seen["rejected_rows"] == [b] and "outcome" in seen["evidence"] and "support" in seen["evidence"]
+        assert "at likeness 0.30 or more" in seen["likeness_floor"]
 
         def served_now() -> dict[str, str]:
             return {entry.entry_id: entry.content for entry in agents.playbook(PB)[1]}

@@ -57,3 +57,53 @@ def test_the_page_binds_beyond_loopback_only_with_a_token():
     check_bind("0.0.0.0", "tok")
     with pytest.raises(ValueError, match="COMBEE_UI_TOKEN"):
         check_bind("0.0.0.0", None)
+
+
+def test_a_form_without_a_decision_says_which_buttons_make_one():
+    with pytest.raises(ReviewInputError, match="^the form names no decision: press Approve, Reject or Save edit$"):
+        _chosen(form(("entry", "e1")))
+
+
+def reflection(i: int, text: str):
+    from combee_core.models import Insight, Reflection
+
+    return Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=0, model="m",
+                      insights=[Insight(section="general", content=text)])
+
+
+def test_provenance_shows_only_reflections_above_the_likeness_floor_and_says_the_floor():
+    from combee_core.serve.review_context import LIKENESS_FLOOR, closest_reflections
+    from streams.review.page import entry_page
+
+    close = reflection(1, "Check units first before any sum.")
+    far = reflection(2, "Greet the user warmly in their language.")
+    near = closest_reflections("Check units first.", [far, close])
+    assert [n.reflection.reflection_id for n in near] == ["r1"] and near[0].score >= LIKENESS_FLOOR
+    assert closest_reflections("Check units first.", [far], floor=0.0)[0].score < LIKENESS_FLOOR  # it was listed
+    html = entry_page(snapshot(V1, []), "e1", [], near, [], None)
+    assert "at likeness 0.30 or more" in html and "Greet the user" not in html and "Check units first before" in html
+    none = entry_page(snapshot(V1, []), "e1", [], closest_reflections("Check units first.", [far]), [], None)
+    assert "id=reflections-none" in none and "No reflection of that version reads like this entry" in none
+
+
+def test_an_empty_diff_says_no_changes():
+    from dataclasses import replace
+
+    same = replace(snapshot(V1, []), previous=V1)
+    assert "id=diff-empty>No changes.<" in playbook_page(same, review_mode=True, reviewer="a", csrf="t")
+    assert "id=diff-empty" not in playbook_page(snapshot(V1, []), review_mode=True, reviewer="a", csrf="t")
+
+
+def test_each_inbox_row_shows_its_support_tags_and_outcome_credit():
+    from combee_core.models import AddOp, AppliedOperation, OutcomeTally
+
+    added = AppliedOperation(operation=AddOp(section="general", content="Check units first.", support=3),
+                             outcome="applied", entry_id="e1")
+    counted = V1.entries[0].model_copy(update={"helpful": 4, "harmful": 1, "outcome": OutcomeTally(successes=6,
+                                                                                                   failures=2)})
+    v = V1.model_copy(update={"operations": [added], "entries": [counted, V1.entries[1]]})
+    html = playbook_page(snapshot(v, []), review_mode=True, reviewer="a", csrf="t")
+    row = html[html.index("id='evidence-e1'"):]
+    assert row.index("support 3") < row.index("helpful 4 · harmful 1") < row.index("outcome +") < row.index("</td>")
+    other = html[html.index("id='evidence-e2'"):]
+    assert other.index("support not recorded") < other.index("outcome unused") < other.index("</td>")
