@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from combee_core import limits
-from combee_core.errors import one_line
+from combee_core.errors import CombeeError, one_line
 from combee_core.models import EvalRequest, EvalResult, HeldOutTask, PlaybookEntry
 from combee_core.playbook.render import render_entries
 
 
-class ScoreError(ValueError):
+class ScoreError(CombeeError, ValueError):
     """A score function's answer that is no score (not a number in [0, 1])."""
 
 

@@ -9,7 +9,6 @@ import asyncio
 import contextlib
 import sys
 
-from streams.broker.errors import StorageURLError
 from streams.cli.running import stop_on_signals
 
 MEMORY_STOP_S = 2.0
@@ -57,6 +56,8 @@ def _advertised_note(args: argparse.Namespace, bootstrap: str) -> str:
 
 
 async def cmd_broker(args: argparse.Namespace) -> int:
+    from streams.broker.errors import StorageURLError  # here: `import streams.cli` must not load aiokafka
+
     if args.memory or args.storage:
         if args.retention_hours is not None:
             raise StorageURLError("--retention-hours applies to the durable broker only (not with --memory or "
@@ -71,7 +72,7 @@ def _say(line: str) -> None:
 
 async def _durable(args: argparse.Namespace) -> int:
     from streams.broker.durable import RETENTION_S, DurableBroker
-    from streams.broker.errors import BrokerLost
+    from streams.broker.errors import BrokerLost, StorageURLError
     from streams.broker.state import clear_record, read_record, state_dir, write_record
 
     hours = args.retention_hours

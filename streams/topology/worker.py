@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import logging
 import pkgutil
+import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -141,14 +142,16 @@ async def run_worker(
 
 async def _run_stage(stage: Stage) -> None:
     """A stage's run; a CancelledError that nobody sent to its task (a future cancelled under it, inside a client)
-    is logged with where it came from before it ends the stage: that is how a stage ended "cancelled" in a kill test
-    without showing why."""
+    is logged in one line naming where it was raised before it ends the stage: that is how a stage ended "cancelled"
+    in a kill test without showing why (at a stop, aiokafka's fetcher cancels a fetch under the stage too)."""
     try:
         await stage.run()
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as cancelled:
         task = asyncio.current_task()
         if task is not None and not task.cancelling():
-            log.error("stage %s ended by a CancelledError its task was not sent:", stage.name, exc_info=True)
+            frames = traceback.extract_tb(cancelled.__traceback__)
+            where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "unknown"
+            log.warning("stage %s ended by a CancelledError its task was not sent (raised at %s)", stage.name, where)
         raise
 
 

@@ -109,7 +109,8 @@ async def test_a_restarted_canary_counts_the_live_traces_from_before_the_restart
     reach the verdict of 10 a side: a promoter that skipped the first 5 would wait for 5 more."""
     caplog.set_level(logging.INFO, logger="streams")
     settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, batch_size=20,
-                            max_wait_s=600.0, canary_share=0.5, canary_min_traces=10, view_checkpoint_every=2)
+                            max_wait_s=600.0, canary_share=0.5, canary_min_traces=10, view_checkpoint_every=2,
+                            batch_close="size")  # batches of exactly 20: the live traces after v1 make one version
     ordinary = make_traces(60, PB)
     members = [f"agent{i:03d}" for i in range(40) if in_canary(f"agent{i:03d}", 0.5)]
     others = [f"agent{i:03d}" for i in range(40) if not in_canary(f"agent{i:03d}", 0.5)]

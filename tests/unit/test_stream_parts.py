@@ -161,6 +161,7 @@ def test_cli_flags_override_the_environment(monkeypatch):
 
 def test_the_dedupe_horizon_comes_from_a_flag_or_the_environment_and_reaches_the_batcher(monkeypatch):
     monkeypatch.setenv("COMBEE_DEDUPE_HORIZON", "7")
+    monkeypatch.setenv("COMBEE_BATCH_CLOSE", "size")  # each reflection closes its batch of 1 (no chain pacing)
     assert settings_from_args(build_parser().parse_args(["worker"])).dedupe_horizon == 7
     settings = settings_from_args(build_parser().parse_args(["worker", "--dedupe-horizon", "3", "--batch-size", "1"]))
     assert settings.dedupe_horizon == 3
