@@ -46,7 +46,8 @@ def streams() -> dict[str, tuple[list[Trace], list[Trace]]]:
 
 async def test_a_harmful_version_is_rolled_back_and_a_harmless_one_is_not(kafka, unique_prefix):
     # One partition: every playbook's traces in production order, so the harmless playbook's are judged first.
-    settings = run_settings(unique_prefix, batch_size=BATCH, max_wait_s=600.0, partitions=1)
+    settings = run_settings(unique_prefix, batch_size=BATCH, max_wait_s=600.0, partitions=1,
+                            batch_close="size")  # batches of exactly BATCH (chain pacing closes a drained partial one)
     assert settings.guard and not settings.promotion, "the guard is on by default"
     data = streams()
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
@@ -94,7 +95,8 @@ async def test_a_harmful_version_is_rolled_back_and_a_harmless_one_is_not(kafka,
 
 
 async def test_with_the_guard_off_the_harmful_version_stays_and_is_built_on(kafka, unique_prefix):
-    settings = run_settings(unique_prefix, batch_size=BATCH, max_wait_s=600.0, partitions=1, guard=False)
+    settings = run_settings(unique_prefix, batch_size=BATCH, max_wait_s=600.0, partitions=1, guard=False,
+                            batch_close="size")  # batches of exactly BATCH
     first, second = streams()[HARMFUL]
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, first)

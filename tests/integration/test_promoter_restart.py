@@ -47,7 +47,8 @@ async def _decided(run: InProcessPipeline, count: int) -> list[PromotionDecision
 async def test_a_restarted_promoter_resumes_from_its_checkpoints_and_decides_the_same(kafka, unique_prefix, caplog):
     caplog.set_level(logging.INFO, logger="streams")
     settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005,
-                            batch_size=BATCH, max_wait_s=600.0, view_checkpoint_every=2)
+                            batch_size=BATCH, max_wait_s=600.0, view_checkpoint_every=2,
+                            batch_close="size")  # batches of exactly BATCH
     traces, _ = poisoned_stream()
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         for batch in range(BEFORE):  # one batch at a time: each log's later checkpoints are written past decisions
