@@ -106,34 +106,39 @@ class StageContext:
         some broker losses) is sent again, unless the stage itself is stopping. Without this a numbered record's
         write (the batcher's manifest) ended its stage "cancelled" while the broker was down (a kill test, issue 40);
         sending again is safe: the first record of each number counts, and a dead letter may repeat."""
-        delay = 0.5
-        while True:
-            try:
-                return await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
-            except asyncio.CancelledError:
-                task = asyncio.current_task()
-                if task is not None and task.cancelling():  # the stage itself is being stopped
-                    raise
-                log.warning("a record to %s was cancelled by the producer (a broker loss?); sending it again", topic)
-            await asyncio.sleep(delay)
-            delay = min(5.0, delay * 2)
+        return await self._send_until_acked(topic, payload, key, headers, refused=None)
 
     async def _resend(self, topic: str, payload: bytes, key: bytes, headers: tuple[tuple[str, bytes], ...],
                       error: str) -> None:
+        """A record the broker refused (``error``): sent again, through refusals too, until it is acknowledged."""
+        await self._send_until_acked(topic, payload, key, headers, refused=error)
+
+    async def _send_until_acked(self, topic: str, payload: bytes, key: bytes, headers: tuple[tuple[str, bytes], ...],
+                                *, refused: str | None) -> RecordMetadata:
+        """Send until acknowledged, backing off 0.5 s doubling to 5 s between attempts. A send the producer
+        cancelled is always sent again (unless this task itself is being cancelled: the stage is stopping); a
+        broker's refusal (KafkaError) only when ``refused`` says the record was refused once already (a waited send
+        raises it to its stage)."""
         delay, attempt = 0.5, 0
         while True:
-            attempt += 1
-            log.warning("a record to %s was refused (%s); sending it again (attempt %d)", topic, error, attempt)
+            if refused is not None:
+                attempt += 1
+                log.warning("a record to %s was refused (%s); sending it again (attempt %d)", topic, refused, attempt)
             try:
-                await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
-                return
+                return await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
             except KafkaError as failed:
-                error = repr(failed)
+                if refused is None:
+                    raise
+                refused = repr(failed)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():  # the stage itself is being stopped
                     raise
-                error = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
+                if refused is None:
+                    log.warning("a record to %s was cancelled by the producer (a broker loss?); sending it again",
+                                topic)
+                else:
+                    refused = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
             await asyncio.sleep(delay)
             delay = min(5.0, delay * 2)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from aiokafka.errors import KafkaError
+
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.topology.dead_letters import make_dead_letter
@@ -91,3 +93,37 @@ def test_a_waited_send_the_producer_cancelled_is_sent_again_but_a_stopping_stage
         return False
 
     assert asyncio.run(stopped_while_sending())
+
+
+class _RefusingProducer:
+    """A producer whose batch the broker refused, and which refuses the first resend too (storage still down)."""
+
+    def __init__(self) -> None:
+        self.resends = 0
+
+    async def send(self, *_: object, **__: object) -> asyncio.Future:
+        refused: asyncio.Future = asyncio.get_running_loop().create_future()
+        refused.set_exception(KafkaError("UnknownServerError"))
+        return refused
+
+    async def flush(self) -> None:
+        return None
+
+    async def send_and_wait(self, *_: object, **__: object) -> str:
+        self.resends += 1
+        if self.resends == 1:
+            raise KafkaError("UnknownServerError")
+        return "acknowledged"
+
+
+def test_flush_sends_a_refused_record_again_through_further_refusals_until_it_is_acknowledged() -> None:
+    producer = _RefusingProducer()
+    context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=producer, stop=asyncio.Event())
+
+    async def send_then_flush() -> None:
+        await context.send("traces", "t1", b"{}")
+        await context.flush()
+
+    asyncio.run(send_then_flush())
+    assert producer.resends == 2
