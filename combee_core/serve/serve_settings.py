@@ -7,6 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+DEFAULT_MCP_PORT = 8766
+"""`combee serve --mcp http`'s port when none is set (beside the HTTP API's 8765 and `combee ui`'s 8767)."""
+
 
 class ServeSettings(BaseModel):
     """``combee serve``'s fields of :class:`~combee_core.settings.CombeeSettings`."""
@@ -16,8 +19,8 @@ class ServeSettings(BaseModel):
     serve_host: str = Field(default="127.0.0.1", description="Address `combee serve` binds (HTTP and MCP over "
                             "HTTP); beyond loopback it needs serve_token.")
     serve_port: int = Field(default=8765, ge=0, le=65535, description="`combee serve` HTTP port (0: any free one).")
-    serve_mcp_port: int | None = Field(default=None, ge=0, le=65535, description="`combee serve` MCP streamable-HTTP "
-                                       "port (none: no MCP over HTTP; `--mcp stdio` serves MCP on stdin/stdout).")
+    serve_mcp_port: int = Field(default=DEFAULT_MCP_PORT, ge=0, le=65535, description="`combee serve --mcp http` MCP "
+                                "streamable-HTTP port (0: any free one; `--mcp stdio` serves MCP on stdin/stdout).")
     serve_token: SecretStr | None = Field(default=None, description="Bearer token `combee serve` requires on every "
                                           "request (required when it binds beyond loopback).")
     allowed_hosts: str = Field(default="", description="Host names every HTTP door (ui, serve, MCP, otlp-receiver, "

@@ -95,7 +95,7 @@ async def _serve(settings: CombeeSettings, bootstrap: str, profile: BrokerProfil
                 tasks.append(asyncio.create_task(server.run_stdio(), name="mcp-stdio"))
                 say("MCP on stdin/stdout")
             else:
-                port = 8766 if settings.serve_mcp_port is None else settings.serve_mcp_port
+                port = settings.serve_mcp_port
                 tasks.append(asyncio.create_task(server.run_http(settings, port, on_ready=lambda url: say(
                     f"MCP (streamable HTTP) on {url}")), name="mcp-http"))
         tasks.append(asyncio.create_task(_following(served), name="follow"))

@@ -62,6 +62,5 @@ def test_form_errors_are_plain_sentences_not_validation_jargon(fields, said):
 def test_combee_ui_and_combee_serve_default_to_different_ports():
     from combee_core.settings import CombeeSettings
 
-    defaults = {name: CombeeSettings.model_fields[name].default for name in ("ui_port", "serve_port")}
-    mcp_http = 8766  # `combee serve --mcp http` without --mcp-port (streams/cli/serve.py)
-    assert defaults["ui_port"] not in (defaults["serve_port"], mcp_http)
+    ports = [CombeeSettings.model_fields[name].default for name in ("ui_port", "serve_port", "serve_mcp_port")]
+    assert len(set(ports)) == 3, ports
