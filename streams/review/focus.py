@@ -42,20 +42,19 @@ def focus_page(snapshot: ReviewSnapshot, found: Focused, query: InboxQuery, *, r
         return f"<a id={ident} data-key={key} href='/p/{quote(pb)}/focus?{e(query.address(at=at))}'>{text}</a>"
 
     key, version = e(row.entry_id), snapshot.state.served_version
-    parts.append(f"<p>Deciding as <b id=reviewer>{e(reviewer)}</b> <span class=muted>(the name the list's form last "
-                 "sent)</span></p>")
+    parts.append(f"<p>Deciding as <b id=reviewer>{e(reviewer)}</b> <span class=muted>(the name last used in this "
+                 "browser; change it in the list's form)</span></p>")
     hidden = (f"<input type=hidden name=csrf value='{e(csrf)}'><input type=hidden name=version value='{version}'>"
               f"<input type=hidden name=reviewer value='{e(reviewer)}'>{back}")
     action = f"/p/{quote(pb)}/decide"
     served = snapshot.served.entries if snapshot.served else []
     parts += [
-        f"<p id=focus-position>{found.at} of {found.matching} &nbsp; "
+        f"<p id=focus-position><b id=focus-at>{found.at} of {found.matching}</b> &nbsp; "
         f"{link(found.previous_at, '&larr; previous', 'previous', 'k')}"
         f" · {link(found.next_at, 'next &rarr;', 'next', 'j')}</p>",
         f"<div class=focus id='focus-{key}' data-entry='{key}'>"
         f"<p><a href='/p/{quote(pb)}/entry/{quote(row.entry_id)}'>{key}</a> <span class=muted>v{row.first_version} · "
         f"{e(row.section)} · {e(row.status)}</span></p><p class=content id=focus-content>{e(row.content)}</p>"
-        f"<p class=muted id=focus-evidence>{_evidence(snapshot, row.entry_id)}</p>{_pairs(row, served, judge)}"
         f"<form method=post action='{action}' id=focus-approve>{hidden}"
         f"<button name=one value='approve:{key}' data-key=a id=approve>Approve</button></form>"
         f"<form method=post action='{action}' id=focus-reject>{hidden}"
@@ -63,7 +62,8 @@ def focus_page(snapshot: ReviewSnapshot, found: Focused, query: InboxQuery, *, r
         f"aria-label='note {key}' style='width:24em'> <button name=one value='reject:{key}' id=reject>Reject</button>"
         f"</form><details data-key=e id=focus-edit><summary>edit</summary><form method=post action='{action}'>"
         f"{hidden}<textarea name='content:{key}' rows=3>{e(row.content)}</textarea>"
-        f"<button name=one value='edit:{key}' id=save-edit>Save edit</button></form></details></div>"]
+        f"<button name=one value='edit:{key}' id=save-edit>Save edit</button></form></details>"
+        f"<p class=muted id=focus-evidence>{_evidence(snapshot, row.entry_id)}</p>{_pairs(row, served, judge)}</div>"]
     return _page(f"Review {pb}: {row.entry_id}", "".join(parts))
 
 

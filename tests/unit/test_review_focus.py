@@ -78,7 +78,7 @@ def test_the_focused_page_escapes_the_entry_and_marks_its_keys():
     for key in ("a", "r", "e", "k", "/"):
         assert f"data-key={key}" in html or f"data-key='{key}'" in html
     assert "data-key=j" not in html  # the last match: no next
-    assert "2 of 2" in html and "Deciding as <b id=reviewer>Jane Doe</b>" in html
+    assert "<b id=focus-at>2 of 2</b>" in html and "Deciding as <b id=reviewer>Jane Doe</b>" in html
     assert "name='back_q' value='units'" in html and "name='back_view' value='focus'" in html
     assert "name='back_at' value='2'" in html and "value='reject:e4'" in html
     assert "No proposal matches the filter." in focus_page(shot, focused([], InboxQuery(q="x"), 1),
