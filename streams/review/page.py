@@ -88,7 +88,7 @@ def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str,
              f"<span>inbox <b id=inbox-count>{len(waiting)}</b></span>"
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
-             filter_form(pb, sections_of(state.proposals), query, scopes, "list"), legend("ju/"),
+             filter_form(pb, sections_of(state.proposals), query, scopes, "list"), legend("jku/"),
              _inbox(snapshot, inbox_page(state.proposals, query), query, reviewer, csrf),
              _pairs_or_why(waiting, served, judge), _served(snapshot), _diff(snapshot),
              _review_log(snapshot, can_undo, csrf, reviewer, back), _promotions(snapshot)]
@@ -164,7 +164,9 @@ def _inbox(snapshot: ReviewSnapshot, found: InboxPage, query: InboxQuery, review
             f"<td class=decide><button name=one value='approve:{key}'>Approve</button> "
             f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
+    # the form's first button, disabled: Enter in a note field submits nothing (not the first row's Save edit)
     return (f"{_pager(pb, found, query)}<form method=post action='/p/{quote(pb)}/decide' id=inbox>"
+            "<button type=submit disabled hidden aria-hidden=true id=no-enter></button>"
             f"<input type=hidden name=csrf value='{_e(csrf)}'><input type=hidden name=version value='{version}'>"
             f"{back_fields(query, 'list')}<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' "
             "style='width:16em'></p>"

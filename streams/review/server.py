@@ -136,7 +136,7 @@ class ReviewServer:
         except ReviewInputError as error:
             return _html(error_page(str(error)), status=400)
         scopes = scope_choices(pb, parse_parents(self.settings.playbook_parents))
-        scope = request.query.get("scope", pb)
+        scope = request.query.get("scope") or pb
         if scope != pb:
             if scope not in scopes:
                 return _html(error_page(f"no scope {scope!r} for {pb}: choose {', '.join(scopes)}"), status=400)
@@ -158,7 +158,7 @@ class ReviewServer:
         except ReviewInputError as error:
             return _html(error_page(str(error)), status=400)
         scopes = scope_choices(pb, parse_parents(self.settings.playbook_parents))
-        scope = request.query.get("scope", pb)
+        scope = request.query.get("scope") or pb
         if scope != pb and scope in scopes:
             raise web.HTTPSeeOther(f"/p/{quote(scope)}/focus?{query.address(at=1)}")
         snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)

@@ -98,6 +98,8 @@ def test_the_page_offers_undo_on_each_decision_that_counts_and_strikes_the_undon
     assert f"id='decision-{reject.decision_id[:12]}' class=undone" in html
     assert f"undo of {reject.decision_id[:12]}" in html
     assert "id=search value='units'" in html and "name='back_q' value='units'" in html
+    form = html[html.index("id=inbox>"):]
+    assert form.index("id=no-enter") < form.index("<button name=one")  # Enter in a note field submits nothing
     # an undo id from the address that no longer counts shows no button
     gone = playbook_page(snap(log), review_mode=True, reviewer="a", csrf="t", done="x", undo_id=reject.decision_id)
     assert "id=undo-last" not in gone
