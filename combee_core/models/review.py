@@ -44,20 +44,29 @@ class ReviewItem(CombeeModel):
         return proposal_digest(self.section, self.content)
 
 
+DecisionId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
 class ReviewDecision(CombeeModel):
-    """A reviewer's approve, reject (with a note) or edit of proposed entries (several at once: a bulk decision).
-    An edit is an ordinary ``UPDATE`` operation of one entry, attributed to the reviewer; agents are served its
-    content instead of the proposal's. Decisions apply in log order; the latest on a proposal counts."""
+    """A reviewer's approve, reject (with a note) or edit of proposed entries (several at once: a bulk decision),
+    or the undo of an earlier decision. An edit is an ordinary ``UPDATE`` operation of one entry, attributed to the
+    reviewer; agents are served its content instead of the proposal's. Decisions apply in log order; the latest on a
+    proposal counts. An undo (``undoes``: the decision's id; ``items``: that decision's, as it named them) takes the
+    decision out of the fold, as if it had never been made: each of its proposals goes back to the decision before
+    it, or to undecided."""
 
     schema_version: Literal[1] = SCHEMA_VERSION
-    decision_id: Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")] = Field(
+    decision_id: DecisionId = Field(
         description="decision_hash()[:32]: a function of the record, so a re-sent record is the same decision.")
     playbook_id: PlaybookId
-    action: Literal["approve", "reject", "edit"]
+    action: Literal["approve", "reject", "edit", "undo"]
     items: Annotated[list[ReviewItem], Field(min_length=1, max_length=MAX_REVIEW_ITEMS)]
     note: Annotated[str, Field(max_length=MAX_REVIEW_NOTE_CHARS)] = Field(
         default="", description="Why (required to reject).")
     edit: UpdateOp | None = Field(default=None, description="With action edit: the operation, on the one item.")
+    undoes: DecisionId | None = Field(default=None, description=(
+        "With action undo (and only then): the decision_id of the decision taken back (an approve, reject or edit "
+        "of the same playbook). Absent from decision_hash when null, so records written before undo keep their id."))
     reviewer: PersonName = Field(description="Who decided, as they wrote it (\"Jane Doe\", user@host).")
     decided_at: Timestamp
 
@@ -67,6 +76,8 @@ class ReviewDecision(CombeeModel):
             raise ValueError("a rejection needs a note saying why")
         if (self.action == "edit") != (self.edit is not None):
             raise ValueError("an edit (and only an edit) carries the edit operation")
+        if (self.action == "undo") != (self.undoes is not None):
+            raise ValueError("an undo (and only an undo) names the decision it takes back")
         if self.edit is not None and (len(self.items) != 1 or self.items[0].entry_id != self.edit.entry_id):
             raise ValueError("an edit names exactly one entry, the one its operation updates")
         if self.decision_id != self.decision_hash()[:32]:
@@ -88,5 +99,7 @@ class ReviewDecision(CombeeModel):
 
 def _payload(dumped: dict[str, Any]) -> dict[str, Any]:
     dumped.pop("decision_id", None)
+    if dumped.get("undoes") is None:  # not hashed when absent: a decision's id is what it was before undo existed
+        dumped.pop("undoes", None)
     return dumped
 

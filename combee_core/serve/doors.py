@@ -11,8 +11,8 @@ answered only when the origin is the door itself (same scheme-less host and port
 listed, any port; otherwise 403, whatever token or key it carries. ``Origin: null`` (a sandboxed frame, a file) is
 refused. Requests without ``Origin`` (curl, agents, the OTLP exporters) are not browsers' cross-site requests.
 
-**Headers**: :data:`PAGE_HEADERS` on every answer of the review page (CSP with no script, no framing, no referrer,
-no sniffing), :data:`API_HEADERS` on the JSON doors.
+**Headers**: :data:`PAGE_HEADERS` on every answer of the review page (CSP with script only from the page's own
+origin and none inline, no framing, no referrer, no sniffing), :data:`API_HEADERS` on the JSON doors.
 """
 
 from __future__ import annotations
@@ -31,18 +31,19 @@ WILDCARD_BINDS = frozenset({"", "0.0.0.0", "::"})
 """Bind addresses that mean every interface: they name no host a client would use."""
 
 PAGE_HEADERS: dict[str, str] = {
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:; "
-                               "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; img-src 'self' "
+                               "data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-"""What the review page's answers carry: no script runs (the page has none), styles only inline, forms post only to
-the page itself, nothing frames it, no address (nor a ``?token=``) leaks to another site in a Referer. Not
-``no-referrer``: under it a browser sends ``Origin: null`` with the page's own form posts, which the Origin check
-must refuse (a sandboxed frame sends the same)."""
+"""What the review page's answers carry: no inline script runs (the page's one script, its keyboard shortcuts, is a
+file from the page's own origin), styles only inline, forms post only to the page itself, nothing frames it, no
+address (nor a ``?token=``) leaks to another site in a Referer. Not ``no-referrer``: under it a browser sends
+``Origin: null`` with the page's own form posts, which the Origin check must refuse (a sandboxed frame sends the
+same)."""
 
 API_HEADERS: dict[str, str] = {
     "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",

@@ -43,10 +43,15 @@ def review_on(spec: str, playbook_id: str) -> bool:
 
 @dataclass
 class ReviewBook:
-    """The ``review`` log read in order: per playbook, the latest decision on each proposal."""
+    """The ``review`` log read in order: per playbook, the latest decision that counts on each proposal. An undo
+    takes its decision out (the proposals it decided fall back to the decisions before it, or to undecided); an undo
+    of a decision the log does not hold before it, of an undo, or of a decision already undone changes nothing."""
 
     seen: set[str] = field(default_factory=set)
     decisions: dict[str, list[ReviewDecision]] = field(default_factory=dict)
+    """playbook -> every record taken (undos included), in log order."""
+    undone: dict[str, dict[str, ReviewDecision]] = field(default_factory=dict)
+    """playbook -> decision_id taken back -> the undo that took it back."""
     verdicts: dict[str, dict[tuple[str, str], tuple[int, ReviewItem, ReviewDecision]]] = field(default_factory=dict)
     """playbook -> (entry_id, proposal) -> (position in the log, the item, the decision)."""
 
@@ -57,10 +62,31 @@ class ReviewBook:
         self.seen.add(decision.decision_id)
         taken = self.decisions.setdefault(decision.playbook_id, [])
         taken.append(decision)
+        if decision.undoes is not None:
+            if self.counting(decision.playbook_id, decision.undoes) is not None:
+                self.undone.setdefault(decision.playbook_id, {})[decision.undoes] = decision
+                self._refold(decision.playbook_id)
+            return True
         verdicts = self.verdicts.setdefault(decision.playbook_id, {})
         for item in decision.items:
             verdicts[(item.entry_id, item.proposal)] = (len(taken), item, decision)
         return True
+
+    def counting(self, playbook_id: str, decision_id: str) -> ReviewDecision | None:
+        """The approve, reject or edit ``decision_id`` when the log holds it and it is not undone."""
+        if decision_id in self.undone.get(playbook_id, {}):
+            return None
+        return next((d for d in self.decisions.get(playbook_id, [])
+                     if d.decision_id == decision_id and d.undoes is None), None)
+
+    def _refold(self, playbook_id: str) -> None:
+        undone = self.undone.get(playbook_id, {})
+        verdicts: dict[tuple[str, str], tuple[int, ReviewItem, ReviewDecision]] = {}
+        for position, decision in enumerate(self.decisions.get(playbook_id, []), start=1):
+            if decision.undoes is None and decision.decision_id not in undone:
+                for item in decision.items:
+                    verdicts[(item.entry_id, item.proposal)] = (position, item, decision)
+        self.verdicts[playbook_id] = verdicts
 
     def verdict(self, playbook_id: str, entry: PlaybookEntry) -> ReviewDecision | None:
         """The decision that counts on ``entry``'s current text (None: undecided)."""
@@ -96,8 +122,9 @@ def describe_review(decision: ReviewDecision) -> str:
     """One line on a review decision (``combee tail`` in review mode)."""
     ids = ", ".join(item.entry_id for item in decision.items)
     note = f": {decision.note}" if decision.note else ""
-    return f"{decision.playbook_id} review {decision.decision_id[:12]}: {decision.action} {ids} by " \
-           f"{decision.reviewer}{note}"
+    undoes = f" {decision.undoes[:12]} (of" if decision.undoes else ""
+    return f"{decision.playbook_id} review {decision.decision_id[:12]}: {decision.action}{undoes} {ids}" \
+           f"{')' if decision.undoes else ''} by {decision.reviewer}{note}"
 
 
 def load_book(decisions: Iterable[ReviewDecision]) -> ReviewBook:
@@ -266,7 +293,9 @@ class ReviewState(_Frozen):
     view: ReviewedView
     proposals: list[ProposalRow]
     decisions: list[str]
-    """decision_ids that counted, in log order."""
+    """decision_ids taken (undos included; a re-sent record once), in log order."""
+    undone: list[str] = []
+    """decision_ids taken back by an undo, in the order of the undos."""
     rejection_rate: float | None
 
     def to_json_bytes(self) -> bytes:
@@ -282,6 +311,7 @@ def review_state(playbook_id: str, versions: Sequence[PlaybookVersion], served: 
     return ReviewState(playbook_id=playbook_id, served_version=served.version if served is not None else 0,
                        view=reviewed_view(playbook_id, served.version if served else 0, entries, book),
                        proposals=rows, decisions=[d.decision_id for d in book.decisions.get(playbook_id, [])],
+                       undone=list(book.undone.get(playbook_id, {})),
                        rejection_rate=rejection_rate(rows))
 
 

@@ -1,13 +1,14 @@
-"""The review web page, rendered on the server (no script): the inbox as one form (per-entry approve, reject with a
-note and edit; bulk approve or reject of the ticked entries), what agents are served with the diff to the previous
-served version, likely duplicates and conflicts, promotion and review decisions, the rejection rate; and an entry's
-page: its history across versions and its provenance (the version, operations, reflections and traces behind it)."""
+"""The review web page, rendered on the server (one script file, for keyboard shortcuts only: every action is a plain
+form): the inbox as one form (per-entry approve, reject with a note and edit; bulk approve or reject of the ticked
+entries) under a filter and search, what agents are served with the diff to the previous served version, likely
+duplicates and conflicts, promotion and review decisions (each with Undo), the rejection rate; and an entry's page:
+its history across versions and its provenance (the version, operations, reflections and traces behind it)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from html import escape
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.playbook.embedding import EmbeddingError
@@ -24,6 +25,8 @@ from combee_core.serve.review_context import (
     operations_on,
 )
 from combee_core.serve.review_inbox import STATES, InboxPage, InboxQuery, inbox_page, sections_of
+from combee_core.serve.review_undo import undoable
+from streams.review.forms import KEYS_PATH, back_fields, flash, legend, undo_form
 from streams.review.log import ReviewSnapshot
 
 STYLE = """
@@ -35,12 +38,16 @@ border-radius:.3em;background:#eee}.approved{background:#d8f0d8}.rejected{backgr
 .proposed{background:#fff0c0}.added{color:#176117}.removed{color:#9b1c1c}.changed{color:#8a5a00}
 textarea{width:100%;font:inherit}.decide{white-space:nowrap}.decide input{width:11em}button{margin:.1em}
 .flash{background:#e8f0fe;padding:.5em;border-radius:.3em}.stats span{margin-right:1.5em}
+form.undo{display:inline}kbd{border:1px solid #bbb;border-radius:.2em;padding:0 .3em;font-size:.85em}
+.focus{border:1px solid #ddd;border-radius:.4em;padding:1em;margin:1em 0}.focus .content{font-size:1.15em}
+.undone{text-decoration:line-through;color:#777}
 """
 
 
 def _page(title: str, body: str) -> str:
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-            f"<meta name=viewport content='width=device-width'><style>{STYLE}</style></head><body>{body}</body></html>")
+            f"<meta name=viewport content='width=device-width'><style>{STYLE}</style>"
+            f"<script src='{KEYS_PATH}' defer></script></head><body>{body}</body></html>")
 
 
 def _e(text: object) -> str:
@@ -58,27 +65,33 @@ def error_page(message: str) -> str:
                  "<p><a href='/'>Back to the playbooks</a></p>")
 
 
-def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, flash: str = "",
-                  judge: Judge | None = None, query: InboxQuery | None = None) -> str:
+def playbook_page(snapshot: ReviewSnapshot, *, review_mode: bool, reviewer: str, csrf: str, done: str = "",
+                  judge: Judge | None = None, query: InboxQuery | None = None, undo_id: str = "",
+                  scopes: Sequence[str] = ()) -> str:
     """The playbook's review page; ``judge``: curation's (:func:`~combee_core.serve.review_context.curation_judge`;
-    None: the lexical one); ``query``: the inbox's filter and page (default: proposed, every section, page 1)."""
+    None: the lexical one); ``query``: the inbox's filter and page (default: proposed, every section, page 1);
+    ``done``/``undo_id``: what the last decision did and its id (an Undo button while it counts); ``scopes``: the
+    playbooks of its parent chain the filter offers."""
     query = query or InboxQuery()
     state, pb = snapshot.state, snapshot.playbook_id
+    can_undo = undoable(pb, snapshot.decisions)
+    back = back_fields(query, "list")
     waiting = inbox(state.proposals)
     served = snapshot.served.entries if snapshot.served else []
     rate = "none decided yet" if state.rejection_rate is None else f"{state.rejection_rate:.0%}"
     mode = "on" if review_mode else "off: agents get every entry (set COMBEE_REVIEW_PLAYBOOKS)"
     parts = [f"<h1>Playbook {_e(pb)} <span class=muted>review</span></h1>",
-             f"<p class=flash id=flash>{_e(flash)}</p>" if flash else "",
+             flash(pb, done, undo_id, can_undo, csrf, reviewer, back),
              "<p class=stats>"
              f"<span>served version <b id=served-version>v{state.served_version}</b></span>"
              f"<span>agents get <b id=approved-count>{len(state.view.entries)}</b> of {len(served)} entries</span>"
              f"<span>inbox <b id=inbox-count>{len(waiting)}</b></span>"
              f"<span>rejection rate <b id=rejection-rate>{rate}</b></span>"
              f"<span>review mode <b>{_e(mode)}</b></span></p>",
-             _filter(snapshot, query), _inbox(snapshot, inbox_page(state.proposals, query), query, reviewer, csrf),
-             _pairs_or_why(waiting, served, judge),
-             _served(snapshot), _diff(snapshot), _review_log(snapshot), _promotions(snapshot)]
+             filter_form(pb, sections_of(state.proposals), query, scopes, "list"), legend("jku/"),
+             _inbox(snapshot, inbox_page(state.proposals, query), query, reviewer, csrf),
+             _pairs_or_why(waiting, served, judge), _served(snapshot), _diff(snapshot),
+             _review_log(snapshot, can_undo, csrf, reviewer, back), _promotions(snapshot)]
     return _page(f"Review {pb}", "".join(parts))
 
 
@@ -100,23 +113,30 @@ def _evidence(snapshot: ReviewSnapshot, entry_id: str) -> str:
     return "<br>".join(_e(part) for part in parts)
 
 
-def _filter(snapshot: ReviewSnapshot, query: InboxQuery) -> str:
-    """The inbox's filter: a GET form (section, state) on the page's own address."""
+def filter_form(pb: str, sections: Sequence[str], query: InboxQuery, scopes: Sequence[str], view: str) -> str:
+    """The inbox's filter and search: a GET form on the page's own address (``view`` list or focus); a scope other
+    than ``pb`` opens that playbook's page with the same filter."""
     def options(values: Sequence[str], chosen: str, every: str | None = None) -> str:
         first = f"<option value=''>{_e(every)}</option>" if every is not None else ""
         return first + "".join(f"<option value='{_e(v)}'{' selected' if v == chosen else ''}>{_e(v)}</option>"
                                for v in values)
 
-    return (f"<h2>Inbox</h2><form method=get action='/p/{quote(snapshot.playbook_id)}' id=filter>Section <select "
-            f"name=section aria-label=section>{options(sections_of(snapshot.state.proposals), query.section, 'every')}"
-            f"</select> state <select name=state aria-label=state>{options(STATES, query.state)}</select> "
-            "<button id=filter-apply>Show</button></form>")
+    scope = (f" scope <select name=scope aria-label=scope>{options(scopes, pb)}</select>" if len(scopes) > 1 else "")
+    action = f"/p/{quote(pb)}" + ("/focus" if view == "focus" else "")
+    other = (f"<a id=view-focus href='/p/{quote(pb)}/focus?{_e(query.address(at=1))}'>Focused view: one at a time"
+             "</a>" if view == "list" else f"<a id=view-list href='/p/{quote(pb)}?{_e(query.address())}'>The list</a>")
+    return (f"<h2>Inbox</h2><form method=get action='{action}' id=filter>Section <select "
+            f"name=section aria-label=section>{options(sections, query.section, 'every')}"
+            f"</select> state <select name=state aria-label=state>{options(STATES, query.state)}</select>{scope} "
+            f"search <input type=search name=q id=search value='{_e(query.q)}' data-key='/' aria-label=search "
+            "placeholder='words in the entry'> "
+            f"<button id=filter-apply>Show</button> {other}</form>")
 
 
 def _pager(pb: str, found: InboxPage, query: InboxQuery) -> str:
     def link(page: int, text: str, ident: str) -> str:
-        address = urlencode({"section": query.section, "state": query.state, "page": page})
-        return f"<a id={ident} href='/p/{quote(pb)}?{_e(address)}'>{text}</a>"
+        key = {"page-next": "j", "page-previous": "k"}[ident]
+        return f"<a id={ident} data-key={key} href='/p/{quote(pb)}?{_e(query.address(page=page))}'>{text}</a>"
 
     last = found.first + len(found.rows) - 1
     return (f"<p id=pager>{found.first}-{last} of {found.matching} (page {found.page} of {found.pages})"
@@ -144,9 +164,12 @@ def _inbox(snapshot: ReviewSnapshot, found: InboxPage, query: InboxQuery, review
             f"<td class=decide><button name=one value='approve:{key}'>Approve</button> "
             f"<input type=text name='note:{key}' placeholder='why reject' aria-label='note {key}'> "
             f"<button name=one value='reject:{key}'>Reject</button></td></tr>")
+    # the form's first button, disabled: Enter in a note field submits nothing (not the first row's Save edit)
     return (f"{_pager(pb, found, query)}<form method=post action='/p/{quote(pb)}/decide' id=inbox>"
+            "<button type=submit disabled hidden aria-hidden=true id=no-enter></button>"
             f"<input type=hidden name=csrf value='{_e(csrf)}'><input type=hidden name=version value='{version}'>"
-            f"<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' style='width:16em'></p>"
+            f"{back_fields(query, 'list')}<p>Reviewer <input type=text name=reviewer value='{_e(reviewer)}' "
+            "style='width:16em'></p>"
             "<table><tr><th></th><th>entry</th><th>proposed text</th><th>evidence</th><th>decide</th></tr>"
             f"{''.join(body)}</table><p>Ticked entries: <button name=bulk value=approve id=bulk-approve>Approve "
             "selected</button> <input type=text name=bulk_note placeholder='why reject' style='width:20em'> "
@@ -201,13 +224,22 @@ def _diff(snapshot: ReviewSnapshot) -> str:
             f"</th><th>before</th><th>after</th><th>review</th></tr>{rows}</table>")
 
 
-def _review_log(snapshot: ReviewSnapshot) -> str:
-    rows = "".join(
-        f"<tr><td>{_e(d.decided_at.strftime('%Y-%m-%d %H:%M:%S'))}</td><td>{_e(d.reviewer)}</td><td>{d.action}</td>"
-        f"<td>{_e(', '.join(f'{i.entry_id} (v{i.version})' for i in d.items))}</td>"
-        f"<td>{_e(d.edit.content if d.edit else d.note)}</td></tr>" for d in reversed(snapshot.decisions[-50:]))
+def _review_log(snapshot: ReviewSnapshot, can_undo: set[str], csrf: str, reviewer: str, back: str) -> str:
+    """The decisions, newest first: each one that still counts has Undo; an undone one is struck through."""
+    undone = set(snapshot.state.undone)
+    rows = []
+    for d in reversed(snapshot.decisions[-50:]):
+        what = f"undo of {d.undoes[:12]}" if d.undoes else d.action
+        if d.decision_id in can_undo:
+            act = undo_form(snapshot.playbook_id, d.decision_id, csrf, reviewer, back)
+        else:
+            act = "<span class=tag>undone</span>" if d.decision_id in undone else ""
+        rows.append(f"<tr id='decision-{d.decision_id[:12]}'{' class=undone' if d.decision_id in undone else ''}>"
+                    f"<td>{_e(d.decided_at.strftime('%Y-%m-%d %H:%M:%S'))}</td><td>{_e(d.reviewer)}</td>"
+                    f"<td>{_e(what)}</td><td>{_e(', '.join(f'{i.entry_id} (v{i.version})' for i in d.items))}</td>"
+                    f"<td>{_e(d.edit.content if d.edit else d.note)}</td><td>{act}</td></tr>")
     return ("<h2>Review decisions (newest first)</h2><table id=decisions><tr><th>when (UTC)</th><th>reviewer</th>"
-            f"<th>action</th><th>entries</th><th>note / new text</th></tr>{rows}</table>")
+            f"<th>action</th><th>entries</th><th>note / new text</th><th></th></tr>{''.join(rows)}</table>")
 
 
 def _promotions(snapshot: ReviewSnapshot) -> str:

@@ -12,7 +12,7 @@ import ipaddress
 import logging
 import secrets
 from dataclasses import dataclass, field
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -25,15 +25,21 @@ from combee_core.playbook.meaning import Judge
 from combee_core.serve.doors import PAGE_HEADERS
 from combee_core.serve.review import ReviewInputError, make_decision, review_on
 from combee_core.serve.review_context import closest_reflections, curation_judge, entry_history, making_version
-from combee_core.serve.review_inbox import InboxQuery
+from combee_core.serve.review_inbox import InboxQuery, focused, scope_choices
+from combee_core.serve.review_undo import make_undo
+from combee_core.serve.scopes import parse_parents
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
+from streams.review.focus import focus_page
+from streams.review.forms import KEYS_PATH, KEYS_SCRIPT
 from streams.review.log import playbook_ids, provenance, read_snapshot, write_decision
 from streams.review.page import entry_page, error_page, index_page, playbook_page, reflections_traces
 from streams.topology.web_app import door_policy, guard, http_url, start_app, tls_context
 
 log = logging.getLogger(__name__)
 COOKIE = "combee_ui_token"
+REVIEWER_COOKIE = "combee_reviewer"
+"""The name a reviewer last decided under: the pages' default reviewer for that browser."""
 
 
 class UiBindError(CombeeError, ValueError):
@@ -82,8 +88,11 @@ class ReviewServer:
         app = web.Application(middlewares=[self._auth])
         app.router.add_get("/", self.index)
         app.router.add_get("/p/{pb}", self.playbook)
+        app.router.add_get("/p/{pb}/focus", self.focus)
         app.router.add_get("/p/{pb}/entry/{entry}", self.entry)
         app.router.add_post("/p/{pb}/decide", self.decide)
+        app.router.add_post("/p/{pb}/undo", self.undo)
+        app.router.add_get(KEYS_PATH, self.keys)
         context = tls_context(self.settings)
         self._tls = context is not None
         guard(app, door_policy(self.settings, self.host, "combee ui"), PAGE_HEADERS, tls=self._tls)
@@ -123,13 +132,47 @@ class ReviewServer:
     async def playbook(self, request: web.Request) -> web.Response:
         pb = request.match_info["pb"]
         try:
-            query = InboxQuery.parse(*(request.query.get(name, "") for name in ("section", "state", "page")))
+            query = _query(request)
         except ReviewInputError as error:
             return _html(error_page(str(error)), status=400)
+        scopes = scope_choices(pb, parse_parents(self.settings.playbook_parents))
+        scope = request.query.get("scope") or pb
+        if scope != pb:
+            if scope not in scopes:
+                return _html(error_page(f"no scope {scope!r} for {pb}: choose {', '.join(scopes)}"), status=400)
+            raise web.HTTPSeeOther(f"/p/{quote(scope)}?{query.address()}")
         snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
         return _html(playbook_page(snapshot, review_mode=review_on(self.settings.review_playbooks, pb),
-                                   reviewer=self.reviewer, csrf=self.csrf, flash=request.query.get("done", ""),
-                                   judge=self._judge(pb), query=query))
+                                   reviewer=self._reviewer(request), csrf=self.csrf, done=request.query.get("done", ""),
+                                   judge=self._judge(pb), query=query, undo_id=request.query.get("undo", ""),
+                                   scopes=scopes))
+
+    async def focus(self, request: web.Request) -> web.Response:
+        """One proposal of the filter at a time (``at``: its position; ``after``: the entry just decided)."""
+        pb = request.match_info["pb"]
+        try:
+            query = _query(request)
+            at = request.query.get("at", "1")
+            if not at.isdigit():
+                raise ReviewInputError(f"at {at!r} is not a position (1, 2, ...)")
+        except ReviewInputError as error:
+            return _html(error_page(str(error)), status=400)
+        scopes = scope_choices(pb, parse_parents(self.settings.playbook_parents))
+        scope = request.query.get("scope") or pb
+        if scope != pb and scope in scopes:
+            raise web.HTTPSeeOther(f"/p/{quote(scope)}/focus?{query.address(at=1)}")
+        snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
+        found = focused(snapshot.state.proposals, query, int(at), request.query.get("after", ""))
+        return _html(focus_page(snapshot, found, query, reviewer=self._reviewer(request), csrf=self.csrf,
+                                done=request.query.get("done", ""), undo_id=request.query.get("undo", ""),
+                                scopes=scopes, judge=self._judge(pb)))
+
+    async def keys(self, request: web.Request) -> web.Response:
+        return web.Response(text=KEYS_SCRIPT, content_type="text/javascript", charset="utf-8",
+                            headers={"Cache-Control": "no-cache"})
+
+    def _reviewer(self, request: web.Request) -> str:
+        return unquote(request.cookies.get(REVIEWER_COOKIE, "")) or self.reviewer
 
     def _judge(self, playbook_id: str) -> Judge:
         """Curation's judge for ``playbook_id`` (the embedder made once), its vectors kept between pages."""
@@ -172,7 +215,52 @@ class ReviewServer:
             return _html(error_page(str(error)), status=400)
         await write_decision(self.settings, self.bootstrap, self.profile, decision)
         done = f"{decision.action} {', '.join(i.entry_id for i in decision.items)} by {decision.reviewer}"
-        raise web.HTTPSeeOther(f"/p/{quote(pb)}?done={quote(done)}")
+        raise _back(pb, form, done, decision.decision_id, decision.reviewer, after=decision.items[0].entry_id)
+
+    async def undo(self, request: web.Request) -> web.Response:
+        """Take back the decision the form names (its Undo button)."""
+        pb = request.match_info["pb"]
+        form = await request.post()
+        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf.encode()):
+            return _html(error_page("the form is stale or not from this page: reload it"), status=403)
+        try:
+            snapshot = await read_snapshot(self.settings, self.bootstrap, self.profile, pb)
+            reviewer = str(form.get("reviewer", "")).strip() or self.reviewer
+            undo = make_undo(pb, snapshot.decisions, str(form.get("decision", "")), reviewer=reviewer,
+                             decided_at=utc_now())
+        except ReviewInputError as error:
+            return _html(error_page(str(error)), status=400)
+        await write_decision(self.settings, self.bootstrap, self.profile, undo)
+        undone = next(d for d in snapshot.decisions if d.decision_id == undo.undoes)
+        done = f"undid {undone.action} {', '.join(i.entry_id for i in undo.items)} by {undo.reviewer}"
+        raise _back(pb, form, done, "", undo.reviewer)
+
+
+def _query(request: web.Request) -> InboxQuery:
+    return InboxQuery.parse(*(request.query.get(name, "") for name in ("section", "state", "page", "q")))
+
+
+def _back(pb: str, form: MultiDictProxy, done: str, undo_id: str, reviewer: str, after: str = "") -> web.HTTPSeeOther:
+    """The redirect after a decision: the view, filter, search and page (or position) the form was sent from, with
+    what was done and the decision's id (its Undo button); the reviewer's name kept in a cookie."""
+    def field(name: str) -> str:
+        return str(form.get(f"back_{name}", ""))
+
+    try:
+        query = InboxQuery.parse(field("section"), field("state"), field("page"), field("q"))
+    except ReviewInputError:
+        query = InboxQuery()
+    more: dict[str, str | int] = {"done": done}
+    if undo_id:
+        more["undo"] = undo_id
+    if field("view") == "focus":
+        at = field("at")
+        more |= {"at": int(at) if at.isdigit() else 1, "after": after}
+        response = web.HTTPSeeOther(f"/p/{quote(pb)}/focus?{query.address(**more)}")
+    else:
+        response = web.HTTPSeeOther(f"/p/{quote(pb)}?{query.address(**more)}")
+    response.set_cookie(REVIEWER_COOKIE, quote(reviewer), httponly=True, samesite="Strict")
+    return response
 
 
 def _chosen(form: MultiDictProxy) -> tuple[str, list[str], str, str | None]:

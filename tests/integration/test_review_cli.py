@@ -73,6 +73,33 @@ async def test_review_commands_write_decisions_and_refuse_bad_input_in_one_line(
     assert code == 0 and "33% rejected" in out and "no source named" in out, (out, err)
 
 
+async def test_review_undo_takes_a_decision_back_from_the_command_line(kafka, unique_prefix):
+    settings = run_settings(unique_prefix)
+    await publish_version(settings, kafka)
+    common = ("--bootstrap", kafka.bootstrap, "--prefix", unique_prefix)
+    assert (await _combee("review", "approve", PB, "e1", "e2", *common))[0] == 0
+    assert (await _combee("review", "reject", PB, "e2", "--note", "too vague", *common))[0] == 0
+    code, out, err = await _combee("review", "list", PB, "--decisions", *common)
+    assert code == 0, err
+    approve_id, reject_id = (line.split()[0] for line in out.strip().splitlines())
+
+    code, out, err = await _combee("review", "undo", PB, reject_id, *common, "--reviewer", "Jane Doe")
+    assert code == 0 and out.strip().startswith(f"pb: undid decision {reject_id} on e2 by Jane Doe"), (out, err)
+    code, _, err = await _combee("review", "undo", PB, reject_id[:8], *common)
+    assert code == 2 and err.strip().startswith(f"combee review: decision {reject_id} was already undone by Jane Doe")
+    code, _, err = await _combee("review", "undo", PB, "ffffffff", *common)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "has no review decision ffffffff" in err
+
+    records = await read_topic(kafka.bootstrap, kafka.profile, settings.topic(Topic.REVIEW))
+    decisions = [ReviewDecision.from_json_bytes(r.value) for r in records]
+    assert [d.action for d in decisions] == ["approve", "reject", "undo"]
+    assert decisions[2].undoes is not None and decisions[2].undoes.startswith(reject_id)
+    view = reviewed_view(PB, 1, ENTRIES, load_book(decisions))  # e2 back to its approval
+    assert [e.entry_id for e in view.entries] == ["e1", "e2"]
+    code, out, _ = await _combee("review", "list", PB, "--decisions", *common)
+    assert f"{reject_id} " in out and "[undone]" in out.splitlines()[1] and "undo" in out.splitlines()[2]
+
+
 async def test_the_page_wants_its_token_beyond_loopback(kafka, unique_prefix):
     settings = run_settings(unique_prefix)
     code, _, err = await _combee("ui", "--host", "0.0.0.0", "--bootstrap", kafka.bootstrap)

@@ -120,7 +120,8 @@ async def test_the_review_page_refuses_a_foreign_host_and_a_foreign_post_and_car
         async with client.get(server.url, headers=_bearer("tok")) as page:
             assert page.status == 200 and "tenant-b" in await page.text()
             csp = page.headers["Content-Security-Policy"]
-            assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src" not in csp
+            assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+            assert "script-src 'self';" in csp and "unsafe-inline" not in csp.split("script-src")[1].split(";")[0]
             assert page.headers["X-Content-Type-Options"] == "nosniff"
             assert page.headers["Referrer-Policy"] == "same-origin" and page.headers["X-Frame-Options"] == "DENY"
         async with client.get(server.url, headers=_bearer("tok", **FOREIGN_HOST)) as response:
