@@ -24,7 +24,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from combee_core.judge import JudgeRoles, JudgeSettings
+from combee_core.judge.calls import JudgeRoles
+from combee_core.judge.settings import JudgeSettings
 from combee_core.llm.sim_judge import action_of, exact_verdict
 from combee_core.models import HeldOutTask, PlaybookEntry, Usage, entries_digest
 from combee_core.promote.evaluation import CandidatePlaybook

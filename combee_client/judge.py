@@ -3,7 +3,7 @@ with the LLM judge"): :class:`~combee_core.judge.LLMJudge` is the score function
 :class:`~combee_client.evaluator.Evaluator`, so it shares its consumer group, first-result semantics and error results.
 
     from combee_client.judge import JudgeEvaluator
-    from combee_core.judge import JudgeSettings
+    from combee_core.judge.settings import JudgeSettings
 
     judge = JudgeEvaluator(JudgeSettings.load({"judge_model": "openai/gpt-4o", "agent_model": "openai/gpt-4o-mini"}))
     await judge.run()  # until judge.stop()
@@ -22,7 +22,9 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import KafkaError
 
 from combee_client.evaluator import Evaluator, EvaluatorMetrics
-from combee_core.judge import EVALUATOR_NAME, JudgeRoles, JudgeSettings, LLMJudge
+from combee_core.judge.calls import JudgeRoles
+from combee_core.judge.score import EVALUATOR_NAME, LLMJudge
+from combee_core.judge.settings import JudgeSettings
 from combee_core.llm.record import CallIndex, CallStore, ReplayResponder
 from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings

@@ -71,7 +71,7 @@ class JudgeSettings(BaseModel):
             model = getattr(self, key)
             if is_sim_model(model):
                 continue
-            from combee_core.llm.provider import litellm  # seconds to import: only for a real model
+            import litellm  # seconds to import: only for a real model
 
             try:
                 litellm.get_llm_provider(model)

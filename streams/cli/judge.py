@@ -10,9 +10,11 @@ import asyncio
 import signal
 import sys
 
-from combee_core.judge import EVALUATOR_NAME, JudgeSettings
 from streams.cli.flags import add_common, settings_from_args
 from streams.cli.running import broker_for
+
+EVALUATOR_NAME = "llm-judge"
+"""The default ``--name`` (``combee_core.judge.score.EVALUATOR_NAME``; not imported: ``--help`` loads no LLM layer)."""
 
 
 def add_parser(subparsers) -> None:
@@ -34,7 +36,8 @@ def add_parser(subparsers) -> None:
 
 
 async def cmd_judge(args: argparse.Namespace) -> int:
-    from combee_client.judge import JudgeEvaluator  # aiokafka: only when the command runs
+    from combee_client.judge import JudgeEvaluator  # aiokafka and the LLM layer: only when the command runs
+    from combee_core.judge.settings import JudgeSettings
 
     overrides = {key: getattr(args, key) for key in ("judge_model", "agent_model", "api_base", "agent_api_base",
                                                      "timeout_s", "max_tokens")}

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 import pytest
 
 from combee_client.judge import JudgeEvaluator
-from combee_core.judge import PROMPT_VERSION, JudgeSettings
+from combee_core.judge.prompts import PROMPT_VERSION
+from combee_core.judge.settings import JudgeSettings
 from combee_core.llm.record import parse_call_lines
 from combee_core.llm.simulator import format_lesson
 from combee_core.models import PromotionDecision, Trace

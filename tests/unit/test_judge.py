@@ -9,16 +9,11 @@ import hashlib
 
 import pytest
 
-from combee_core.judge import (
-    PROMPT_VERSION,
-    JudgeConfigError,
-    JudgeRoles,
-    JudgeSettings,
-    LLMJudge,
-    NothingToJudgeBy,
-    prompts,
-)
-from combee_core.judge.calls import parse_verdict
+from combee_core.judge import prompts
+from combee_core.judge.calls import JudgeRoles, parse_verdict
+from combee_core.judge.prompts import PROMPT_VERSION
+from combee_core.judge.score import LLMJudge, NothingToJudgeBy
+from combee_core.judge.settings import JudgeConfigError, JudgeSettings
 from combee_core.llm.errors import LLMOutputError
 from combee_core.llm.record import CallIndex, LLMRecordMiss, ReplayResponder
 from combee_core.llm.sim_judge import AGENT_SLIP_RATE, JUDGE_ERROR_RATE, REFUSAL, SLIP, simulate_agent, simulate_judge
@@ -140,3 +135,15 @@ def test_the_environment_sets_the_models_and_flags_override_it():
     config = settings.llm_config()
     assert (config.judge.model, config.agent.model, config.judge.timeout_s) == (
         "openai/gpt-4o", "combee-sim/agent", 120.0)
+
+
+def test_combee_judge_refuses_a_missing_model_in_one_line_before_asking_for_a_broker(monkeypatch, capsys):
+    from combee_core.judge.score import EVALUATOR_NAME
+    from streams.cli import main
+    from streams.cli.judge import EVALUATOR_NAME as CLI_DEFAULT_NAME
+
+    assert CLI_DEFAULT_NAME == EVALUATOR_NAME
+    for name in ("COMBEE_JUDGE_MODEL", "COMBEE_JUDGE_AGENT_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    assert main(["judge", "--agent-model", "combee-sim/agent", "--bootstrap", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err == "combee judge: no judge model: set COMBEE_JUDGE_MODEL or --judge-model\n"
