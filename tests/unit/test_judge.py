@@ -147,3 +147,18 @@ def test_combee_judge_refuses_a_missing_model_in_one_line_before_asking_for_a_br
         monkeypatch.delenv(name, raising=False)
     assert main(["judge", "--agent-model", "combee-sim/agent", "--bootstrap", "127.0.0.1:1"]) == 2
     assert capsys.readouterr().err == "combee judge: no judge model: set COMBEE_JUDGE_MODEL or --judge-model\n"
+
+
+def test_a_judge_call_that_keeps_failing_raises_after_its_retries_so_the_evaluator_answers_an_error():
+    from combee_core.llm.errors import LLMCallError
+    from combee_core.llm.simulator import SimulatorConfig
+
+    settings = JudgeSettings.load({**SIM, "max_retries": 1}, environ={})
+    config = settings.llm_config().model_copy(update={"simulator": SimulatorConfig(fail_first_n=5)})
+    config = config.model_copy(update={"agent": config.agent.model_copy(update={"backoff_s": 0.0}),
+                                       "judge": config.judge.model_copy(update={"backoff_s": 0.0})})
+    records: list[CallRecord] = []
+    judge = LLMJudge(JudgeRoles(config, on_call=records.append))
+    with pytest.raises(LLMCallError, match="503"):
+        asyncio.run(judge.score(playbook(RULE), TASK))
+    assert [(r.role, r.attempt, r.error is not None) for r in records] == [("agent", 1, True), ("agent", 2, True)]
