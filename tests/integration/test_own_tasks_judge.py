@@ -104,3 +104,51 @@ async def test_the_llm_judge_promotes_a_helpful_candidate_and_rejects_a_harmful_
     assert len(parse_call_lines(record.read_bytes().splitlines())) == 60
     usage = judge.judge.usage.total
     assert usage.calls == 60 and usage.cost_usd > 0
+
+
+async def test_combee_judge_answers_a_request_on_the_topics_and_stops_on_sigterm_with_its_cost(kafka, unique_prefix):
+    """The command a team runs: ``combee judge`` answers an evaluation request with the judge's score and prints
+    what its calls cost when stopped."""
+    import signal
+    import subprocess
+
+    from aiokafka import AIOKafkaProducer
+
+    from combee_core.models import EvalRequest, EvalResult, PlaybookEntry, entries_digest
+    from streams.broker.connection import client_kwargs
+    from streams.topology.worker import ensure_topics
+    from tests.integration.test_cli import COMBEE
+    from tests.integration.topology_support import env_without_combee
+
+    settings = run_settings(unique_prefix)
+    await ensure_topics(settings, kafka.bootstrap)
+    entries = [PlaybookEntry(entry_id="dates-1", section="dates", content=HELPFUL[0][1], created_version=1,
+                             updated_version=1)]
+    task = load_tasks(OUR_TASKS.splitlines()[:1])[0]
+    request = EvalRequest(request_id="pb/x/leap-0", playbook_id=PB, version=1, digest=entries_digest(entries),
+                          task_set="calendar@1", task_id=task.task_id, task_input=task.input, expected=task.expected,
+                          entries=entries, requested_at=datetime(2026, 1, 1, tzinfo=UTC))
+    env = env_without_combee(COMBEE_JUDGE_MODEL="combee-sim/judge", COMBEE_JUDGE_AGENT_MODEL="combee-sim/agent")
+    process = subprocess.Popen([*COMBEE, "judge", "--bootstrap", kafka.bootstrap, "--prefix", unique_prefix],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        producer = AIOKafkaProducer(**client_kwargs(kafka.bootstrap, settings.kafka))
+        await producer.start()
+        try:
+            await producer.send_and_wait(settings.topic(Topic.EVAL_REQUESTS), request.to_json_bytes(), key=b"pb")
+        finally:
+            await producer.stop()
+        deadline = time.monotonic() + 90
+        results: list[EvalResult] = []
+        while not results and time.monotonic() < deadline and process.poll() is None:
+            raw = await read_topic(kafka.bootstrap, kafka.profile, settings.topic(Topic.EVAL_RESULTS))
+            results = [EvalResult.from_json_bytes(r.value) for r in raw if r.value]
+            await asyncio.sleep(0.5)
+    finally:
+        process.send_signal(signal.SIGTERM)
+        returncode = await asyncio.to_thread(process.wait, 30)
+    err = process.stderr.read() if process.stderr else ""
+    assert returncode == 0, err
+    assert [(r.task_id, r.evaluator, r.error) for r in results] == [("leap-0", "llm-judge", "")], err
+    assert results[0].evaluator_model == f"combee-sim/judge judging combee-sim/agent ({PROMPT_VERSION})"
+    assert "1 requests: 1 scored, 0 errors" in err and "2 LLM calls (1 agent, 1 judge)" in err, err
