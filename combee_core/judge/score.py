@@ -11,7 +11,7 @@ from combee_core.errors import CombeeError
 from combee_core.judge.calls import JudgeRoles, Verdict
 from combee_core.judge.prompts import PROMPT_VERSION
 from combee_core.models import HeldOutTask, Usage
-from combee_core.promote.evaluation import CandidatePlaybook
+from combee_core.promote.evaluation import CandidatePlaybook, Scored
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ class Judged:
 
     task_id: str
     answer: str
+    answer_usage: Usage
     verdict: Verdict
 
 
@@ -72,8 +73,9 @@ class LLMJudge:
         self.usage.judge += verdict.usage
         log.debug("judged %s v%d task %s: %.2f (%s)", playbook.playbook_id, playbook.version, task.task_id,
                   verdict.score, verdict.reason)
-        return Judged(task.task_id, answer.text, verdict)
+        return Judged(task.task_id, answer.text, answer.usage, verdict)
 
-    async def score(self, playbook: CandidatePlaybook, task: HeldOutTask) -> float:
-        """The score function ``combee_client.evaluator`` runs."""
-        return (await self.judged(playbook, task)).verdict.score
+    async def score(self, playbook: CandidatePlaybook, task: HeldOutTask) -> Scored:
+        """The score function ``combee_client.evaluator`` runs: the verdict's score, with what both calls cost."""
+        judged = await self.judged(playbook, task)
+        return Scored(judged.verdict.score, judged.answer_usage + judged.verdict.usage)

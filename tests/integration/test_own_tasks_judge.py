@@ -151,4 +151,5 @@ async def test_combee_judge_answers_a_request_on_the_topics_and_stops_on_sigterm
     assert returncode == 0, err
     assert [(r.task_id, r.evaluator, r.error) for r in results] == [("leap-0", "llm-judge", "")], err
     assert results[0].evaluator_model == f"combee-sim/judge judging combee-sim/agent ({PROMPT_VERSION})"
+    assert results[0].usage is not None and results[0].usage.calls == 2 and results[0].usage.cost_usd > 0
     assert "1 requests: 1 scored, 0 errors" in err and "2 LLM calls (1 agent, 1 judge)" in err, err
