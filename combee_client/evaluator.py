@@ -10,11 +10,12 @@ evaluation requests (docs/protocol.md, "Writing an evaluator"; docs/operations.m
 
 Every process of one ``name`` shares the consumer group ``<prefix>evaluator.<name>`` on ``eval-requests``, so each
 request is answered once; ``concurrency`` bounds the calls in flight per process (a sync function runs in a thread).
-A call that raises, returns no number in [0, 1], or outlives ``timeout_s`` is answered with an ``error`` result (the
-promoter then rejects the candidate with that reason, instead of waiting). A request that cannot be read is a dead
-letter with the reason. Offsets are committed once the fetch's results are on the broker, so a crash answers a
-request again rather than never; the promoter keeps the first result of each (content, task). Metrics:
-:class:`EvaluatorMetrics` (``Evaluator.metrics``), logged every ``log_every_s``.
+A function that calls models may return ``Scored(score, usage)`` (``combee_core.promote.evaluation``): the result
+then carries what the calls cost. A call that raises, returns no number in [0, 1], or outlives ``timeout_s`` is
+answered with an ``error`` result (the promoter then rejects the candidate with that reason, instead of waiting). A
+request that cannot be read is a dead letter with the reason. Offsets are committed once the fetch's results are on
+the broker, so a crash answers a request again rather than never; the promoter keeps the first result of each
+(content, task). Metrics: :class:`EvaluatorMetrics` (``Evaluator.metrics``), logged every ``log_every_s``.
 """
 
 from __future__ import annotations
@@ -36,14 +37,22 @@ from combee_core import limits
 from combee_core.connection import KafkaConnection
 from combee_core.errors import CombeeError, one_line
 from combee_core.models import DeadLetter, EvalRequest, HeldOutTask, utc_now
-from combee_core.promote.evaluation import AnsweredRequests, CandidatePlaybook, answer, request_playbook, request_task
+from combee_core.promote.evaluation import (
+    AnsweredRequests,
+    CandidatePlaybook,
+    Scored,
+    answer,
+    request_playbook,
+    request_task,
+)
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
 
 log = logging.getLogger(__name__)
 
-ScoreFunction = Callable[[CandidatePlaybook, HeldOutTask], float | Awaitable[float]]
+ScoreFunction = Callable[[CandidatePlaybook, HeldOutTask], float | Scored | Awaitable[float] | Awaitable[Scored]]
+"""``score(playbook, task)``: a number in [0, 1], or a :class:`Scored` with what its model calls cost."""
 
 
 class EvaluatorError(CombeeError):
@@ -172,7 +181,7 @@ class Evaluator:
         self._answered.add(request.request_id)
         return 1
 
-    async def _scored(self, request: EvalRequest) -> float | BaseException:
+    async def _scored(self, request: EvalRequest) -> float | Scored | BaseException:
         async with self._slots:
             self.metrics.in_flight += 1
             started = time.perf_counter()

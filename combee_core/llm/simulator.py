@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core import limits
 from combee_core.errors import CombeeError
+from combee_core.llm import sim_judge
 from combee_core.llm.paraphrase import meaning_key, paraphrase
 from combee_core.llm.prompts import read_data_block
 
@@ -374,9 +375,7 @@ MALFORMED_TEXT = "I am sorry, I could not produce the requested answer for this 
 def simulate(messages: Sequence[dict[str, Any]], config: SimulatorConfig, attempt: int = 1) -> SimulatedReply:
     """Answer one call as the simulated model. ``attempt`` (1-based) drives the failure-injection knobs.
 
-    Raises :class:`SimulatedFailure` for an injected failure and ``ValueError`` when the messages carry no DATA
-    block with a known task.
-    """
+    Raises :class:`SimulatedFailure` for an injected failure, ``ValueError`` for no DATA block with a known task."""
     if attempt <= config.fail_first_n:
         raise SimulatedFailure(f"injected provider failure (attempt {attempt} of {config.fail_first_n} failing)")
     prompt_text = "\n".join(str(m.get("content", "")) for m in messages)
@@ -391,9 +390,11 @@ def simulate(messages: Sequence[dict[str, Any]], config: SimulatorConfig, attemp
             answer = simulate_aggregation(data, config)
         elif task == "reduce":
             answer = simulate_reduction(data, config)
+        elif task in ("agent", "judge"):  # the LLM judge evaluator's two roles (combee_core/llm/sim_judge.py)
+            answer = sim_judge.simulate_call(task, data, config.seed)
         else:
             raise ValueError(f"unknown task {task!r} in the DATA block")
-        text = _render(answer, config.output_style)
+        text = answer["answer"] if task == "agent" else _render(answer, config.output_style)
     prompt_tokens, completion_tokens = estimate_tokens(prompt_text), estimate_tokens(text)
     unscaled = modelled_latency(prompt_tokens, completion_tokens, config)
     return SimulatedReply(text, prompt_tokens, completion_tokens, unscaled * config.time_scale, unscaled)

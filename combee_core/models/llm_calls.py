@@ -11,7 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from combee_core.models.base import SCHEMA_VERSION, Usage
 
-Role = Literal["reflector", "aggregator", "reducer"]
+Role = Literal["reflector", "aggregator", "reducer", "agent", "judge"]
+"""The learning roles, and the LLM judge evaluator's two (combee_core.judge: its agent run and its verdict)."""
 
 
 class CallRecord(BaseModel):

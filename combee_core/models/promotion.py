@@ -9,7 +9,7 @@ import orjson
 from pydantic import Field
 
 from combee_core import limits
-from combee_core.models.base import SCHEMA_VERSION, CombeeModel, Identifier, PlaybookId, Timestamp
+from combee_core.models.base import SCHEMA_VERSION, CombeeModel, Identifier, PlaybookId, Timestamp, Usage
 from combee_core.models.versions import PlaybookEntry, PlaybookVersion
 
 
@@ -59,6 +59,8 @@ class EvalResult(CombeeModel):
     error: Annotated[str, Field(max_length=limits.MAX_DEAD_LETTER_REASON_CHARS)] = ""
     evaluator: Identifier = Field(description="Which evaluator answered (e.g. combee-builtin, node-example).")
     evaluator_model: str = Field(description="The model that judged, or the simulator that stood in for one.")
+    usage: Usage | None = Field(default=None, description="What the evaluation's LLM calls cost, when the evaluator "
+                                "called models and says so (the LLM judge: its agent and judge calls).")
     evaluated_at: Timestamp
 
 

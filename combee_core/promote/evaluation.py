@@ -12,7 +12,7 @@ from typing import Any
 
 from combee_core import limits
 from combee_core.errors import CombeeError, one_line
-from combee_core.models import EvalRequest, EvalResult, HeldOutTask, PlaybookEntry
+from combee_core.models import EvalRequest, EvalResult, HeldOutTask, PlaybookEntry, Usage
 from combee_core.playbook.render import render_entries
 
 
@@ -34,6 +34,15 @@ class CandidatePlaybook:
         return render_entries(self.entries)
 
 
+@dataclass(frozen=True)
+class Scored:
+    """A score with what it cost: a score function that calls models may return this instead of a bare number (its
+    ``usage`` is then in the result)."""
+
+    score: float
+    usage: Usage | None = None
+
+
 def request_task(request: EvalRequest) -> HeldOutTask:
     """The held-out task a request carries (its input, expected answer or rubric, metadata)."""
     return HeldOutTask(task_id=request.task_id, input=request.task_input or request.task_id,
@@ -53,7 +62,7 @@ def checked_score(value: object) -> float:
     return float(value)
 
 
-def answer(request: EvalRequest, outcome: float | BaseException, *, evaluator: str, evaluator_model: str,
+def answer(request: EvalRequest, outcome: float | Scored | BaseException, *, evaluator: str, evaluator_model: str,
            now: datetime) -> EvalResult:
     """The result for ``request``: its score, or, when the function raised (or returned no score), an ``error``
     result naming why (the promoter rejects the candidate with that reason rather than waiting)."""
@@ -62,6 +71,9 @@ def answer(request: EvalRequest, outcome: float | BaseException, *, evaluator: s
                                   evaluator_model=evaluator_model, evaluated_at=now)
     if isinstance(outcome, BaseException):
         return EvalResult(**common, error=one_line(outcome, limits.MAX_DEAD_LETTER_REASON_CHARS))
+    if isinstance(outcome, Scored):
+        common["usage"] = outcome.usage
+        outcome = outcome.score
     try:
         return EvalResult(**common, score=checked_score(outcome))
     except ScoreError as error:

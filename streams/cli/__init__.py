@@ -15,6 +15,7 @@ from streams.cli import (
     broker,
     demo,
     dlq,
+    judge,
     key,
     model,
     otlp_receiver,
@@ -33,7 +34,7 @@ from streams.cli import (
 )
 
 SUBCOMMAND_MODULES = (broker, worker, produce, tail, status, dlq, schemas, demo, replay, model, playbook, promote,
-                      review, ui, otlp_receiver, serve, key, tasks)
+                      review, ui, otlp_receiver, serve, key, tasks, judge)
 """Each defines ``add_parser(subparsers)``, whose parsers set ``handler`` (in the order ``--help`` lists them)."""
 
 

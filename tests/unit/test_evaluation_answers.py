@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import math
 
-from combee_core.models import EvalResult, HeldOutTask, PlaybookEntry
-from combee_core.promote.evaluation import AnsweredRequests, answer, request_playbook, request_task
+from combee_core.models import EvalResult, HeldOutTask, PlaybookEntry, Usage
+from combee_core.promote.evaluation import AnsweredRequests, Scored, answer, request_playbook, request_task
 from combee_core.promote.promotion import eval_requests
 from combee_core.promote.task_sets import pinned_tasks
 from tests.unit.test_promoter_resume import NOW, task_set
@@ -35,6 +35,16 @@ def test_a_score_is_answered_with_the_requests_ids_and_its_task_set_echoed():
                                                                                  REQUEST.request_id)
     assert (result.evaluator, result.evaluator_model) == ("mine", "agent-v1")
     assert _answer(1).score == 1.0
+
+
+def test_a_score_with_its_cost_puts_the_cost_in_the_result_and_is_checked_like_a_number():
+    """A score function that calls models (the LLM judge) returns ``Scored``: the result carries what it cost."""
+    usage = Usage(prompt_tokens=120, completion_tokens=30, cost_usd=0.0002, calls=2)
+    result = _answer(Scored(0.5, usage))
+    assert (result.score, result.usage, result.error) == (0.5, usage, "")
+    assert _answer(0.5).usage is None
+    bad = _answer(Scored(2.0, usage))
+    assert bad.score is None and "outside [0, 1]" in bad.error
 
 
 def test_a_failure_or_a_value_that_is_no_score_is_an_error_result_never_a_lost_request():
