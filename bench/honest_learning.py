@@ -53,18 +53,16 @@ from typing import Any, Literal
 from bench.common import machine, write_results
 from bench.learning import fleet
 from bench.reducer_standins import STANDINS, standin_reducer
-from combee_core.batch.batching import ShuffleConfig
-from combee_core.llm import SimulatorConfig
 from combee_core.llm.copy_controls import CONTROLS as COPY_CONTROLS
 from combee_core.llm.honest import feedback_kind
 from combee_core.llm.prompts import trace_payload
+from combee_core.llm.simulator import SimulatorConfig
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook import playbook_tokens
-from combee_core.playbook.embedding import embedder_from
-from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.sim import honest_suite
-from combee_core.sim.tasks import HonestFeedback, TaskSuite, build_suite, run_task
+from combee_core.sim.suite import HonestFeedback, TaskSuite
+from combee_core.sim.tasks import build_suite, run_task
 
 RESULTS = Path(__file__).parent / "results" / "honest_learning.json"
 STANDIN_PREFIX = "reducer stand-in: "
@@ -153,13 +151,6 @@ def oracle_rewrite(suite: TaskSuite) -> Callable[[list[Operation]], list[Operati
     return rewrite
 
 
-def reducer_like_the_stage(settings: CombeeSettings) -> Callable[[ReduceRole], Reducer]:
-    """The reducer stage's processor, configured as ``ReducerStage.__init__`` configures it from ``settings``
-    (``streams/topology/stages/reducer.py``): keep the two in step when the stage's construction changes."""
-    config, embedder = ReducerConfig.from_settings(settings), embedder_from(settings)
-    return lambda reduce: Reducer(config, reduce, embedder)
-
-
 def wrong_rules_served(suite: TaskSuite, run: Any) -> dict[str, float]:
     """How long wrong rules were served (the registry reads each version after the run; curation never does):
     traces whose playbook held an opposite rule of their own family (agents misled), distinct opposite-rule entries
@@ -206,12 +197,11 @@ async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: in
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
     fan_in = capacity if spec.fan_in_at_capacity else CombeeSettings.load(env={}).max_fan_in
-    shuffle = ShuffleConfig(p=spec.p, subgroups=spec.subgroups, max_fan_in=fan_in, run_seed=seed)
-    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in)
-    run = await fleet(suite, sim, shuffle, batch=spec.batch, traces=traces, context=True, budget=budget,
-                      context_tokens=settings.llm_context_tokens, delete_cap=settings.playbook_change_cap, seed=seed,
+    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in, p=spec.p,
+                                   subgroups=spec.subgroups, run_seed=seed, llm_context=True)
+    run = await fleet(suite, sim, settings, batch=spec.batch, traces=traces, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
-                      make_reducer=reducer_like_the_stage(settings) if spec.reducer is None else (
+                      make_reducer=None if spec.reducer is None else (  # None: as the reducer stage builds it
                           standin_reducer(honest_suite.suite_registry(suite), settings, spec.reducer)))
     count = honest_suite.count_lessons(suite, run.playbook.entries)
     version_tokens = [v.stats.playbook_tokens for v in run.versions]

@@ -5,15 +5,17 @@ tokens and modelled LLM time per version, and held-out accuracy, at batch 3, 40 
     python -m bench.learning --traces 960 --paraphrases 4 --budget 8000
 
 A synchronous fleet: each round, ``batch`` agents run the next train tasks of the synthetic suite with the current
-version (so traces name the entries they used), the round's traces are reflected, dealt by the augmented shuffle
-(p = 2, k = floor(sqrt(n))), aggregated per subgroup, reduced through the scan (fan-in 32) and applied with the
-token budget and the delete cap: the same ``combee_core`` functions the stages call (``deal_batch``,
-``LLMRoles``, ``reduce_through_scan``, ``build_version``), with the prompts the stages build (context: the version
-the batch applies to, rendered within the context budget; the used entries' content for the reflector). What it
-leaves out is Kafka (the stages are thin, and ``tests/integration/test_role_context.py`` checks that they pass the
-same context) and litellm: calls go to the offline simulator through ``LLMRoles``' responder hook, with the
-simulator's token and latency model, in virtual time. Every quality, token and time figure is simulated
-(``docs/simulator.md``), with reflections worded in ``--paraphrases`` ways.
+version (so traces name the entries they used), and the round's traces go through one round of the method,
+``combee_core.method`` (reflect, augmented shuffle, aggregate per subgroup, reduce through the scan, control): the
+processors the stages run, with the production defaults (fan-in 6, p = 2, k = floor(sqrt(n)) or the fewest
+subgroups that fit a call, the reducer's deterministic merge, caps and demotion) but for what this benchmark varies
+(context, the budget, the change cap; curation is lexical, ``embedding_model=none``). Context: the version the
+batch applies to, rendered within the context budget, for the aggregator and reducer; the used entries' content
+for the reflector. What it leaves out is Kafka (``tests/unit/test_method.py`` checks the round against the
+processors chained as the stages chain them) and litellm: calls go to the offline simulator through ``LLMRoles``'
+responder hook, with the simulator's token and latency model, in virtual time. Every quality, token and time figure
+is simulated (``docs/simulator.md``), with reflections worded in ``--paraphrases`` ways. Before the third session
+this benchmark wrote the round by hand with fan-in 32 (docs/benchmarks.md, "Benchmarks through method.py").
 
 "lexical" is the playbook's own paraphrase consolidation (``is_paraphrase``; near-duplicates are always merged):
 off shows what context does alone, and what the playbook did before it (context off, lexical off).
@@ -30,25 +32,23 @@ import asyncio
 import logging
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from bench.common import machine, write_results
-from combee_core.batch.batching import ShuffleConfig, deal_batch
-from combee_core.llm import LLMConfig, LLMReply, LLMRequest, LLMRoles, SimulatorConfig
+from combee_core.llm.config import LLMConfig
 from combee_core.llm.paraphrase import meaning_key
-from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, simulate
+from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
+from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, SimulatorConfig, simulate
+from combee_core.method import Method
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
-from combee_core.playbook import Playbook, playbook_tokens, render_playbook
-from combee_core.playbook.outcomes import distinct_outcomes
-from combee_core.processors.aggregator import use_tags
-from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReduceRole
-from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
-from combee_core.sim.tasks import _GENERIC, TaskSuite, build_suite, expected_accuracy, run_task
-from combee_core.topology import Topic
+from combee_core.playbook import Playbook, playbook_tokens
+from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
+from combee_core.settings import CombeeSettings
+from combee_core.sim.suite import GENERIC_TIPS, TaskSuite
+from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
 from streams.topology.playbook_view import used_entries_text
 
 RESULTS = Path(__file__).parent / "results" / "learning.json"
@@ -69,7 +69,7 @@ def simulator_responder(config: SimulatorConfig):
 def lessons_of(suite: TaskSuite) -> dict[tuple[str, ...], str]:
     """Meaning key -> lesson name, for every family rule and generic tip of the suite."""
     named = {meaning_key(f.insight): f.family_id for f in suite.families}
-    named.update({meaning_key(text): f"generic:{section}" for section, text in _GENERIC})
+    named.update({meaning_key(text): f"generic:{section}" for section, text in GENERIC_TIPS})
     return named
 
 
@@ -91,29 +91,32 @@ class FleetRun:
     reflections: list[Reflection] = field(default_factory=list)
 
 
-async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, *, batch: int, traces: int,
-                context: bool, budget: int, context_tokens: int, delete_cap: float, seed: int,
-                consolidate: bool | None = None,
-                rewrite: Callable[[list[Operation]], list[Operation]] | None = None,
+async def fleet(suite: TaskSuite, sim: SimulatorConfig, settings: CombeeSettings, *, batch: int, traces: int,
+                seed: int, rewrite: Callable[[list[Operation]], list[Operation]] | None = None,
                 make_reducer: Callable[[ReduceRole], Reducer] | None = None) -> FleetRun:
     """A sync fleet: each round, ``batch`` agents run the next train tasks with the current version; the round's
-    traces are reflected, dealt, aggregated, reduced and applied (``consolidate`` None: the curation's defaults).
+    traces go through one round of the method (``combee_core.method``: reflect, shuffle, aggregate, reduce, control,
+    with ``settings``; the roles read the version as context when ``settings.llm_context``).
 
     ``rewrite``: a benchmark-side change of every partial's operations before the reduce (e.g. an oracle);
-    ``make_reducer``: reduce and apply with the reducer stage's processor (``Reducer.next_version``: the
-    deterministic merge, budget and caps of its config) instead of the scan and ``build_version`` called here."""
+    ``make_reducer``: the reducer processor around the reduce role (default: as the reducer stage builds it)."""
     roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
 
-    async def reduce_role(children: list[list[Operation]], context_text: str) -> ReduceOutcome:
-        result = await roles.reduce(children, context_text)
-        return ReduceOutcome(operations=result.operations, usage=result.usage, latency_s=result.latency_s)
+    async def used(trace: Trace) -> str | None:
+        entries = trace.metadata.get("used_entries")
+        if not (settings.llm_context and entries):
+            return None
+        return used_entries_text(method.playbook("bench"), entries)
 
-    reducer = make_reducer(reduce_role) if make_reducer is not None else None
-    out = FleetRun(Playbook.empty("bench"))
-    extra: dict[str, Any] = {} if consolidate is None else {"paraphrases": consolidate}
+    def between(partials: list[PartialUpdate]) -> list[PartialUpdate]:
+        assert rewrite is not None
+        return [p.model_copy(update={"operations": rewrite(list(p.operations))}) for p in partials]
+
+    method = Method(roles, settings, used_entries=used, make_reducer=make_reducer)
+    out = FleetRun(method.playbook("bench"))
     done = 0
     while done < traces:
-        playbook = out.playbook
+        playbook = method.playbook("bench")
         size = min(batch, traces - done)
         round_traces = []
         for i in range(done, done + size):
@@ -122,59 +125,36 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, shuffle: ShuffleConfig, 
                                          playbook_version=playbook.version, agent_id=f"agent{i % 40:02d}",
                                          attempt=i // len(suite.train), run_seed=seed))
         done += size
-        used = [used_entries_text(playbook, t.metadata.get("used_entries")) if context and t.metadata.get(
-            "used_entries") else None for t in round_traces]
-        reflections = await asyncio.gather(*(roles.reflect(t, u) for t, u in zip(round_traces, used)))
-        out.reflect_usage += sum((r.usage for r in reflections), Usage())
+        step = await method.round("bench", round_traces, now=NOW, between=between if rewrite is not None else None)
+        out.reflect_usage += sum((r.usage for r in step.reflections), Usage())
         out.traces += round_traces
-        out.reflections += reflections
-        closed = deal_batch("bench", playbook.version, list(reflections), shuffle, target_batch_size=batch,
-                            closed_by="size", closed_at=NOW)
-        text = render_playbook(playbook, context_tokens).text if context else ""
-        groups: dict[int, list] = {}
-        for copy in closed.copies:
-            groups.setdefault(copy.subgroup, []).append(copy)
-        results = await asyncio.gather(*(roles.aggregate([c.reflection for c in sorted(g, key=lambda c: c.position)],
-                                                         text) for _, g in sorted(groups.items())))
-        partials = [PartialUpdate(playbook_id="bench", batch_id=playbook.version, node=node, k=len(groups),
-                                  base_version=playbook.version, operations=result.operations,
-                                  reflection_ids=sorted({c.reflection.reflection_id for c in groups[node]}),
-                                  trace_ids=sorted({c.reflection.trace_id for c in groups[node]}),
-                                  use_tags=use_tags([c.reflection for c in groups[node]]),
-                                  outcomes=distinct_outcomes(c.reflection.outcome for c in groups[node]
-                                                             if c.reflection.outcome is not None),
-                                  items_read=len(groups[node]), expected_items=len(groups[node]),
-                                  batch_closed_at=NOW, model="sim", usage=result.usage, latency_s=result.latency_s)
-                    for node, result in zip(sorted(groups), results)]
-        if rewrite is not None:
-            partials = [p.model_copy(update={"operations": rewrite(list(p.operations))}) for p in partials]
-        if reducer is not None:
-            effects = await reducer.next_version(playbook, partials, parent_version=None, manifest=None,
-                                                 previous_at=None, now=NOW)
-            record = next(e.value for e in effects if isinstance(e, Publish) and e.topic == Topic.PLAYBOOK)
-            assert isinstance(record, PlaybookVersion)
-            out.playbook = Playbook.from_entries("bench", record.version, record.entries, record.next_entry_number)
-            out.versions.append(record)
-            continue
-
-        async def reduce(children: list[list[Operation]]) -> ReduceOutcome:
-            return await reduce_role(children, text)  # noqa: B023 (awaited within its iteration)
-
-        scan = await reduce_through_scan([p.operations for p in partials], 32, reduce)
-        new = build_version(playbook, partials, scan, published_at=NOW, budget_tokens=budget, change_share=delete_cap,
-                            **extra)
-        out.playbook = new.playbook
-        out.versions.append(new.record)
+        out.reflections += step.reflections
+        if step.version is not None:
+            out.versions.append(step.version)
+        out.playbook = method.playbook("bench")
     return out
+
+
+def settings_for(*, context: bool, budget: int, context_tokens: int, delete_cap: float, seed: int,
+                 **overrides: Any) -> CombeeSettings:
+    """The production defaults (no environment read: fan-in, p, k, the reducer's curation and caps), with what this
+    benchmark varies: context on or off, the budget, the change cap, the seed. Curation is lexical
+    (``embedding_model=none``): the question here is what context and the playbook's own paraphrase consolidation
+    do; curation by meaning is measured by ``bench.semantic_pipeline`` and ``bench.honest_learning``."""
+    return CombeeSettings.load(env={}, llm_context=context, llm_context_tokens=context_tokens,
+                               playbook_budget_tokens=budget, playbook_change_cap=delete_cap, run_seed=seed,
+                               embedding_model="none", **overrides)
 
 
 async def run(batch: int, context: bool, *, consolidate: bool = True, traces: int, paraphrases: int, budget: int,
               context_tokens: int, delete_cap: float, seed: int) -> dict[str, Any]:
     suite = build_suite(seed=7)
     sim = SimulatorConfig(seed=seed, paraphrases=paraphrases, mode="virtual")
-    shuffle = ShuffleConfig(p=2, subgroups="sqrt", max_fan_in=32, run_seed=seed)
-    done = await fleet(suite, sim, shuffle, batch=batch, traces=traces, context=context, budget=budget,
-                       context_tokens=context_tokens, delete_cap=delete_cap, seed=seed, consolidate=consolidate)
+    settings = settings_for(context=context, budget=budget, context_tokens=context_tokens, delete_cap=delete_cap,
+                            seed=seed)
+    lexical = None if consolidate else (
+        lambda role: Reducer(replace(ReducerConfig.from_settings(settings), paraphrases=False), role))
+    done = await fleet(suite, sim, settings, batch=batch, traces=traces, seed=seed, make_reducer=lexical)
     playbook, versions, reflect_usage = done.playbook, done.versions, done.reflect_usage
     ratio, entries, distinct = bloat(suite, playbook.entries)
     worst = max(bloat(suite, v.entries)[0] for v in versions)
@@ -209,7 +189,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    # versions are built here without batch manifests, which the reducer warns of once per version
+    # the reducer's warnings per version (change cap reached, evictions limited) are counted in the figures
     logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")

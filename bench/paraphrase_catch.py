@@ -19,7 +19,8 @@ from pathlib import Path
 from bench.common import machine, write_results
 from combee_core.llm.paraphrase import paraphrase
 from combee_core.playbook import is_near_duplicate, is_paraphrase
-from combee_core.sim.tasks import _GENERIC, build_suite
+from combee_core.sim.suite import GENERIC_TIPS
+from combee_core.sim.tasks import build_suite
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results" / "paraphrase_catch.json"
@@ -45,7 +46,7 @@ def measure(pairs: list[dict]) -> dict:
 
 def simulator_pairs() -> list[dict]:
     suite = build_suite(seed=7)
-    texts = [f.insight for f in suite.families] + [text for _, text in _GENERIC]
+    texts = [f.insight for f in suite.families] + [text for _, text in GENERIC_TIPS]
     pairs = [{"a": paraphrase(t, i), "b": paraphrase(t, j), "same": True}
              for t in texts for i, j in itertools.combinations(range(4), 2)]
     pairs += [{"a": paraphrase(a, i), "b": paraphrase(b, i), "same": False}

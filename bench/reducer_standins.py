@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from combee_core.models import AddOp, Operation, Usage
-from combee_core.playbook.embedding import embedder_from
+from combee_core.playbook.embedding_models import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings

@@ -5,10 +5,12 @@
 
 The reducer's own code path, in process, without Kafka and without an LLM decision: a deliberately naive model ADDs
 every wording it reads, verbatim (support 1); the wordings of all lessons are shuffled (seeded) into batches of
-``--batch`` ADDs, split over ``--k`` partials; each batch goes through ``reduce_through_scan`` with the
-deterministic merge (a group it cannot merge, a conflict, falls back to the union of its children: no reducer
-call) and ``build_version``, as ``combee_core.processors.reducer`` does. Judges: ``lexical`` (``embedding_model=
-none``), ``static`` (the static model) and ``semantic`` (the offline default, all-MiniLM-L6-v2).
+``--batch`` ADDs, split over ``--k`` partials; each batch goes through a round's reduce (``combee_core.method``:
+the reducer stage's processor at the production defaults, fan-in 6, the deterministic merge, the caps), where a
+group the merge cannot settle, a conflict, is answered by the union of its children (the naive model's reducer
+call). Judges: ``lexical`` (``embedding_model=none``), ``static`` (the static model) and ``semantic`` (the offline
+default, all-MiniLM-L6-v2). Before the third session this harness called the scan and ``build_version`` by hand
+with fan-in 32 and no caps (docs/benchmarks.md, "Benchmarks through method.py").
 
 ``semantic+reader``: the path a real reducer model takes (``combee_core.playbook.uncertain``): pairs the judge calls
 one lesson by closeness in meaning alone go to the reducer call, whose verdict stands. No LLM runs here: the call is
@@ -27,19 +29,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import random
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
 from bench.common import machine, write_results
+from combee_core.method import Method
 from combee_core.models import AddOp, DeleteOp, Operation, PartialUpdate, TagOp, Usage
 from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
-from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds
-from combee_core.reduce.deterministic_merge import merge_contested, merge_without_conflict
-from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
+from combee_core.processors.reducer import Reducer, ReducerConfig
+from combee_core.reduce.reduction import ReduceOutcome
+from combee_core.settings import CombeeSettings
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results" / "semantic_pipeline.json"
@@ -92,30 +97,44 @@ class OracleReader:
         return ReduceOutcome(operations=out, usage=Usage(calls=1), latency_s=0.0)
 
 
-async def learn(playbook: Playbook, adds: list[AddOp], k: int, judge: Judge | None, batch_id: int,
+class NaiveModel:
+    """The model of this harness: it never reflects or aggregates (the ADDs are given), and a reducer call answers
+    the union of its children, or what ``reader`` reads (``semantic+reader``)."""
+
+    def __init__(self, reader: OracleReader | None = None) -> None:
+        self.reader = reader
+
+    async def reflect(self, trace, playbook_text=None):  # type: ignore[no-untyped-def]
+        raise NotImplementedError("the ADDs of this harness are given, not reflected")
+
+    aggregate = reflect
+
+    async def reduce(self, partials, context=""):  # type: ignore[no-untyped-def]
+        return await (self.reader.reduce if self.reader is not None else _union)([list(p) for p in partials])
+
+
+def method_for(judge: Judge | None, reader: OracleReader | None = None) -> Method:
+    """A round's reduce at the production defaults (``combee_core.method``: fan-in, deterministic merge, caps), with
+    ``judge``'s embedder for curation by meaning (None: lexical) and, with ``reader``, as the reducer stage runs with
+    a real reducer model (``ReducerConfig.ask_reducer``: pairs the judge is unsure of go to the call)."""
+    settings = CombeeSettings.load(env={}, embedding_model="none")
+    config = replace(ReducerConfig.from_settings(settings), ask_reducer=reader is not None)
+    embedder = judge.cache.embedder if isinstance(judge, SemanticJudge) else None
+    return Method(NaiveModel(reader), settings, make_reducer=lambda role: Reducer(config, role, embedder))
+
+
+async def learn(method: Method, adds: list[AddOp], k: int, batch_id: int,
                 reader: OracleReader | None = None) -> Playbook:  # reader: anything with reduce/playbook
-    """One batch: ``adds`` spread over ``k`` partials, merged and applied like the reducer does (with ``reader``:
-    like the reducer stage with a real model, ``ReducerConfig.ask_reducer``)."""
+    """One batch: ``adds`` spread over ``k`` partials, reduced and applied by the round's reduce
+    (``Method.reduce``, the reducer stage's processor)."""
+    playbook = method.playbook("bench")
     children = [adds[i::k] for i in range(k)]
     children = [c for c in children if c]
     partials = [_partial(playbook, batch_id, node, len(children), ops) for node, ops in enumerate(children)]
-    if reader is not None and judge is not None:
+    if reader is not None:
         reader.playbook = playbook
-        contesting, inner = UncertainJudge.contesting(judge), judge
-
-        def read(groups):  # type: ignore[no-untyped-def]
-            return contest_uncertain_adds(merge_contested(groups, judge=contesting), playbook.entries, inner)
-
-        leaves = [list(c) for c in children] + ([[]] if len(children) == 1 else [])  # as the reducer stage does
-        scan = await reduce_through_scan(leaves, 32, reader.reduce, merge=read)
-        return build_version(playbook, partials, scan, published_at=NOW,
-                             judge=UncertainJudge.trusting(judge)).playbook
-
-    def merge(groups):  # type: ignore[no-untyped-def]
-        return merge_without_conflict(groups, judge=judge)
-
-    scan = await reduce_through_scan([list(c) for c in children], 32, _union, merge=merge)
-    return build_version(playbook, partials, scan, published_at=NOW, judge=judge).playbook
+    await method.reduce(partials, None, now=NOW)
+    return method.playbook("bench")
 
 
 def _reader(data: dict, judge: Judge | None, name: str) -> OracleReader | None:
@@ -137,10 +156,11 @@ async def entries_per_lesson(data: dict, judge: Judge | None, batch: int, k: int
     random.Random(seed).shuffle(wordings)
     # each wording in one of three sections, by its position: rewordings of a lesson land in different sections
     sections = {text: f"section{i % 3}" for i, text in enumerate(lessons)}
-    playbook = Playbook.empty("bench")
+    method = method_for(judge, reader)
+    playbook = method.playbook("bench")
     for batch_id, start in enumerate(range(0, len(wordings), batch)):
         adds = [AddOp(section=sections[t], content=t) for t in wordings[start:start + batch]]
-        playbook = await learn(playbook, adds, k, judge, batch_id, reader)
+        playbook = await learn(method, adds, k, batch_id, reader)
     per_lesson: dict[str, int] = {}
     for entry in playbook.entries:  # a real model may reword an ADD: "?" (not one of the set's wordings)
         per_lesson[lessons.get(entry.content, "?")] = per_lesson.get(lessons.get(entry.content, "?"), 0) + 1
@@ -159,12 +179,12 @@ async def corrections(data: dict, judge: Judge | None, wrong_support: int, corre
     out = []
     for i, item in enumerate(data.get("corrections", [])):
         reader = make_reader() if make_reader is not None else _reader(data, judge, name)
-        playbook = Playbook.empty("bench")
-        playbook = await learn(playbook, [AddOp(section="rules", content=item["rule"], support=wrong_support)], 1,
-                               judge, 0, reader)
+        method = method_for(judge, reader)
+        playbook = await learn(method, [AddOp(section="rules", content=item["rule"], support=wrong_support)], 1, 0,
+                               reader)
         before = playbook.entries[0]
-        playbook = await learn(playbook, [AddOp(section="rules", content=item["correction"],
-                                                support=correction_support)], 1, judge, 1, reader)
+        playbook = await learn(method, [AddOp(section="rules", content=item["correction"],
+                                              support=correction_support)], 1, 1, reader)
         after = playbook.get(before.entry_id)
         out.append({"rule": item["rule"], "correction": item["correction"],
                     "wrong_rule_counters_grew": after is not None and after.helpful > before.helpful,
@@ -206,6 +226,8 @@ def main() -> None:
     parser.add_argument("--out", default=RESULTS.name, help="results file name under bench/results")
     add_batch_args(parser)
     args = parser.parse_args()
+    # versions are built here without batch manifests (no traces), which the reducer warns of once per version
+    logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
     results = asyncio.run(main_async(args))
     print(f"batches of {args.batch} ADDs over k={args.k} partials, seed {args.seed}; corrections: wrong rule support "
           f"{args.wrong_support}, correction support {args.correction_support}")

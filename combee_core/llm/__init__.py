@@ -1,40 +1,7 @@
-"""The LLM layer: role prompts, output parsing, the three roles over litellm, and the offline simulator.
+"""The LLM layer: the three roles over litellm (``roles``, ``config``, ``provider``), their prompts and the parsing of
+their answers (``prompts``, ``parsing``), and the offline simulator (``simulator``, ``sim_calls``, ``honest``).
 
-Importing ``combee_core.llm`` (or its ``prompts``, ``parsing``, ``simulator`` and ``errors`` modules) does not import
-litellm; ``LLMRoles`` imports it when created (unless it is given a ``responder``), and
-``combee_core.llm.provider`` imports it.
+A name is imported from the module that defines it (``tests/unit/test_import_homes.py``). Importing a module of
+this package does not import litellm but ``combee_core.llm.provider``; ``LLMRoles`` imports it when created (unless
+it is given a ``responder`` or every role runs on the simulator).
 """
-
-from combee_core.llm.config import LLMConfig, RoleConfig
-from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, PromptTooLarge
-from combee_core.llm.roles import (
-    LLMReply,
-    LLMRequest,
-    LLMRoles,
-    RoleResult,
-    call_key,
-    reflection_id_for,
-    register_offline_providers,
-)
-from combee_core.llm.simulator import SimulatorConfig, extract_lessons, format_lesson
-from combee_core.models import CallRecord
-
-__all__ = [
-    "CallRecord",
-    "LLMCallError",
-    "LLMConfig",
-    "LLMError",
-    "LLMOutputError",
-    "PromptTooLarge",
-    "LLMReply",
-    "LLMRequest",
-    "LLMRoles",
-    "RoleConfig",
-    "RoleResult",
-    "SimulatorConfig",
-    "call_key",
-    "extract_lessons",
-    "format_lesson",
-    "reflection_id_for",
-    "register_offline_providers",
-]

@@ -11,14 +11,25 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from combee_core.sim.instances import instance_kind
 from combee_core.sim.sim_registry import TextRegistry, registry_for
-from combee_core.sim.tasks import SECTIONS
+from combee_core.sim.suite import SECTIONS
 
-if TYPE_CHECKING:
-    from combee_core.llm.simulator import SimulatorConfig
+
+class SuiteSeeds(Protocol):
+    """What honest mode reads of the simulator's settings (``combee_core.llm.simulator.SimulatorConfig``): the run's
+    seed, and the task suite its traces come from."""
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def suite_seed(self) -> int: ...
+
+    @property
+    def suite_families(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,7 @@ def feedback_kind(registry: TextRegistry, family_id: str, feedback: str) -> int:
     return kind
 
 
-def honest_insights(trace: dict[str, Any], config: SimulatorConfig, model: HonestReflector = HONEST) -> list[
+def honest_insights(trace: dict[str, Any], config: SuiteSeeds, model: HonestReflector = HONEST) -> list[
     dict[str, str]
 ]:
     """The insights the honest reflector states for one trace (see the module docstring)."""

@@ -35,7 +35,7 @@ try:  # litellm's marker for its own nested calls: no success/failure logging pa
 except ImportError:  # another litellm layout: its logging then simply runs
     _litellm_internal_call = None  # type: ignore[misc,assignment]
 
-from combee_core.llm.sim_calls import sim_cost
+from combee_core.llm.sim_calls import litellm_callbacks_configured, sim_cost
 from combee_core.llm.simulator import (
     DEFAULT_MODEL,
     HIDDEN_PARAM,
@@ -83,15 +83,6 @@ def register_offline_providers(models: Iterable[str] = ()) -> None:
             litellm.register_model(missing)
 
 
-def litellm_callbacks_configured() -> bool:
-    """Whether anyone registered litellm logging callbacks (Langfuse, OpenTelemetry, a ``CustomLogger``...)."""
-    return any(
-        getattr(litellm, name, None)
-        for name in ("callbacks", "input_callback", "success_callback", "failure_callback", "service_callback",
-                     "_async_input_callback", "_async_success_callback", "_async_failure_callback")
-    )
-
-
 @contextlib.contextmanager
 def litellm_logging_skipped() -> Iterator[None]:
     """Within this block, ``litellm.acompletion`` skips its per-call logging (the standard logging payload, built
@@ -99,7 +90,7 @@ def litellm_logging_skipped() -> Iterator[None]:
     call itself (``CallRecord``). The response is still priced (``_hidden_params["response_cost"]``). With a
     callback configured, nothing changes. Uses litellm's own marker for its nested calls (a private module; when it
     is absent, logging runs as before). Tasks created inside the block keep the setting."""
-    if _litellm_internal_call is None or litellm_callbacks_configured():
+    if _litellm_internal_call is None or litellm_callbacks_configured(litellm):
         yield
         return
     token = _litellm_internal_call.set(True)

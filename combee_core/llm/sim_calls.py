@@ -72,12 +72,18 @@ async def answer_simulated(role: str, model: str, messages: Sequence[dict[str, A
     return SimulatedAnswer(reply, time.perf_counter() - started, config.mode)
 
 
+LITELLM_CALLBACK_LISTS = ("callbacks", "input_callback", "success_callback", "failure_callback", "service_callback",
+                          "_async_input_callback", "_async_success_callback", "_async_failure_callback")
+"""litellm's module-level lists of logging callbacks (Langfuse, OpenTelemetry, a ``CustomLogger``...)."""
+
+
+def litellm_callbacks_configured(litellm: Any) -> bool:
+    """Whether anyone registered a logging callback with the loaded ``litellm`` module."""
+    return any(getattr(litellm, name, None) for name in LITELLM_CALLBACK_LISTS)
+
+
 def litellm_callbacks_watch() -> bool:
     """Whether litellm is loaded in this process with a logging callback configured (then simulated calls go
     through it too, so the callback sees every call). Never imports litellm itself."""
-    if "litellm" not in sys.modules:
-        return False
-    # litellm is already loaded, so this import is cheap; done here so that a process without it never loads it
-    from combee_core.llm.provider import litellm_callbacks_configured
-
-    return litellm_callbacks_configured()
+    litellm = sys.modules.get("litellm")
+    return litellm is not None and litellm_callbacks_configured(litellm)

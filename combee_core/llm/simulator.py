@@ -8,7 +8,6 @@ The synthetic task suite writes the lessons a reflection can recover into the tr
 :func:`format_lesson`; :func:`extract_lessons` reads them back::
 
     LESSON[formulas]: Use SUMIFS, not SUMIF, when there are two criteria.
-    GENERIC[general]: Check the units of every input before computing.
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from combee_core import limits
 from combee_core.errors import CombeeError
 from combee_core.llm import sim_judge
+from combee_core.llm.copy_controls import CONTROLS
 from combee_core.llm.paraphrase import meaning_key, paraphrase
 from combee_core.llm.prompts import read_data_block
 
@@ -205,11 +205,11 @@ def simulate_reflection(data: dict[str, Any], config: SimulatorConfig | None = N
     trace = data.get("trace") or {}
     trace_id = str(trace.get("trace_id", ""))
     if config.reflection == "honest":
-        from combee_core.llm import honest  # only honest mode loads the registry
-        insights = honest.honest_insights(trace, config)
-    elif config.reflection != "lessons":
-        from combee_core.llm.copy_controls import CONTROLS
+        # only honest mode loads the registry: curation imports this module (tests/unit/test_honest_mode.py); no cycle
+        from combee_core.llm.honest import honest_insights  # (honest.py never imports this module)
 
+        insights = honest_insights(trace, config)
+    elif config.reflection != "lessons":
         insights = CONTROLS[config.reflection](trace)
     else:
         insights = []

@@ -11,6 +11,7 @@
   ``ollama/nomic-embed-text``, ...), with the LLM's api base and key.
 
 Vectors are unit-normalised rows, so a cosine is a dot product. :class:`EmbeddingCache` keeps one vector per text.
+Which embedder a setting names: :mod:`~combee_core.playbook.embedding_models`.
 """
 
 from __future__ import annotations
@@ -119,22 +120,6 @@ class LiteLLMEmbedder:
         return _normalise_rows(np.array([item["embedding"] for item in data], dtype=np.float32))
 
 
-def make_embedder(model: str, *, api_base: str | None = None, api_key: str | None = None,
-                  timeout_s: float = 60.0) -> Embedder:
-    """The embedder a setting names: an offline model for ``combee-onnx/...`` or ``combee-static/...``, else
-    litellm."""
-    from combee_core.playbook.onnx_embedding import MINILM_MODEL, MiniLMEmbedder
-
-    if model == MINILM_MODEL:
-        return MiniLMEmbedder()
-    if model == STATIC_MODEL:
-        return StaticEmbedder()
-    if model.startswith(("combee-static/", "combee-onnx/")):
-        raise EmbeddingError(f"unknown offline embedding model {model!r}; the ones shipped are {MINILM_MODEL!r} "
-                             f"and {STATIC_MODEL!r}")
-    return LiteLLMEmbedder(model, api_base=api_base, api_key=api_key, timeout_s=timeout_s)
-
-
 class EmbeddingCache:
     """One vector per distinct text, computed once (missing texts in one batched call) and kept until dropped.
 
@@ -178,12 +163,3 @@ class EmbeddingCache:
 
     def __len__(self) -> int:
         return len(self._vectors)
-
-
-def embedder_from(settings: Any) -> Embedder | None:
-    """The embedder ``settings.embedding_model`` names (``CombeeSettings``), or None for ``none`` (lexical)."""
-    model: str = settings.embedding_model
-    if model.lower() == "none":
-        return None
-    key = settings.llm_api_key.get_secret_value() if settings.llm_api_key is not None else None
-    return make_embedder(model, api_base=settings.llm_api_base, api_key=key, timeout_s=settings.llm_timeout_s)

@@ -35,23 +35,19 @@ what it no longer reads: the rules, and why a run decides and requests exactly a
 from __future__ import annotations
 
 from itertools import takewhile
-from typing import TYPE_CHECKING
 
-from combee_core.processors.promoter_resume import floors
-
-if TYPE_CHECKING:
-    from combee_core.models import EvalResult
-    from combee_core.processors.promoter import Promoter
+from combee_core.models import EvalResult
+from combee_core.processors.promoter_resume import PromoterState, floors
 
 
-def summarise_complete(promoter: Promoter, result: EvalResult) -> None:
+def summarise_complete(promoter: PromoterState, result: EvalResult) -> None:
     """Keep only the score of a content once every task of its playbook's held-out set has its result."""
     held_out = promoter.held_out.get(result.playbook_id)
     if held_out is not None and promoter.cache.summarise(result.digest, held_out[1]):
         promoter.forget_requests(result.digest)
 
 
-def prune_below_floors(promoter: Promoter, playbook_id: str) -> None:
+def prune_below_floors(promoter: PromoterState, playbook_id: str) -> None:
     """Drop the playbook's costs and reflection usage below its floors. Both are read in number order (the gates
     accept contiguous numbers), so the dropped ones are at the front: amortised O(1)."""
     floor = floors(promoter, playbook_id)

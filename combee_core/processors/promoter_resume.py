@@ -58,14 +58,44 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from combee_core.log_order import ResumePoints
-from combee_core.models import EvalResult, entries_digest
+from combee_core.models import EvalResult, PlaybookVersion, TaskSetVersion, Usage, entries_digest
+from combee_core.promote.improvement_cost import CandidateCost
+from combee_core.promote.promotion import PromotionLedger
+from combee_core.promote.score_cache import SummarisedScoreCache
+from combee_core.promote.task_sets import PinnedTask
 from combee_core.topology import Topic
 
-if TYPE_CHECKING:
-    from combee_core.processors.promoter import Promoter
+
+class PromoterState(Protocol):
+    """What the resume rules and the memory rules (``promoter_memory``) read of a promoter's state: the attributes
+    of :class:`combee_core.processors.promoter.Promoter` (which builds on both modules, so they name its state
+    through this interface, not its class)."""
+
+    @property
+    def ledger(self) -> PromotionLedger: ...
+
+    @property
+    def candidates(self) -> dict[str, dict[int, PlaybookVersion]]: ...
+
+    @property
+    def costs(self) -> dict[str, dict[int, tuple[CandidateCost, int]]]: ...
+
+    @property
+    def digests(self) -> dict[str, dict[int, str]]: ...
+
+    @property
+    def held_out(self) -> dict[str, tuple[TaskSetVersion, tuple[PinnedTask, ...]]]: ...
+
+    @property
+    def cache(self) -> SummarisedScoreCache: ...
+
+    @property
+    def reflection_usage(self) -> dict[str, dict[int, Usage | None]]: ...
+
+    def forget_requests(self, digest: str | None = None) -> None: ...
 
 
 EMPTY = entries_digest([])
@@ -84,7 +114,7 @@ class Floors:
     """Manifests from this batch id on."""
 
 
-def floors(promoter: Promoter, playbook_id: str) -> Floors:
+def floors(promoter: PromoterState, playbook_id: str) -> Floors:
     ledger = promoter.ledger
     served, decided = ledger.served_version(playbook_id), ledger.last_decided(playbook_id)
     waiting = promoter.candidates.get(playbook_id, {})
@@ -106,7 +136,7 @@ def floors(promoter: Promoter, playbook_id: str) -> Floors:
     return Floors(decision=min(ids, default=None), version=version, batch=batch)
 
 
-def needed_digests(promoter: Promoter) -> set[str]:
+def needed_digests(promoter: PromoterState) -> set[str]:
     """The contents whose held-out results a decision still rests on: per playbook the served one, the one in
     canary and the undecided candidates'."""
     ledger = promoter.ledger
@@ -122,7 +152,7 @@ def needed_digests(promoter: Promoter) -> set[str]:
     return needed
 
 
-def droppable_digests(promoter: Promoter) -> set[str]:
+def droppable_digests(promoter: PromoterState) -> set[str]:
     """Contents known to be decided candidates' (or the empty version 0) and not needed (:func:`needed_digests`):
     their results can be skipped by a restart."""
     decided: set[str] = set()
@@ -148,7 +178,7 @@ class ResumeTracker:
     count (``ResumePoints``, dropped below each playbook's :func:`floors`), and for ``eval-results`` the offset of
     each content's first result."""
 
-    def __init__(self, promoter: Promoter) -> None:
+    def __init__(self, promoter: PromoterState) -> None:
         self.promoter = promoter
         self.points = {topic: ResumePoints() for topic in NUMBERED_LOGS}
         self.first_at: dict[str, int] = {}
@@ -174,7 +204,7 @@ class ResumeTracker:
         return first_results_resume(self.first_at, position, droppable_digests(self.promoter).__contains__)
 
 
-def canary_floor(promoter: Promoter, playbook_id: str) -> int:
+def canary_floor(promoter: PromoterState, playbook_id: str) -> int:
     """The lowest version whose traces a canary verdict of the playbook can still count: the one in canary, else the
     next undecided candidate (its canary's first trace may come before its decision, from an agent running it)."""
     canary = promoter.ledger.canary(playbook_id)

@@ -75,6 +75,8 @@ class ReducerConfig:
     ask_reducer: bool = False
     """Lessons the judge calls one by closeness in meaning alone go to the reducer call, whose verdict stands
     (:mod:`combee_core.playbook.uncertain`): on when a real LLM answers the reducer role."""
+    paraphrases: bool = True
+    """An ADD that paraphrases an entry reinforces it (``build_version``); off only to measure (``bench.learning``)."""
 
     @classmethod
     def from_settings(cls, settings: CombeeSettings) -> ReducerConfig:
@@ -255,7 +257,8 @@ class Reducer:
             apply_judge = UncertainJudge.trusting(judge, kept_pairs(playbook.entries, kept, scan.operations))
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
-                              min_evidence=self.config.min_evidence, judge=apply_judge, bounded=[*bounded, *guarded],
+                              min_evidence=self.config.min_evidence, paraphrases=self.config.paraphrases,
+                              judge=apply_judge, bounded=[*bounded, *guarded],
                               rolling_share=self.config.rolling_share, rolling_versions=self.config.rolling_versions,
                               demotion_sd=self.config.demotion_sd)
         record = built.record

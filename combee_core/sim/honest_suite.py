@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from combee_core.models import PlaybookEntry
 from combee_core.sim.instances import InstanceKind, instance_line
 from combee_core.sim.sim_registry import TextRegistry, registry_for
-from combee_core.sim.tasks import Task, TaskSuite
+from combee_core.sim.suite import Task, TaskSuite
 
 BOTH_P = 0.5
 """Success probability with both a right and an opposite statement: the agent follows either with equal chance."""

@@ -9,6 +9,7 @@ it.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from functools import lru_cache
 from typing import Literal
 
 from combee_core.errors import CombeeError
-from combee_core.sim.tasks import HARMFUL_ACTION, RuleFamily, build_suite
+from combee_core.sim.suite import HARMFUL_ACTION, RuleFamily, build_families
 from combee_core.sim.wordings import ACTION_PHRASINGS, GENERIC_PHRASINGS, HINTS, STRUCTURES, SUBJECT_PHRASINGS
 
 _SPACES = re.compile(r"\s+")
@@ -119,5 +120,6 @@ def build_registry(families: Sequence[RuleFamily]) -> TextRegistry:
 
 @lru_cache(maxsize=8)
 def registry_for(suite_seed: int, families: int) -> TextRegistry:
-    """The registry of ``build_suite(families, seed=suite_seed)`` (pure; cached because it is rebuilt per call)."""
-    return build_registry(build_suite(families, seed=suite_seed).families)
+    """The registry of the families of ``build_suite(families, seed=suite_seed)`` (pure; cached because it is rebuilt
+    per call)."""
+    return build_registry(build_families(families, random.Random(suite_seed)))

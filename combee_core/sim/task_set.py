@@ -4,7 +4,7 @@ demo register on ``task-sets``, so the promoter scores the suite as it scores an
 from __future__ import annotations
 
 from combee_core.models import HeldOutTask
-from combee_core.sim.tasks import TaskSuite
+from combee_core.sim.suite import TaskSuite
 
 SUITE_SET = "suite"
 """The name of the suite's task set (the default pin, ``COMBEE_HELD_OUT_SETS=*=suite``)."""

@@ -14,105 +14,13 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Literal
 
+from combee_core.llm.paraphrase import meaning_key
+from combee_core.llm.simulator import format_lesson
 from combee_core.models import PlaybookEntry, Trace
-
-SECTIONS = ("arithmetic", "units", "dates", "formatting", "lookup", "tools")
-
-_SUBJECTS = (
-    "invoice totals", "percent changes", "compound interest", "unit prices", "currency conversion", "tax rates",
-    "fiscal quarters", "leap years", "time zones", "date ranges", "rounding", "thousands separators",
-    "negative numbers", "ratios", "averages", "medians", "table lookups", "missing values", "API pagination",
-    "retry limits", "file paths", "CSV headers", "sorting order", "string casing", "null checks", "ID formats",
-    "weekday names", "month lengths", "basis points", "significant figures", "scientific notation", "ranges",
-)
-_ACTIONS = (
-    "apply the discount before the tax", "divide by the earlier value, not the later one",
-    "convert to the same unit first",
-    "count the end date as included", "keep two decimal places", "read the header row before the data",
-    "use the last page token until it is empty", "normalise to UTC before comparing", "state the unit in the answer",
-    "treat an empty cell as missing, not zero", "sort ascending unless told otherwise", "quote paths with spaces",
-)
-_GENERIC = (
-    ("tools", "Re-read the question before answering."),
-    ("formatting", "Double-check the final answer's format."),
-    ("arithmetic", "Show intermediate steps when computing."),
-    ("lookup", "Prefer the most specific source available."),
-)
-
-
-HARMFUL_ACTION = "skip the check and guess the answer"
-"""The wrong rule every family can be taught by a misleading feedback source (``misleading_trace``)."""
-
-
-@dataclass(frozen=True)
-class HonestFeedback:
-    """Honest mode's environment (``docs/simulator.md``, "Feedback is about the task instance"): what a failed run's
-    feedback says besides ``Wrong answer for <task>.`` -- this instance's expected and given answer, which of its
-    checks failed, or nothing more. Never a wording of the rule."""
-
-    expected: float = 0.25
-    check: float = 0.35
-    noisy_citations: bool = False
-    """Agents' ``used_entries`` leave out each used entry with ``cite_omit`` and cite an unused one with
-    ``cite_spurious`` per run (docs/simulator.md, "Agents that cite wrongly, and a wrong grader")."""
-    cite_omit: float = 0.2
-    cite_spurious: float = 0.1
-    misleading_families: tuple[str, ...] = ()
-    """Families whose failed runs, during the first ``misleading_passes`` passes, get a wrong grader's feedback."""
-    misleading_passes: int = 1
-    cite_followed: bool = False
-    """An agent holding both a family's rule and its opposite follows one side (chance 1/2), succeeds as with that
-    side alone and cites that side's entries (docs/simulator.md, "An agent holding both rules cites the one it
-    followed")."""
-
-
-@dataclass(frozen=True)
-class RuleFamily:
-    """A family of tasks that share one needed insight."""
-
-    family_id: str
-    section: str
-    insight: str
-    base_p: float
-
-    @property
-    def harmful_insight(self) -> str:
-        """The family's harmful rule: an agent following it does worse than with no playbook."""
-        return self.insight.split("), ")[0] + f"), {HARMFUL_ACTION}."
-
-
-@dataclass(frozen=True)
-class Task:
-    task_id: str
-    family_id: str
-    prompt: str
-
-
-@dataclass(frozen=True)
-class TaskSuite:
-    """Families, and the pinned split of their tasks."""
-
-    families: tuple[RuleFamily, ...]
-    train: tuple[Task, ...]
-    held_out: tuple[Task, ...]
-    with_insight_p: float
-    generic_rate: float
-    seed: int
-    harmful_p: float = 0.05
-    """Success probability of a family's task when the playbook holds the family's harmful rule (whatever else)."""
-    honest: HonestFeedback | None = None
-    """Honest mode: feedback from :class:`HonestFeedback`, and entries scored by what they state
-    (``combee_core.sim.honest_suite``); None: the default mode (``LESSON`` lines, scored by the rule's text)."""
-
-    def family(self, family_id: str) -> RuleFamily:
-        return self._by_id()[family_id]
-
-    def _by_id(self) -> dict[str, RuleFamily]:
-        return {f.family_id: f for f in self.families}
+from combee_core.sim.suite import GENERIC_TIPS, HonestFeedback, RuleFamily, Task, TaskSuite, build_families
 
 
 def build_suite(
@@ -131,13 +39,7 @@ def build_suite(
     ``feedback="honest"``: honest mode's feedback and scoring (the families, rules and split are the same), with
     ``honest`` (default ``HonestFeedback()``) as its environment."""
     rng = random.Random(seed)
-    built = []
-    for index in range(families):
-        family_id = f"R{index:02d}"
-        subject = _SUBJECTS[index % len(_SUBJECTS)]
-        action = _ACTIONS[rng.randrange(len(_ACTIONS))]
-        insight = f"For {subject} ({family_id}), {action}."
-        built.append(RuleFamily(family_id, SECTIONS[index % len(SECTIONS)], insight, rng.uniform(*base_p_range)))
+    built = build_families(families, rng, base_p_range)
     train: list[Task] = []
     held_out: list[Task] = []
     for family in built:
@@ -155,8 +57,6 @@ def holds_insight(family: RuleFamily, entries: Iterable[PlaybookEntry], *, harmf
     """Entry id of an entry carrying the family's insight (its rule id and wording, or one of the simulator's
     paraphrases of it: an agent understands a reworded rule), or None; with ``harmful``, of an entry carrying the
     family's harmful rule."""
-    from combee_core.llm.paraphrase import meaning_key
-
     rule = family.harmful_insight if harmful else family.insight
     wanted = " ".join(rule.lower().split())
     wanted_key = meaning_key(rule)
@@ -174,6 +74,8 @@ def success_probability(suite: TaskSuite, task: Task, entries: Sequence[Playbook
     family's insight, else the family's base probability. Honest mode: by what the entries state
     (:func:`combee_core.sim.honest_suite.success_probability`)."""
     if suite.honest is not None:
+        # only honest mode loads its registry: the built-in evaluator (a processor) imports this module, and
+        # curation never loads the registry (tests/unit/test_honest_mode.py); honest_suite never imports this module
         from combee_core.sim import honest_suite
 
         return honest_suite.success_probability(suite, task, entries)
@@ -216,13 +118,11 @@ def run_task(
     created_at: datetime | None = None,
 ) -> Trace:
     """Simulate one agent run and return its trace (deterministic for its arguments)."""
-    from combee_core.llm.simulator import format_lesson
-
     family = suite.family(task.family_id)
     p = success_probability(suite, task, entries)
     followed: Sequence[PlaybookEntry] = entries
     if suite.honest is not None and suite.honest.cite_followed:
-        from combee_core.sim import honest_suite
+        from combee_core.sim import honest_suite  # only honest mode loads its registry (success_probability)
 
         p, followed = honest_suite.followed_side(suite, task, entries, run_seed=run_seed, attempt=attempt,
                                                  version=playbook_version)
@@ -230,7 +130,7 @@ def run_task(
     feedback_lines = ["Correct." if success else f"Wrong answer for {task.task_id}."]
     extra: dict[str, str] = {}
     if suite.honest is not None:
-        from combee_core.sim import honest_suite
+        from combee_core.sim import honest_suite  # only honest mode loads its registry (success_probability)
 
         used: str | None = honest_suite.cited_entries(suite, task, followed, run_seed=run_seed, attempt=attempt,
                                                       version=playbook_version, playbook=entries)
@@ -242,7 +142,7 @@ def run_task(
         if not success:
             feedback_lines.append(format_lesson(family.section, family.insight))
     if suite.honest is None and _unit(run_seed, task.task_id, attempt, "generic") < suite.generic_rate:
-        section, text = _GENERIC[int(_unit(run_seed, task.task_id, attempt, "which") * len(_GENERIC))]
+        section, text = GENERIC_TIPS[int(_unit(run_seed, task.task_id, attempt, "which") * len(GENERIC_TIPS))]
         feedback_lines.append(format_lesson(section, text, generic=True))
     trace_id = f"{playbook_id}-{agent_id}-{task.task_id}-{attempt}"
     return Trace(
@@ -280,8 +180,6 @@ def misleading_trace(
 ) -> Trace:
     """A failed run whose feedback states the family's *harmful* rule (``LESSON[section]: <harmful rule>``): what a
     wrong grader or a misleading user would write. The simulated reflector learns it like any lesson."""
-    from combee_core.llm.simulator import format_lesson
-
     family = suite.family(task.family_id)
     return Trace(
         trace_id=f"{playbook_id}-{agent_id}-{task.task_id}-{attempt}-misled",

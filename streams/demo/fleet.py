@@ -23,7 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from combee_core.control.rollout import round_rollout_s
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import Task, TaskSuite, run_task
+from combee_core.sim.suite import Task, TaskSuite
+from combee_core.sim.tasks import run_task
 from streams.broker.profile import BrokerProfile
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer

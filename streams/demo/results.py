@@ -15,7 +15,8 @@ from combee_core.control.delay_model import clock_description, sample_delay
 from combee_core.control.rollout import modelled_task_time_s
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import TaskSuite, expected_accuracy
+from combee_core.sim.suite import TaskSuite
+from combee_core.sim.tasks import expected_accuracy
 from streams.demo.fleet import FleetMode, FleetReport
 
 

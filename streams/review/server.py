@@ -20,7 +20,8 @@ from multidict import MultiDictProxy
 
 from combee_core.errors import CombeeError
 from combee_core.models import utc_now
-from combee_core.playbook.embedding import Embedder, EmbeddingCache, embedder_from
+from combee_core.playbook.embedding import Embedder, EmbeddingCache
+from combee_core.playbook.embedding_models import embedder_from
 from combee_core.playbook.meaning import Judge
 from combee_core.serve.doors import PAGE_HEADERS
 from combee_core.serve.review import ReviewInputError, make_decision, review_on

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from combee_core.llm import LLMConfig, LLMError, LLMRoles
+from combee_core.llm.config import LLMConfig
+from combee_core.llm.errors import LLMError
+from combee_core.llm.roles import LLMRoles
 from combee_core.settings import CombeeSettings
 from streams.local_model.server import LocalModelServer
 from streams.topology.pipeline import InProcessPipeline

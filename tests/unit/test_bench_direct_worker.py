@@ -3,7 +3,8 @@ minus litellm: the same answers, call records and costs, so the difference betwe
 
 from bench.direct_worker import simulator_responder
 from bench.throughput import SETTINGS, many_traces
-from combee_core.llm import LLMConfig, LLMRoles
+from combee_core.llm.config import LLMConfig
+from combee_core.llm.roles import LLMRoles
 from combee_core.settings import CombeeSettings
 
 

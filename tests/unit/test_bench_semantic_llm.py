@@ -2,10 +2,9 @@
 an unparseable answer counted and retried, a call that fails for good replaced by the union of its children."""
 
 from bench.semantic_llm import CallLog, LLMReader
-from combee_core.llm import LLMConfig, LLMRoles
-from combee_core.llm.config import RoleConfig
+from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.prompts import read_data_block
-from combee_core.llm.roles import LLMReply, LLMRequest
+from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
 from combee_core.models import AddOp
 from combee_core.playbook import Playbook
 from combee_core.playbook.operations import apply_operations

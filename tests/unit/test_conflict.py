@@ -15,7 +15,8 @@ from combee_core.models import AddOp, PlaybookEntry
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.challenges import entry_evidence
 from combee_core.playbook.conflict import conflict_reason
-from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, make_embedder
+from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
+from combee_core.playbook.embedding_models import make_embedder
 from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.playbook.onnx_embedding import MINILM_MODEL, MINILM_SAME_MEANING, MiniLMEmbedder
 from combee_core.settings import CombeeSettings

@@ -7,8 +7,7 @@ from datetime import UTC, datetime
 
 import orjson
 
-from combee_core.llm import LLMRoles
-from combee_core.llm.roles import LLMReply, LLMRequest
+from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
 from combee_core.models import PlaybookEntry, Reflection, Trace
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Count

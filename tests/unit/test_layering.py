@@ -1,6 +1,7 @@
 """The layout of ``streams/`` holds (docs/architecture.md, "Layers"): each package imports only the layers below it,
-no module imports itself back through a cycle, and every ``streams.*`` import names a module of this tree. Read from
-the source (ast), so it covers imports inside functions and under ``TYPE_CHECKING`` as well."""
+no module of ``streams`` or of ``combee_core`` imports itself back through a cycle, and every ``streams.*`` import
+names a module of this tree. Read from the source (ast), so it covers imports inside functions and under
+``TYPE_CHECKING`` as well."""
 
 from __future__ import annotations
 
@@ -123,6 +124,17 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_no_import_cycles_between_streams_modules(graph):
     """A package's ``__init__`` importing its own modules is not a cycle unless one imports the package back."""
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
+
+
+def test_no_import_cycles_between_combee_core_modules():
+    """The same rule for the pure core, function-local and ``TYPE_CHECKING`` imports included (a cycle kept alive by
+    one is still a cycle): the simulator (``llm/simulator.py``, ``llm/honest.py``, ``sim/``) builds on the roles'
+    modules and the task suite's model (``sim/suite.py``), never the reverse; a processor's helpers name its state
+    through an interface (``processors/promoter_resume.PromoterState``), not its class; the embedder a setting names
+    is chosen above the embedders (``playbook/embedding_models.py``)."""
+    core = {_module_name(path): path for path in sorted((ROOT / "combee_core").rglob("*.py"))}
+    graph = {name: _imports(name, path, set(core)) for name, path in core.items()}
     assert _cycle(graph) is None, " -> ".join(_cycle(graph) or [])
 
 

@@ -15,8 +15,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from combee_core.llm import CallRecord, LLMCallError, LLMConfig, LLMError, LLMOutputError, LLMRoles
-from combee_core.models import Reflection, Trace
+from combee_core.llm.config import LLMConfig
+from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError
+from combee_core.llm.roles import LLMRoles
+from combee_core.models import CallRecord, Reflection, Trace
 from combee_core.settings import CombeeSettings
 
 

@@ -6,7 +6,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.llm import CallRecord, LLMCallError, LLMConfig, LLMError, LLMRoles, RoleConfig, SimulatorConfig
+from combee_core.llm.config import LLMConfig, RoleConfig
+from combee_core.llm.errors import LLMCallError, LLMError
 from combee_core.llm.record import (
     CallIndex,
     CallStore,
@@ -15,8 +16,9 @@ from combee_core.llm.record import (
     ReplayResponder,
     parse_call_lines,
 )
-from combee_core.llm.simulator import format_lesson
-from combee_core.models import Trace
+from combee_core.llm.roles import LLMRoles
+from combee_core.llm.simulator import SimulatorConfig, format_lesson
+from combee_core.models import CallRecord, Trace
 
 FAST = RoleConfig(backoff_s=0.001, max_retries=1)
 

@@ -11,21 +11,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from combee_core.llm import (
-    CallRecord,
-    LLMCallError,
-    LLMConfig,
-    LLMOutputError,
-    LLMReply,
-    LLMRoles,
-    RoleConfig,
-    SimulatorConfig,
-    call_key,
-    format_lesson,
-    reflection_id_for,
-)
-from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN
-from combee_core.models import AddOp, TagOp, Trace, Usage
+from combee_core.llm.config import LLMConfig, RoleConfig
+from combee_core.llm.errors import LLMCallError, LLMOutputError
+from combee_core.llm.roles import LLMReply, LLMRoles, call_key, reflection_id_for
+from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, SimulatorConfig, format_lesson
+from combee_core.models import AddOp, CallRecord, TagOp, Trace, Usage
 from combee_core.settings import CombeeSettings
 
 FAST = RoleConfig(backoff_s=0.001)
@@ -333,7 +323,7 @@ socket.socket.connect = refuse
 socket.socket.connect_ex = refuse
 socket.getaddrinfo = refuse
 from datetime import datetime, timezone
-from combee_core.llm import LLMRoles
+from combee_core.llm.roles import LLMRoles
 from combee_core.models import Trace
 trace = Trace(trace_id="t", playbook_id="pb", playbook_version=0, agent_id="a", task_id="x", input="i", output="o",
               feedback="LESSON[formulas]: Use SUMIFS.", success=False, created_at=datetime.now(timezone.utc))

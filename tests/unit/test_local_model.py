@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from combee_core.llm import LLMConfig
+from combee_core.llm.config import LLMConfig
 from combee_core.settings import CombeeSettings
 from streams.cli import build_parser, main
 from streams.local_model import server as local_model

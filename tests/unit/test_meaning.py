@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from combee_core.models import AddOp, DeleteOp, PlaybookEntry
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.conflict import conflict_reason
-from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, StaticEmbedder, Vectors, make_embedder
+from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, StaticEmbedder, Vectors
+from combee_core.playbook.embedding_models import make_embedder
 from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
 from combee_core.reduce.deterministic_merge import merge_without_conflict
 

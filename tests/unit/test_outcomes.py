@@ -160,7 +160,8 @@ def test_the_aggregator_carries_each_trace_outcome_once_into_its_partial() -> No
 
 
 def test_the_reflector_role_takes_the_outcome_from_the_trace_not_from_the_model() -> None:
-    from combee_core.llm import LLMConfig, LLMRoles, RoleConfig
+    from combee_core.llm.config import LLMConfig, RoleConfig
+    from combee_core.llm.roles import LLMRoles
 
     fast = RoleConfig(backoff_s=0.001)
     trace = _trace(success=True).model_copy(update={"metadata": {"used_entries": "gen-00002, pb/gen-00001, other/x"}})

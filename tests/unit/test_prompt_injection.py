@@ -8,9 +8,12 @@ from datetime import datetime, timezone
 import orjson
 import pytest
 
-from combee_core.llm import LLMConfig, LLMRoles, RoleConfig, SimulatorConfig, format_lesson, prompts
+from combee_core.llm import prompts
+from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
+from combee_core.llm.roles import LLMRoles
 from combee_core.llm.self_reference import about_learning_system
+from combee_core.llm.simulator import SimulatorConfig, format_lesson
 from combee_core.models import AddOp, DeleteOp, PartialUpdate, Trace, Usage
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.reduce.reduction import ScanResult, build_version

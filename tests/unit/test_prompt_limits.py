@@ -79,8 +79,7 @@ def test_property_a_trace_payload_and_context_lines_never_exceed_their_caps(text
 
 
 async def test_a_reflection_tags_only_the_entries_its_agent_used():
-    from combee_core.llm import LLMRoles
-    from combee_core.llm.roles import LLMReply, LLMRequest
+    from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
 
     async def answer(request: LLMRequest) -> LLMReply:
         return LLMReply(text=orjson.dumps({"insights": [], "entry_tags": [
@@ -95,8 +94,9 @@ async def test_a_reflection_tags_only_the_entries_its_agent_used():
 async def test_items_over_the_payload_cap_are_not_sent_and_the_call_fails_with_the_reason():
     import pytest
 
-    from combee_core.llm import LLMConfig, LLMRoles, PromptTooLarge
-    from combee_core.llm.roles import LLMReply, LLMRequest
+    from combee_core.llm.config import LLMConfig
+    from combee_core.llm.errors import PromptTooLarge
+    from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
     from combee_core.models import AddOp
 
     calls: list[LLMRequest] = []

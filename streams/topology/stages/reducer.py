@@ -20,7 +20,7 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
-from combee_core.playbook.embedding import embedder_from
+from combee_core.playbook.embedding_models import embedder_from
 from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
