@@ -13,6 +13,7 @@ from combee_core.batch.batching import ShuffleConfig
 from combee_core.batch.chain_pacing import ChainPacing, batches_waiting
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.batcher import Batcher, BatcherConfig, pacing_of
+from combee_core.processors.controller import Controller
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 
@@ -108,6 +109,19 @@ def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quali
     assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
     with pytest.raises(ValueError, match="at least 1 trace"):
         ChainPacing(0)
+
+
+def test_the_quality_bound_is_160_in_async_fleets_and_100_in_sync_ones_unless_set():
+    """§12e: 160 is the largest batch within 1 point of sequential at fan-in 6; the sync round-time objective keeps
+    100 (docs/architecture.md, "The quality bound")."""
+    load = CombeeSettings.load
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160)
+    assert load(env={}, fleet_mode="async").batch_size_bound == 160
+    assert load(env={}, fleet_mode="sync").batch_size_bound == 100
+    assert load(env={"COMBEE_CONTROLLER_BS_MAX": "120"}, fleet_mode="sync").batch_size_bound == 120
+    assert load(env={}, fleet_mode="async", controller_bs_max=100).batch_size_bound == 100
+    assert Controller(load(env={}, fleet_mode="async", auto_batch_size=True)).stream("pb").bs_max == 160
+    assert Controller(load(env={}, fleet_mode="sync", auto_batch_size=True)).config.bs_max == 100
 
 
 # Events: ("trace", count) -- that many new reflections; ("version",) -- the chain finishes its oldest pending batch;
