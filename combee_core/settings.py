@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.batch.chain_pacing import default_quality_bound
 from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.connection import BrokerSettings, KafkaConnection, describe_connection_problem
 from combee_core.errors import CombeeError
@@ -165,10 +166,7 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     controller_bs_min: int = Field(default=1, ge=1)
     controller_bs_max: int | None = Field(
         default=None, ge=1, description="Upper bound on the batch size against quality risk (the quality bound). "
-        "Unset: 160 in async fleets (the largest size within 1 point of sequential on the honest benchmark at fan-in "
-        "6, docs/benchmarks-history.md 12e; batches grow to it only when the stream outpaces the version chain), "
-        "100 in sync fleets (the round-time objective profiles from the bound down: docs/architecture.md, 'The "
-        "quality bound'). Read it through batch_size_bound."
+        "Unset: 160 in async fleets, 100 in sync ones (docs/architecture.md, 'The quality bound')."
     )
     controller_objective: Literal["stream", "delay"] = Field(
         default="stream", description="Async fleets: stream picks the batch size whose versions keep up with the "
@@ -387,19 +385,6 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     def group(self, stage: str) -> str:
         """Consumer group id of a stage for this run."""
         return f"{self.topic_prefix}{self.run_id}.{stage}"
-
-
-ASYNC_QUALITY_BOUND = 160
-"""The quality bound of an async fleet: the largest batch within 1 point of sequential on every comparison of the
-honest benchmark at fan-in 6 (docs/benchmarks-history.md 12e; 240 is not)."""
-SYNC_QUALITY_BOUND = 100
-"""A sync fleet's bound: the paper's largest batch. The round-time objective profiles its ladder from the bound
-down, and at 160 the demo's 40-agent fleet spent its 480 traces on profiling (docs/architecture.md)."""
-
-
-def default_quality_bound(fleet_mode: Literal["sync", "async"]) -> int:
-    """The batch-size bound when ``controller_bs_max`` is not set (docs/architecture.md, "The quality bound")."""
-    return ASYNC_QUALITY_BOUND if fleet_mode == "async" else SYNC_QUALITY_BOUND
 
 
 def _describe_problem(error: Any) -> str:

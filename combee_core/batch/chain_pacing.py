@@ -23,6 +23,7 @@ the same inputs give the same batches, and a replay follows the recorded manifes
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -53,3 +54,17 @@ class ChainPacing:
 def batches_waiting(pending: int) -> int:
     """Closed batches waiting for the chain: the pending ones but the one being built."""
     return max(0, pending - 1)
+
+
+ASYNC_QUALITY_BOUND = 160
+"""The quality bound of an async fleet: the largest batch within 1 point of sequential on every comparison of the
+honest benchmark at fan-in 6 (docs/benchmarks-history.md 12e; 240 is not)."""
+SYNC_QUALITY_BOUND = 100
+"""A sync fleet's bound: the paper's largest batch. The round-time objective profiles its ladder from the bound
+down, and at 160 the demo's 40-agent fleet spent its 480 traces on profiling (docs/architecture.md)."""
+
+
+def default_quality_bound(fleet_mode: Literal["sync", "async"]) -> int:
+    """The quality bound on the batch size when ``controller_bs_max`` is not set (docs/architecture.md, "The quality
+    bound"): the controller's largest choice, and the cap of a paced batch."""
+    return ASYNC_QUALITY_BOUND if fleet_mode == "async" else SYNC_QUALITY_BOUND
