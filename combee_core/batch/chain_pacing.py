@@ -9,7 +9,10 @@ The rule, per playbook, with ``pending`` the batches closed but not yet a versio
 are versions``; one of them is being built, the others wait):
 
 - a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain is free
-  (``pending == 0``);
+  (``pending == 0``), and so does a batch that was *held*, i.e. took reflections while the chain was busy, whatever
+  its size: it holds what arrived while the previous version was built, and the chain is free for it (waiting for
+  the controller's target would leave the chain idle while traces wait; a stopped stream's tail closes as soon as
+  the chain can take it, not after the idle rule);
 - while the chain is busy it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max``
   with the controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting
   (``pending <= 1``), else what arrives waits, unbatched and uncommitted, for the next batch.
@@ -41,13 +44,14 @@ class ChainPacing:
         below the playbook's target, so a target above the cap is not cut short)."""
         return min(open_count, max(self.cap, target))
 
-    def may_close(self, open_count: int, *, due: bool, pending: int, target: int) -> bool:
+    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: bool = False) -> bool:
         """May the open batch close now? ``due``: by its target size, ``max_wait_s`` or idle; ``pending``: the
-        playbook's batches closed and not yet a version."""
+        playbook's batches closed and not yet a version; ``held``: the open batch took reflections while the chain
+        was busy (``pending > 0``)."""
         if open_count == 0:
             return False
         if pending <= 0:
-            return due
+            return due or held
         return open_count >= max(self.cap, target) and pending <= 1
 
 

@@ -77,11 +77,30 @@ def test_at_the_cap_a_batch_closes_to_wait_behind_the_one_being_built_but_never_
         _tick(batcher, log, 31.0 + batch_id)
     assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5]  # at the cap, each as the previous one is taken
     batcher.take_version("pb", 4)
-    _tick(batcher, log, 34.5)  # the chain is free, but the last trace is not due yet
-    assert len(_manifests(log)) == 5
-    _tick(batcher, log, 40.0)
-    assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5, 1] and _manifests(log)[-1].closed_by == "max_wait"
+    _tick(batcher, log, 34.5)  # the chain is free: the last trace, held while it was busy, closes without waiting
+    assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5, 1]
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(25))
+
+
+def test_a_batch_held_while_the_chain_was_busy_closes_below_the_controllers_target_once_the_chain_is_free():
+    """Issue 44: the batch holds what arrived while the previous version was built; waiting for the target then
+    would leave the chain idle while those traces wait (and a stopped stream's tail wait for the idle rule)."""
+    batcher, log = _batcher(batch_size=100, cap=160, max_wait_s=10.0), EffectLog()
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=0, batch_size=4, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    _feed(batcher, log, range(4))  # the chain was free: batch 0 closes at the target
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=1, batch_size=100, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    _feed(batcher, log, range(4, 41), now=1.0)  # 37 arrive while batch 0 is built, below the new target 100
+    _tick(batcher, log, 2.0)
+    assert [m.n for m in _manifests(log)] == [4]
+    batcher.take_version("pb", 0)
+    _tick(batcher, log, 2.1)  # neither max_wait (10 s) nor idle has passed, nor the target reached
+    assert [(m.n, m.target_batch_size) for m in _manifests(log)] == [(4, 4), (37, 100)]
+    batcher.take_version("pb", 1)  # the chain is idle now: a new batch fills to the target as before
+    _feed(batcher, log, range(41, 60), now=3.0)
+    _tick(batcher, log, 3.1)
+    assert [m.n for m in _manifests(log)] == [4, 37]
 
 
 def test_the_controllers_new_size_applies_to_the_batch_not_yet_closed():
