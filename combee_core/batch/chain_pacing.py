@@ -10,9 +10,10 @@ are versions``; one of them is being built, the others wait):
 
 - a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain is free
   (``pending == 0``), and so does a batch that was *held*, i.e. took reflections while the chain was busy, whatever
-  its size: it holds what arrived while the previous version was built, and the chain is free for it (waiting for
-  the controller's target would leave the chain idle while traces wait; a stopped stream's tail closes as soon as
-  the chain can take it, not after the idle rule);
+  its size, when the streaming controller sets the size (``close_held``): it holds what arrived while the previous
+  version was built, and the chain is free for it (waiting for the controller's target would leave the chain idle
+  while traces wait; a stopped stream's tail closes as soon as the chain can take it, not after the idle rule). A
+  fixed ``batch_size``, or the controller profiling sizes (``controller_objective=delay``), keeps the size asked for;
 - while the chain is busy it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max``
   with the controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting
   (``pending <= 1``), else what arrives waits, unbatched and uncommitted, for the next batch.
@@ -34,6 +35,9 @@ class ChainPacing:
     """The closing rule above for one batcher: ``cap`` is the most traces a batch may hold."""
 
     cap: int
+    close_held: bool = True
+    """Close a held batch once the chain is free, whatever its size (the streaming controller's batches); False: a
+    held batch still waits to be due (a fixed batch size, or the controller profiling sizes, asked for that size)."""
 
     def __post_init__(self) -> None:
         if self.cap < 1:
@@ -51,7 +55,7 @@ class ChainPacing:
         if open_count == 0:
             return False
         if pending <= 0:
-            return due or held
+            return due or (held and self.close_held)
         return open_count >= max(self.cap, target) and pending <= 1
 
 

@@ -64,7 +64,9 @@ def pacing_of(settings: CombeeSettings) -> ChainPacing | None:
     fixed ``batch_size``. None otherwise (a sync fleet's rounds wait for each version already)."""
     if settings.fleet_mode != "async" or settings.batch_close != "chain":
         return None
-    return ChainPacing(cap=settings.batch_size_bound if settings.auto_batch_size else settings.batch_size)
+    streams = settings.auto_batch_size and settings.controller_objective == "stream"
+    return ChainPacing(cap=settings.batch_size_bound if settings.auto_batch_size else settings.batch_size,
+                       close_held=streams)
 
 
 class Batcher:

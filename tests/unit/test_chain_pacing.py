@@ -20,9 +20,10 @@ from combee_core.settings import CombeeSettings
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0) -> Batcher:
+def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0, close_held: bool = True) -> Batcher:
     return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2), batch_size=batch_size, dedupe_horizon=10_000,
-                                 max_wait_s=max_wait_s, pacing=ChainPacing(cap) if cap is not None else None))
+                                 max_wait_s=max_wait_s,
+                                 pacing=ChainPacing(cap, close_held) if cap is not None else None))
 
 
 def _reflection(number: int, playbook_id: str = "pb") -> Reflection:
@@ -102,6 +103,13 @@ def test_a_batch_held_while_the_chain_was_busy_closes_below_the_controllers_targ
     _tick(batcher, log, 3.1)
     assert [m.n for m in _manifests(log)] == [4, 37]
 
+    fixed, log = _batcher(batch_size=100, cap=100, max_wait_s=10.0, close_held=False), EffectLog()
+    _feed(fixed, log, range(100))
+    _feed(fixed, log, range(100, 137), now=1.0)
+    fixed.take_version("pb", 0)
+    _tick(fixed, log, 2.1)  # a fixed size (or a profiling controller) keeps the size asked for
+    assert [m.n for m in _manifests(log)] == [100]
+
 
 def test_the_controllers_new_size_applies_to_the_batch_not_yet_closed():
     batcher, log = _batcher(batch_size=4, cap=20), EffectLog()
@@ -123,7 +131,9 @@ def test_without_pacing_batches_close_on_size_however_many_wait():
 def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quality_bound_with_the_controller():
     load = CombeeSettings.load
     assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == ChainPacing(160)
-    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30)
+    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_objective="delay")) == \
+        ChainPacing(160, close_held=False)
     assert pacing_of(load(env={}, fleet_mode="sync")) is None
     assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
     with pytest.raises(ValueError, match="at least 1 trace"):
@@ -149,9 +159,10 @@ EVENTS = st.lists(st.one_of(st.tuples(st.just("trace"), st.integers(1, 30)), st.
                             st.tuples(st.just("tick"), st.floats(0.1, 8.0))), max_size=60)
 
 
-def _run(events: list[tuple], batch_size: int, cap: int) -> tuple[list[BatchManifest], EffectLog, int]:
+def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True,
+         ) -> tuple[list[BatchManifest], EffectLog, int]:
     """Drive a paced batcher with ``events``, then let the chain drain everything; the most batches ever waiting."""
-    batcher, log = _batcher(batch_size=batch_size, cap=cap), EffectLog()
+    batcher, log = _batcher(batch_size=batch_size, cap=cap, close_held=close_held), EffectLog()
     now, sent, built, most_waiting = 0.0, 0, 0, 0
 
     def step() -> None:
@@ -180,10 +191,10 @@ def _run(events: list[tuple], batch_size: int, cap: int) -> tuple[list[BatchMani
 
 
 @settings(max_examples=150, deadline=None)
-@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20))
+@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20), close_held=st.booleans())
 def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_inputs_give_the_same_batches(
-        events: list[tuple], batch_size: int, cap: int):
-    manifests, log, most_waiting = _run(events, batch_size, cap)
+        events: list[tuple], batch_size: int, cap: int, close_held: bool):
+    manifests, log, most_waiting = _run(events, batch_size, cap, close_held)
     sent = sum(event[1] for event in events if event[0] == "trace")
     assert most_waiting <= 1
     batched = [t for m in manifests for t in m.trace_ids]
@@ -191,7 +202,7 @@ def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_
     assert [t for m in manifests for t in m.trace_ids] == [f"t{n}" for n in range(sent)]  # arrival order kept
     assert all(m.n <= max(cap, m.target_batch_size) for m in manifests)
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(sent))
-    again, _, _ = _run(events, batch_size, cap)
+    again, _, _ = _run(events, batch_size, cap, close_held)
     assert [(m.trace_ids, m.seed, m.subgroup_sizes) for m in again] == \
         [(m.trace_ids, m.seed, m.subgroup_sizes) for m in manifests]
 
