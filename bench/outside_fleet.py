@@ -19,8 +19,10 @@ first and last fifth of the traces sent; the cycle (median gap between versions 
 last trace sent) in cycles; the out rate (traces learned per second from the first send to the last version); batch
 sizes; a batch's close -> its version (``stats.delay_s``: waiting for the chain included) and the LLM critical path of
 its version (p50); lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``, from the fleet's start
-to the last version); the load average before and after. Targets (issue 44.4): last fifth p50 <= 1.5 x first fifth +
-10 s, first fifth p50 <= 20 s, drained within 1.6 cycles.
+to the last version); the load average before and after; the tail's versions (batch size, closed, seen, its last
+trace sent, in seconds from the stream's last trace: where a slow drain's cause shows). Targets (issue 44.4): last
+fifth p50 <= 1.5 x first fifth + 10 s, first fifth p50 <= 20 s, drained within 1.6 cycles; ``--targets`` prints one
+PASS/FAIL line per target and case. CPU per version by stage needs ``--split-stages`` (case ``20x1-split``).
 """
 
 from __future__ import annotations
