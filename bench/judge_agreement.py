@@ -30,7 +30,8 @@ from combee_core.llm.sim_judge import action_of, exact_verdict
 from combee_core.models import HeldOutTask, PlaybookEntry, Usage, entries_digest
 from combee_core.promote.evaluation import CandidatePlaybook
 from combee_core.promote.promotion import PromotionRule
-from combee_core.sim.tasks import TaskSuite, build_suite
+from combee_core.sim.suite import TaskSuite
+from combee_core.sim.tasks import build_suite
 
 MOVES = ("rule", "harmful", "remove")
 

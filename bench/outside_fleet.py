@@ -2,6 +2,7 @@
 
     python -m bench.outside_fleet [--rate 20] [--seconds 60] [--split-stages] [--set NAME=VALUE ...]
                                   [--workers 1] [--playbooks 1] [--name outside_fleet] [--out bench/results]
+    python -m bench.outside_fleet --targets [20x1,40x2,20x1-split]     # issue 44.4's cases, PASS/FAIL per target
 
 Processes, as an operator runs them: ``combee broker --memory`` (its own state directory), ``combee worker`` (all
 stages; ``--split-stages``: one ``combee worker --stages S`` per stage, so that ``/proc`` gives each stage's CPU) and
@@ -18,8 +19,10 @@ first and last fifth of the traces sent; the cycle (median gap between versions 
 last trace sent) in cycles; the out rate (traces learned per second from the first send to the last version); batch
 sizes; a batch's close -> its version (``stats.delay_s``: waiting for the chain included) and the LLM critical path of
 its version (p50); lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``, from the fleet's start
-to the last version); the load average before and after. Targets (issue 44.4): last fifth p50 <= 1.5 x first fifth +
-10 s, first fifth p50 <= 20 s, drained within 1.6 cycles.
+to the last version); the load average before and after; the tail's versions (batch size, closed, seen, its last
+trace sent, in seconds from the stream's last trace: where a slow drain's cause shows). Targets (issue 44.4): last
+fifth p50 <= 1.5 x first fifth + 10 s, first fifth p50 <= 20 s, drained within 1.6 cycles; ``--targets`` prints one
+PASS/FAIL line per target and case. CPU per version by stage needs ``--split-stages`` (case ``20x1-split``).
 """
 
 from __future__ import annotations
@@ -229,6 +232,10 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
     sizes = [v.stats.batch_size for _, v in (seen[n] for n in sorted(seen))]
     close_to_version = percentile([v.stats.delay_s for _, v in seen.values()], 0.5)
     critical_path = percentile([v.stats.llm_critical_path_s or 0.0 for _, v in seen.values()], 0.5)
+    tail = [dict(version=n[1], batch=v.batch_id, size=v.stats.batch_size,
+                 closed_s=round(at - v.stats.delay_s - stream_end, 1), seen_s=round(at - stream_end, 1),
+                 last_sent_s=round(max((sent[t] for t in v.lineage if t in sent), default=stream_end) - stream_end, 1))
+            for n, (at, v) in sorted(seen.items(), key=lambda item: item[1][0]) if at - stream_end > -2 * cycle]
     lines = []
     for path in sorted(log_dir.glob("*.log")):
         lines += [line for line in path.read_text(errors="replace").splitlines() if "WARNING" in line]
@@ -239,7 +246,7 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
         out_rate=round(len(landed) / (times[-1] - min(sent.values())), 2) if times else 0.0,
         lost=len(set(sent) - set(landed)), batch_sizes=sizes,
         close_to_version_p50_s=round(close_to_version, 1), llm_critical_path_p50_s=round(critical_path, 1),
-        cpu_s_per_version=cpu, wall_s=round((times[-1] if times else time.time()) - started, 1),
+        cpu_s_per_version=cpu, tail=tail, wall_s=round((times[-1] if times else time.time()) - started, 1),
         targets=dict(last_vs_first=bool(last <= 1.5 * first + 10), first_within_20s=bool(first <= 20),
                      drained_within_1_6_cycles=bool(cycle > 0 and drain <= 1.6 * cycle)),
         warnings=len(lines), warning_examples=sorted({line[-160:] for line in lines})[:5],
@@ -268,6 +275,35 @@ async def run_fleet(rate: float, seconds: float, sent_file: Path, bootstrap: str
     sent_file.write_text(json.dumps(sent))
 
 
+CASES = {
+    "20x1": dict(rate=20.0, workers=1, playbooks=1, split=False),
+    "40x2": dict(rate=40.0, workers=2, playbooks=2, split=False),
+    "20x1-split": dict(rate=20.0, workers=1, playbooks=1, split=True),
+}
+"""``--targets``: issue 44.4's two cases (20 traces/s on one worker and one playbook; 40 traces/s on two workers, two
+playbooks of 20/s each), then the first again with one process per stage, for the CPU per version by stage."""
+
+
+def verdict(name: str, row: dict[str, Any]) -> list[str]:
+    """The target lines of one run, each PASS or FAIL with its figures."""
+    first, last, cycle = row["first_fifth_p50_s"], row["last_fifth_p50_s"], row["cycle_s"]
+    targets = row["targets"]
+
+    def mark(ok: bool) -> str:
+        return "PASS" if ok else "FAIL"
+
+    head = (f"{name}: {row['rate']:g} traces/s, {row['workers']} worker(s), {len(row['playbooks'])} playbook(s)"
+            f"{', stages split' if row['split_stages'] else ''}; load {row['load_before'][0]} -> "
+            f"{row['load_after'][0]}; {row['versions']} versions, {row['lost']} lost")
+    return [head,
+            f"  {mark(targets['first_within_20s'])} first fifth p50 {first} s <= 20 s",
+            f"  {mark(targets['last_vs_first'])} last fifth p50 {last} s <= 1.5 x {first} + 10 = "
+            f"{1.5 * first + 10:.1f} s",
+            f"  {mark(targets['drained_within_1_6_cycles'])} drain {row['drain_s']} s = {row['drain_cycles']} cycles "
+            f"of {cycle} s <= 1.6",
+            "  CPU s per version: " + ", ".join(f"{k} {v}" for k, v in row["cpu_s_per_version"].items())]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rate", type=float, default=20.0)
@@ -282,15 +318,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--playbook", default=PLAYBOOK, help=argparse.SUPPRESS)
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--playbooks", type=int, default=1)
+    parser.add_argument("--targets", nargs="?", const=",".join(CASES), metavar="CASES",
+                        help=f"run issue 44's target cases ({', '.join(CASES)}; all by default) one after the other "
+                        "and print PASS/FAIL per target; --rate/--workers/--playbooks/--split-stages are then ignored")
     args = parser.parse_args(argv)
     if args.agents_only:
         asyncio.run(run_fleet(args.rate, args.seconds, args.sent_file, args.bootstrap, args.playbook))
         return 0
-    row = asyncio.run(measure(args.rate, args.seconds, args.split_stages, parse_sets(args.set), args.workers,
-                              args.playbooks))
-    write_results(args.out / f"{args.name}.json", dict(machine=machine(), rows=[row]))
-    print(json.dumps({k: v for k, v in row.items() if k != "batch_sizes"}, indent=1))
-    print("batch sizes:", row["batch_sizes"])
+    overrides = parse_sets(args.set)
+    if args.targets is None:
+        cases = {args.name: dict(rate=args.rate, workers=args.workers, playbooks=args.playbooks,
+                                 split=args.split_stages)}
+    else:
+        unknown = [c for c in args.targets.split(",") if c not in CASES]
+        if unknown:
+            parser.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
+        cases = {f"{args.name}_{c}": CASES[c] for c in args.targets.split(",")}
+    rows, report = [], []
+    for name, case in cases.items():
+        row = asyncio.run(measure(case["rate"], args.seconds, case["split"], overrides, case["workers"],
+                                  case["playbooks"]))
+        rows.append({"case": name, **row})
+        write_results(args.out / f"{args.name}.json", dict(machine=machine(), rows=rows))
+        print(json.dumps({k: v for k, v in row.items() if k not in ("batch_sizes", "tail")}, indent=1))
+        print("batch sizes:", row["batch_sizes"])
+        print("tail (s from the last trace sent):", json.dumps(row["tail"]))
+        report += verdict(name, row)
+    print("\n".join(["", "issue 44.4 targets:", *report]))
     return 0
 
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from combee_core.batch.chain_pacing import default_quality_bound
 from combee_core.batch.shuffle import DEFAULT_CALL_CAPACITY
 from combee_core.connection import BrokerSettings, KafkaConnection, describe_connection_problem
 from combee_core.errors import CombeeError
@@ -163,9 +164,9 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     )
     controller_tau: float = Field(default=0.016, gt=0)
     controller_bs_min: int = Field(default=1, ge=1)
-    controller_bs_max: int = Field(
-        default=100, ge=1, description="Upper bound on the batch size (the paper's bound against quality risk; 100 is "
-        "the largest size the paper runs Combee at)."
+    controller_bs_max: int | None = Field(
+        default=None, ge=1, description="Upper bound on the batch size against quality risk (the quality bound). "
+        "Unset: 160 in async fleets, 100 in sync ones (docs/architecture.md, 'The quality bound')."
     )
     controller_objective: Literal["stream", "delay"] = Field(
         default="stream", description="Async fleets: stream picks the batch size whose versions keep up with the "
@@ -367,6 +368,14 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
             return cls.model_validate(values)
         except ValidationError as error:
             raise SettingsError(f"invalid settings: {'; '.join(map(_describe_problem, error.errors()))}") from error
+
+    @property
+    def batch_size_bound(self) -> int:
+        """The quality bound on the batch size: ``controller_bs_max`` when set, else :func:`default_quality_bound`
+        of the fleet mode."""
+        if self.controller_bs_max is not None:
+            return self.controller_bs_max
+        return default_quality_bound(self.fleet_mode)
 
     def topic(self, name: str) -> str:
         """Full topic name for a logical topic (``traces``, ``playbook``, ...); the OTLP topic is ``otlp_topic``, as

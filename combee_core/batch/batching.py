@@ -132,6 +132,8 @@ class _PlaybookBatches:
     """Smoothed gap between the playbook's reflections (across batches)."""
     applied: int = 0
     """Batches that are versions (the newest version's batch id + 1): what the chain has built."""
+    held: bool = False
+    """The open batch took reflections while the chain was busy (chain pacing closes it once the chain is free)."""
 
 
 class BatchAccumulator:
@@ -176,6 +178,7 @@ class BatchAccumulator:
             state.seen_trace_ids.release_open()
             state.open_reflections = []
             state.opened_at = None
+            state.held = False
 
     def forget_playbook(self, playbook_id: str) -> None:
         """Drop everything known of a playbook (before rebuilding it from the ``batches`` log); keeps its target."""
@@ -237,8 +240,10 @@ class BatchAccumulator:
         due = len(state.open_reflections) >= state.target_batch_size
         if self._pacing is None:
             return self._close(reflection.playbook_id, "size", wall_time, now) if due else None
-        if self._pacing.may_close(len(state.open_reflections), due=due, pending=self.pending(reflection.playbook_id),
-                                  target=state.target_batch_size):
+        pending = self.pending(reflection.playbook_id)
+        state.held = state.held or pending > 0
+        if self._pacing.may_close(len(state.open_reflections), due=due, pending=pending,
+                                  target=state.target_batch_size, held=state.held):
             return self._close(reflection.playbook_id, "size", wall_time, now)
         return None
 
@@ -258,7 +263,8 @@ class BatchAccumulator:
                     if reason is None:
                         break
                 elif not self._pacing.may_close(len(state.open_reflections), due=reason is not None,
-                                                pending=self.pending(playbook_id), target=state.target_batch_size):
+                                                pending=self.pending(playbook_id), target=state.target_batch_size,
+                                                held=state.held):
                     break
                 closed.append(self._close(playbook_id, reason or "size", wall_time, now))
         return closed
@@ -310,6 +316,7 @@ class BatchAccumulator:
         state.next_batch_id += 1
         state.open_reflections = held[n:]
         state.opened_at = now if state.open_reflections else None
+        state.held = bool(state.open_reflections)  # what is left arrived while a batch waited: the chain is busy
         return batch
 
 

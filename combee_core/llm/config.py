@@ -106,9 +106,9 @@ class LLMConfig(BaseModel):
 
 def aggregator_start(settings: CombeeSettings) -> int:
     """The aggregator's start concurrency: a batch's aggregator calls are made together (the method's parallelism),
-    so the calls of one batch at the largest size it runs (``controller_bs_max`` with the controller on, else
+    so the calls of one batch at the largest size it runs (``batch_size_bound`` with the controller on, else
     ``batch_size``), within [``llm_concurrency``, ``llm_concurrency_max``]. Started at ``llm_concurrency`` (8) with
     34 calls per batch of 100 at fan-in 6, the limit took 55-130 s to reach them (docs/benchmarks-history.md §12d)."""
-    size = settings.controller_bs_max if settings.auto_batch_size else settings.batch_size
+    size = settings.batch_size_bound if settings.auto_batch_size else settings.batch_size
     calls = aggregation_shape(size, settings.p, settings.max_fan_in).k
     return max(settings.llm_concurrency, min(calls, settings.llm_concurrency_max))

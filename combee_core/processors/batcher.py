@@ -60,11 +60,13 @@ class BatcherConfig:
 
 def pacing_of(settings: CombeeSettings) -> ChainPacing | None:
     """The chain pacing of an async fleet with ``batch_close = "chain"``: batches capped at the quality bound
-    (``controller_bs_max``) with the controller, else at the fixed ``batch_size``. None otherwise (a sync fleet's
-    rounds wait for each version already)."""
+    (``settings.batch_size_bound``: ``controller_bs_max``, else 160 in async fleets) with the controller, else at the
+    fixed ``batch_size``. None otherwise (a sync fleet's rounds wait for each version already)."""
     if settings.fleet_mode != "async" or settings.batch_close != "chain":
         return None
-    return ChainPacing(cap=settings.controller_bs_max if settings.auto_batch_size else settings.batch_size)
+    streams = settings.auto_batch_size and settings.controller_objective == "stream"
+    return ChainPacing(cap=settings.batch_size_bound if settings.auto_batch_size else settings.batch_size,
+                       close_held=streams)
 
 
 class Batcher:

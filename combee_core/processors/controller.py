@@ -45,7 +45,7 @@ class Controller:
     def __init__(self, settings: CombeeSettings) -> None:
         self.settings = settings
         self.config = ControllerConfig(
-            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.controller_bs_max,
+            tau=settings.controller_tau, bs_min=settings.controller_bs_min, bs_max=settings.batch_size_bound,
             fleet_agents=settings.fleet_agents if settings.fleet_mode == "sync" else None,
         )
         self.controllers: dict[str, BatchSizeController] = {}

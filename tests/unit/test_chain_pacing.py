@@ -13,15 +13,17 @@ from combee_core.batch.batching import ShuffleConfig
 from combee_core.batch.chain_pacing import ChainPacing, batches_waiting
 from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.batcher import Batcher, BatcherConfig, pacing_of
+from combee_core.processors.controller import Controller
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0) -> Batcher:
+def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0, close_held: bool = True) -> Batcher:
     return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2), batch_size=batch_size, dedupe_horizon=10_000,
-                                 max_wait_s=max_wait_s, pacing=ChainPacing(cap) if cap is not None else None))
+                                 max_wait_s=max_wait_s,
+                                 pacing=ChainPacing(cap, close_held) if cap is not None else None))
 
 
 def _reflection(number: int, playbook_id: str = "pb") -> Reflection:
@@ -76,11 +78,37 @@ def test_at_the_cap_a_batch_closes_to_wait_behind_the_one_being_built_but_never_
         _tick(batcher, log, 31.0 + batch_id)
     assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5]  # at the cap, each as the previous one is taken
     batcher.take_version("pb", 4)
-    _tick(batcher, log, 34.5)  # the chain is free, but the last trace is not due yet
-    assert len(_manifests(log)) == 5
-    _tick(batcher, log, 40.0)
-    assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5, 1] and _manifests(log)[-1].closed_by == "max_wait"
+    _tick(batcher, log, 34.5)  # the chain is free: the last trace, held while it was busy, closes without waiting
+    assert [m.n for m in _manifests(log)] == [4, 5, 5, 5, 5, 1]
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(25))
+
+
+def test_a_batch_held_while_the_chain_was_busy_closes_below_the_controllers_target_once_the_chain_is_free():
+    """Issue 44: the batch holds what arrived while the previous version was built; waiting for the target then
+    would leave the chain idle while those traces wait (and a stopped stream's tail wait for the idle rule)."""
+    batcher, log = _batcher(batch_size=100, cap=160, max_wait_s=10.0), EffectLog()
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=0, batch_size=4, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    _feed(batcher, log, range(4))  # the chain was free: batch 0 closes at the target
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=1, batch_size=100, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    _feed(batcher, log, range(4, 41), now=1.0)  # 37 arrive while batch 0 is built, below the new target 100
+    _tick(batcher, log, 2.0)
+    assert [m.n for m in _manifests(log)] == [4]
+    batcher.take_version("pb", 0)
+    _tick(batcher, log, 2.1)  # neither max_wait (10 s) nor idle has passed, nor the target reached
+    assert [(m.n, m.target_batch_size) for m in _manifests(log)] == [(4, 4), (37, 100)]
+    batcher.take_version("pb", 1)  # the chain is idle now: a new batch fills to the target as before
+    _feed(batcher, log, range(41, 60), now=3.0)
+    _tick(batcher, log, 3.1)
+    assert [m.n for m in _manifests(log)] == [4, 37]
+
+    fixed, log = _batcher(batch_size=100, cap=100, max_wait_s=10.0, close_held=False), EffectLog()
+    _feed(fixed, log, range(100))
+    _feed(fixed, log, range(100, 137), now=1.0)
+    fixed.take_version("pb", 0)
+    _tick(fixed, log, 2.1)  # a fixed size (or a profiling controller) keeps the size asked for
+    assert [m.n for m in _manifests(log)] == [100]
 
 
 def test_the_controllers_new_size_applies_to_the_batch_not_yet_closed():
@@ -103,11 +131,26 @@ def test_without_pacing_batches_close_on_size_however_many_wait():
 def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quality_bound_with_the_controller():
     load = CombeeSettings.load
     assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == ChainPacing(160)
-    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30)
+    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_objective="delay")) == \
+        ChainPacing(160, close_held=False)
     assert pacing_of(load(env={}, fleet_mode="sync")) is None
     assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
     with pytest.raises(ValueError, match="at least 1 trace"):
         ChainPacing(0)
+
+
+def test_the_quality_bound_is_160_in_async_fleets_and_100_in_sync_ones_unless_set():
+    """§12e: 160 is the largest batch within 1 point of sequential at fan-in 6; the sync round-time objective keeps
+    100 (docs/architecture.md, "The quality bound")."""
+    load = CombeeSettings.load
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160)
+    assert load(env={}, fleet_mode="async").batch_size_bound == 160
+    assert load(env={}, fleet_mode="sync").batch_size_bound == 100
+    assert load(env={"COMBEE_CONTROLLER_BS_MAX": "120"}, fleet_mode="sync").batch_size_bound == 120
+    assert load(env={}, fleet_mode="async", controller_bs_max=100).batch_size_bound == 100
+    assert Controller(load(env={}, fleet_mode="async", auto_batch_size=True)).stream("pb").bs_max == 160
+    assert Controller(load(env={}, fleet_mode="sync", auto_batch_size=True)).config.bs_max == 100
 
 
 # Events: ("trace", count) -- that many new reflections; ("version",) -- the chain finishes its oldest pending batch;
@@ -116,9 +159,10 @@ EVENTS = st.lists(st.one_of(st.tuples(st.just("trace"), st.integers(1, 30)), st.
                             st.tuples(st.just("tick"), st.floats(0.1, 8.0))), max_size=60)
 
 
-def _run(events: list[tuple], batch_size: int, cap: int) -> tuple[list[BatchManifest], EffectLog, int]:
+def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True,
+         ) -> tuple[list[BatchManifest], EffectLog, int]:
     """Drive a paced batcher with ``events``, then let the chain drain everything; the most batches ever waiting."""
-    batcher, log = _batcher(batch_size=batch_size, cap=cap), EffectLog()
+    batcher, log = _batcher(batch_size=batch_size, cap=cap, close_held=close_held), EffectLog()
     now, sent, built, most_waiting = 0.0, 0, 0, 0
 
     def step() -> None:
@@ -147,10 +191,10 @@ def _run(events: list[tuple], batch_size: int, cap: int) -> tuple[list[BatchMani
 
 
 @settings(max_examples=150, deadline=None)
-@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20))
+@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20), close_held=st.booleans())
 def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_inputs_give_the_same_batches(
-        events: list[tuple], batch_size: int, cap: int):
-    manifests, log, most_waiting = _run(events, batch_size, cap)
+        events: list[tuple], batch_size: int, cap: int, close_held: bool):
+    manifests, log, most_waiting = _run(events, batch_size, cap, close_held)
     sent = sum(event[1] for event in events if event[0] == "trace")
     assert most_waiting <= 1
     batched = [t for m in manifests for t in m.trace_ids]
@@ -158,7 +202,7 @@ def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_
     assert [t for m in manifests for t in m.trace_ids] == [f"t{n}" for n in range(sent)]  # arrival order kept
     assert all(m.n <= max(cap, m.target_batch_size) for m in manifests)
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(sent))
-    again, _, _ = _run(events, batch_size, cap)
+    again, _, _ = _run(events, batch_size, cap, close_held)
     assert [(m.trace_ids, m.seed, m.subgroup_sizes) for m in again] == \
         [(m.trace_ids, m.seed, m.subgroup_sizes) for m in manifests]
 

@@ -297,6 +297,8 @@ def test_the_aggregator_starts_with_room_for_one_batchs_calls_within_the_configu
         return cfg.aimd("aggregator").initial, cfg.aimd("reflector").initial
 
     assert start(auto_batch_size=True, controller_bs_max=100) == (34, 8)  # 200 copies, at most 6 per call
+    assert start(auto_batch_size=True) == (54, 8)  # the async quality bound, 160: 320 copies
+    assert start(auto_batch_size=True, fleet_mode="sync") == (34, 8)
     assert start(batch_size=40) == (14, 8)
     assert start(batch_size=9) == (8, 8)  # fewer calls than llm_concurrency: its start stands
     assert start(auto_batch_size=True, controller_bs_max=100, llm_concurrency_max=8) == (8, 8)  # fixed: kept
