@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from combee_core.models import MAX_ALIASES, AddOp, PlaybookEntry
-from combee_core.playbook.meaning import Judge, Judgement
+from combee_core.playbook.meaning import GroupJudge, Judge, Judgement
 
 ALIAS_REASON = "alias"
 """How a verdict reached through an alias begins its reason."""
@@ -35,10 +35,16 @@ def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | 
             return None
         if verdict.kind == "same" and (best is None or verdict.score > best[0]):
             best = (verdict.score, alias, verdict.reason)
-    if best is None:
+    if best is not None:
+        return Judgement("same", best[0], f"{ALIAS_REASON} {best[1]!r} of {entry.entry_id} ({best[2]}): folded on "
+                         "a match no one confirmed", reinforces=False)
+    if not entry.aliases or not isinstance(judge, GroupJudge):
         return None
-    return Judgement("same", best[0], f"{ALIAS_REASON} {best[1]!r} of {entry.entry_id} ({best[2]}): folded on a "
-                     "match no one confirmed", reinforces=False)
+    verdict = judge.judge_group(op.content, op.section, [entry.content, *entry.aliases])
+    if verdict.kind != "same":
+        return None
+    return Judgement("same", verdict.score, f"{ALIAS_REASON}es of {entry.entry_id} with its text, together "
+                     f"({verdict.reason}): folded on a match no one confirmed", reinforces=False)
 
 
 def with_alias(entry: PlaybookEntry, wording: str, new_version: int) -> tuple[PlaybookEntry, str]:
