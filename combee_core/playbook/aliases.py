@@ -8,11 +8,11 @@ and raises no counter either (its match rests on a match no one confirmed). An A
 an alias is not folded through the aliases (it is judged against the entry's text alone). When no single wording
 is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
 entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
-Aliases do not chain: a
-wording matched only through an alias is folded but not stored as another alias, so the matches cannot drift away
-from the entry's text one step at a time. An entry keeps at most :data:`MAX_ALIASES`; a wording past the bound is
-folded but not kept, and the operation's reason says so. Aliases are never rendered to agents; MERGE keeps the
-union of the merged entries' aliases (within the bound), UPDATE keeps them.
+Aliases do not chain: a wording matched only through an alias (or the aliases together) is folded but not stored as
+another alias, so the matches cannot drift away from the entry's text one step at a time. An entry keeps at most
+:data:`MAX_ALIASES`; a wording past the bound is folded but not kept, and the operation's reason says so. Aliases
+are never rendered to agents; MERGE keeps the union of the merged entries' aliases (within the bound), UPDATE keeps
+them.
 """
 
 from __future__ import annotations
