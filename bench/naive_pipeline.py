@@ -19,7 +19,9 @@ no entry (a wording of every lesson must survive), and the aliases the entries h
 correction reinforces the rule it corrects": for each correction of the set (``corrections``: the wrong rule, then a
 wording of the lesson that corrects it) and each opposite pair (``opposites``: ``a`` learned, then ``b``), and the
 two-lesson pairs of ``paraphrase_pairs_heldout.jsonl``, the first text is learned with support 2, then the second
-arrives with support 5 through the same path: did the first entry's counters rise?
+arrives with support 5 through the same path: did the first entry's counters rise? And "a correction restated across
+3 batches supersedes": each correction's rule learned (support 2), then the correcting lesson restated one batch at a
+time (support 1 each: every wording of it, and its correction wording in 3 batches): was the rule superseded?
 
 Not Kafka (the integration tests run the stage over Tansu; this is its processor, what it calls per batch) and no LLM:
 the echo stands for a model that says nothing. Scoring is by the set's labels, never by the similarity curation uses.
@@ -150,9 +152,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         lesson_of = {text: lesson["texts"] for lesson in data["lessons"] for text in lesson["texts"]}
         restatements = [await restated(reducer, c["rule"], lesson_of.get(c["correction"], [c["correction"]]))
                         for c in data.get("corrections", [])]
+        three = [await restated(reducer, c["rule"], [c["correction"]] * 3) for c in data.get("corrections", [])]
         results[set_name] = {"runs": runs, "mean_entries_per_lesson": round(statistics.fmean(
             r["entries_per_lesson"] for r in runs), 3), "corrections": corrections, "opposites": opposites,
-            "corrections_in_every_wording": restatements}
+            "corrections_in_every_wording": restatements, "corrections_restated_in_3_batches": three}
     if args.pairs:
         pairs = [json.loads(line) for line in (DATA / args.pairs).read_text().splitlines() if line.strip()]
         results[args.pairs] = {"two_lesson_pairs": [await reinforced(reducer, p["a"], p["b"])
@@ -174,8 +177,9 @@ def main() -> None:
     print(f"batches of {args.batch} ADDs over k={args.k}, seeds 0..{args.seeds - 1}; naive reflector, echo reducer")
     print("| set | lessons | wordings | entries per seed | entries per lesson (mean) | lessons without entry | "
           "aliases (of another lesson) | corrections reinforcing the rule | ... restated in every wording | "
-          "opposites reinforcing the first |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "opposites reinforcing the first | corrections superseding the rule: in every wording / restated in 3 "
+          "batches |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, r in results.items():
         if "runs" not in r:
             continue
@@ -184,7 +188,8 @@ def main() -> None:
               f" | {r['mean_entries_per_lesson']} | {sum(len(x['lessons_without_entry']) for x in runs)} | "
               f"{'/'.join(str(x['aliases']) for x in runs)} ({sum(x['aliases_of_another_lesson'] for x in runs)}) | "
               f"{sum(x['reinforced'] for x in c)}/{len(c)} | {sum(x['reinforced'] for x in w)}/{len(w)} | "
-              f"{sum(x['reinforced'] for x in o)}/{len(o)} |")
+              f"{sum(x['reinforced'] for x in o)}/{len(o)} | {sum(x['superseded'] for x in w)}/{len(w)} / "
+              f"{sum(x['superseded'] for x in r['corrections_restated_in_3_batches'])}/{len(w)} |")
     for name, r in results.items():
         if "two_lesson_pairs" in r:
             p = r["two_lesson_pairs"]

@@ -5,11 +5,14 @@ When the reducer call is a real model and says nothing of a pair the judge calls
 is kept as an alias of the entry (``PlaybookEntry.aliases``, in the version, so a replay reproduces it): a later ADD
 that the judge finds distinct from the entry's text but the same as one of its aliases is folded into the entry too,
 and raises no counter either (its match rests on a match no one confirmed). An ADD the judge finds *contradicting*
-an alias is not folded through the aliases (it is judged against the entry's text alone). Aliases do not chain: a
-wording matched only through an alias is folded but not stored as another alias, so the matches cannot drift away
-from the entry's text one step at a time. An entry keeps at most :data:`MAX_ALIASES`; a wording past the bound is
-folded but not kept, and the operation's reason says so. Aliases are never rendered to agents; MERGE keeps the
-union of the merged entries' aliases (within the bound), UPDATE keeps them.
+an alias is not folded through the aliases (it is judged against the entry's text alone). When no single wording
+is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
+entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
+Aliases do not chain: a wording matched only through an alias (or the aliases together) is folded but not stored as
+another alias, so the matches cannot drift away from the entry's text one step at a time. An entry keeps at most
+:data:`MAX_ALIASES`; a wording past the bound is folded but not kept, and the operation's reason says so. Aliases
+are never rendered to agents; MERGE keeps the union of the merged entries' aliases (within the bound), UPDATE keeps
+them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from combee_core.models import MAX_ALIASES, AddOp, PlaybookEntry
-from combee_core.playbook.meaning import Judge, Judgement
+from combee_core.playbook.meaning import GroupJudge, Judge, Judgement
 
 ALIAS_REASON = "alias"
 """How a verdict reached through an alias begins its reason."""
@@ -35,10 +38,16 @@ def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | 
             return None
         if verdict.kind == "same" and (best is None or verdict.score > best[0]):
             best = (verdict.score, alias, verdict.reason)
-    if best is None:
+    if best is not None:
+        return Judgement("same", best[0], f"{ALIAS_REASON} {best[1]!r} of {entry.entry_id} ({best[2]}): folded on "
+                         "a match no one confirmed", reinforces=False)
+    if not entry.aliases or not isinstance(judge, GroupJudge):
         return None
-    return Judgement("same", best[0], f"{ALIAS_REASON} {best[1]!r} of {entry.entry_id} ({best[2]}): folded on a "
-                     "match no one confirmed", reinforces=False)
+    verdict = judge.judge_group(op.content, op.section, [entry.content, *entry.aliases])
+    if verdict.kind != "same":
+        return None
+    return Judgement("same", verdict.score, f"{ALIAS_REASON}es of {entry.entry_id} with its text, together "
+                     f"({verdict.reason}): folded on a match no one confirmed", reinforces=False)
 
 
 def with_alias(entry: PlaybookEntry, wording: str, new_version: int) -> tuple[PlaybookEntry, str]:

@@ -12,7 +12,7 @@ import difflib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -79,6 +79,14 @@ class Judge(Protocol):
         """Compute whatever the texts need once (embeddings, in one batch)."""
 
     def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement: ...
+
+
+@runtime_checkable
+class GroupJudge(Protocol):
+    """A judge that can also compare a new lesson with several wordings of one lesson at once (an entry and its
+    aliases: :mod:`~combee_core.playbook.aliases`)."""
+
+    def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement: ...
 
 
 class _Features:
@@ -153,6 +161,30 @@ class SemanticJudge:
         score = self.score(new, old)
         if score < self.same_meaning:
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning}")
+        return self._checked(score, new, old)
+
+    def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement:
+        """``new`` against the lesson that ``texts`` (an entry's own text first, then its aliases) all state: its
+        cosine with their mean direction (the lesson's prototype; one wording is a noisy sample of the lesson, their
+        mean a better estimate) at the judge's own threshold, then the checks :meth:`judge` makes, against the first
+        text; a conflict with any of them is a conflict."""
+        vectors = np.stack([self.cache.vector(text) for text in texts])
+        centre = vectors.mean(axis=0)
+        norm = float(np.linalg.norm(centre))
+        score = float(np.dot(self.cache.vector(new), centre / norm)) if norm > 0 else 0.0
+        if score < self.same_meaning:
+            return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning} to the prototype")
+        for text in texts:
+            if (why := self._features.conflict(new, text)) is not None:
+                return Judgement("conflict", score, why)
+        verdict = self._checked(score, new, texts[0])
+        if verdict.kind == "same":
+            return Judgement("same", score, f"same meaning as the prototype of {len(texts)} wordings ({score:.2f})")
+        return verdict
+
+    def _checked(self, score: float, new: str, old: str) -> Judgement:
+        """The verdict on a pair whose closeness in meaning reaches the threshold: a conflict, two things named,
+        one frame about different subjects, or the same lesson."""
         if (why := self._features.conflict(new, old)) is not None:
             return Judgement("conflict", score, why)
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names

@@ -80,7 +80,8 @@ def test_invalid_items_are_dropped_and_counted():
 
 
 def test_insights_over_the_limit_are_dropped_and_counted():
-    insights = [{"section": "s", "content": f"lesson {i}"} for i in range(limits.MAX_INSIGHTS_PER_REFLECTION + 3)]
+    insights = [{"section": "s", "content": f"Sum column {i} with SUMIFS when there are two criteria."}
+                for i in range(limits.MAX_INSIGHTS_PER_REFLECTION + 3)]
     parsed = parse_reflection_output(json.dumps({"insights": insights}))
     assert len(parsed.insights) == limits.MAX_INSIGHTS_PER_REFLECTION
     assert parsed.dropped == 3

@@ -25,11 +25,17 @@ def config(**sim) -> LLMConfig:
     return LLMConfig(reflector=FAST, aggregator=FAST, reducer=FAST, simulator=SimulatorConfig(**sim))
 
 
+def specific_lesson(i: int) -> str:
+    """Trace ``i``'s own task lesson: a real one, since a placeholder such as "Specific lesson 1." reads as no task
+    lesson to the learned injection check (``combee_core.llm.system_classifier``) that parsing asks by default."""
+    return f"Use SUMIFS on sales column {i} when there are two criteria."
+
+
 def make_trace(i: int, success: bool = False) -> Trace:
     feedback = "\n".join(
         [
             "The total is wrong.",
-            format_lesson("formulas", f"Specific lesson {i}."),
+            format_lesson("formulas", specific_lesson(i)),
             format_lesson("general", "Check the units first.", generic=True),
         ]
     )
@@ -56,7 +62,7 @@ async def test_reflect_round_trip_records_usage_cost_and_modelled_latency():
     assert reflection.reflection_id.startswith("r-") and len(reflection.reflection_id) == 18
     assert (reflection.trace_id, reflection.playbook_id, reflection.seen_version) == ("trace-1", "pb", 3)
     assert [(i.section, i.content) for i in reflection.insights] == [
-        ("formulas", "Specific lesson 1."),
+        ("formulas", specific_lesson(1)),
         ("general", "Check the units first."),
     ]
     assert [(t.entry_id, t.tag) for t in reflection.entry_tags] == [("for-00001", "harmful")]
@@ -92,10 +98,10 @@ async def test_aggregate_and_reduce_round_trip():
     adds = {op.content: op.support for op in merged.operations if op.op == "ADD"}
     assert adds == {
         "Check the units first.": 6,
-        "Specific lesson 0.": 2,
-        "Specific lesson 1.": 2,
-        "Specific lesson 2.": 1,
-        "Specific lesson 3.": 1,
+        specific_lesson(0): 2,
+        specific_lesson(1): 2,
+        specific_lesson(2): 1,
+        specific_lesson(3): 1,
     }
     assert TagOp(entry_id="for-00001", tag="helpful", count=3) in merged.operations
     assert TagOp(entry_id="for-00001", tag="harmful", count=3) in merged.operations
@@ -119,7 +125,7 @@ async def test_same_inputs_same_outputs_and_keys():
 
     first, second = await one(), await one()
     assert first == second
-    specific = [op for op in first[2] if op.op == "ADD" and op.content.startswith("Specific")]
+    specific = [op for op in first[2] if op.op == "ADD" and op.content.startswith("Use SUMIFS on sales column")]
     assert len(specific) < 30  # 30 items > C = 12: some specific lessons are lost
 
 
