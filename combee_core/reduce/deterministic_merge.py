@@ -42,12 +42,10 @@ def merge_without_conflict(children: Sequence[list[Operation]],
 
     With ``judge`` (:class:`~combee_core.playbook.meaning.SemanticJudge`), ADDs are grouped by meaning instead,
     across sections: an ADD that states the lesson of an earlier group (visited in (section, content) order) joins
-    it (support summed); the group keeps the wording (and section) with the most support among its members that do
-    not contradict it, and members that contradict that wording leave it as a group of their own (:func:`_majority`:
-    a batch's majority, not the sort order, decides which side a mixed group states); an ADD or group that
-    contradicts another is a conflict (None), so the reducer call sees both texts with their support. The result is
-    sorted (ADD by section and content, then UPDATE, MERGE, DELETE by JSON, then TAG by entry and tag), so it does
-    not depend on the order of the children.
+    it (support summed, the group's first wording and section kept); an ADD that contradicts one is a conflict
+    (None), so the reducer call sees both texts with their support. The result is sorted (ADD by section and
+    content, then UPDATE, MERGE, DELETE by JSON, then TAG by entry and tag), so it does not depend on the order
+    of the children.
     """
     result = merge_contested(children, paraphrase_similarity, judge)
     return None if isinstance(result, ContestedMerge) else result
@@ -118,13 +116,14 @@ def _adds_by_meaning(children: Sequence[list[Operation]], judge: Judge) -> tuple
     adds = sorted(((op, (child, index)) for child, ops in enumerate(children) for index, op in enumerate(ops)
                    if isinstance(op, AddOp)), key=lambda item: (item[0].section, item[0].content, item[0].support))
     judge.prepare([add.content for add, _ in adds])
-    groups: list[list[tuple[AddOp, Position]]] = []
+    heads: list[AddOp] = []
+    support: list[int] = []
+    members: list[list[Position]] = []
     contested: set[int] = set()
     for add, position in adds:
         joined: int | None = None
         conflicts: list[int] = []
-        for index, group in enumerate(groups):
-            head = group[0][0]
+        for index, head in enumerate(heads):
             kind = "same" if head.content == add.content else judge.judge(
                 add.content, add.section, head.content, head.section).kind
             if kind == "conflict":
@@ -133,50 +132,16 @@ def _adds_by_meaning(children: Sequence[list[Operation]], judge: Judge) -> tuple
                 joined = index
                 break
         if joined is None:
-            groups.append([])
-            joined = len(groups) - 1
-        groups[joined].append((add, position))
+            heads.append(add)
+            support.append(0)
+            members.append([])
+            joined = len(heads) - 1
+        support[joined] += add.support
+        members[joined].append(position)
         if conflicts:
             contested |= {joined, *conflicts}
-    heads: list[AddOp] = []
-    index = 0
-    while index < len(groups):  # a group split off is appended, and settled in turn
-        head, dissent = _majority(groups[index], judge)
-        if dissent:
-            groups[index] = [item for item in groups[index] if item not in dissent]
-            groups.append(dissent)
-            contested |= {index, len(groups) - 1}
-        heads.append(head.model_copy(update={"support": sum(add.support for add, _ in groups[index])}))
-        index += 1
-    merged = [head for n, head in enumerate(heads) if n not in contested]
-    return merged, {position for n in contested for _, position in groups[n]}
-
-
-def _majority(group: list[tuple[AddOp, Position]],
-              judge: Judge) -> tuple[AddOp, list[tuple[AddOp, Position]]]:
-    """The wording a group of ADDs (joined by meaning to its first) is kept in, and its members that contradict it.
-
-    The judge joins each ADD to the first wording it calls the same lesson, and it calls a rule and its one-word
-    opposite "same" often enough that a group may hold both. The group's wording is then its member with the most
-    support among the members that do not contradict it (ties: the first, in the group's order), so the side most
-    of the batch's traces state, not the one that sorts first, is kept; the members the judge calls a contradiction
-    of that wording leave the group (the caller contests the two sides, each with its own support)."""
-    texts = list(dict.fromkeys(add.content for add, _ in group))
-    if len(texts) == 1:
-        return group[0][0], []
-    conflict = {(a, b) for i, a in enumerate(texts) for b in texts[i + 1:]
-                if judge.judge(a, _section(group, a), b, _section(group, b)).kind == "conflict"}
-    agree = {text: sum(add.support for add, _ in group if (text, add.content) not in conflict
-                       and (add.content, text) not in conflict) for text in texts}
-    best = max(texts, key=lambda text: agree[text])  # the first of equals
-    head = next(add for add, _ in group if add.content == best)
-    dissent = [(add, position) for add, position in group
-               if (best, add.content) in conflict or (add.content, best) in conflict]
-    return head, dissent
-
-
-def _section(group: list[tuple[AddOp, Position]], text: str) -> str:
-    return next(add.section for add, _ in group if add.content == text)
+    merged = [head.model_copy(update={"support": support[n]}) for n, head in enumerate(heads) if n not in contested]
+    return merged, {position for n in contested for position in members[n]}
 
 
 def _merge_rest(children: Sequence[list[Operation]], merged_adds: list[AddOp]) -> tuple[list[Operation], bool]:
