@@ -4,6 +4,7 @@ the entry they repeat, every operation's outcome recorded), and deduplication as
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from fractions import Fraction
 from typing import NamedTuple
 
 from combee_core.models import (
@@ -64,6 +65,9 @@ class _WorkingPlaybook:
         once."""
         self.superseded: list[AppliedOperation] = []
         """DELETEs of rules a conflicting ADD superseded (``ApplyResult.superseded``)."""
+        self.created: dict[str, int] = {}
+        """Entries this call's ADDs created -> the distinct traces of the ADD that created each: within one batch a
+        contradiction is settled by the traces behind each side, not by which came first (:meth:`strength`)."""
         self.removed: dict[str, str] = {}
         self.next_number = playbook.next_entry_number
         self.new_version = new_version
@@ -112,6 +116,19 @@ class _WorkingPlaybook:
         return granted, (f"; count bound: {counter} of {entry_id} may rise by at most {self.max_count} (the distinct "
                          f"traces behind this version) in one version, {before} already: +{granted} of {declared}")
 
+    def strength(self, entry: PlaybookEntry) -> Fraction:
+        """An entry's evidence against a contradiction in this call: ``rules.strength`` (its creation counting one),
+        plus, for an entry this call's ADD created, the further distinct traces behind that ADD: a lesson five
+        traces of the batch state is not superseded by one two others state because it was applied first."""
+        return self.rules.strength(entry) + self.created.get(entry.entry_id, 1) - 1
+
+    def describe(self, entry: PlaybookEntry) -> str:
+        """``rules.describe``, with the traces that created the entry in this version when they count."""
+        if (traces := self.created.get(entry.entry_id, 1)) == 1:
+            return self.rules.describe(entry)
+        return (f"{self.rules.describe(entry)[:-1]}, created in this version by {traces} distinct traces: evidence "
+                f"{float(self.strength(entry)):g})")
+
     def mark_changed(self, entry_ids: Iterable[str]) -> None:
         for entry_id in entry_ids:
             if entry_id in self.original:
@@ -151,7 +168,9 @@ class _WorkingPlaybook:
             return applied
         if conflict is not None:
             return self._conflicting_add(op, conflict[1], conflict[2])
-        return self._new_entry(op, "added")
+        applied = self._new_entry(op, "added")
+        self.created[str(applied.entry_id)] = self.rules.traces(op)
+        return applied
 
     def _supersede(self, loser: PlaybookEntry, winner_id: str, reason: str) -> None:
         self.mark_changed([loser.entry_id])
@@ -166,9 +185,9 @@ class _WorkingPlaybook:
         used enough, else the better evidence; the other is superseded (a DELETE recorded after the operations)."""
         winner, by = outcomes_decide(restated, other, self.rules.min_uses), "outcomes"
         if winner is None:
-            mine, theirs = self.rules.strength(restated), self.rules.strength(other)
+            mine, theirs = self.strength(restated), self.strength(other)
             winner, by = (restated if mine > theirs else other if theirs > mine else None), "evidence"
-        record = f"{self.rules.describe(restated)} contradicts {self.rules.describe(other)} ({why})"
+        record = f"{self.describe(restated)} contradicts {self.describe(other)} ({why})"
         if winner is None:
             return applied.model_copy(update={"reason": f"{applied.reason}; {record}: neither outweighs, both kept"})
         loser = other if winner is restated else restated
@@ -200,10 +219,10 @@ class _WorkingPlaybook:
         traces, bound = self.gain(old.entry_id, "challenge support", self.rules.traces(op))
         if traces == 0:  # the corrections of this version already stand for every trace behind it
             return AppliedOperation(operation=op, outcome="rejected", reason=(
-                f"conflicts with {self.rules.describe(old)} ({why}): kept, no counter changed{bound}"))
+                f"conflicts with {self.describe(old)} ({why}): kept, no counter changed{bound}"))
         challenge, replaced = accrue(self.challenges, old, op, traces, self.new_version, why, self.judge)
-        lineage = f"{self.rules.describe(old)} vs this ADD's {describe_challenge(challenge)}"
-        if challenge.support <= self.rules.strength(old):
+        lineage = f"{self.describe(old)} vs this ADD's {describe_challenge(challenge)}"
+        if challenge.support <= self.strength(old):
             dropped = "" if replaced is None else (
                 f"; it replaced the weakest of {old.entry_id}'s pending corrections ({replaced.content!r}, support "
                 f"{replaced.support})")
