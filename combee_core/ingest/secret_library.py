@@ -16,9 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.plugins import keyword
-
 from combee_core.ingest.detectors import is_placeholder
 
 PLUGINS = (
@@ -38,6 +35,10 @@ _NOT_SECRET = re.compile(r"^(?:true|false|null|none|yes|no|required|optional|red
 
 @functools.lru_cache(maxsize=1)
 def _plugin_classes() -> dict[str, type[Any]]:
+    # detect-secrets (with the requests it imports) takes a quarter of a second to import: only once a text is
+    # scanned, not in every process that imports the models (the command line, a worker's start)
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
     classes: list[type[Any]] = list(get_mapping_from_secret_type_to_class().values())
     return {cls.__name__: cls for cls in classes}
 
@@ -78,7 +79,7 @@ class LibraryDetector:
                 continue
             if limit is not None:  # a high-entropy detector: quoted strings over its limit
                 values.update(v for v in plugin.analyze_string(line) if plugin.calculate_shannon_entropy(v) > limit)
-            elif _KEYWORD_HINT.search(line):  # the keyword detector (quotes required), where one of its words is
+            elif _keyword_hint().search(line):  # the keyword detector (quotes required), where one of its words is
                 values.update(plugin.analyze_string(line, denylist_regex_to_group=_keyword_regexes()))
         return [span for value in values for span in self._value_spans(text, value)]
 
@@ -93,7 +94,6 @@ class LibraryDetector:
         return merged
 
 
-_KEYWORD_HINT = re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
 _TOKEN_TAIL = re.compile(r"[A-Za-z0-9_+/=.-]*(?<!\.)")
 
 
@@ -104,8 +104,18 @@ def _token_end(text: str, end: int) -> int:
     return tail.end() if tail else end
 
 
+@functools.lru_cache(maxsize=1)
+def _keyword_hint() -> re.Pattern[str]:
+    """One of the keyword detector's words, anywhere in a line."""
+    from detect_secrets.plugins import keyword
+
+    return re.compile("|".join(keyword.DENYLIST), re.IGNORECASE)
+
+
 def _keyword_regexes() -> dict[Any, int]:
     """The keyword detector's patterns with quotes required (as it reads code)."""
+    from detect_secrets.plugins import keyword
+
     return keyword.QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
 
 

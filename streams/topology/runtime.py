@@ -312,8 +312,7 @@ class Stage(RecordReading):
     async def run(self) -> None:
         """Consume until the worker's stop event is set."""
         try:
-            await self.prepare()
-            consumer = await start_in_group(self._group_consumer, join_wait_s(self.ctx.profile), f"stage {self.name}")
+            consumer = await self._prepare_and_join()
             self.started.set()
             log.info("%s: consuming %s", self.name, ", ".join(self.consumes))
             await self._consume(consumer)
@@ -328,6 +327,22 @@ class Stage(RecordReading):
             if self._consumer is not None:
                 await self._consumer.stop()
             self._consumer = None
+
+    async def _prepare_and_join(self) -> AIOKafkaConsumer:
+        """Rebuild the stage's state (:meth:`prepare`) while its consumer joins the group, and return the consumer
+        once both are done. A join takes seconds whatever the stage does (Tansu holds a JoinGroup for half the
+        session timeout: 3 s); partitions assigned meanwhile stay paused until the main loop has rebuilt their state
+        (:meth:`acquire`, :meth:`rebuild`), so nothing is handled or committed before ``prepare`` has returned."""
+        joining = asyncio.create_task(
+            start_in_group(self._group_consumer, join_wait_s(self.ctx.profile), f"stage {self.name}"),
+            name=f"join-{self.name}")
+        try:
+            await self.prepare()
+            return await joining
+        finally:
+            if not joining.done():  # prepare failed or the stage was cancelled: the join is not wanted any more
+                joining.cancel()
+                await asyncio.gather(joining, return_exceptions=True)
 
     def _group_consumer(self) -> AIOKafkaConsumer:
         """A new consumer in the stage's group, subscribed to its input (``group_guard`` may make several)."""

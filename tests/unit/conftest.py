@@ -20,11 +20,15 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_connection.py": (
         "test_every_kafka_client_the_project_builds_gets_its_arguments_from_the_one_connection_builder",
         "test_security_settings_a_local_broker_would_not_use_are_refused_in_one_line",
+        "test_secrets_have_no_flag",
+        "test_oauthbearer_tokens_come_from_the_environment_a_file_read_at_each_connect_or_a_command",
+        "test_a_certificate_that_does_not_name_the_host_is_one_line_saying_so",
     ),
     "test_honest_mode.py": (
         "test_curation_never_imports_the_registry_or_the_honest_scoring",
         "test_every_instance_template_is_never_creditable_and_recognised_as_its_kind",
         "test_feedback_never_contains_a_creditable_wording_of_any_rule",
+        "test_an_agent_holding_both_rules_cites_the_side_it_followed_and_succeeds_as_with_that_side",
     ),
     # a fresh interpreter per check: what an import pulls in, what a command prints before it exits
     "test_core_imports.py": ("*",),
@@ -57,10 +61,13 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_a_clean_version_descends_from_the_served_one_through_versions_built_after_every_decision",
         "test_no_alarm_without_a_drop_or_before_enough_traces",
         "test_a_rollback_serves_the_judged_versions_parent_after_a_significant_drop_and_then_nothing_is_judged",
+        "test_false_alarm_rate_without_a_difference_is_below_alpha",
     ),
     "test_controller.py": (
         "test_fit_recovers_exact_power_law",
         "test_decision_is_the_tolerance_plateau_of_a_noisy_fit",
+        "test_fit_recovers_noisy_power_law_within_5_percent",
+        "test_flat_delays_fit_alpha_zero_without_nan",
     ),
     "test_bench_honest_learning.py": ("test_the_issue_38_copier_run_scores_the_empty_playbook",),
     "test_curation_properties.py": (
@@ -74,6 +81,8 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_the_conflict_check_does_not_depend_on_which_text_is_the_new_one",
         "test_a_reworded_opposite_is_a_conflict_in_both_directions",
         "test_the_default_model_is_the_onnx_encoder_with_its_own_threshold",
+        "test_a_rewording_with_a_condition_negation_or_ordinal_is_the_same_lesson",
+        "test_a_better_supported_reworded_correction_supersedes_the_rule",
     ),
     "test_door_servers.py": ("test_the_doors_serve_tls_with_a_certificate",),
     "test_controller_plot.py": (
@@ -82,10 +91,16 @@ SLOW: dict[str, tuple[str, ...]] = {
     ),
     "test_challenges.py": ("test_no_correction_reinforces_the_rule_it_corrects",),
     # property tests, simulations and scans that took 0.3 s of CPU or more (measured at load 20-30)
-    "test_bad_records.py": ("test_every_stage_dead_letters_a_record_it_cannot_read_with_the_reason_and_goes_on",),
+    "test_bad_records.py": (
+        "test_every_stage_dead_letters_a_record_it_cannot_read_with_the_reason_and_goes_on",
+        "test_the_readers_of_the_served_topics_skip_what_they_cannot_read_and_go_on",
+    ),
     "test_concurrency.py": ("test_limit_stays_within_floor_and_ceiling_and_overload_never_raises",),
     "test_controller_decisions.py": ("test_decisions_are_always_valid_sizes",),
-    "test_door_mcp.py": ("test_a_key_for_tenant_a_never_reads_nor_learns_of_tenant_b",),
+    "test_door_mcp.py": (
+        "test_a_key_for_tenant_a_never_reads_nor_learns_of_tenant_b",
+        "test_mcp_refuses_a_foreign_host_and_origin_even_with_a_key",
+    ),
     "test_log_limit.py": ("test_lines_stand_for_every_occurrence_and_are_at_least_an_interval_apart",),
     "test_meaning.py": (
         "test_a_correction_never_increases_the_counters_of_the_rule_it_contradicts",
@@ -122,6 +137,7 @@ SLOW: dict[str, tuple[str, ...]] = {
     "test_redaction_corpus.py": (
         "test_a_generated_secret_or_personal_datum_never_survives",
         "test_every_lesson_the_simulator_can_write_passes_unchanged",
+        "test_simulated_traces_pass_unchanged_with_the_library_detector",
     ),
     "test_review.py": ("test_agents_get_only_approved_or_edited_texts_and_a_resent_record_changes_nothing",),
     "test_scan.py": (
@@ -166,6 +182,30 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_after_a_reducer_call_a_correction_never_increases_the_counters_of_the_rule_it_contradicts",
         "test_no_verdict_depends_on_which_text_is_the_new_one",
     ),
+    # measured again in the fast lane (2026-11-29, third session, load 30-50, where wall was 5-10 times CPU): 1.5-3 s
+    # or more of wall there, about 0.3 s of CPU (property tests, a scan of every module, a page rendered per example)
+    "test_review_inbox.py": ("test_every_accepted_reviewer_name_is_one_printable_line",),
+    "test_chain_pacing.py": (
+        "test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_inputs_give_the_same_batches",
+    ),
+    "test_review_filter.py": ("test_the_page_lists_the_filtered_page_with_links_that_keep_the_filter",),
+    "test_simulator_layering.py": (
+        "test_no_production_module_but_the_listed_entry_points_imports_the_simulator",
+    ),
+    "test_demotion.py": ("test_property_only_measurably_worse_entries_go_and_never_more_than_the_cap",),
+    "test_retention.py": ("test_what_goes_is_an_old_fully_read_prefix_and_never_the_end",),
+    "test_system_classifier.py": (
+        "test_instructions_about_the_reviewer_or_the_store_are_not_learned",
+        "test_task_lessons_with_the_same_words_are_kept",
+    ),
+    "test_broker_faults.py": ("test_the_storage_url_reaches_the_tansu_command_line",),
+    "test_aliases.py": (
+        "test_through_the_reducer_a_naive_model_keeps_one_entry_and_the_alias_survives_a_restart",
+        "test_no_add_raises_a_counter_except_through_the_entrys_own_text",
+    ),
+    "test_deploy_static.py": ("test_compose_commands_are_real_combee_commands_and_stages",),
+    "test_call_guard.py": ("test_no_answer_raises_support_above_what_was_given_or_loses_a_lesson",),
+    "test_demo_display.py": ("test_the_accuracy_plots_legend_never_covers_a_point_such_as_the_rejected_version",),
 }
 
 

@@ -48,3 +48,11 @@ def test_the_command_line_imports_without_a_kafka_client_or_the_llm_layer():
     code = ("import sys, streams.cli; streams.cli.build_parser();"
             f"print(sorted(m for m in sys.modules if m in {heavy!r} or m.split('.')[0] in {heavy!r}))")
     assert _run(code)[-1] == "[]"
+
+
+def test_a_workers_start_imports_no_secret_scanner():
+    """detect-secrets (and the requests it imports: a quarter of a second) loads when a text is first scanned, not
+    when a worker starts (issue 43: a worker ready within 5 s)."""
+    code = ("import sys, streams.topology.worker;"
+            "print(sorted(m for m in ('detect_secrets', 'requests') if m in sys.modules))")
+    assert _run(code)[-1] == "[]"

@@ -60,3 +60,29 @@ async def test_partitions_the_client_dropped_before_the_release_are_not_asked_ab
     assert stage.held_by_client() == {kept}
     assert [consumer.highwater(tp) for tp in stage.held_by_client()] == [None]
     await consumer.stop()
+
+
+async def test_a_stage_joins_its_group_while_it_rebuilds_its_state_and_is_started_only_after_both(monkeypatch):
+    """A group join takes seconds whatever the stage does (3 s on Tansu): it runs while ``prepare`` rebuilds the
+    stage's state instead of after it (issue 43: a worker ready within 5 s), and the stage counts as started (joined,
+    state rebuilt) only once both are done."""
+    from streams.topology import runtime
+
+    joining = asyncio.Event()
+
+    class Consumer:
+        async def start(self) -> None:
+            joining.set()
+
+        async def stop(self) -> None:
+            pass
+
+    class Rebuilding(Stage):
+        async def prepare(self) -> None:
+            await asyncio.wait_for(joining.wait(), 5)  # the join has begun while the state is being rebuilt
+            assert not self.started.is_set()
+
+    stage = Rebuilding(SimpleNamespace(stop=asyncio.Event(), profile=None))
+    monkeypatch.setattr(stage, "_group_consumer", Consumer)
+    monkeypatch.setattr(runtime, "join_wait_s", lambda profile: 60.0)
+    assert isinstance(await stage._prepare_and_join(), Consumer)

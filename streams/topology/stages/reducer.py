@@ -13,6 +13,7 @@ playbook that applies ready batches in order (``streams.topology.key_tasks``), a
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from aiokafka import TopicPartition
@@ -37,8 +38,8 @@ class ReducerStage(Stage):
     def __init__(self, ctx) -> None:
         super().__init__(ctx)
         settings = ctx.settings
-        self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce, embedder_from(settings),
-                               EmptyVersionNotice(settings.reflector_model))
+        self.reducer: Reducer
+        """Made by :meth:`prepare`, once the embedding model is loaded."""
         self.logs = ReducerLogs(promotion=settings.promotion)
         self.workers = KeyTasks(self, self._apply_ready, "reduce")
         self.versions = NumberedLog[PlaybookVersion](self, Topic.PLAYBOOK, self._take_version, guarded=True,
@@ -48,6 +49,11 @@ class ReducerStage(Stage):
                                                         gate=self.logs.ledger.gate)
 
     async def prepare(self) -> None:
+        # Loading the embedding model takes about a second of CPU: in a thread, so that the event loop meanwhile
+        # keeps the group joins (started with ``prepare``) and the other stages' reads going.
+        embedder = await asyncio.to_thread(embedder_from, self.settings)
+        self.reducer = Reducer(ReducerConfig.from_settings(self.settings), self._reduce, embedder,
+                               EmptyVersionNotice(self.settings.reflector_model))
         for numbered in (self.versions, self.batches, self.decisions):  # promoted: with promotion off, rollbacks
             await numbered.start()
 
