@@ -52,6 +52,7 @@ from combee_core.models.operations import (
 from combee_core.models.promotion import (
     EvalRequest,
     EvalResult,
+    EvaluationCost,
     ImprovementCost,
     LiveTest,
     PromotionDecision,
@@ -96,6 +97,7 @@ __all__ = [
     "tasks_digest",
     "Identifier",
     "PersonName",
+    "EvaluationCost",
     "ImprovementCost",
     "Insight",
     "KeptApart",
