@@ -10,6 +10,14 @@ import pytest
 
 from streams.broker.state import STATE_DIR_ENV
 from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from tests.scheduling import longest_first, read_longest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest tests first on every worker (``tests/scheduling.py``)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    items[:] = longest_first(items, [item.nodeid for item in items], read_longest(), workers)
 
 
 @pytest.fixture(scope="session")
