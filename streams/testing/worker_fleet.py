@@ -15,8 +15,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiokafka import TopicPartition
-
 from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, CombeeModel, DeadLetter, PlaybookVersion, Trace
 from combee_core.runs.audit import RunAudit, audit_run
@@ -26,7 +24,7 @@ from streams.broker.child_process import stop_processes
 from streams.testing.broker import ResolvedBroker
 from streams.testing.loss_report import explain_missing
 from streams.topology.kafka_clients import start_producer
-from streams.topology.topic_reader import TopicReader
+from streams.topology.topic_reader import read_topic
 
 WORKER_SETTINGS = {
     "COMBEE_BATCH_SIZE": "20",
@@ -158,61 +156,26 @@ async def feed(settings: CombeeSettings, broker: ResolvedBroker, traces: Sequenc
         await producer.stop()
 
 
-class RunReader:
-    """A run's ``playbook``, ``batches`` and ``dlq`` topics read in steps with one reader kept open: each
-    :meth:`read_new` reads only what was written since the previous one (a wait that polls the run every second no
-    longer reads the three topics from their beginnings, with three new consumers, each time: on the durable broker
-    every fetch is a round trip to S3). The records are kept decoded, in (partition, offset) order per topic, as a
-    full read returns them."""
-
-    TOPICS: tuple[tuple[str, type[CombeeModel]], ...] = (
-        (Topic.PLAYBOOK, PlaybookVersion), (Topic.BATCHES, BatchManifest), (Topic.DLQ, DeadLetter))
-
-    def __init__(self, settings: CombeeSettings, broker: ResolvedBroker) -> None:
-        self._reader = TopicReader(broker.bootstrap, broker.profile, what="the run's reader")
-        self._models = {settings.topic(name): model for name, model in self.TOPICS}
-        self._seen: dict[str, list[tuple[int, int, CombeeModel]]] = {topic: [] for topic in self._models}
-        self._next: dict[TopicPartition, int] = {}
-
-    async def __aenter__(self) -> RunReader:
-        await self._reader.__aenter__()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._reader.__aexit__(*exc)
-
-    async def read_new(self) -> tuple[list, list, list]:
-        """Read what was written since the last call; return every record so far (versions, manifests, dead
-        letters), in log order."""
-        tps = [tp for topic in self._models for tp in await self._reader.partitions(topic)]
-        for record in await self._reader.read_to_end({tp: self._next.get(tp) for tp in tps}):
-            model = self._models[record.topic].from_json_bytes(record.value)
-            self._seen[record.topic].append((record.partition, record.offset, model))
-            self._next[TopicPartition(record.topic, record.partition)] = record.offset + 1
-        versions, manifests, dead = ([model for _, _, model in sorted(self._seen[topic], key=lambda r: r[:2])]
-                                     for topic in self._models)
-        return versions, manifests, dead
-
-
 async def read_run(settings: CombeeSettings, broker: ResolvedBroker) -> tuple[list, list, list]:
-    """Every record of the run's ``playbook``, ``batches`` and ``dlq`` topics, decoded, in log order."""
-    async with RunReader(settings, broker) as reader:
-        return await reader.read_new()
+    async def models(topic: str, model: type[CombeeModel]) -> list:
+        records = await read_topic(broker.bootstrap, broker.profile, settings.topic(topic))
+        return [model.from_json_bytes(record.value) for record in records]
+
+    return (await models(Topic.PLAYBOOK, PlaybookVersion), await models(Topic.BATCHES, BatchManifest),
+            await models(Topic.DLQ, DeadLetter))
 
 
 async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet: WorkerFleet, sent: set[str],
                          timeout_s: float) -> RunAudit:
     """Wait until every sent trace is in a version that counts or a dead letter; then audit the topics."""
     deadline = time.monotonic() + timeout_s
-    async with RunReader(settings, broker) as reader:
-        while True:
-            fleet.check_alive()
-            versions, manifests, dead = await reader.read_new()
-            covered = {t for v in valid_versions(versions) for t in v.lineage} | {d.trace_id for d in dead}
-            if sent <= covered or time.monotonic() > deadline:
-                await asyncio.sleep(3)  # a late duplicate version or batch would show up here
-                audit = audit_run(sent, *await reader.read_new())
-                break
-            await asyncio.sleep(1)
-    audit.explanation += await explain_missing(settings, broker, audit.missing)
-    return audit
+    while True:
+        fleet.check_alive()
+        versions, manifests, dead = await read_run(settings, broker)
+        covered = {t for v in valid_versions(versions) for t in v.lineage} | {d.trace_id for d in dead}
+        if sent <= covered or time.monotonic() > deadline:
+            await asyncio.sleep(3)  # a late duplicate version or batch would show up here
+            audit = audit_run(sent, *await read_run(settings, broker))
+            audit.explanation += await explain_missing(settings, broker, audit.missing)
+            return audit
+        await asyncio.sleep(1)
