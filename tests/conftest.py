@@ -11,6 +11,14 @@ from hypothesis import HealthCheck, settings
 
 from streams.broker.state import STATE_DIR_ENV
 from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from tests.scheduling import longest_first, read_longest
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist, the longest tests first on every worker (``tests/scheduling.py``)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    items[:] = longest_first(items, [item.nodeid for item in items], read_longest(), workers)
 
 # Property tests judge inputs, not speed: on a loaded 2-core CI machine Hypothesis's wall-clock deadline and its
 # too-slow health check fail tests that are correct (seen once at load 27). Examples and shrinking are unchanged.

@@ -117,8 +117,9 @@ class StageContext:
                                 *, refused: str | None) -> RecordMetadata:
         """Send until acknowledged, backing off 0.5 s doubling to 5 s between attempts. A send the producer
         cancelled is always sent again (unless this task itself is being cancelled: the stage is stopping); a
-        broker's refusal (KafkaError) only when ``refused`` says the record was refused once already (a waited send
-        raises it to its stage)."""
+        broker's refusal (KafkaError) when ``refused`` says the record was refused once already, or when the error is
+        retriable (the broker away or restarting: NodeNotReadyError, a connection lost; the worker's watchdog bounds
+        how long it may stay away); a waited send raises any other refusal to its stage."""
         delay, attempt = 0.5, 0
         while True:
             if refused is not None:
@@ -127,8 +128,8 @@ class StageContext:
             try:
                 return await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
             except KafkaError as failed:
-                if refused is None:
-                    raise
+                if refused is None and not failed.retriable:
+                    raise  # no retry cures it (a record too large, a topic not authorized): the stage decides
                 refused = repr(failed)
             except asyncio.CancelledError:
                 task = asyncio.current_task()

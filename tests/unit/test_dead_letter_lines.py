@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from aiokafka.errors import KafkaError
+import pytest
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, NodeNotReadyError
 
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
@@ -127,3 +128,31 @@ def test_flush_sends_a_refused_record_again_through_further_refusals_until_it_is
 
     asyncio.run(send_then_flush())
     assert producer.resends == 2
+
+
+class _AwayThenBackProducer:
+    """A broker away for a while (its node not ready: the durable broker restarting), then back."""
+
+    def __init__(self, error: KafkaError, failures: int) -> None:
+        self.error, self.failures, self.attempts = error, failures, 0
+
+    async def send_and_wait(self, *_: object, **__: object) -> str:
+        self.attempts += 1
+        if self.attempts <= self.failures:
+            raise self.error
+        return "acknowledged"
+
+
+def test_a_waited_send_is_sent_again_while_the_broker_is_away_but_a_refusal_for_good_reaches_the_stage() -> None:
+    """A kill test's worker exited ("broker error: NodeNotReadyError") when its batch stage's numbered write met the
+    broker still restarting (45 s at load 22): a retriable error is waited out (the watchdog bounds the wait); an
+    error no retry cures still fails the stage at once."""
+    away = _AwayThenBackProducer(NodeNotReadyError("node 111 not ready"), failures=2)
+    context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=away, stop=asyncio.Event())
+    assert asyncio.run(context.send("batches", "pb", b"{}", wait=True)) == "acknowledged"
+    assert away.attempts == 3
+
+    context.producer = _AwayThenBackProducer(MessageSizeTooLargeError("too large"), failures=1)
+    with pytest.raises(MessageSizeTooLargeError):
+        asyncio.run(context.send("batches", "pb", b"{}", wait=True))
