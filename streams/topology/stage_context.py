@@ -140,7 +140,7 @@ class StageContext:
                                 topic)
                 else:
                     refused = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
-            await asyncio.sleep(delay)
+            await _back_off(delay)
             delay = min(5.0, delay * 2)
 
     async def dead_letter(self, letter: DeadLetter) -> None:
@@ -156,3 +156,18 @@ class StageContext:
             log.warning("%d dead letters from %s (%s) since the last line; the latest: %s",
                         occurrences, letter.stage, letter.error_type, letter.reason)
         await self.send(Topic.DLQ, letter.stage, letter, wait=True)
+
+
+async def _back_off(delay: float) -> None:
+    """Sleep ``delay`` s; a CancelledError nobody sent to this task ends the pause early instead of the stage.
+
+    Python 3.11's ``asyncio.timeout`` (aiokafka's ``wait_for``) that expires as the block it guards raises leaves the
+    task's pending cancel set after ``uncancel()``: the next await, this sleep after a retriable refusal, then raises
+    CancelledError while ``task.cancelling()`` is 0 (a durable kill test's batch, control and guard stages ended so)."""
+    try:
+        await asyncio.sleep(delay)
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():  # the stage itself is being stopped
+            raise
+        log.warning("a stray cancel (not sent to this stage) ended a send's back-off early")

@@ -156,3 +156,36 @@ def test_a_waited_send_is_sent_again_while_the_broker_is_away_but_a_refusal_for_
     context.producer = _AwayThenBackProducer(MessageSizeTooLargeError("too large"), failures=1)
     with pytest.raises(MessageSizeTooLargeError):
         asyncio.run(context.send("batches", "pb", b"{}", wait=True))
+
+
+class _TimedOutAsItRaises(_AwayThenBackProducer):
+    """A refusal raised as the producer's own ``asyncio.timeout`` expires: Python 3.11 leaves this task's cancel
+    pending with ``cancelling()`` back at 0 (what ``uncancel()`` in the timeout's exit does), so the next await ends
+    in a CancelledError nobody sent."""
+
+    async def send_and_wait(self, *args: object, **kwargs: object) -> str:
+        task = asyncio.current_task()
+        if self.attempts < self.failures and task is not None:
+            task.cancel()
+            task.uncancel()
+        return await super().send_and_wait(*args, **kwargs)
+
+
+def test_a_stray_cancel_after_a_retriable_refusal_does_not_end_the_stage_but_a_stop_still_does() -> None:
+    """A durable kill test's batch, control and guard stages each ended "by a CancelledError its task was not sent"
+    in the back-off after a NodeNotReadyError; the pause now ends early and the record is sent again."""
+    stray = _TimedOutAsItRaises(NodeNotReadyError("node 111 not ready"), failures=1)
+    context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=stray, stop=asyncio.Event())
+    assert asyncio.run(context.send("batches", "pb", b"{}", wait=True)) == "acknowledged"
+    assert stray.attempts == 2
+
+    async def stopped_while_backing_off() -> None:
+        context.producer = _AwayThenBackProducer(NodeNotReadyError("node 111 not ready"), failures=100)
+        sending = asyncio.create_task(context.send("batches", "pb", b"{}", wait=True))
+        await asyncio.sleep(0.1)
+        sending.cancel()
+        await sending
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(stopped_while_backing_off())
