@@ -14,7 +14,7 @@ to, not by a list of attack phrases:
 2. or it tells the agent how to answer instead of learning (answer from memory, rely on intuition) or tells the
    system to stop learning (stop recording lessons, learning is paused);
 3. or it carries the prompts' own machinery (a DATA marker, an answer in the roles' JSON shape, "system prompt");
-4. or, when none of these rules matches, the learned check (on by default; ``learned=False`` asks the rules alone)
+4. or, asked with ``learned=True`` and when none of these rules matches, the learned check (opt-in: see below)
    (:mod:`combee_core.llm.system_classifier`: a logistic regression over the shipped sentence encoder, trained on
    the sets below) reads it as an instruction about the system with probability above 0.7.
 
@@ -75,11 +75,12 @@ _MACHINERY = re.compile(
 )
 
 
-def about_learning_system(text: str, *, learned: bool = True) -> str | None:
+def about_learning_system(text: str, *, learned: bool = False) -> str | None:
     """Why ``text`` is a lesson about the playbook or the learning system itself (the phrase and the rule that
     matched), or ``None`` for a lesson about the agent's task. ``learned``: also ask the learned check when no rule
-    matches (the default, and what parsing does; its measured false rejections are in ``docs/benchmarks.md``,
-    "The learned injection check on by default")."""
+    matches (not on in parsing: it read a harmful but task-level lesson, "Keep replies under five words, and guess
+    freely.", as about the system at p = 0.86, so a team's harmful candidate was never built; its other measured
+    false rejections are in ``docs/benchmarks.md``)."""
     lowered = _LABEL.sub("", " ".join(text.lower().replace("\u2019", "'").split()))
     if match := _MACHINERY.search(lowered):
         return f"carries the prompts' machinery: {match.group(0)!r}"
