@@ -52,7 +52,6 @@ from combee_core.models.operations import (
 from combee_core.models.promotion import (
     EvalRequest,
     EvalResult,
-    EvaluationCost,
     ImprovementCost,
     LiveTest,
     PromotionDecision,
@@ -97,7 +96,6 @@ __all__ = [
     "tasks_digest",
     "Identifier",
     "PersonName",
-    "EvaluationCost",
     "ImprovementCost",
     "Insight",
     "KeptApart",

@@ -90,21 +90,6 @@ class ImprovementCost(CombeeModel):
     tokens_per_point: float | None = None
 
 
-class EvaluationCost(CombeeModel):
-    """What the held-out results behind a decision cost: the first result of each task, of the candidate's content
-    and of the incumbent's (both scores decide), summed from each result's ``usage``. A result without ``usage`` (an
-    evaluator that does not say, the simulator, an error) is *unreported*: its cost is unknown, not zero, so the sums
-    are a lower bound whenever ``unreported`` > 0. Results are cached by content: an incumbent's results were usually
-    paid for by the decision that evaluated it as a candidate, and are counted again here."""
-
-    results: int = Field(ge=0, description="Held-out results behind the decision (candidate's and incumbent's).")
-    unreported: int = Field(ge=0, description="Of them, results without usage: their cost is unknown.")
-    llm_calls: int = Field(default=0, ge=0)
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
-    cost_usd: float = Field(default=0.0, ge=0.0)
-
-
 class LiveTest(CombeeModel):
     """The guard's statistics behind a rollback: live traces of the rolled-back version against its parent's
     (``combee_core.promote.guard``), at the trace where the test crossed its threshold."""
@@ -159,8 +144,6 @@ class PromotionDecision(CombeeModel):
     proposer: ProposerModels | None = None
     evaluator_model: str | None = None
     cost: ImprovementCost | None = None
-    evaluation: EvaluationCost | None = Field(default=None, description="What the held-out results behind the "
-                                              "scores cost (None without held-out scores).")
     live_test: LiveTest | None = Field(default=None, description="With a rollback by the guard: the test that "
                                        "made it.")
     by: str = Field(description="promoter, guard (its automatic rollback), or the operator (user@host) for "
@@ -170,8 +153,6 @@ class PromotionDecision(CombeeModel):
     def decision_hash(self) -> str:
         """sha256 of every field but the time: what a replay must reproduce byte for byte."""
         payload = self.model_dump(mode="json", exclude={"decided_at"})
-        if payload.get("evaluation") is None:
-            payload.pop("evaluation", None)  # records written before the field hash as they did
         if payload.get("served"):
             payload["served"].pop("published_at", None)
             payload["served"].pop("stats", None)

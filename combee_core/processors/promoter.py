@@ -30,7 +30,7 @@ from combee_core.models import (
 )
 from combee_core.processors.effects import Count, Effect, Publish
 from combee_core.processors.promoter_memory import prune_below_floors, summarise_complete
-from combee_core.promote.improvement_cost import CandidateCost, both
+from combee_core.promote.improvement_cost import CandidateCost
 from combee_core.promote.promotion import (
     LiveScore,
     PromotionLedger,
@@ -218,12 +218,10 @@ class Promoter:
         error = error or inc_error
         if not error and (score is None or inc_score is None):
             return effects  # results still coming
-        evaluation = both(self.cache.spend(entries_digest(list(candidate.entries)), tasks),
-                          self.cache.spend(entries_digest(list(incumbent.entries) if incumbent else []), tasks))
         decision = decide(self.rule, self.ledger, candidate, candidate_score=score, incumbent_score=inc_score,
                           error=error, costs=await self._costs(playbook_id, candidate.version, catch_up),
                           task_set=self.held_out[playbook_id][0].label, tasks=len(tasks),
-                          proposer=self.proposer, evaluator_model=evaluator_model, now=now, evaluation=evaluation)
+                          proposer=self.proposer, evaluator_model=evaluator_model, now=now)
         return [*effects, *self._decision(decision)]
 
     @staticmethod

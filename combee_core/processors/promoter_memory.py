@@ -4,8 +4,7 @@ what it no longer reads: the rules, and why a run decides and requests exactly a
 
 - **Results** (``eval-results``, the dominant cost: one ``EvalResult`` per content and held-out task): once a
   content has a result of every held-out task, its results are replaced by its score, the ``(mean, error, models)``
-  that ``ScoreCache.score`` answers, and what they cost (``ScoreCache.spend``: the decision's ``evaluation``)
-  (:func:`summarise_complete`, on the result that completes it). Exact: the first
+  that ``ScoreCache.score`` answers (:func:`summarise_complete`, on the result that completes it). Exact: the first
   result of each pair counts and is never replaced, so that score is final; ``missing`` answers no task, ``score``
   the same tuple, and a later result of those pairs is a repeat, as before. A playbook's held-out set is fixed per
   promoter process (resolved once); a content is summarised over the set of the first playbook whose results

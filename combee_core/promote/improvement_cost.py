@@ -1,12 +1,12 @@
 """What a promoted improvement cost: each candidate's LLM calls, tokens and dollars since the incumbent, per
-held-out point gained; and what the held-out results behind a decision cost (:func:`evaluation_cost`)."""
+held-out point gained."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from combee_core.models import BatchManifest, EvalResult, EvaluationCost, ImprovementCost, PlaybookVersion, Usage
+from combee_core.models import BatchManifest, ImprovementCost, PlaybookVersion, Usage
 
 
 @dataclass(frozen=True)
@@ -50,31 +50,3 @@ def improvement_cost(costs: Sequence[CandidateCost], gain: float) -> Improvement
                            completion_tokens=sum(c.completion_tokens for c in costs), cost_usd=cost,
                            gain_points=points, cost_usd_per_point=per(cost), traces_per_point=per(traces),
                            tokens_per_point=per(tokens))
-
-
-def evaluation_cost(results: Iterable[EvalResult]) -> EvaluationCost:
-    """The sum of the results' ``usage``; a result without one is counted as unreported (unknown, not zero)."""
-    usages = [result.usage for result in results]
-    known = [usage for usage in usages if usage is not None]
-    total = sum(known, Usage())
-    return EvaluationCost(results=len(usages), unreported=len(usages) - len(known), llm_calls=total.calls,
-                          prompt_tokens=total.prompt_tokens, completion_tokens=total.completion_tokens,
-                          cost_usd=total.cost_usd)
-
-
-def both(first: EvaluationCost, second: EvaluationCost) -> EvaluationCost:
-    """Two evaluations' costs together (the candidate's and the incumbent's)."""
-    return EvaluationCost(results=first.results + second.results, unreported=first.unreported + second.unreported,
-                          llm_calls=first.llm_calls + second.llm_calls,
-                          prompt_tokens=first.prompt_tokens + second.prompt_tokens,
-                          completion_tokens=first.completion_tokens + second.completion_tokens,
-                          cost_usd=round(first.cost_usd + second.cost_usd, 12))
-
-
-def describe_evaluation(cost: EvaluationCost) -> str:
-    """In words, for a decision's line: the sums, and how many results' cost is unknown."""
-    if cost.unreported == cost.results:
-        return f"evaluation: {cost.results} results, cost unknown (no usage reported)"
-    sums = (f"evaluation: {cost.results} results, {cost.llm_calls} LLM calls, "
-            f"{cost.prompt_tokens + cost.completion_tokens} tokens, ${cost.cost_usd:.4f}")
-    return sums + (f" (+ {cost.unreported} results of unknown cost)" if cost.unreported else "")

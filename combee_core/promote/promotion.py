@@ -20,14 +20,13 @@ from combee_core.log_order import ContiguousNumbers
 from combee_core.models import (
     EvalRequest,
     EvalResult,
-    EvaluationCost,
     PlaybookEntry,
     PlaybookVersion,
     PromotionDecision,
     ProposerModels,
     entries_digest,
 )
-from combee_core.promote.improvement_cost import CandidateCost, evaluation_cost, improvement_cost
+from combee_core.promote.improvement_cost import CandidateCost, improvement_cost
 from combee_core.promote.task_sets import PinnedTask, task_key
 
 PROMOTER = "promoter"
@@ -167,11 +166,6 @@ class ScoreCache:
         scores = [r.score for r in results if r is not None and r.score is not None]
         return sum(scores) / len(results), "", ", ".join(models)
 
-    def spend(self, digest: str, tasks: Sequence[PinnedTask]) -> EvaluationCost:
-        """What the content's results of ``tasks`` (those in) cost: the first result of each, as :meth:`score`
-        counts them."""
-        return evaluation_cost(r for r in (self.result(digest, task) for task in tasks) if r is not None)
-
     def drop(self, digest: str, task: PinnedTask) -> None:
         """Forget the pair's result (it is summarised)."""
         self.results.pop((digest, task.key), None)
@@ -208,11 +202,9 @@ def decide(
     proposer: ProposerModels,
     evaluator_model: str,
     now: datetime,
-    evaluation: EvaluationCost | None = None,
 ) -> PromotionDecision:
     """The decision on ``candidate`` against the ledger's served version. ``costs``: the candidates after the
-    incumbent up to this one (rejected ones included); ``evaluation``: what the held-out results behind the scores
-    cost."""
+    incumbent up to this one (rejected ones included)."""
     playbook_id = candidate.playbook_id
     incumbent = ledger.served(playbook_id)
     incumbent_version = ledger.served_version(playbook_id)
@@ -221,7 +213,7 @@ def decide(
                   candidate_version=candidate.version, candidate_hash=candidate.content_hash,
                   previous_version=incumbent_version, held_out_score=candidate_score, incumbent_score=incumbent_score,
                   task_set=task_set, tasks=tasks, rule=rule.describe(), proposer=proposer,
-                  evaluator_model=evaluator_model or None, evaluation=evaluation, by=PROMOTER, decided_at=now)
+                  evaluator_model=evaluator_model or None, by=PROMOTER, decided_at=now)
     keep: dict[str, Any]
     keep = dict(served_version=incumbent_version, served=incumbent)
     if ledger.paused(playbook_id):
@@ -290,7 +282,7 @@ def canary_verdict(
                   previous_version=latest.served_version, held_out_score=latest.held_out_score,
                   incumbent_score=latest.incumbent_score, task_set=latest.task_set, tasks=latest.tasks,
                   rule=rule.describe(), proposer=latest.proposer, evaluator_model=latest.evaluator_model,
-                  evaluation=latest.evaluation, canary_share=latest.canary_share, canary_score=canary_score,
+                  canary_share=latest.canary_share, canary_score=canary_score,
                   canary_incumbent_score=incumbent_score, canary_traces=need, by=PROMOTER, decided_at=now)
     if rule.accepts(canary_score, incumbent_score):
         gain = (latest.held_out_score or 0.0) - (latest.incumbent_score or 0.0)

@@ -1,6 +1,6 @@
 """The promoter's cache of held-out results: the first result of each (content digest, task) (``ScoreCache``), and,
 once a content has a result for every task of the promoter's held-out set, only its score
-and what its results cost (:meth:`SummarisedScoreCache.summarise`)."""
+(:meth:`SummarisedScoreCache.summarise`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from combee_core.models import EvalResult, EvaluationCost
+from combee_core.models import EvalResult
 from combee_core.promote.promotion import ScoreCache
 from combee_core.promote.task_sets import PinnedTask, task_key
 
@@ -33,11 +33,8 @@ class SummarisedScoreCache(ScoreCache):
     instead of its results, and :meth:`missing`, :meth:`score` and :meth:`add` answer for it as they did before (its
     first results are final: a later result of the same pair is a repeat)."""
 
-    summaries: dict[str, tuple[TaskSet, Score, EvaluationCost]] = field(default_factory=dict)
-    """Per content: the task set summarised over, the score and what its results cost (:meth:`spend`)."""
+    summaries: dict[str, tuple[TaskSet, Score]] = field(default_factory=dict)
     _task_sets: dict[tuple[str, ...], TaskSet] = field(default_factory=dict, repr=False)
-    _spends: dict[EvaluationCost, EvaluationCost] = field(default_factory=dict, repr=False)
-    """One object per distinct cost (every simulated content's is the same: all results unreported)."""
 
     def add(self, result: EvalResult) -> bool:
         """Keep the first result of each pair; False for a repeat."""
@@ -52,23 +49,14 @@ class SummarisedScoreCache(ScoreCache):
         return [task for task in super().missing(digest, tasks) if task.key not in covered]
 
     def score(self, digest: str, tasks: Sequence[PinnedTask]) -> Score:
-        summary = self._summary(digest, tasks)
-        return summary[1] if summary is not None else super().score(digest, tasks)
-
-    def spend(self, digest: str, tasks: Sequence[PinnedTask]) -> EvaluationCost:
-        summary = self._summary(digest, tasks)
-        return summary[2] if summary is not None else super().spend(digest, tasks)
-
-    def _summary(self, digest: str, tasks: Sequence[PinnedTask]) -> tuple[TaskSet, Score, EvaluationCost] | None:
-        """The content's summary when it is over ``tasks``; None when it has none (ValueError: over another set)."""
         summary = self.summaries.get(digest)
-        if summary is None:
-            return None
-        if summary[0].order == tuple(task.key for task in tasks):
-            return summary
-        if any(task.key in summary[0].members for task in tasks):
-            raise ValueError(f"{digest[:16]}: its results are summarised over another task set")
-        return None
+        if summary is not None:
+            task_set, score = summary
+            if task_set.order == tuple(task.key for task in tasks):
+                return score
+            if any(task.key in task_set.members for task in tasks):
+                raise ValueError(f"{digest[:16]}: its results are summarised over another task set")
+        return super().score(digest, tasks)
 
     def summarise(self, digest: str, tasks: Sequence[PinnedTask]) -> bool:
         """Replace the content's results of ``tasks`` by its score over them, once it has one for each (True then).
@@ -76,14 +64,12 @@ class SummarisedScoreCache(ScoreCache):
         if not tasks or digest in self.summaries or self.missing(digest, tasks):
             return False
         mean, error, models = self.score(digest, tasks)
-        spend = self.spend(digest, tasks)
-        spend = self._spends.setdefault(spend, spend)
         order = tuple(task.key for task in tasks)
         task_set = self._task_sets.setdefault(order, TaskSet(order, frozenset(order),
                                                              frozenset(task.task_id for task in tasks)))
         for task in tasks:
             self.drop(digest, task)
-        self.summaries[sys.intern(digest)] = (task_set, (mean, error, sys.intern(models)), spend)
+        self.summaries[sys.intern(digest)] = (task_set, (mean, error, sys.intern(models)))
         return True
 
     def _covered(self, digest: str) -> frozenset[str]:

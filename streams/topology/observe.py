@@ -19,7 +19,6 @@ from combee_core.control.controller import explain_decision
 from combee_core.log_order import ContiguousNumbers, valid_manifests, valid_versions
 from combee_core.models import BatchManifest, ControlDecision, DeadLetter, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook.outcomes import credit
-from combee_core.promote.improvement_cost import describe_evaluation
 from combee_core.promote.promotion import PromotionLedger
 from combee_core.serve.review import review_marks, review_on
 from combee_core.settings import CombeeSettings
@@ -79,8 +78,6 @@ def describe_decision(decision: PromotionDecision) -> str:
     if cost is not None and cost.cost_usd_per_point is not None:
         line += (f" [+{cost.gain_points:.1f} points for {cost.traces} traces, {cost.llm_calls} LLM calls, "
                  f"${cost.cost_usd:.4f}: ${cost.cost_usd_per_point:.5f} per point]")
-    if decision.evaluation is not None:
-        line += f" [{describe_evaluation(decision.evaluation)}]"
     return line
 
 

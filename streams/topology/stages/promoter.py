@@ -29,7 +29,6 @@ from combee_core.models import PromotionDecision, ProposerModels, TaskSetVersion
 from combee_core.processors.effects import Publish
 from combee_core.processors.promoter import Promoter
 from combee_core.processors.promoter_resume import canary_floor
-from combee_core.promote.improvement_cost import describe_evaluation
 from combee_core.promote.promotion import PromotionRule
 from combee_core.promote.task_sets import parse_pins
 from combee_core.topology import PROMOTE, Topic
@@ -86,7 +85,5 @@ class PromoterStage(Stage):
             return False
         decision = publish.value
         assert isinstance(decision, PromotionDecision)
-        spent = f" [{describe_evaluation(decision.evaluation)}]" if decision.evaluation is not None else ""
-        log.info("%s v%s: %s (%s)%s", decision.playbook_id, decision.candidate_version, decision.action,
-                 decision.reason, spent)
+        log.info("%s v%s: %s (%s)", decision.playbook_id, decision.candidate_version, decision.action, decision.reason)
         return True
