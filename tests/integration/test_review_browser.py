@@ -16,7 +16,7 @@ from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.review.log import read_snapshot
 from streams.review.server import ReviewServer
-from streams.testing.browser import browser_unavailable, headless_chromium
+from streams.testing.browser import headless_chromium
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
@@ -28,16 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PB = "pb"
 EDITED = "Check the units of every quantity before computing anything."
-
-
-@pytest.fixture
-def browser_ready() -> None:
-    problem = browser_unavailable()
-    if problem is not None:
-        why, installable = problem
-        if installable:
-            pytest.fail(f"no browser for the review page test: {why}")
-        pytest.skip(why)
 
 
 def click_through(url: str, screenshot: str | None) -> dict:

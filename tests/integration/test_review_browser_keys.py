@@ -17,7 +17,7 @@ from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.review.log import read_snapshot
 from streams.review.server import ReviewServer
-from streams.testing.browser import browser_unavailable, headless_chromium
+from streams.testing.browser import headless_chromium
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
 from streams.topology.topic_reader import read_topic
@@ -31,16 +31,6 @@ TEXTS = ("Check the units of every quantity first.", "Convert units before addin
          "Quote the source of each figure.", "Round only the final answer.")
 ENTRIES = [PlaybookEntry(entry_id=f"e{i}", section="math" if i < 4 else "general", content=text, created_version=1,
                          updated_version=1) for i, text in enumerate(TEXTS, start=1)]
-
-
-@pytest.fixture
-def browser_ready() -> None:
-    problem = browser_unavailable()
-    if problem is not None:
-        why, installable = problem
-        if installable:
-            pytest.fail(f"no browser for the review page test: {why}")
-        pytest.skip(why)
 
 
 async def publish(settings, kafka) -> None:
