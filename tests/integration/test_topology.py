@@ -16,6 +16,7 @@ from aiokafka import AIOKafkaProducer
 from combee_core.batch.shuffle import subgroup_count
 from combee_core.models import PartialUpdate
 from streams.broker.child_process import stop_processes
+from streams.broker.profile import BrokerProfile
 from streams.testing.worker_fleet import start_up_s
 from streams.topology.kafka_clients import producer_config
 from streams.topology.pipeline import InProcessPipeline, read_models
@@ -60,10 +61,14 @@ def _run_deadline_s(kafka) -> float:
     return RUN_PER_REFERENCE * _SINGLE_RUN_S[kafka.bootstrap]
 
 
-async def _until_ready(worker: subprocess.Popen, what: str) -> None:
+async def _until_ready(worker: subprocess.Popen, what: str, *, replaces_killed: BrokerProfile | None = None) -> None:
     """Wait for the worker's ready line (every stage joined its group), within :data:`READY_PER_START_UP` times
-    the command line's start-up measured now; fail with its output if it exits or is late."""
+    the command line's start-up measured now; fail with its output if it exits or is late. A worker that
+    ``replaces_killed`` members of its groups also waits for the groups to drop them: their session timeout, then a
+    rebalance (one CI run's restarted worker was ready after 11.5 s, its start-up measured at 1.15 s)."""
     timeout_s = READY_PER_START_UP * start_up_s()
+    if replaces_killed is not None:
+        timeout_s += (replaces_killed.session_timeout_ms + replaces_killed.rebalance_timeout_ms) / 1000
     seen: list[str] = []
 
     async def read() -> None:
@@ -291,7 +296,7 @@ async def test_a_worker_killed_mid_run_and_restarted_gives_the_same_versions(kaf
         first.kill()  # SIGKILL: no drain, no final commit
         first.wait()
         second = _worker(kafka, prefix, "all")
-        await _until_ready(second, "the restarted worker")
+        await _until_ready(second, "the restarted worker", replaces_killed=kafka.profile)
         deadline = time.monotonic() + _run_deadline_s(kafka)
         versions = []
         while time.monotonic() < deadline and len(versions) < 8:
