@@ -6,21 +6,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from datetime import UTC, datetime
 
 import pytest
 
 from combee_client.evaluator import Evaluator
 from combee_core.llm.simulator import format_lesson
-from combee_core.models import PromotionDecision, Trace
+from combee_core.models import Trace
 from combee_core.promote.task_sets import load_tasks
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.task_sets import read_registry, register_task_set
 from streams.topology.worker import ALL_STAGES
 from tests.integration.test_cli import _combee
-from tests.integration.topology_support import SIZE_CLOSES_S, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, helpful_then_harmful, run_settings, wait_decisions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -55,15 +54,6 @@ def lesson_traces(section: str, lesson: str, tag: str, count: int) -> list[Trace
                   created_at=datetime(2026, 1, 1, tzinfo=UTC)) for i in range(count)]
 
 
-async def wait_decisions(run: InProcessPipeline, count: int, timeout_s: float) -> list[PromotionDecision]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = [d for d in await run.promotions() if d.playbook_id == PB]
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        run.check_alive()
-        await asyncio.sleep(0.5)
-
 
 async def test_a_team_gates_promotion_on_its_own_tasks_with_a_python_evaluator(kafka, unique_prefix):
     settings = run_settings(unique_prefix, promotion=True, held_out_sets=f"{PB}=capitals", batch_size=8,
@@ -80,18 +70,9 @@ async def test_a_team_gates_promotion_on_its_own_tasks_with_a_python_evaluator(k
                           topic_prefix=unique_prefix, settings=settings, concurrency=2)
     stages = [name for name in ALL_STAGES if name != "evaluate"]  # the team's evaluator answers, not the built-in one
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=stages) as run:
-        evaluating = asyncio.create_task(evaluator.run())
-        try:
-            helpful_traces = lesson_traces("lookup", HELPFUL, "helpful", 8)
-            await produce_traces(settings, kafka.bootstrap, kafka.profile, helpful_traces)
-            helpful = await wait_decisions(run, 1, timeout_s=120)
-            assert [d.action for d in helpful] == ["promote"], [d.reason for d in helpful]
-            harmful_traces = lesson_traces("formatting", HARMFUL, "harmful", 8)
-            await produce_traces(settings, kafka.bootstrap, kafka.profile, harmful_traces)
-            found = await wait_decisions(run, 2, timeout_s=120)
-        finally:
-            evaluator.stop()
-            metrics = await evaluating
+        found, metrics = await helpful_then_harmful(
+            run, settings, kafka, PB, lesson_traces("lookup", HELPFUL, "helpful", 8),
+            lesson_traces("formatting", HARMFUL, "harmful", 8), evaluator.run, evaluator.stop)
         versions = await run.versions(PB)
 
     assert [(d.candidate_version, d.action) for d in found] == [(1, "promote"), (2, "reject")], \
@@ -160,7 +141,7 @@ async def test_a_score_function_that_fails_answers_an_error_and_the_candidate_is
         evaluating = asyncio.create_task(evaluator.run())
         try:
             await produce_traces(settings, kafka.bootstrap, kafka.profile, lesson_traces("lookup", HELPFUL, "h", 8))
-            found = await wait_decisions(run, 1, timeout_s=120)
+            found = await wait_decisions(run, 1, timeout_s=120, playbook_id=PB)
         finally:
             evaluator.stop()
             metrics = await evaluating

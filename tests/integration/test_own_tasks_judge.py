@@ -17,15 +17,14 @@ from combee_core.judge.prompts import PROMPT_VERSION
 from combee_core.judge.settings import JudgeSettings
 from combee_core.llm.record import parse_call_lines
 from combee_core.llm.simulator import format_lesson
-from combee_core.models import PromotionDecision, Trace
+from combee_core.models import Trace
 from combee_core.promote.task_sets import load_tasks
 from combee_core.topology import Topic
 from streams.topology.pipeline import InProcessPipeline
-from streams.topology.produce import produce_traces
 from streams.topology.task_sets import register_task_set
 from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ALL_STAGES
-from tests.integration.topology_support import SIZE_CLOSES_S, run_settings
+from tests.integration.topology_support import SIZE_CLOSES_S, helpful_then_harmful, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -49,15 +48,6 @@ def lesson_traces(lessons: list[tuple[str, str]], tag: str, count: int) -> list[
             for i in range(count)]
 
 
-async def wait_decisions(run: InProcessPipeline, count: int, timeout_s: float) -> list[PromotionDecision]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = [d for d in await run.promotions() if d.playbook_id == PB]
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        run.check_alive()
-        await asyncio.sleep(0.5)
-
 
 async def test_the_llm_judge_promotes_a_helpful_candidate_and_rejects_a_harmful_one_on_our_tasks(
         kafka, unique_prefix, tmp_path):
@@ -72,16 +62,9 @@ async def test_the_llm_judge_promotes_a_helpful_candidate_and_rejects_a_harmful_
                            concurrency=4)
     stages = [name for name in ALL_STAGES if name != "evaluate"]  # the judge answers, not the built-in evaluator
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=stages) as run:
-        judging = asyncio.create_task(judge.run())
-        try:
-            await produce_traces(settings, kafka.bootstrap, kafka.profile, lesson_traces(HELPFUL, "helpful", 8))
-            helpful = await wait_decisions(run, 1, timeout_s=120)
-            assert [d.action for d in helpful] == ["promote"], [d.reason for d in helpful]
-            await produce_traces(settings, kafka.bootstrap, kafka.profile, lesson_traces(HARMFUL, "harmful", 8))
-            found = await wait_decisions(run, 2, timeout_s=120)
-        finally:
-            judge.stop()
-            metrics = await judging
+        found, metrics = await helpful_then_harmful(
+            run, settings, kafka, PB, lesson_traces(HELPFUL, "helpful", 8), lesson_traces(HARMFUL, "harmful", 8),
+            judge.run, judge.stop)
         versions = await run.versions(PB)
 
     assert [(d.candidate_version, d.action) for d in found] == [(1, "promote"), (2, "reject")], \

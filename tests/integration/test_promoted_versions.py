@@ -3,12 +3,10 @@ operator's rollback reaches subscribers within seconds, and a replay makes the s
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
 
-from combee_core.models import PromotionDecision
 from combee_core.promote.promotion import in_canary
 from combee_core.sim.tasks import build_suite, misleading_trace
 from streams.cli.promote import operator_act
@@ -17,7 +15,13 @@ from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.test_cli import _combee
-from tests.integration.topology_support import SIZE_CLOSES_S, env_without_combee, make_traces, run_settings
+from tests.integration.topology_support import (
+    SIZE_CLOSES_S,
+    env_without_combee,
+    make_traces,
+    run_settings,
+    wait_decisions,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -35,15 +39,6 @@ def poisoned_stream():
               for i, task in enumerate(tasks)]
     return ordinary[:80] + misled + ordinary[80:120], {f.harmful_insight for f in suite.families}
 
-
-async def wait_decisions(run, count: int, timeout_s: float) -> list[PromotionDecision]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = await run.promotions()
-        if len(found) >= count or time.monotonic() > deadline:
-            return found
-        run.check_alive()
-        await asyncio.sleep(0.5)
 
 
 async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_the_incumbent(kafka, unique_prefix):

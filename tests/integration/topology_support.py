@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from combee_core.models import PlaybookVersion, Trace
+from combee_core.models import PlaybookVersion, PromotionDecision, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.sim.tasks import build_suite, train_traces
 from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
@@ -86,3 +87,36 @@ async def serving_receiver(settings: CombeeSettings, kafka) -> AsyncIterator[Ser
     finally:
         stop.set()
         served.counters = await serving
+
+
+async def wait_decisions(run, count: int, timeout_s: float, playbook_id: str | None = None) -> list[PromotionDecision]:
+    """The promotion decisions of ``run`` (of ``playbook_id`` only, when given) once there are ``count``, or those
+    there are after ``timeout_s``; fails at once if a stage of the run died."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = [d for d in await run.promotions() if playbook_id is None or d.playbook_id == playbook_id]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        run.check_alive()
+        await asyncio.sleep(0.5)
+
+
+async def helpful_then_harmful(run, settings: CombeeSettings, kafka, playbook_id: str, helpful: list[Trace],
+                               harmful: list[Trace], evaluate: Callable[[], Awaitable[object]],
+                               stop: Callable[[], None]) -> tuple[list[PromotionDecision], object]:
+    """A team's gate, run the way both own-task tests run it: while ``evaluate()`` answers the evaluation requests,
+    send the ``helpful`` traces and wait for their candidate's promotion, then the ``harmful`` ones and wait for the
+    second decision; ``stop()`` ends the evaluator. Returns the decisions and what ``evaluate()`` returned."""
+    from streams.topology.produce import produce_traces
+
+    evaluating = asyncio.create_task(evaluate())
+    try:
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, helpful)
+        first = await wait_decisions(run, 1, timeout_s=120, playbook_id=playbook_id)
+        assert [d.action for d in first] == ["promote"], [d.reason for d in first]
+        await produce_traces(settings, kafka.bootstrap, kafka.profile, harmful)
+        found = await wait_decisions(run, 2, timeout_s=120, playbook_id=playbook_id)
+    finally:
+        stop()
+        metrics = await evaluating
+    return found, metrics
