@@ -13,16 +13,14 @@ import pytest
 from combee_core.models import PlaybookVersion, ReviewDecision
 from combee_core.serve.review import review_state
 from combee_core.topology import Topic
-from streams.broker.admin import create_topics
 from streams.review.log import read_snapshot
 from streams.review.server import ReviewServer
 from streams.testing.browser import headless_chromium
 from streams.topology.follower import PlaybookFollower
-from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.topic_reader import read_topic
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import make_traces, run_settings, write_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -136,13 +134,7 @@ async def test_a_reviewer_clicks_through_approve_reject_edit_and_bulk_and_agents
 
     # a replay: the same records on another run's review topic fold to the same bytes
     replayed = f"{unique_prefix}replay.{Topic.REVIEW}"
-    await create_topics(kafka.bootstrap, {replayed: 1}, connection=kafka.profile.connection)
-    producer = await start_producer(kafka.bootstrap, kafka.profile)
-    try:
-        for value in records:
-            await producer.send_and_wait(replayed, value, key=PB.encode())
-    finally:
-        await producer.stop()
+    await write_records(kafka, replayed, records, PB)
     again = [r.value for r in await read_topic(kafka.bootstrap, kafka.profile, replayed)]
     assert again == records
     versions = [PlaybookVersion.from_json_bytes(r.value) for r in

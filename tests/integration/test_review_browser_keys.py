@@ -6,22 +6,19 @@ from __future__ import annotations
 
 import asyncio
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, VersionStats
+from combee_core.models import PlaybookEntry, ReviewDecision
 from combee_core.serve.review import review_state
 from combee_core.topology import Topic
-from streams.broker.admin import create_topics
 from streams.review.log import read_snapshot
 from streams.review.server import ReviewServer
 from streams.testing.browser import headless_chromium
 from streams.topology.follower import PlaybookFollower
-from streams.topology.kafka_clients import start_producer
 from streams.topology.topic_reader import read_topic
-from tests.integration.topology_support import run_settings
+from tests.integration.topology_support import publish_first_version, run_settings, write_records
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -32,20 +29,6 @@ TEXTS = ("Check the units of every quantity first.", "Convert units before addin
 ENTRIES = [PlaybookEntry(entry_id=f"e{i}", section="math" if i < 4 else "general", content=text, created_version=1,
                          updated_version=1) for i, text in enumerate(TEXTS, start=1)]
 
-
-async def publish(settings, kafka) -> None:
-    version = PlaybookVersion(playbook_id=PB, version=1, parent_version=0, batch_id=0, entries=ENTRIES,
-                              next_entry_number=len(ENTRIES) + 1, operations=[], lineage=[],
-                              stats=VersionStats(batch_size=1, k=1, p=1), content_hash="h",
-                              published_at=datetime.now(timezone.utc))
-    await create_topics(kafka.bootstrap, {settings.topic(t): 1 for t in (Topic.PLAYBOOK, Topic.PROMOTED,
-                                                                         Topic.REVIEW)},
-                        connection=kafka.profile.connection)
-    producer = await start_producer(kafka.bootstrap, kafka.profile)
-    try:
-        await producer.send_and_wait(settings.topic(Topic.PLAYBOOK), version.to_json_bytes(), key=PB.encode())
-    finally:
-        await producer.stop()
 
 
 def keyboard_through(url: str, screenshot: str | None) -> dict:
@@ -116,7 +99,7 @@ def keyboard_through(url: str, screenshot: str | None) -> dict:
 async def test_a_reviewer_works_through_the_focused_view_with_keys_and_undoes_from_the_page(
         kafka, unique_prefix, browser_ready):
     settings = run_settings(unique_prefix, review_playbooks=PB)
-    await publish(settings, kafka)
+    await publish_first_version(settings, kafka, PB, ENTRIES)
     async with PlaybookFollower(settings, kafka.bootstrap, kafka.profile) as agents:
         await agents.wait_until(lambda: PB in agents.latest, 60, "the playbook's version")
         assert agents.playbook(PB) == (1, [])
@@ -144,13 +127,7 @@ async def test_a_reviewer_works_through_the_focused_view_with_keys_and_undoes_fr
     assert snapshot.state.undone == [decisions[1].decision_id, decisions[0].decision_id]
 
     replayed = f"{unique_prefix}replay.{Topic.REVIEW}"  # the same records on another topic fold to the same bytes
-    await create_topics(kafka.bootstrap, {replayed: 1}, connection=kafka.profile.connection)
-    producer = await start_producer(kafka.bootstrap, kafka.profile)
-    try:
-        for value in records:
-            await producer.send_and_wait(replayed, value, key=PB.encode())
-    finally:
-        await producer.stop()
+    await write_records(kafka, replayed, records, PB)
     again = [ReviewDecision.from_json_bytes(r.value) for r in await read_topic(kafka.bootstrap, kafka.profile,
                                                                                  replayed)]
     assert review_state(PB, snapshot.versions, snapshot.served, again).to_json_bytes() == \

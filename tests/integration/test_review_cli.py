@@ -3,20 +3,16 @@ errors with exit 2 on bad input, and a page that wants its token when bound beyo
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import aiohttp
 import pytest
 
-from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision, VersionStats
+from combee_core.models import PlaybookEntry, PlaybookVersion, ReviewDecision
 from combee_core.serve.review import load_book, reviewed_view
 from combee_core.topology import Topic
-from streams.broker.admin import create_topics
 from streams.review.server import ReviewServer
-from streams.topology.kafka_clients import start_producer
 from streams.topology.topic_reader import read_topic
 from tests.integration.test_cli import _combee
-from tests.integration.topology_support import run_settings
+from tests.integration.topology_support import publish_first_version, run_settings
 
 pytestmark = [pytest.mark.integration]
 
@@ -26,19 +22,7 @@ ENTRIES = [PlaybookEntry(entry_id=f"e{i}", section="general", content=text, crea
 
 
 async def publish_version(settings, kafka) -> PlaybookVersion:
-    version = PlaybookVersion(playbook_id=PB, version=1, parent_version=0, batch_id=0, entries=ENTRIES,
-                              next_entry_number=4, operations=[], lineage=[],
-                              stats=VersionStats(batch_size=1, k=1, p=1), content_hash="h",
-                              published_at=datetime.now(timezone.utc))
-    await create_topics(kafka.bootstrap, {settings.topic(t): 1 for t in (Topic.PLAYBOOK, Topic.PROMOTED,
-                                                                         Topic.REVIEW)},
-                        connection=kafka.profile.connection)
-    producer = await start_producer(kafka.bootstrap, kafka.profile)
-    try:
-        await producer.send_and_wait(settings.topic(Topic.PLAYBOOK), version.to_json_bytes(), key=PB.encode())
-    finally:
-        await producer.stop()
-    return version
+    return await publish_first_version(settings, kafka, PB, ENTRIES)
 
 
 async def test_review_commands_write_decisions_and_refuse_bad_input_in_one_line(kafka, unique_prefix):

@@ -7,10 +7,11 @@ import contextlib
 import os
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from combee_core.models import PlaybookVersion, PromotionDecision, Trace
+from combee_core.models import PlaybookEntry, PlaybookVersion, PromotionDecision, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.sim.tasks import build_suite, train_traces
 from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
@@ -102,14 +103,14 @@ async def wait_decisions(run, count: int, timeout_s: float, playbook_id: str | N
 
 
 async def helpful_then_harmful(run, settings: CombeeSettings, kafka, playbook_id: str, helpful: list[Trace],
-                               harmful: list[Trace], evaluate: Callable[[], Awaitable[object]],
+                               harmful: list[Trace], evaluate: Callable[[], Coroutine[Any, Any, object]],
                                stop: Callable[[], None]) -> tuple[list[PromotionDecision], object]:
     """A team's gate, run the way both own-task tests run it: while ``evaluate()`` answers the evaluation requests,
     send the ``helpful`` traces and wait for their candidate's promotion, then the ``harmful`` ones and wait for the
     second decision; ``stop()`` ends the evaluator. Returns the decisions and what ``evaluate()`` returned."""
     from streams.topology.produce import produce_traces
 
-    evaluating = asyncio.create_task(evaluate())
+    evaluating: asyncio.Task[object] = asyncio.create_task(evaluate())
     try:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, helpful)
         first = await wait_decisions(run, 1, timeout_s=120, playbook_id=playbook_id)
@@ -120,3 +121,35 @@ async def helpful_then_harmful(run, settings: CombeeSettings, kafka, playbook_id
         stop()
         metrics = await evaluating
     return found, metrics
+
+
+async def publish_first_version(settings: CombeeSettings, kafka, playbook_id: str,
+                                entries: list[PlaybookEntry]) -> PlaybookVersion:
+    """Publish version 1 of ``playbook_id`` holding ``entries`` (the topics the review page reads are created)."""
+    from datetime import UTC, datetime
+
+    from combee_core.models import VersionStats
+    from combee_core.topology import Topic
+
+    version = PlaybookVersion(playbook_id=playbook_id, version=1, parent_version=0, batch_id=0, entries=entries,
+                              next_entry_number=len(entries) + 1, operations=[], lineage=[],
+                              stats=VersionStats(batch_size=1, k=1, p=1), content_hash="h",
+                              published_at=datetime.now(UTC))
+    await write_records(kafka, settings.topic(Topic.PLAYBOOK), [version.to_json_bytes()], playbook_id,
+                        also_create=[settings.topic(t) for t in (Topic.PROMOTED, Topic.REVIEW)])
+    return version
+
+
+async def write_records(kafka, topic: str, values: list[bytes], key: str, also_create: Sequence[str] = ()) -> None:
+    """Create ``topic`` (and ``also_create``) with one partition each and write ``values`` to it under ``key``, each
+    acknowledged before the next."""
+    from streams.broker.admin import create_topics
+    from streams.topology.kafka_clients import start_producer
+
+    await create_topics(kafka.bootstrap, {t: 1 for t in (topic, *also_create)}, connection=kafka.profile.connection)
+    producer = await start_producer(kafka.bootstrap, kafka.profile)
+    try:
+        for value in values:
+            await producer.send_and_wait(topic, value, key=key.encode())
+    finally:
+        await producer.stop()
