@@ -175,4 +175,15 @@ async def test_two_promoters_decide_each_candidate_once_and_the_survivor_takes_o
         found = await wait_decisions(run, 6, timeout_s=120)
         records = await read_topic(kafka.bootstrap, kafka.profile, settings.topic("promoted"))
     assert [(d.decision_id, d.candidate_version) for d in found] == [(i, i + 1) for i in range(6)]
-    assert len(records) == 6, [Decision.from_json_bytes(r.value).decision_id for r in records]  # no second writer
+    # One record per id is what the promoters do (a write only while owning the playbook, a release that waits for
+    # it, a catch-up of `promoted` before each write: streams/topology/stages/promoter.py), but without
+    # transactions (Tansu has none) a promoter that lost its group session while its send was in flight can still
+    # land a second record of an id. What holds by construction is the reading rule: the first record of each id
+    # counts (it is `found`), and a later one is the same decision (every field but `decided_at`, the wall clock).
+    written = [Decision.from_json_bytes(r.value) for r in records]
+    first = {d.decision_id: d for d in reversed(written)}
+    assert [first[i] for i in range(6)] == found, [d.decision_id for d in written]
+    assert all(d.decision_hash() == first[d.decision_id].decision_hash() for d in written), \
+        [(d.decision_id, d.action, d.candidate_version) for d in written]
+    if len(written) > 6:
+        print(f"second records of one id (void, the same decision): {[d.decision_id for d in written]}")

@@ -15,6 +15,15 @@ checkpointed: a start reads each log from the oldest record its decisions still 
 too, from its first trace a verdict can still count (``streams.topology.live_traces``).
 
 The decisions are ``combee_core.processors.promoter``'s; this stage keeps the views and performs the effects.
+
+**One decision per id across a takeover.** A decision is written only while this stage owns the playbook, and a
+partition is released only once a decision being written has landed (``streams.topology.write_fence``), so the next
+owner, which catches its views up to the log's end before it owns the partition, reads it. Before writing, the
+view of ``promoted`` is caught up to the log's end (measured by a fetch, ``LogView.catch_up``): a decision another
+promoter wrote meanwhile is read, and this one is not written. What this cannot exclude without transactions (Tansu
+has none): a promoter that lost its group session while its send was in flight (a process paused past the session
+timeout); its record then lands after the new owner's, is void under the reading rule, and is counted
+(``decisions_lost`` where the loser sees it).
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from streams.topology.live_traces import LiveScores
 from streams.topology.log_view import model_view
 from streams.topology.promoter_views import PromoterViews
 from streams.topology.runtime import Stage
+from streams.topology.write_fence import WriteFence
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +66,7 @@ class PromoterStage(Stage):
         self.live = LiveScores(self, partial(canary_floor, self.promoter)) if rule.canary_share > 0 else None
         self.logs = PromoterViews(self, self.promoter)
         self.task_sets = model_view(self, Topic.TASK_SETS, TaskSetVersion, self.promoter.apply_task_set)
+        self.fence = WriteFence(self.owns_key)
 
     @property
     def ledger(self):
@@ -70,6 +81,9 @@ class PromoterStage(Stage):
     async def on_assigned(self, assigned: set[TopicPartition]) -> None:
         self.promoter.forget_requests()
 
+    async def on_revoked(self, revoked: set[TopicPartition]) -> None:
+        await self.fence.released()  # a decision in flight lands before the partition goes
+
     async def handle(self, record: ConsumerRecord, value: bytes | None) -> None:
         self.done(record)  # results are taken from the eval-results view; the group only gives ownership
 
@@ -81,8 +95,20 @@ class PromoterStage(Stage):
                 await perform(self, effects, self._write_decision)
 
     async def _write_decision(self, publish: Publish) -> bool:
-        if not await self.logs.decisions.write(publish):
-            return False
+        assert publish.number is not None
+        playbook_id, decision_id = publish.number
+        async with self.fence.owning(playbook_id) as owned:
+            if not owned:  # released while deciding: the new owner decides
+                log.info("%s decision %d not written: the playbook was taken over meanwhile", playbook_id,
+                         decision_id)
+                return False
+            await self.logs.decisions.catch_up()
+            if self.ledger.next_id(playbook_id) != decision_id:  # another promoter's decision is on the log
+                log.info("%s decision %d not written: the log already holds it", playbook_id, decision_id)
+                self.ctx.count("decisions_not_written")
+                return False
+            if not await self.logs.decisions.write(publish):
+                return False
         decision = publish.value
         assert isinstance(decision, PromotionDecision)
         log.info("%s v%s: %s (%s)", decision.playbook_id, decision.candidate_version, decision.action, decision.reason)
