@@ -347,7 +347,7 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
 
 def main() -> None:
     # versions are built here without batch manifests, which the reducer warns of once per version
-    logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
+    logging.getLogger("combee_core.reduce.processor").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")
     parser.add_argument("--capacities", default="6,12,24")

@@ -40,7 +40,7 @@ from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
-from combee_core.processors.reducer import ReducerConfig
+from combee_core.reduce.processor import ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 

@@ -169,9 +169,9 @@ async def test_the_otlp_receiver_and_ingest_otlp_redact_before_producing_when_as
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+    from combee_core.otlp.processor import OtlpIngest
     from combee_core.otlp.wire import decode_spans
     from combee_core.processors.effects import Count, Publish
-    from combee_core.processors.otlp_ingest import OtlpIngest
     from streams.ingest.otlp_receiver import OtlpReceiver
     from streams.testing.otel_agent import run_agent, tracer_provider
 
