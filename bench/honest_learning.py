@@ -55,7 +55,7 @@ from bench.learning import fleet
 from bench.reducer_standins import STANDINS, standin_reducer
 from combee_core.llm.copy_controls import CONTROLS as COPY_CONTROLS
 from combee_core.llm.honest import feedback_kind
-from combee_core.llm.prompts import trace_payload
+from combee_core.llm.reflector_role import trace_payload
 from combee_core.llm.simulator import SimulatorConfig
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook import playbook_tokens
