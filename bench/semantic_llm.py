@@ -225,7 +225,7 @@ def main() -> None:
     started = time.monotonic()
     server = None
     if not args.hosted:
-        from streams.local_model.server import DEFAULT_ALIAS, LocalModelServer
+        from streams.local_model.model_server import DEFAULT_ALIAS, LocalModelServer
 
         server = LocalModelServer(args.gguf, alias=args.alias or DEFAULT_ALIAS, n_ctx=args.n_ctx,
                                   n_threads=args.threads).start()

@@ -139,7 +139,7 @@ def test_settings_choose_the_detectors_and_user_patterns_and_refuse_bad_ones():
 
 def test_an_otlp_request_is_redacted_in_place_but_attribute_keys_kept():
     pytest.importorskip("opentelemetry.proto")
-    from combee_core.otlp.redaction import redact_message
+    from combee_core.otlp.request_redaction import redact_message
     from combee_core.otlp.wire import decode_spans, encode_request, proto_messages
 
     pb = proto_messages()
