@@ -1,6 +1,6 @@
 """The stage is the unit: a stage is one declaration (a ``StageSpec`` in ``combee_core/topology.py``, named in
 ``STAGES``), one package in ``combee_core`` (``combee_core/<spec.core>/processor.py``) and one binding in
-``streams/topology/stages/`` (the ``Stage`` subclass whose ``spec`` it is). Everything else is derived from the
+``streams/topology/stages/<name>.py`` (the ``Stage`` subclass whose ``spec`` it is). Everything else is derived from the
 declaration (``tests/unit/test_topology_declaration.py``) except the files :data:`KEPT_BY_HAND` lists: adding a
 stage, this test names each of them that does not name it yet (docs/architecture.md, "Adding a stage")."""
 
@@ -104,6 +104,7 @@ def test_every_stage_is_one_core_package_and_one_binding_that_calls_it():
         binding = worker.STAGES[spec.name]
         path = Path(inspect.getsourcefile(binding) or "")
         assert path.parent == BINDINGS, f"{spec.name}: its binding lives in streams/topology/stages/"
+        assert path.stem == spec.name.replace("-", "_"), f"{spec.name}: its binding is named by it, not {path.name}"
         assert path not in binding_files, f"{spec.name} and {binding_files.get(path)} share {path.name}"
         binding_files[path] = spec.name
         imported = _imported_modules(path)
