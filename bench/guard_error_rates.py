@@ -1,4 +1,4 @@
-"""The live-trace guard's false-alarm rate and power, by simulation of its rule (``combee_core.promote.guard.alarms``,
+"""The live-trace guard's false-alarm rate and power, by simulation of its rule (``combee_core.guard.rule.alarms``,
 the function the guard stage runs), with no broker: how often a version as good as its parent is rolled back, and how
 often (and after how many traces) a worse one is.
 
@@ -17,7 +17,7 @@ import argparse
 import random
 import time
 
-from combee_core.promote.guard import GuardRule, Sample, alarms
+from combee_core.guard.rule import GuardRule, Sample, alarms
 
 BASE_RATES = (0.3, 0.5, 0.8, 0.95)
 SHAPES = ((40, 40), (100, 100), (100, 300), (300, 1000))

@@ -55,7 +55,7 @@ from bench.learning import fleet
 from bench.reducer_standins import STANDINS, standin_reducer
 from combee_core.llm.copy_controls import CONTROLS as COPY_CONTROLS
 from combee_core.llm.honest import feedback_kind
-from combee_core.llm.prompts import trace_payload
+from combee_core.llm.reflector_role import trace_payload
 from combee_core.llm.simulator import SimulatorConfig
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook import playbook_tokens
@@ -347,7 +347,7 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
 
 def main() -> None:
     # versions are built here without batch manifests, which the reducer warns of once per version
-    logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
+    logging.getLogger("combee_core.reduce.processor").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")
     parser.add_argument("--capacities", default="6,12,24")

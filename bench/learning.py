@@ -45,7 +45,7 @@ from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKE
 from combee_core.method import Method
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
 from combee_core.playbook import Playbook, playbook_tokens
-from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
+from combee_core.reduce.processor import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import GENERIC_TIPS, TaskSuite
 from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
@@ -190,7 +190,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def main() -> None:
     # the reducer's warnings per version (change cap reached, evictions limited) are counted in the figures
-    logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
+    logging.getLogger("combee_core.reduce.processor").setLevel(logging.ERROR)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--traces", type=int, default=960, help="traces per run (two passes over the 480 train tasks)")
     parser.add_argument("--batches", default="3,40,100")

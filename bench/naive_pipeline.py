@@ -44,7 +44,7 @@ from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookVersion,
 from combee_core.playbook import Playbook
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 

@@ -1,5 +1,5 @@
 """What OTLP ingest costs per span, in one process: decoding a record (opentelemetry-proto), assembling runs and
-mapping each to a Trace (``combee_core.processors.otlp_ingest``), without Kafka.
+mapping each to a Trace (``combee_core.otlp.processor``), without Kafka.
 
     python -m bench.otlp_ingest [--runs 2000] [--spans-per-record 50] [--out bench/results]
 
@@ -20,9 +20,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from bench.common import machine, write_results
 from combee_core.otlp.assembler import TraceAssembler
+from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.processors.effects import Publish
-from combee_core.processors.otlp_ingest import OtlpIngest
 from combee_core.sim.tasks import build_suite, train_traces
 from streams.testing.otel_agent import export_request, run_agent, tracer_provider
 

@@ -8,7 +8,7 @@ the held-out results (the default set: 120 tasks) of each new content, each is a
 version's score plus or minus 0.0001 (about half are promoted), and it decides. Measured with tracemalloc: the
 memory the promoter holds afterwards, the part its ledger's decisions hold (each with its served version's 20
 entries), and what it holds of each structure. ``keep`` is
-``Promoter(keep_everything=True)``, the promoter before pruning (``combee_core.processors.promoter_memory``);
+``Promoter(keep_everything=True)``, the promoter before pruning (``combee_core.promote.promoter_memory``);
 ``prune`` the default.
 """
 
@@ -37,7 +37,7 @@ from combee_core.models import (
     tasks_digest,
 )
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import Promoter
+from combee_core.promote.processor import Promoter
 from combee_core.promote.promotion import PromotionRule, next_base
 from combee_core.sim.task_set import SUITE_SET, suite_tasks
 from combee_core.sim.tasks import build_suite

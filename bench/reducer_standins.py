@@ -19,7 +19,7 @@ from typing import Any
 
 from combee_core.models import AddOp, Operation, Usage
 from combee_core.playbook.embedding_models import embedder_from
-from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
+from combee_core.reduce.processor import Reducer, ReducerConfig, ReduceRole
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 from combee_core.sim.sim_registry import TextRegistry, normalise_text

@@ -40,7 +40,7 @@ from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
-from combee_core.processors.reducer import ReducerConfig
+from combee_core.reduce.processor import ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 
@@ -225,7 +225,7 @@ def main() -> None:
     started = time.monotonic()
     server = None
     if not args.hosted:
-        from streams.local_model.server import DEFAULT_ALIAS, LocalModelServer
+        from streams.local_model.model_server import DEFAULT_ALIAS, LocalModelServer
 
         server = LocalModelServer(args.gguf, alias=args.alias or DEFAULT_ALIAS, n_ctx=args.n_ctx,
                                   n_threads=args.threads).start()

@@ -42,7 +42,7 @@ from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
-from combee_core.processors.reducer import Reducer, ReducerConfig
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 
@@ -227,7 +227,7 @@ def main() -> None:
     add_batch_args(parser)
     args = parser.parse_args()
     # versions are built here without batch manifests (no traces), which the reducer warns of once per version
-    logging.getLogger("combee_core.processors.reducer").setLevel(logging.ERROR)
+    logging.getLogger("combee_core.reduce.processor").setLevel(logging.ERROR)
     results = asyncio.run(main_async(args))
     print(f"batches of {args.batch} ADDs over k={args.k} partials, seed {args.seed}; corrections: wrong rule support "
           f"{args.wrong_support}, correction support {args.correction_support}")

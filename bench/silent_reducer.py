@@ -25,7 +25,7 @@ from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookEntry, P
 from combee_core.playbook import Playbook
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 
 DATA = Path(__file__).parent / "data"

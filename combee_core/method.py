@@ -3,15 +3,15 @@
 Combee (arXiv 2604.04247, Map-Shuffle-Reduce) learns a playbook from many agents' traces at once. A round takes one
 batch of traces from the playbook's version v to version v+1:
 
-1. **reflect** (the paper's Map): one reflector call per trace, concurrently (``processors.reflector.reflect_all``);
+1. **reflect** (the paper's Map): one reflector call per trace, concurrently (``reflect.processor.reflect_all``);
 2. **shuffle** (augmented shuffling): ``p`` copies of each reflection dealt into ``k`` subgroups, k = floor(sqrt(n))
    when a subgroup's copies fit one call of ``max_fan_in`` items, else the fewest that fit
    (``batch.batching.deal_batch``, the batcher's deal; ``batch.shuffle.aggregation_shape``);
-3. **aggregate**: one aggregator call per subgroup, reading version v as context (``processors.aggregator``);
+3. **aggregate**: one aggregator call per subgroup, reading version v as context (``aggregate.processor``);
 4. **reduce** (parallel scan aggregation): the k partials merged through a tree of fan-in ``max_fan_in`` and applied
-   to v, with the curation, budget and caps of the reducer stage (``processors.reducer``, ``reduce.reduction``);
+   to v, with the curation, budget and caps of the reducer stage (``reduce.processor``, ``reduce.reduction``);
 5. **control** (the dynamic batch-size controller, paper §3.3): the version's delay sample, and with
-   ``auto_batch_size`` the next batch size (``processors.controller``).
+   ``auto_batch_size`` the next batch size (``control.processor``).
 
 In production these five steps are five consumer groups joined by the ``reflections``, ``shuffle``, ``partials``
 and ``metrics`` topics (docs/architecture.md, "The flow"); each stage decodes a record, calls the same processor and
@@ -34,7 +34,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
+from combee_core.aggregate.processor import Aggregator, AggregatorConfig, Proposal
 from combee_core.batch.batching import ClosedBatch, ShuffleConfig, deal_batch
+from combee_core.batch.processor import BatcherConfig
+from combee_core.control.processor import Controller
 from combee_core.errors import CombeeError
 from combee_core.models import (
     BatchManifest,
@@ -48,14 +51,11 @@ from combee_core.models import (
 )
 from combee_core.playbook import Playbook, render_playbook
 from combee_core.playbook.embedding_models import embedder_from
-from combee_core.processors.aggregator import Aggregator, AggregatorConfig, Proposal
-from combee_core.processors.batcher import BatcherConfig
-from combee_core.processors.controller import Controller
 from combee_core.processors.effects import Effect, Publish, Reject
-from combee_core.processors.reducer import Reducer, ReducerConfig, ReduceRole
-from combee_core.processors.reducer_state import ReducerLogs
-from combee_core.processors.reflector import UsedEntries, reflect_all
+from combee_core.reduce.processor import Reducer, ReducerConfig, ReduceRole
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
+from combee_core.reflect.processor import UsedEntries, reflect_all
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 

@@ -226,7 +226,7 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     guard: bool = Field(
         default=True, description="With promotion off: roll a version back to its parent, and pause the playbook "
         "until `combee promote`, when its live traces do significantly worse than its parent's "
-        "(combee_core/promote/guard.py; COMBEE_GUARD=0 turns it off).",
+        "(combee_core/guard/rule.py; COMBEE_GUARD=0 turns it off).",
     )
     guard_alpha: float = Field(
         default=0.05, gt=0.0, lt=1.0, description="Guard: nominal false-alarm rate per judged version (the mSPRT "

@@ -6,10 +6,12 @@ Everything else is derived from this module: the partition counts ``ensure_topic
 (``combee_core.runs.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
 ``combee schemas``), each stage's ``consumes``, the worker's stage names and LLM stages, and the consumer groups
 ``combee status`` measures. Code names a topic by its constant (``Topic.TRACES``), never by a string. Adding a
-stage is one :class:`StageSpec` here (and a topic, if it writes a new one), its binding in
-``streams/topology/stages/`` (a ``Stage`` subclass whose ``spec`` is it: that is its registration) and its deploy
-entries; ``tests/unit/test_topology_declaration.py`` checks
-that the declaration is consistent and that nothing else lists it again.
+stage is one :class:`StageSpec` here, named in :data:`STAGES` (and a topic, if it writes a new one), its package in
+``combee_core`` (``combee_core/<StageSpec.core>/processor.py``), its binding in ``streams/topology/stages/`` (a
+``Stage`` subclass whose ``spec`` is it: that is its registration) and the entries kept by hand that
+``tests/unit/test_adding_a_stage.py`` lists (deploy files, the architecture map);
+``tests/unit/test_topology_declaration.py`` checks that the declaration is consistent and that nothing else lists it
+again.
 """
 
 from __future__ import annotations
@@ -179,6 +181,14 @@ class StageSpec:
     """It calls the LLM (the worker builds the LLM roles only for such stages; their calls go to ``llm-calls``)."""
     runs_when: RunsWhen = ALWAYS
     """The settings under which it runs (``combee worker`` leaves it out otherwise, and says why)."""
+    package: str = ""
+    """Its package in ``combee_core`` (:attr:`core`), when that is not its name."""
+
+    @property
+    def core(self) -> str:
+        """Its package in ``combee_core``: ``combee_core/<core>/processor.py`` is its processor, which its binding
+        (the ``Stage`` subclass in ``streams/topology/stages/`` whose ``spec`` is this) calls."""
+        return self.package or self.name
 
 
 REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
@@ -210,7 +220,8 @@ GUARD = StageSpec("guard", consumes=(Topic.PROMOTED,), produces=(Topic.PROMOTED,
                                      said="only without --promotion, unless COMBEE_GUARD=0"))
 
 INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(Topic.TRACES, Topic.DLQ),
-                        runs_when=RunsWhen(on=("otlp_ingest",), said="only with --otlp or COMBEE_OTLP_INGEST=1"))
+                        runs_when=RunsWhen(on=("otlp_ingest",), said="only with --otlp or COMBEE_OTLP_INGEST=1"),
+                        package="otlp")
 
 STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, GUARD, INGEST_OTLP)
 """Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the

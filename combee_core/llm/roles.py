@@ -1,4 +1,6 @@
-"""The three LLM roles (reflector, aggregator, reducer) behind one object per worker.
+"""The three LLM roles (reflector, aggregator, reducer) behind one object per worker: the call loop they share. Each
+role's prompt and what its answer becomes is its own file (``reflector_role.py``, ``aggregator_role.py``,
+``reducer_role.py``).
 
 Every call goes through ``litellm.acompletion`` (a ``combee-sim/...`` model's in this process, without litellm:
 :mod:`combee_core.llm.sim_calls`; for replay, an injected ``responder``), is retried with
@@ -23,16 +25,17 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from combee_core.llm import prompts
+from combee_core.llm.aggregator_role import aggregator_messages
 from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.errors import LLMCallError, LLMError, LLMOutputError, PromptTooLarge
 from combee_core.llm.gates import ConcurrencyGates
 from combee_core.llm.parsing import parse_operations_output, parse_reflection_output
 from combee_core.llm.provider_errors import provider_errors, retry_after_s
+from combee_core.llm.reducer_role import reducer_messages
+from combee_core.llm.reflector_role import reflection_from, reflector_messages
 from combee_core.llm.sim_calls import answer_simulated, litellm_callbacks_watch, sim_cost
 from combee_core.llm.simulator import HIDDEN_PARAM, SIM_PARAM, is_sim_model
 from combee_core.models import CallRecord, Operation, Reflection, Role, Trace, Usage
-from combee_core.playbook.outcomes import trace_outcome
-from combee_core.serve.scopes import own_entry_id
 
 if TYPE_CHECKING:
     pass
@@ -92,11 +95,6 @@ def call_key(model: str, messages: Sequence[dict[str, Any]], params: dict[str, A
     return hashlib.sha256(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def reflection_id_for(trace_id: str) -> str:
-    """The deterministic id of the reflection of a trace."""
-    return "r-" + hashlib.sha256(trace_id.encode()).hexdigest()[:16]
-
-
 def register_offline_providers(models: Sequence[str] = ()) -> None:
     """Register the offline ``combee-sim`` provider and its prices with litellm (idempotent, explicit)."""
     from combee_core.llm.provider import register_offline_providers as register
@@ -154,38 +152,20 @@ class LLMRoles:
 
     async def reflect(self, trace: Trace, playbook_text: str | None = None) -> Reflection:
         """Reflect on one trace. Raises ``LLMCallError`` / ``LLMOutputError`` once retries are exhausted."""
-        messages = prompts.reflector_messages(trace, playbook_text, context_tokens=self.config.context_tokens,
-                                              trace_tokens=self.config.trace_tokens)
+        messages = reflector_messages(trace, playbook_text, context_tokens=self.config.context_tokens,
+                                      trace_tokens=self.config.trace_tokens)
         model = self.config.reflector.model
         parse = lambda text: parse_reflection_output(text, role="reflector", model=model)  # noqa: E731
         parsed, usage, latency, records = await self._call("reflector", messages, 1, parse)
-        used = set(prompts.used_entry_ids(trace))
-        tags = [tag.model_copy(update={"entry_id": own}) for tag in parsed.entry_tags
-                if (own := own_entry_id(trace.playbook_id, tag.entry_id)) in used]
-        if len(tags) < len(parsed.entry_tags):
-            logger.info("reflector: %d tag(s) of entries trace %s did not use dropped (a reflection tags only the "
-                        "entries its agent used)", len(parsed.entry_tags) - len(tags), trace.trace_id)
-        return Reflection(
-            reflection_id=reflection_id_for(trace.trace_id),
-            trace_id=trace.trace_id,
-            playbook_id=trace.playbook_id,
-            seen_version=trace.playbook_version,
-            insights=parsed.insights,
-            entry_tags=tags,
-            model=self.config.reflector.model,
-            usage=usage,
-            latency_s=latency,
-            trace_digest=trace.digest(),
-            outcome=trace_outcome(trace, used),
-        )
+        return reflection_from(parsed, trace, model=model, usage=usage, latency_s=latency)
 
     async def aggregate(self, items: Sequence[Reflection], context: str = "") -> RoleResult:
         """Turn the reflection copies of one subgroup into operations (one call reading ``len(items)`` items)."""
-        return await self._operations("aggregator", prompts.aggregator_messages(items, context), len(items))
+        return await self._operations("aggregator", aggregator_messages(items, context), len(items))
 
     async def reduce(self, partials: Sequence[Sequence[Operation]], context: str = "") -> RoleResult:
         """Merge partial updates (one item per partial) into one list of operations."""
-        return await self._operations("reducer", prompts.reducer_messages(partials, context), len(partials))
+        return await self._operations("reducer", reducer_messages(partials, context), len(partials))
 
     async def _operations(self, role: Role, messages: list[dict[str, str]], items_read: int) -> RoleResult:
         model = self.config.role(role).model

@@ -92,7 +92,7 @@ class ImprovementCost(CombeeModel):
 
 class LiveTest(CombeeModel):
     """The guard's statistics behind a rollback: live traces of the rolled-back version against its parent's
-    (``combee_core.promote.guard``), at the trace where the test crossed its threshold."""
+    (``combee_core.guard.rule``), at the trace where the test crossed its threshold."""
 
     metric: Literal["success", "score"]
     version: int = Field(ge=1, description="The version judged (rolled back).")

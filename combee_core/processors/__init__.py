@@ -1,9 +1,10 @@
-"""Processors: each stage's decisions, as pure code (no Kafka, no clock, no I/O).
+"""What every stage's processor shares: its effects (``effects``: publish, dead-letter, acknowledge, count) and the
+unit-test driver (``testing.EffectLog``). Each processor lives in its stage's package (``combee_core/<stage>/
+processor.py``, the package ``combee_core.topology.StageSpec.package`` names); the binding in
+``streams/topology/stages/`` performs the effects on Kafka.
 
 A processor takes decoded input models (and, from its stage, the time and the state views it reads) and answers
-with effects (``combee_core.processors.effects``): publish a model to a topic, dead-letter an input with a reason,
-acknowledge inputs whose effects are out, count something. The stage in ``streams/topology/stages/`` is a thin
-binding: the runtime decodes each record, the stage hands it to its processor with an opaque *token* (the record),
-and performs the effects in order. ``combee_core.processors.testing.EffectLog`` drives a processor in unit tests,
-without a broker.
+with effects. The stage is a thin binding: the runtime decodes each record, the stage hands it to its processor
+with an opaque *token* (the record), and performs the effects in order. ``EffectLog`` drives a processor in unit
+tests, without a broker.
 """

@@ -1,2 +1,2 @@
-"""Promotion: which candidate version is served, decided on held-out scores; the live-trace guard and what an
-improvement cost."""
+"""The promote stage: which candidate version is served, decided on held-out scores (``promotion``, the processor
+``processor`` with its memory and resume rules), the held-out task sets and what an improvement cost."""

@@ -71,7 +71,7 @@ class PromotionLedger:
     """Per playbook, each version served in turn (starting with 0)."""
     named: dict[str, int] = field(default_factory=dict)
     """Per playbook, the newest version any decision named (served, previous, candidate or newest): every version up
-    to it existed when a decision was made (``combee_core.promote.guard.clean``)."""
+    to it existed when a decision was made (``combee_core.guard.rule.clean``)."""
 
     def apply(self, decision: PromotionDecision) -> bool:
         """Take one record in log order; False (void) when its decision_id is not the next one."""
@@ -327,7 +327,7 @@ def operator_decision(
     """An operator's ``promote`` (serves ``version``, resumes automatic promotion) or ``rollback`` (serves
     ``version``, pauses automatic promotion until the next operator promote). ``running``: the version agents run
     now when the pointer does not say it, and ``newest`` the newest version (promotion off:
-    ``combee_core.promote.guard``)."""
+    ``combee_core.guard.rule``)."""
     if action not in ("operator-promote", "rollback"):
         raise PromotionError(f"unknown operator action {action!r}")
     decided: Literal["operator-promote", "rollback"] = "rollback" if action == "rollback" else "operator-promote"

@@ -4,7 +4,7 @@ of each decision id, counts); :func:`served_playbook` is the rule every follower
 (``streams.topology.follower``; tests/unit/test_client.py holds the two to the same answers) and the Python client
 ``combee_client`` (which does not import the pipeline). With promotion on, the ``promoted`` pointer (or the canary
 for an agent in the canary share); without, the newest version unless a decision on ``promoted`` holds it back
-(``combee_core.promote.guard.served_without_promotion``). In review mode (``COMBEE_REVIEW_PLAYBOOKS``),
+(``combee_core.guard.rule.served_without_promotion``). In review mode (``COMBEE_REVIEW_PLAYBOOKS``),
 :func:`served_to_agents` is what every door serves of it: only the reviewed entries.
 """
 
@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from combee_core.guard.rule import served_without_promotion
 from combee_core.models import CurationState, PlaybookVersion, PromotionDecision, ReviewDecision
-from combee_core.promote.guard import served_without_promotion
 from combee_core.promote.promotion import PromotionLedger, in_canary
 from combee_core.serve.review import ReviewBook, review_on, reviewed_view
 

@@ -1,7 +1,7 @@
 """Serving the served playbook versions to agents (no Kafka, no HTTP): what ``combee serve`` decides.
 
 Which version is served is not decided here (``streams.topology.follower.PlaybookFollower.served``, with
-``combee_core.promote.promotion`` and ``combee_core.promote.guard``); this module holds what follows from it: the HTTP
+``combee_core.promote.promotion`` and ``combee_core.guard.rule``); this module holds what follows from it: the HTTP
 entity tag of a served version, whether a request's ``If-None-Match`` still matches, which playbooks changed their
 served version (what to notify), the versions kept for ``GET .../versions/{v}``, the context for a task (the top ``k``
 entries within a token budget, ``combee_core.playbook.retrieval``), and the binding rule (loopback, else a token).

@@ -7,7 +7,12 @@ import asyncio
 import sys
 
 from streams.cli.running import stop_on_signals
-from streams.local_model.server import DEFAULT_ALIAS, LocalModelServer, LocalModelStartError, LocalModelUnavailable
+from streams.local_model.model_server import (
+    DEFAULT_ALIAS,
+    LocalModelServer,
+    LocalModelStartError,
+    LocalModelUnavailable,
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -55,7 +55,7 @@ async def operator_act(settings: CombeeSettings, bootstrap: str, profile: Broker
     """Write an operator's ``operator-promote`` (of ``version``) or ``rollback`` (to ``version``, default the
     version served before; with promotion off, the parent of the version agents run) and return it once the log
     shows it counts (retried when the promoter took its id)."""
-    from combee_core.promote.guard import served_without_promotion  # the playbook and numpy: only to act
+    from combee_core.guard.rule import served_without_promotion  # the playbook and numpy: only to act
     from streams.topology.kafka_clients import start_producer
     from streams.topology.topic_reader import read_topic
 

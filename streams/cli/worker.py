@@ -138,8 +138,8 @@ async def serve_otlp(settings: CombeeSettings, bootstrap: str, profile, stop: as
 def start_lines(settings: CombeeSettings, stages: tuple[str, ...], bootstrap: str) -> list[str]:
     """What a worker says once at start: the stages it runs (and those it does not, and why), the model of each
     role, and, when a role is the offline simulator, what that means for traces from outside producers."""
+    from combee_core.evaluate.processor import parse_playbooks
     from combee_core.model_notice import describe_models, simulator_warning
-    from combee_core.processors.evaluator import parse_playbooks
     from streams.topology.worker import LLM_STAGES, runnable
 
     running, skipped = runnable(stages, settings)

@@ -35,7 +35,7 @@ from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import send_traces
-from streams.topology.stages.evaluator import register_suite
+from streams.topology.stages.evaluate import register_suite
 
 
 class DemoError(CombeeError, RuntimeError):

@@ -31,7 +31,7 @@ from combee_core.errors import CombeeError
 from combee_core.ingest.redaction import RedactionConfig, Redactor
 from combee_core.otlp.export import WireEncoding, export_response, split_by_trace, status_body
 from combee_core.otlp.ingest_scope import ScopeRefused, enforce_write_scope
-from combee_core.otlp.redaction import redact_message
+from combee_core.otlp.request_redaction import redact_message
 from combee_core.otlp.wire import OtlpDecodeError, decode_request, encode_request
 from combee_core.serve.access_keys import Grant, KeyRing
 from combee_core.serve.doors import API_HEADERS

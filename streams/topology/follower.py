@@ -47,7 +47,7 @@ class PlaybookFollower:
     or in a dead letter; ``on_version`` is called for each new version. With ``settings.promotion`` (and not
     ``candidates``) :meth:`playbook` is the *served* version of the ``promoted`` pointer, not the newest candidate;
     without promotion it is the newest version unless a decision on ``promoted`` (the guard's rollback, an
-    operator's) says otherwise (``combee_core.promote.guard.served_without_promotion``).
+    operator's) says otherwise (``combee_core.guard.rule.served_without_promotion``).
     """
 
     settings: CombeeSettings

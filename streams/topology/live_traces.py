@@ -2,8 +2,8 @@
 promoter's canary scores, the guard's samples): every replica keeps them, so a new owner decides at once on the same
 log. Both read them from their checkpoints (``<stage>/traces/<partition>``, every ``view_checkpoint_every`` traces):
 per partition, its first trace of a version at or above its playbook's floor (``traces_resume``): the promoter's
-the first a canary verdict can still count (``combee_core.processors.promoter_resume.canary_floor``), the guard's
-the oldest version it keeps (``combee_core.processors.guard.Guard.floor``)."""
+the first a canary verdict can still count (``combee_core.promote.promoter_resume.canary_floor``), the guard's
+the oldest version it keeps (``combee_core.guard.processor.Guard.floor``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import orjson
 from aiokafka import TopicPartition
 
 from combee_core.models import ViewCheckpoint, utc_now
-from combee_core.processors.promoter_resume import traces_resume
+from combee_core.promote.promoter_resume import traces_resume
 from combee_core.promote.promotion import LiveScore
 from combee_core.topology import Topic
 from streams.topology.runtime import Stage

@@ -176,8 +176,8 @@ def _counter_families(counters: dict[str, int]) -> Iterator[Metric]:
 
 
 def _playbook_families(stages: list[Stage]) -> Iterator[Metric]:
-    from streams.topology.stages.batcher import BatcherStage
-    from streams.topology.stages.reducer import ReducerStage
+    from streams.topology.stages.batch import BatcherStage
+    from streams.topology.stages.reduce import ReducerStage
 
     version = GaugeMetricFamily("combee_playbook_version", "Latest version of each playbook in the reducer's live "
                                 "view.", labels=("playbook",))
@@ -211,7 +211,7 @@ BACKLOG_GAUGES = (
 
 def _backlog_families(stages: list[Stage]) -> Iterator[Metric]:
     """Per playbook, the reflector's backlog assessment (``combee_core.control.backlog``), and the traces it shed."""
-    from streams.topology.stages.reflector import ReflectorStage
+    from streams.topology.stages.reflect import ReflectorStage
 
     families = [(GaugeMetricFamily(name, help_text, labels=("playbook",)), field)
                 for name, help_text, field in BACKLOG_GAUGES]

@@ -379,7 +379,7 @@ def format_status(status: RunStatus) -> str:
 
 
 def guard_state(settings: CombeeSettings, promotion: bool = False) -> str:
-    """The guard's configuration in one line (``combee_core.promote.guard``), as this command's settings say;
+    """The guard's configuration in one line (``combee_core.guard.rule``), as this command's settings say;
     ``promotion``: the run promotes (its settings, or a promoter's decision on ``promoted``)."""
     if settings.promotion or promotion:
         return "off (promotion is on: the held-out rule gates versions)"

@@ -12,7 +12,7 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.topology.kafka_clients import start_producer
-from streams.topology.stages.reflector import TraceRejected, decode_trace
+from streams.topology.stages.reflect import TraceRejected, decode_trace
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The promoter's views of ``playbook``, ``promoted``, ``batches`` and ``eval-results``, checkpointed so that a start
-reads the records its decisions still rest on, not the whole logs (``combee_core.processors.promoter_resume``).
+reads the records its decisions still rest on, not the whole logs (``combee_core.promote.promoter_resume``).
 
 ``playbook``, ``promoted`` and ``batches`` are numbered logs whose gates are the promoter's own (the versions gate,
 the ledger's, the manifests gate) and whose resume points are the tracker's; ``eval-results`` resumes at the first
@@ -15,8 +15,8 @@ from typing import Any
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.models import BatchManifest, EvalResult, PlaybookVersion, PromotionDecision, ViewCheckpoint
-from combee_core.processors.promoter import Promoter
-from combee_core.processors.promoter_resume import ResumeTracker
+from combee_core.promote.processor import Promoter
+from combee_core.promote.promoter_resume import ResumeTracker
 from combee_core.topology import Topic
 from streams.topology.log_view import LogView
 from streams.topology.numbered_log import NUMBERED, NumberedLog

@@ -1,5 +1,5 @@
 """A restarted controller starts from its checkpoints, not the whole ``metrics`` and ``control`` logs, and keeps its
-decisions (``streams/topology/stages/controller.py``).
+decisions (``streams/topology/stages/control.py``).
 
 The streaming controller is pinned to batches of 2 (``controller_bs_min`` = ``controller_bs_max`` = 2) while the
 batcher starts at 3: its first choice is one decision (id 0), and no later one, as long as it knows that decision.

@@ -20,7 +20,7 @@ import pytest
 from combee_core.models import PlaybookVersion
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.stages.evaluator import register_suite
+from streams.topology.stages.evaluate import register_suite
 from streams.topology.worker import ALL_STAGES
 from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
 

@@ -9,8 +9,8 @@ import random
 
 import pytest
 
+from combee_core.guard.rule import GUARD
 from combee_core.models import Trace
-from combee_core.promote.guard import GUARD
 from streams.cli.promote import operator_act
 from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline

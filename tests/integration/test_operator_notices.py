@@ -11,8 +11,8 @@ import sys
 
 import pytest
 
+from combee_core.evaluate.processor import refusal
 from combee_core.models import Trace, utc_now
-from combee_core.processors.evaluator import refusal
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.test_health import _stderr_until

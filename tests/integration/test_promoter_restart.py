@@ -1,5 +1,5 @@
 """A restarted promoter starts its logs from its checkpoints, not from the beginning, and decides as one that read
-everything (``combee_core.processors.promoter_resume``, ``streams/topology/promoter_views.py``).
+everything (``combee_core.promote.promoter_resume``, ``streams/topology/promoter_views.py``).
 
 A run with promotion decides three versions, one batch of traces at a time (promote, promote, and a reject of the
 batch that taught a harmful rule: ``test_promoted_versions.poisoned_stream``), and goes quiet (every version decided,

@@ -11,10 +11,10 @@ import pytest
 
 from combee_core.models import PromotionDecision
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import Promoter
+from combee_core.promote.processor import Promoter
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
-from streams.topology.stages.promoter import PromoterStage
+from streams.topology.stages.promote import PromoterStage
 from streams.topology.topic_reader import read_topic
 from tests.integration.test_promoted_versions import PB, wait_decisions
 from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings

@@ -24,7 +24,7 @@ from combee_core.llm.config import LLMConfig
 from combee_core.llm.errors import LLMError
 from combee_core.llm.roles import LLMRoles
 from combee_core.settings import CombeeSettings
-from streams.local_model.server import LocalModelServer
+from streams.local_model.model_server import LocalModelServer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.topology_support import make_traces

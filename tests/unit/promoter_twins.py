@@ -1,5 +1,5 @@
 """Random promotion histories read by two promoters at once: one that prunes what it no longer reads
-(``combee_core.processors.promoter_memory``) and one that keeps everything. Both apply every record of the same
+(``combee_core.promote.promoter_memory``) and one that keeps everything. Both apply every record of the same
 logs in the same order (``test_promoter_resume._apply``) and are asked to advance with the same arguments; the
 history is driven by the keeping one's effects.
 
@@ -25,7 +25,7 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.processors.effects import Effect, Publish
-from combee_core.processors.promoter_resume import floors
+from combee_core.promote.promoter_resume import floors
 from combee_core.promote.promotion import PromotionRule, next_base, operator_decision
 from combee_core.topology import Topic
 from tests.unit.test_promoter_resume import HELD_OUT, NOW, ORDER, _apply, _nothing, _version, promoter_on

@@ -30,9 +30,9 @@ from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import Judgement, SemanticJudge
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
-from combee_core.processors.reducer_state import ReducerLogs
 from combee_core.reduce.deterministic_merge import ContestedMerge
+from combee_core.reduce.processor import Reducer, ReducerConfig
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome, ScanResult, build_version
 from combee_core.serve.review import load_book
 from combee_core.serve.served import served_to_agents

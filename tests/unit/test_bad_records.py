@@ -13,8 +13,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from combee_core import limits
 from combee_core.otlp.assembler import TraceAssembler
 from combee_core.otlp.mapping import UnmappableTrace, map_trace
+from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import OtlpDecodeError, OtlpSpan, decode_spans, encode_request
-from combee_core.processors.otlp_ingest import OtlpIngest
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 from combee_core.sim.tasks import build_suite, train_traces

@@ -15,8 +15,8 @@ from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookVersion,
 from combee_core.playbook import Playbook
 from combee_core.playbook.meaning import Judgement
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.reduce.call_guard import ANSWER_BOUND, answer_within_evidence
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

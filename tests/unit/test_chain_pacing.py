@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from combee_core.batch.batching import ShuffleConfig
 from combee_core.batch.chain_pacing import ChainPacing, batches_waiting
+from combee_core.batch.processor import Batcher, BatcherConfig, pacing_of
+from combee_core.control.processor import Controller
 from combee_core.models import BatchManifest, ControlDecision, Reflection
-from combee_core.processors.batcher import Batcher, BatcherConfig, pacing_of
-from combee_core.processors.controller import Controller
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 

@@ -14,7 +14,7 @@ from combee_core.models import AddOp, OutcomeTally, PartialUpdate, PlaybookEntry
 from combee_core.playbook import Playbook
 from combee_core.playbook.challenges import entry_evidence
 from combee_core.playbook.meaning import Judgement
-from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ScanResult, build_version
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

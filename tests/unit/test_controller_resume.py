@@ -1,5 +1,5 @@
 """A controller restarted from its checkpoint's offsets decides as one that read the whole logs
-(``combee_core.processors.controller.resume_offset``)."""
+(``combee_core.control.processor.resume_offset``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from combee_core.control.processor import Controller, resume_offset
 from combee_core.models import BatchMetrics
-from combee_core.processors.controller import Controller, resume_offset
 from combee_core.settings import CombeeSettings
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

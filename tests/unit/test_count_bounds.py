@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from combee_core.models import AddOp, Operation, PartialUpdate, PlaybookEntry, PlaybookVersion, TagOp, Usage
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.reduce.counts import COUNT_BOUND
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

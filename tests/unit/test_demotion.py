@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from combee_core.models import OutcomeTally, PartialUpdate, PlaybookEntry, TraceOutcome, Usage
 from combee_core.playbook import Playbook, playbook_tokens
 from combee_core.playbook.outcomes import worse_than_baseline
-from combee_core.processors.reducer import ReducerConfig
 from combee_core.reduce.budget import fit_to_budget
+from combee_core.reduce.processor import ReducerConfig
 from combee_core.reduce.reduction import NewVersion, ScanResult, build_version
 from combee_core.settings import CombeeSettings
 from tests.unit.playbook_support import PROPERTY

@@ -8,11 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.models import PlaybookEntry, PlaybookVersion, PromotionDecision, VersionStats
-from combee_core.playbook import Playbook
-from combee_core.processors.effects import Count, Publish
-from combee_core.processors.guard import Guard
-from combee_core.promote.guard import (
+from combee_core.guard.processor import Guard
+from combee_core.guard.rule import (
     GUARD,
     GuardRule,
     Sample,
@@ -22,6 +19,9 @@ from combee_core.promote.guard import (
     msprt_log_lr,
     served_without_promotion,
 )
+from combee_core.models import PlaybookEntry, PlaybookVersion, PromotionDecision, VersionStats
+from combee_core.playbook import Playbook
+from combee_core.processors.effects import Count, Publish
 from combee_core.promote.promotion import PromotionLedger, PromotionRule, operator_decision
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -15,10 +15,10 @@ from datetime import datetime, timezone
 
 import pytest
 
+from combee_core.guard.processor import KEEP_VERSIONS, Guard
+from combee_core.guard.rule import GuardRule, clean
 from combee_core.models import PlaybookVersion, PromotionDecision, VersionStats
-from combee_core.processors.guard import KEEP_VERSIONS, Guard
-from combee_core.processors.promoter_resume import traces_resume
-from combee_core.promote.guard import GuardRule, clean
+from combee_core.promote.promoter_resume import traces_resume
 from combee_core.promote.promotion import PromotionRule, operator_decision
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -26,7 +26,7 @@ from combee_core.models import (
 from combee_core.playbook import Playbook
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer
+from combee_core.reduce.processor import Reducer
 from combee_core.settings import CombeeSettings
 
 HUGE = 1_000_000

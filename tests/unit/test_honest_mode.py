@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from combee_core.llm.copy_controls import CONTROLS, mask_values, verbatim_insights
 from combee_core.llm.honest import feedback_kind, honest_insights
-from combee_core.llm.prompts import trace_payload
+from combee_core.llm.reflector_role import trace_payload
 from combee_core.llm.simulator import SimulatorConfig, simulate_aggregation, simulate_reflection
 from combee_core.models import PlaybookEntry
 from combee_core.sim import honest_suite

@@ -11,7 +11,7 @@ from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
 from combee_core.models import PlaybookEntry, Reflection, Trace
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Count
-from combee_core.processors.reflector import inherited_used, reflect_all
+from combee_core.reflect.processor import inherited_used, reflect_all
 from streams.topology.playbook_view import used_entries_text
 
 USED = "tenant-a/str-00001, str-00002, shared/str-00001"

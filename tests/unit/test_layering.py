@@ -131,7 +131,7 @@ def test_no_import_cycles_between_combee_core_modules():
     """The same rule for the pure core, function-local and ``TYPE_CHECKING`` imports included (a cycle kept alive by
     one is still a cycle): the simulator (``llm/simulator.py``, ``llm/honest.py``, ``sim/``) builds on the roles'
     modules and the task suite's model (``sim/suite.py``), never the reverse; a processor's helpers name its state
-    through an interface (``processors/promoter_resume.PromoterState``), not its class; the embedder a setting names
+    through an interface (``promote/promoter_resume.PromoterState``), not its class; the embedder a setting names
     is chosen above the embedders (``playbook/embedding_models.py``)."""
     core = {_module_name(path): path for path in sorted((ROOT / "combee_core").rglob("*.py"))}
     graph = {name: _imports(name, path, set(core)) for name, path in core.items()}

@@ -13,7 +13,8 @@ import pytest
 
 from combee_core.llm.config import LLMConfig, RoleConfig
 from combee_core.llm.errors import LLMCallError, LLMOutputError
-from combee_core.llm.roles import LLMReply, LLMRoles, call_key, reflection_id_for
+from combee_core.llm.reflector_role import reflection_id_for
+from combee_core.llm.roles import LLMReply, LLMRoles, call_key
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, SimulatorConfig, format_lesson
 from combee_core.models import AddOp, CallRecord, TagOp, Trace, Usage
 from combee_core.settings import CombeeSettings

@@ -11,8 +11,13 @@ import pytest
 from combee_core.llm.config import LLMConfig
 from combee_core.settings import CombeeSettings
 from streams.cli import build_parser, main
-from streams.local_model import server as local_model
-from streams.local_model.server import LocalModelServer, LocalModelStartError, LocalModelUnavailable, smollm2_gguf_path
+from streams.local_model import model_server as local_model
+from streams.local_model.model_server import (
+    LocalModelServer,
+    LocalModelStartError,
+    LocalModelUnavailable,
+    smollm2_gguf_path,
+)
 
 
 def test_the_smollm2_gguf_file_ships_inside_the_installed_package():

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from combee_core.aggregate.processor import Aggregator, AggregatorConfig
+from combee_core.batch.processor import Batcher, BatcherConfig
 from combee_core.batch.shuffle import aggregation_shape
+from combee_core.control.processor import Controller
 from combee_core.llm.config import LLMConfig
 from combee_core.llm.roles import LLMRoles
 from combee_core.llm.simulator import SimulatorConfig
@@ -21,14 +24,11 @@ from combee_core.models import (
     Trace,
 )
 from combee_core.playbook import Playbook, render_playbook
-from combee_core.processors.aggregator import Aggregator, AggregatorConfig
-from combee_core.processors.batcher import Batcher, BatcherConfig
-from combee_core.processors.controller import Controller
-from combee_core.processors.reducer import Reducer, ReducerConfig
-from combee_core.processors.reducer_state import ReducerLogs
-from combee_core.processors.reflector import reflect_all
 from combee_core.processors.testing import EffectLog
+from combee_core.reduce.processor import Reducer, ReducerConfig
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
+from combee_core.reflect.processor import reflect_all
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import TaskSuite
 from combee_core.sim.tasks import build_suite, run_task

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_core.otlp.assembler import TraceAssembler
+from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import OtlpEvent, OtlpSpan
-from combee_core.processors.otlp_ingest import OtlpIngest
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 

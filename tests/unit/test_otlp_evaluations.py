@@ -10,8 +10,8 @@ import logging
 import pytest
 
 from combee_core.otlp.mapping import UnmappableTrace, map_trace
+from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import OtlpEvent, OtlpSpan
-from combee_core.processors.otlp_ingest import OtlpIngest
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 
@@ -136,7 +136,7 @@ def test_a_retry_of_a_published_runs_evaluated_root_is_not_late_feedback_but_a_n
 
 def test_runs_waiting_for_feedback_are_counted_each_and_said_in_one_line(caplog):
     ingest, log = _ingest(otlp_feedback_wait_s=60), EffectLog()
-    with caplog.at_level(logging.WARNING, logger="combee_core.processors.otlp_ingest"):
+    with caplog.at_level(logging.WARNING, logger="combee_core.otlp.processor"):
         for n in range(3):
             log.extend(ingest.take(_oi_run(n), f"r{n}", float(n)))
             log.extend(ingest.tick(float(n) + 0.5))

@@ -10,6 +10,8 @@ from fractions import Fraction
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from combee_core.aggregate.processor import Aggregator, AggregatorConfig
+from combee_core.aggregate.windows import ReadyWindow
 from combee_core.models import (
     MergeOp,
     OutcomeTally,
@@ -24,9 +26,7 @@ from combee_core.models import (
 )
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.outcomes import credit, decayed, distinct_outcomes, trace_outcome, with_outcomes
-from combee_core.processors.aggregator import Aggregator, AggregatorConfig
 from combee_core.reduce.reduction import ScanResult, build_version
-from combee_core.reduce.windows import ReadyWindow
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -8,12 +8,12 @@ from datetime import datetime, timezone
 from hypothesis import given
 from hypothesis import strategies as st
 
+from combee_core.aggregate.windows import SubgroupWindows
 from combee_core.batch.batching import BatchAccumulator, ShuffleConfig, UnconfirmedBatches, deal_batch
 from combee_core.log_order import ContiguousNumbers, ResumePoints, valid_manifests, valid_versions
 from combee_core.models import DeadLetter, Insight, PartialUpdate, Reflection, Usage
 from combee_core.playbook import Playbook
 from combee_core.reduce.reduction import ScanResult, build_version
-from combee_core.reduce.windows import SubgroupWindows
 from combee_core.runs.audit import audit_run
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

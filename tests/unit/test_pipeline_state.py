@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from combee_core.aggregate.windows import SubgroupWindows
 from combee_core.batch.batching import BatchAccumulator, ShuffleConfig, deal_batch
 from combee_core.batch.shuffle import subgroup_count
 from combee_core.models import AddOp, Insight, PartialUpdate, Reflection, Usage
 from combee_core.playbook import Playbook
 from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
-from combee_core.reduce.windows import SubgroupWindows
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

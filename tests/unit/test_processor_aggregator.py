@@ -1,4 +1,4 @@
-"""The aggregators' decisions, driven without a broker or an LLM (``combee_core.processors.aggregator``)."""
+"""The aggregators' decisions, driven without a broker or an LLM (``combee_core.aggregate.processor``)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from combee_core.aggregate.processor import Aggregator, AggregatorConfig
 from combee_core.batch.batching import ShuffleConfig, deal_batch
 from combee_core.llm.errors import LLMCallError
 from combee_core.models import AddOp, Insight, PartialUpdate, Reflection, ShuffledReflection, Usage
-from combee_core.processors.aggregator import Aggregator, AggregatorConfig
 from combee_core.processors.testing import EffectLog
 from combee_core.reduce.reduction import ReduceOutcome
 
@@ -93,8 +93,8 @@ def test_windows_of_a_revoked_partition_are_formed_again_from_their_redelivered_
 
 
 def test_a_partial_carries_the_reflections_verdicts_on_used_entries_once_per_trace_not_the_models_counts():
+    from combee_core.aggregate.processor import use_tags
     from combee_core.models import EntryTag, UseTag
-    from combee_core.processors.aggregator import use_tags
 
     tagged = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i % 2}", playbook_id="pb", seen_version=0, model="m",
                          insights=[], entry_tags=[EntryTag(entry_id="too-00001", tag=tag),

@@ -1,4 +1,4 @@
-"""The batcher's decisions, driven without a broker: inputs in, effects out (``combee_core.processors.batcher``)."""
+"""The batcher's decisions, driven without a broker: inputs in, effects out (``combee_core.batch.processor``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from combee_core.batch.batching import ShuffleConfig
+from combee_core.batch.processor import Batcher, BatcherConfig
 from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
-from combee_core.processors.batcher import Batcher, BatcherConfig
 from combee_core.processors.effects import Acknowledge, Effect, Publish, Reject
 from combee_core.processors.testing import EffectLog
 

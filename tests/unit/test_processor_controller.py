@@ -1,11 +1,11 @@
-"""The controller's decisions, driven without a broker (``combee_core.processors.controller``)."""
+"""The controller's decisions, driven without a broker (``combee_core.control.processor``)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from combee_core.control.processor import Controller
 from combee_core.models import BatchMetrics, ControlDecision
-from combee_core.processors.controller import Controller
 from combee_core.processors.effects import Acknowledge
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings

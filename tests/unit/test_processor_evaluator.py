@@ -1,12 +1,12 @@
-"""The built-in evaluator's answers, without a broker (``combee_core.processors.evaluator``)."""
+"""The built-in evaluator's answers, without a broker (``combee_core.evaluate.processor``)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from combee_core.evaluate.processor import Evaluator, parse_playbooks, refusal
 from combee_core.models import EvalResult
 from combee_core.processors.effects import Acknowledge
-from combee_core.processors.evaluator import Evaluator, parse_playbooks, refusal
 from combee_core.processors.testing import EffectLog
 from combee_core.promote.promotion import eval_requests
 from combee_core.promote.task_sets import pinned_tasks

@@ -1,4 +1,4 @@
-"""The promoter's decisions, driven without a broker (``combee_core.processors.promoter``)."""
+"""The promoter's decisions, driven without a broker (``combee_core.promote.processor``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 from combee_core.models import EvalRequest, EvalResult, PlaybookEntry, PlaybookVersion, PromotionDecision, VersionStats
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import Promoter
 from combee_core.processors.testing import EffectLog
+from combee_core.promote.processor import Promoter
 from combee_core.promote.promotion import PromotionRule
 from tests.unit.test_promoter_resume import HELD_OUT, promoter_on
 

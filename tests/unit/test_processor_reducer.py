@@ -1,4 +1,4 @@
-"""The reducer's decisions, driven without a broker or an LLM (``combee_core.processors.reducer``)."""
+"""The reducer's decisions, driven without a broker or an LLM (``combee_core.reduce.processor``)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from combee_core.llm.errors import LLMCallError
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.processors.testing import EffectLog
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -209,7 +209,7 @@ def test_embedding_runs_off_the_event_loop_so_heartbeats_and_other_stages_go_on(
 
 
 def test_a_stalled_batch_is_warned_of_with_its_waiting_partials_and_counted_once(caplog):
-    from combee_core.processors.reducer_state import ReducerLogs
+    from combee_core.reduce.reducer_state import ReducerLogs
 
     reducer, logs, log = _reducer(Roles()), ReducerLogs(promotion=False), EffectLog()
     logs.take_manifest(_manifest(0, ["t0-0", "t0-1"]))

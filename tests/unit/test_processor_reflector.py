@@ -1,4 +1,4 @@
-"""The reflector's decisions, driven without a broker or an LLM (``combee_core.processors.reflector``)."""
+"""The reflector's decisions, driven without a broker or an LLM (``combee_core.reflect.processor``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 from combee_core.llm.errors import LLMOutputError
 from combee_core.models import Reflection, Trace
 from combee_core.processors.effects import Count, Publish, Reject
-from combee_core.processors.reflector import reflect_all
+from combee_core.reflect.processor import reflect_all
 from tests.integration.topology_support import make_traces
 
 

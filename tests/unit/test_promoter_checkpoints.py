@@ -1,5 +1,5 @@
 """A promoter restarted at any point of a run, from the checkpoints its views wrote so far, makes the same next
-decision as one that read the whole logs (``combee_core.processors.promoter_resume``, ``promoter_views``).
+decision as one that read the whole logs (``combee_core.promote.promoter_resume``, ``promoter_views``).
 
 ``test_promoter_resume`` checks the resume offsets computed once, at the end of a run. The stage writes each view's
 checkpoint while that view reads (every ``view_checkpoint_every`` of its records, ``LogView._follow``), with the
@@ -18,8 +18,8 @@ import pytest
 
 from combee_core.models import EvalRequest, EvalResult, PromotionDecision, ViewCheckpoint, entries_digest
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import Promoter
-from combee_core.processors.promoter_resume import Floors, floors
+from combee_core.promote.processor import Promoter
+from combee_core.promote.promoter_resume import Floors, floors
 from combee_core.promote.promotion import PromotionRule, operator_decision
 from combee_core.topology import Topic
 from streams.topology.log_view import CheckpointedState, GatedState

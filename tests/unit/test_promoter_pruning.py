@@ -1,4 +1,4 @@
-"""A promoter that drops what it no longer reads (``combee_core.processors.promoter_memory``) decides and requests
+"""A promoter that drops what it no longer reads (``combee_core.promote.promoter_memory``) decides and requests
 exactly as one that keeps everything, over random histories (``promoter_twins``), and after a long one holds only
 what its next decisions rest on."""
 
@@ -8,7 +8,7 @@ import pytest
 
 from combee_core.models import EvalResult, PlaybookEntry, entries_digest
 from combee_core.processors.effects import Effect
-from combee_core.processors.promoter_resume import floors
+from combee_core.promote.promoter_resume import floors
 from combee_core.promote.score_cache import SummarisedScoreCache
 from combee_core.topology import Topic
 from tests.unit.promoter_twins import CANARY, NO_CANARY, PLAYBOOKS, Twins, decisions, requests

@@ -1,5 +1,5 @@
 """A promoter restarted from its resume offsets makes the same next decision as one that read the whole logs
-(``combee_core.processors.promoter_resume``), and each offset is the latest that does: one record later changes it."""
+(``combee_core.promote.promoter_resume``), and each offset is the latest that does: one record later changes it."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from combee_core.models import (
     tasks_digest,
 )
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import Promoter
-from combee_core.processors.promoter_resume import ResumeTracker, canary_floor, floors, traces_resume
+from combee_core.promote.processor import Promoter
+from combee_core.promote.promoter_resume import ResumeTracker, canary_floor, floors, traces_resume
 from combee_core.promote.promotion import PromotionRule, canary_verdict, next_base
 from combee_core.promote.task_sets import PinnedTask, pinned_tasks
 from combee_core.sim.tasks import build_suite

@@ -9,7 +9,7 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from combee_core.llm import prompts
+from combee_core.llm import aggregator_role, prompts, reducer_role, reflector_role
 from combee_core.llm.payload import MIN_TRACE_TOKENS, fit_lines, fit_trace
 from combee_core.models import Trace, TraceStep
 
@@ -25,7 +25,7 @@ def trace(**fields: object) -> Trace:
 
 
 def test_the_reflector_diagnoses_before_it_states_lessons_in_its_own_words():
-    system = prompts.REFLECTOR_SYSTEM
+    system = reflector_role.REFLECTOR_SYSTEM
     order = [system.index(word) for word in ("what_went_wrong", "root_cause", "correct_approach", "Then state")]
     assert order == sorted(order)
     assert "your own words" in system and "keep its section and wording" not in system
@@ -38,9 +38,9 @@ def test_the_limits_each_prompt_states_are_the_answer_schemas():
     reflect = prompts.answer_schema("reflect")
     insights = reflect["properties"]["insights"]["maxItems"]
     content = reflect["$defs"]["Lesson"]["properties"]["content"]["maxLength"]
-    assert f"At most {insights} insights of at most {content} characters" in prompts.REFLECTOR_SYSTEM
-    assert f"<= {content} chars" in prompts.REFLECTOR_SYSTEM
-    for task, system in (("aggregate", prompts.AGGREGATOR_SYSTEM), ("reduce", prompts.REDUCER_SYSTEM)):
+    assert f"At most {insights} insights of at most {content} characters" in reflector_role.REFLECTOR_SYSTEM
+    assert f"<= {content} chars" in reflector_role.REFLECTOR_SYSTEM
+    for task, system in (("aggregate", aggregator_role.AGGREGATOR_SYSTEM), ("reduce", reducer_role.REDUCER_SYSTEM)):
         schema = prompts.answer_schema(task)
         most = schema["properties"]["operations"]["maxItems"]
         merge_ids = schema["$defs"]["MergeAnswer"]["properties"]["entry_ids"]["maxItems"]
@@ -55,7 +55,7 @@ def test_a_huge_trace_and_many_used_entries_are_cut_to_their_caps_visibly():
     huge = trace(input="i" * 60_000, output="o" * 60_000, feedback="LESSON[x]: keep this line.\n" + "f" * 16_000,
                  steps=[TraceStep(role="tool", content=f"step {n} " + "s" * 16_000) for n in range(200)])
     used = "\n".join(f"[gen-{n:05d}] helpful=0 harmful=0 :: lesson text {n}" for n in range(2000))
-    messages = prompts.reflector_messages(huge, used, context_tokens=500, trace_tokens=2000)
+    messages = reflector_role.reflector_messages(huge, used, context_tokens=500, trace_tokens=2000)
     data = prompts.read_data_block(messages)
     assert len(orjson.dumps(data["trace"], option=orjson.OPT_SORT_KEYS)) <= 2000 * 4
     assert len(data["used_entries"]) <= 500 * 4
@@ -64,7 +64,8 @@ def test_a_huge_trace_and_many_used_entries_are_cut_to_their_caps_visibly():
     assert data["trace"]["feedback"].startswith("LESSON[x]: keep this line.")
     assert data["trace"]["trace_id"] == "t-1" and data["trace"]["success"] is False
     small = trace()
-    assert prompts.read_data_block(prompts.reflector_messages(small))["trace"] == prompts.trace_payload(small)
+    read = prompts.read_data_block(reflector_role.reflector_messages(small))
+    assert read["trace"] == reflector_role.trace_payload(small)
 
 
 @settings(max_examples=60, deadline=None)

@@ -139,7 +139,7 @@ def test_settings_choose_the_detectors_and_user_patterns_and_refuse_bad_ones():
 
 def test_an_otlp_request_is_redacted_in_place_but_attribute_keys_kept():
     pytest.importorskip("opentelemetry.proto")
-    from combee_core.otlp.redaction import redact_message
+    from combee_core.otlp.request_redaction import redact_message
     from combee_core.otlp.wire import decode_spans, encode_request, proto_messages
 
     pb = proto_messages()
@@ -169,9 +169,9 @@ async def test_the_otlp_receiver_and_ingest_otlp_redact_before_producing_when_as
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+    from combee_core.otlp.processor import OtlpIngest
     from combee_core.otlp.wire import decode_spans
     from combee_core.processors.effects import Count, Publish
-    from combee_core.processors.otlp_ingest import OtlpIngest
     from streams.ingest.otlp_receiver import OtlpReceiver
     from streams.testing.otel_agent import run_agent, tracer_provider
 

@@ -1,11 +1,11 @@
-"""The reducer's decisions from its logs (combee_core/processors/reducer_state.py): what the next version is built
+"""The reducer's decisions from its logs (combee_core/reduce/reducer_state.py): what the next version is built
 on, which manifests wait for a version, and which batches are reported as stalled."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.reducer_state import ReducerLogs
 from tests.unit.test_processor_reducer import NOW, _manifest
 from tests.unit.test_promotion import _decide, _version
 

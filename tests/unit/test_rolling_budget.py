@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from combee_core.models import DeleteOp, Operation, PartialUpdate, PlaybookEntry, PlaybookVersion, UpdateOp, Usage
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
-from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.processor import Reducer, ReducerConfig
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 

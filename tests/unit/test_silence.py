@@ -14,8 +14,8 @@ from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
-from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.processor import Reducer, ReducerConfig
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

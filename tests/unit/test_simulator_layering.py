@@ -13,8 +13,8 @@ PRODUCTION = ("combee_core", "streams", "combee_client")
 
 SIM_ENTRY_POINTS = {
     "combee_core/llm/honest.py": "the simulated reflector's honest mode reads the suite's instances",
-    "combee_core/processors/evaluator.py": "the built-in evaluator scores the suite's success probability",
-    "streams/topology/stages/evaluator.py": "the built-in evaluate stage registers the suite as the task set 'suite'",
+    "combee_core/evaluate/processor.py": "the built-in evaluator scores the suite's success probability",
+    "streams/topology/stages/evaluate.py": "the built-in evaluate stage registers the suite as the task set 'suite'",
     "streams/demo/fleet.py": "the demo's simulated agents run the suite's tasks",
     "streams/demo/run.py": "the demo registers the suite and runs its fleet",
     "streams/demo/results.py": "the demo reports the suite's expected accuracy",
@@ -54,7 +54,7 @@ def test_no_production_module_but_the_listed_entry_points_imports_the_simulator(
 
 def test_the_promoter_and_the_promotion_rule_score_task_sets_not_the_suite():
     """The modules the issue named: the promoter's stage, processor, rule and cache."""
-    for module in ("streams/topology/stages/promoter.py", "combee_core/processors/promoter.py",
+    for module in ("streams/topology/stages/promote.py", "combee_core/promote/processor.py",
                    "combee_core/promote/promotion.py", "combee_core/promote/score_cache.py"):
         assert not _imports_sim(ROOT / module), module
 

@@ -15,7 +15,7 @@ from streams.broker.profile import BrokerProfile
 from streams.topology.runtime import Stage
 from streams.topology.stage_context import StageContext
 from streams.topology.stage_records import Delivery
-from streams.topology.stages.reflector import ReflectorStage
+from streams.topology.stages.reflect import ReflectorStage
 from tests.integration.topology_support import make_traces
 
 

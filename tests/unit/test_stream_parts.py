@@ -21,8 +21,8 @@ from streams.cli.flags import settings_from_args
 from streams.topology.dead_letters import make_dead_letter, readable_ids
 from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
-from streams.topology.stages.batcher import BatcherStage
-from streams.topology.stages.reflector import TraceRejected, decode_trace
+from streams.topology.stages.batch import BatcherStage
+from streams.topology.stages.reflect import TraceRejected, decode_trace
 from streams.topology.worker import ALL_STAGES, UnknownStageError, parse_stages
 from tests.integration.topology_support import make_traces
 

@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
+from combee_core.control.processor import Controller
 from combee_core.control.streaming import StreamingObjective
 from combee_core.models import BatchMetrics, ControlDecision
-from combee_core.processors.controller import Controller
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 

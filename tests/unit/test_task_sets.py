@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from combee_core.models import EvalRequest, EvalResult, HeldOutTask, ProposerModels
-from combee_core.processors.promoter import Promoter
 from combee_core.processors.testing import EffectLog
+from combee_core.promote.processor import Promoter
 from combee_core.promote.promotion import PromotionRule
 from combee_core.promote.task_sets import (
     TaskSetError,

@@ -18,8 +18,8 @@ from combee_core.playbook.embedding import Embedder, EmbeddingCache, StaticEmbed
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, uncertain
 from combee_core.processors.effects import Publish
-from combee_core.processors.reducer import Reducer, ReducerConfig
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
+from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
 

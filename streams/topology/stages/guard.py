@@ -1,5 +1,5 @@
 """Guard: with promotion off, rolls a served version back to its parent when its live traces do significantly worse
-(``combee_core.processors.guard``), writing the rollback on ``promoted`` (by ``guard``, paused until
+(``combee_core.guard.processor``), writing the rollback on ``promoted`` (by ``guard``, paused until
 ``combee promote``); followers and the reducer honour that pointer.
 
 It reads every partition of ``traces`` outside any group (the success or score of each trace and the version it
@@ -16,10 +16,10 @@ import logging
 
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.guard.processor import Guard
+from combee_core.guard.rule import GuardRule
 from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
 from combee_core.processors.effects import Publish
-from combee_core.processors.guard import Guard
-from combee_core.promote.guard import GuardRule
 from combee_core.topology import GUARD, Topic
 from streams.topology.effects import perform
 from streams.topology.live_traces import LiveTraces

@@ -6,7 +6,7 @@ three numbered logs (``NumberedLog``): ``playbook`` (a version counts only when 
 a foreign one for an owned playbook rebuilds the partition), ``batches`` (each pending batch's traces: a trace that
 reached no aggregator window becomes a dead letter) and ``promoted`` (what the next version is built on).
 
-The decisions are ``combee_core.processors.reducer``'s (partials, the scan, the version, its effects, what it says)
+The decisions are ``combee_core.reduce.processor``'s (partials, the scan, the version, its effects, what it says)
 and ``reducer_state``'s (the base of the next version, stalled batches); this stage keeps the views and the task per
 playbook that applies ready batches in order (``streams.topology.key_tasks``), and performs the effects.
 """
@@ -22,8 +22,8 @@ from aiokafka.structs import ConsumerRecord
 from combee_core.model_notice import EmptyVersionNotice
 from combee_core.models import BatchManifest, Operation, PartialUpdate, PlaybookVersion, PromotionDecision, utc_now
 from combee_core.playbook.embedding_models import embedder_from
-from combee_core.processors.reducer import Reducer, ReducerConfig
-from combee_core.processors.reducer_state import ReducerLogs
+from combee_core.reduce.processor import Reducer, ReducerConfig
+from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.topology import REDUCE, Topic
 from streams.topology.effects import perform

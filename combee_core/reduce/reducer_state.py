@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from combee_core.guard.rule import guarded_base
 from combee_core.models import BatchManifest, PlaybookVersion, PromotionDecision
 from combee_core.playbook import Playbook
-from combee_core.promote.guard import guarded_base
 from combee_core.promote.promotion import PromotionLedger, next_base
 
 
@@ -36,7 +36,7 @@ class ReducerLogs:
     manifests: dict[str, dict[int, BatchManifest]] = field(default_factory=dict)
     """Per playbook, the valid manifests of batches not yet in a version."""
     parents: dict[str, dict[int, int]] = field(default_factory=dict)
-    """Per playbook, version -> parent_version (``combee_core.promote.guard.clean``)."""
+    """Per playbook, version -> parent_version (``combee_core.guard.rule.clean``)."""
     ledger: PromotionLedger = field(default_factory=PromotionLedger)
     """The ``promoted`` log, which says what the next version is built on (without promotion: after a rollback)."""
     _stall_reported: set[tuple[str, int]] = field(default_factory=set)

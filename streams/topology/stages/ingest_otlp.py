@@ -1,7 +1,7 @@
 """ingest-otlp: OTLP span batches (the Collector's Kafka exporter's records, or ``combee otlp-receiver``'s) ->
 one trace per run on ``traces``. Runs only with ``COMBEE_OTLP_INGEST=1``.
 
-The decisions are ``combee_core.processors.otlp_ingest``'s; this stage decodes records, passes the time and performs
+The decisions are ``combee_core.otlp.processor``'s; this stage decodes records, passes the time and performs
 the effects. A record is committed only once every run it holds spans of is published or dead-lettered. Pending runs
 live in memory: when partitions move (or the worker stops) they are forgotten and their records, uncommitted, are
 delivered again; the partitions still owned that held some of them are read again from their committed offsets.
@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import OtlpSpan, decode_spans
 from combee_core.processors.effects import Acknowledge, Effect
-from combee_core.processors.otlp_ingest import OtlpIngest
 from combee_core.topology import INGEST_OTLP
 from streams.topology.effects import perform
 from streams.topology.runtime import Stage

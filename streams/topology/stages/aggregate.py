@@ -7,7 +7,7 @@ On revocation the windows of the revoked partitions are dropped and their calls 
 are uncommitted, so the next owner forms the same windows again.
 
 The decisions (which copies a window takes, when it is ready, the partial it publishes) are
-``combee_core.processors.aggregator``'s; this stage launches a call per ready window and performs the effects.
+``combee_core.aggregate.processor``'s; this stage launches a call per ready window and performs the effects.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import time
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.aggregate.processor import Aggregator, AggregatorConfig
+from combee_core.aggregate.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.models import ShuffledReflection
 from combee_core.playbook import render_playbook
-from combee_core.processors.aggregator import Aggregator, AggregatorConfig
-from combee_core.reduce.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.topology import AGGREGATE
 from streams.topology.effects import perform
 from streams.topology.playbook_view import PlaybookVersions

@@ -13,11 +13,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from combee_core.aggregate.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.llm.errors import LLMError
 from combee_core.models import Operation, PartialUpdate, Reflection, ShuffledReflection, Usage, UseTag
 from combee_core.playbook.outcomes import distinct_outcomes
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
-from combee_core.reduce.windows import ReadyWindow, SubgroupWindows, WindowKey
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
 """The guard's decisions (no Kafka): per playbook, live traces in the order of its ``traces`` partition are added to
 the sample of the version they name; after each one, every watched version it concerns is tested against its parent
-(``combee_core.promote.guard``). The first crossing is a rollback to the parent on ``promoted``, by ``guard``, paused,
+(``combee_core.guard.rule``). The first crossing is a rollback to the parent on ``promoted``, by ``guard``, paused,
 with the test's statistics; then nothing more is judged until an operator's ``combee promote`` resumes.
 
 Watched: with no decision on ``promoted``, every version; after one, the versions built after it on a clean version
-(``combee_core.promote.guard.clean``), and none while the playbook is paused. A trace naming a version the guard has not
+(``combee_core.guard.rule.clean``), and none while the playbook is paused. A trace naming a version the guard has not
 seen yet waits (with every later trace of its playbook) until the version is seen, so that a verdict is a function of
 the logs; one naming a version that does not exist is dropped and counted (:meth:`Guard.drop_unknown`). Only the
 traces of the versions from :meth:`Guard.floor` on can still move a verdict: a restart reads ``traces`` from there.
@@ -16,10 +16,10 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 
+from combee_core.guard.rule import GUARD, GuardRule, Sample, alarms, clean, msprt_log_lr, served_without_promotion
 from combee_core.log_order import ContiguousNumbers
 from combee_core.models import LiveTest, PlaybookVersion, PromotionDecision
 from combee_core.processors.effects import Count, Effect, Publish
-from combee_core.promote.guard import GUARD, GuardRule, Sample, alarms, clean, msprt_log_lr, served_without_promotion
 from combee_core.promote.promotion import PromotionLedger
 from combee_core.topology import Topic
 

@@ -38,11 +38,11 @@ from combee_core.playbook.meaning import Judge, SemanticJudge
 from combee_core.playbook.outcomes import DEMOTION_Z
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
 from combee_core.processors.effects import Count, Effect, Publish, Reject, acknowledge
-from combee_core.processors.reducer_state import StalledBatch
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE
 from combee_core.reduce.call_guard import answer_within_evidence
 from combee_core.reduce.counts import bounded_leaves
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested
+from combee_core.reduce.reducer_state import StalledBatch
 from combee_core.reduce.reduction import PendingPartials, ReduceOutcome, build_version, reduce_through_scan
 from combee_core.reduce.rolling import DEFAULT_ROLLING_VERSIONS
 from combee_core.settings import CombeeSettings

@@ -4,7 +4,7 @@ A bad message (too large, not UTF-8, not JSON, wrong schema) or a failed reflect
 reason; the stage keeps going. Reflections of one fetch are computed concurrently, and the next fetches are taken
 while they run (``OrderedFetches``: at most two calls per concurrency slot in flight); each fetch is published after
 the one before it, in input order, so the per-playbook order of reflections follows the order of traces (replays
-batch identically): the decisions are ``combee_core.processors.reflector``'s, the runtime decodes the traces
+batch identically): the decisions are ``combee_core.reflect.processor``'s, the runtime decodes the traces
 (``decode_trace``, the strictest reading).
 """
 
@@ -25,7 +25,7 @@ from combee_core.batch.batching import UPSTREAM_DRAINED
 from combee_core.errors import CombeeError
 from combee_core.models import Trace
 from combee_core.processors.effects import Effect, Publish, Reject, acknowledge
-from combee_core.processors.reflector import inherited_used, reflect_all
+from combee_core.reflect.processor import inherited_used, reflect_all
 from combee_core.topology import REFLECT
 from streams.topology.backlog import BacklogWatch
 from streams.topology.effects import perform

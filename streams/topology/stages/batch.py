@@ -9,7 +9,7 @@ out, and the reflections are committed, only once the manifest counts, so after 
 and the copies are re-dealt from the manifest (``UnconfirmedBatches``; aggregators drop copies they have). A foreign
 manifest for an owned playbook drops its open batch and rebuilds the partition (docs/architecture.md, "Scaling out").
 
-The decisions (and which playbooks are stale) are ``combee_core.processors.batcher``'s, what it knows of each input
+The decisions (and which playbooks are stale) are ``combee_core.batch.processor``'s, what it knows of each input
 partition ``streams.topology.input_partitions``'s; this stage keeps the views and ownership and performs the effects.
 """
 
@@ -21,8 +21,8 @@ import time
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.batch.processor import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.models import BatchManifest, ControlDecision, PlaybookVersion, Reflection, utc_now
-from combee_core.processors.batcher import UNCONFIRMED_KEEP, Batcher, BatcherConfig
 from combee_core.processors.effects import Effect, Publish
 from combee_core.topology import BATCH, Topic
 from streams.topology.effects import perform

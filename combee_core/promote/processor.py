@@ -5,7 +5,7 @@ live traces. A decision is a numbered record on ``promoted`` (the first record o
 
 Its state is what the stage's views read from the logs (``apply_*``, in log order): the candidates (``playbook``),
 the ledger (``promoted``), the score cache (``eval-results``) and what each batch's reflections cost (``batches``).
-It keeps of them what its next decisions can still read (``combee_core.processors.promoter_memory``), unless made
+It keeps of them what its next decisions can still read (``combee_core.promote.promoter_memory``), unless made
 with ``keep_everything`` (a comparison in tests and benchmarks).
 """
 
@@ -29,8 +29,8 @@ from combee_core.models import (
     entries_digest,
 )
 from combee_core.processors.effects import Count, Effect, Publish
-from combee_core.processors.promoter_memory import prune_below_floors, summarise_complete
 from combee_core.promote.improvement_cost import CandidateCost
+from combee_core.promote.promoter_memory import prune_below_floors, summarise_complete
 from combee_core.promote.promotion import (
     LiveScore,
     PromotionLedger,

@@ -11,10 +11,10 @@ wins). Its state is four views besides ``task-sets``: ``playbook`` (candidates),
 its group only to own the playbooks (one partition: one promoter at a time); a restart re-sends the requests of the
 candidate in flight whose results are not on the log yet. Its views (``streams.topology.promoter_views``) are
 checkpointed: a start reads each log from the oldest record its decisions still rest on
-(``combee_core.processors.promoter_resume``), not from the beginning; with a canary, every partition of ``traces``
+(``combee_core.promote.promoter_resume``), not from the beginning; with a canary, every partition of ``traces``
 too, from its first trace a verdict can still count (``streams.topology.live_traces``).
 
-The decisions are ``combee_core.processors.promoter``'s; this stage keeps the views and performs the effects.
+The decisions are ``combee_core.promote.processor``'s; this stage keeps the views and performs the effects.
 
 **One decision per id across a takeover.** A decision is written only while this stage owns the playbook, and a
 partition is released only once a decision being written has landed (``streams.topology.write_fence``), so the next
@@ -36,8 +36,8 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.models import PromotionDecision, ProposerModels, TaskSetVersion, utc_now
 from combee_core.processors.effects import Publish
-from combee_core.processors.promoter import Promoter
-from combee_core.processors.promoter_resume import canary_floor
+from combee_core.promote.processor import Promoter
+from combee_core.promote.promoter_resume import canary_floor
 from combee_core.promote.promotion import PromotionRule
 from combee_core.promote.task_sets import parse_pins
 from combee_core.topology import PROMOTE, Topic

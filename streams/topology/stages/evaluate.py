@@ -5,7 +5,7 @@ success probability of that task with that playbook (``combee_core.sim.tasks.suc
 LLM). Evaluators in other languages answer the same requests (``docs/protocol.md``, ``examples/node/evaluator.js``);
 run this stage only where no other evaluator does. It scores only ``builtin_evaluator_playbooks`` (default the
 demo's) and refuses the others' requests with an error saying how to plug in an evaluator. The answers are
-``combee_core.processors.evaluator``'s. At start it registers the suite's held-out split as the task set ``suite``
+``combee_core.evaluate.processor``'s. At start it registers the suite's held-out split as the task set ``suite``
 (:func:`register_suite`; a new version only when the suite differs), which the default pin scores candidates on.
 
 This stage and the demo are the simulator's entry points into the topology: no other production module imports
@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import logging
 
+from combee_core.evaluate.processor import Evaluator, parse_playbooks
 from combee_core.models import TaskSetVersion, utc_now
-from combee_core.processors.evaluator import Evaluator, parse_playbooks
 from combee_core.settings import CombeeSettings
 from combee_core.sim.task_set import SUITE_SET, suite_tasks
 from combee_core.sim.tasks import build_suite

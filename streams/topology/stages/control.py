@@ -7,9 +7,9 @@ on revocation it drops them. Both topics are read from the last offset this proc
 assignment reads what was written since, not the whole logs again. A process starts them from its latest checkpoints
 (``control/control``, ``control/metrics`` on ``checkpoints``, written every ``view_checkpoint_every`` metrics):
 the offsets from which the logs still hold each playbook's last decision and the metrics its decisions rest on
-(``combee_core.processors.controller.resume_offset``), so a restart does not re-read the whole logs either.
+(``combee_core.control.processor.resume_offset``), so a restart does not re-read the whole logs either.
 
-The decisions are ``combee_core.processors.controller``'s; this stage reads the logs and performs its effects.
+The decisions are ``combee_core.control.processor``'s; this stage reads the logs and performs its effects.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import logging
 from aiokafka import TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.control.processor import Controller, resume_offset
 from combee_core.models import BatchMetrics, ControlDecision, ViewCheckpoint, utc_now
-from combee_core.processors.controller import Controller, resume_offset
 from combee_core.topology import CONTROL, Topic
 from streams.topology.effects import perform
 from streams.topology.runtime import Stage

@@ -37,7 +37,7 @@ from __future__ import annotations
 from itertools import takewhile
 
 from combee_core.models import EvalResult
-from combee_core.processors.promoter_resume import PromoterState, floors
+from combee_core.promote.promoter_resume import PromoterState, floors
 
 
 def summarise_complete(promoter: PromoterState, result: EvalResult) -> None:

@@ -2,7 +2,7 @@
 logs (issue 27 item 6). :class:`ResumeTracker` keeps the positions; the stage checkpoints them like every view
 (``streams.topology.promoter_views``).
 
-What :class:`~combee_core.processors.promoter.Promoter` reads, per playbook, with ``F`` its served version and ``D``
+What :class:`~combee_core.promote.processor.Promoter` reads, per playbook, with ``F`` its served version and ``D``
 the newest candidate decided on (``PromotionLedger.last_decided``; the one in canary while a canary runs):
 
 - ``promoted`` (the ledger): the next decision id (the gate, checkpointed as it is), the latest decision (served
@@ -42,7 +42,7 @@ does not decide as one that read everything would:
 - a candidate whose content repeats one decided before the checkpoint (e.g. an empty batch on a version that was
   rejected): its results are requested again.
 
-A live promoter drops what it no longer reads (``combee_core.processors.promoter_memory``) and then decides exactly
+A live promoter drops what it no longer reads (``combee_core.promote.promoter_memory``) and then decides exactly
 as one that keeps everything, but in the first case: after an operator serves a version older than ``F``, the next
 promotion's improvement cost counts only the candidates it kept, as a restarted promoter's counts only those it read
 (that version's results, summarised, are not requested again, and ``decision_on`` is kept).
@@ -71,7 +71,7 @@ from combee_core.topology import Topic
 
 class PromoterState(Protocol):
     """What the resume rules and the memory rules (``promoter_memory``) read of a promoter's state: the attributes
-    of :class:`combee_core.processors.promoter.Promoter` (which builds on both modules, so they name its state
+    of :class:`combee_core.promote.processor.Promoter` (which builds on both modules, so they name its state
     through this interface, not its class)."""
 
     @property
