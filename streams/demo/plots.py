@@ -1,4 +1,5 @@
-"""PNG plots of a run (matplotlib, Agg backend: no display needed)."""
+"""PNG plots of a run (matplotlib, Agg backend: no display needed). matplotlib is imported when a figure is drawn
+(about 1 s of CPU): the text helpers here (:func:`controller_plot_skipped`, the tick choices) do not need it."""
 
 from __future__ import annotations
 
@@ -6,28 +7,33 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt
-from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from types import ModuleType
 
 from streams.demo.results import ControllerSummary, VersionRow
+
+
+def _pyplot() -> ModuleType:
+    """matplotlib's pyplot on the Agg backend (no display needed), imported on the first figure."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
 
 
 def plot_accuracy(rows: Sequence[VersionRow], baseline: float, path: Path) -> Path:
     """Held-out accuracy of every playbook version, with the empty playbook's accuracy as version 0."""
     fig = accuracy_figure(rows, baseline)
     fig.savefig(path, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
 def accuracy_figure(rows: Sequence[VersionRow], baseline: float):
     """The figure :func:`plot_accuracy` saves. Its legend sits below the axes, so that it never covers a point (a
     rejected version's marker is the one the misleading demo exists to show, wherever it falls)."""
-    fig, ax = plt.subplots(figsize=(7, 4.6), dpi=120)
+    fig, ax = _pyplot().subplots(figsize=(7, 4.6), dpi=120)
     xs = [0] + [r.version for r in rows]
     ys = [baseline] + [r.held_out_accuracy for r in rows]
     ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.6, color="#1f77b4", label="held-out accuracy")
@@ -99,10 +105,13 @@ def plot_controller(summary: ControllerSummary, path: Path) -> Path | None:
     """The delay samples (per trace, vs batch size, log-log), the controller's own round model (rollouts in closed
     form + its fit of the pipeline), τ, the lowest point and its choice with its reason. Nothing is written when the
     controller was off or never decided (see :func:`controller_plot_skipped`); returns the path written, or None."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
     from combee_core.control.delay_model import PowerLawFit, RoundModel, rollout_waves
 
     if controller_plot_skipped(summary) is not None:
         return None
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 5.4), dpi=120)
     unit = summary.clock_description or ("LLM critical path" if summary.clock == "modelled"
                                          else "wall delay, batch closed to version")

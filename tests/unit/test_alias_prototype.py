@@ -11,8 +11,8 @@ from combee_core.models import AddOp, PlaybookEntry
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import SemanticJudge
-from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.playbook.uncertain import UncertainJudge
+from tests.unit.embedders import minilm_embedder
 
 RULE = "Do not leave dependency versions floating; lock them to exact releases."
 ALIAS = "Builds must be reproducible, so commit a lock file with exact versions of every dependency."
@@ -22,7 +22,7 @@ OTHER = "Store money amounts as integer cents, not floating-point numbers."
 
 @lru_cache(maxsize=1)
 def _judge() -> SemanticJudge:
-    return SemanticJudge(EmbeddingCache(MiniLMEmbedder()))
+    return SemanticJudge(EmbeddingCache(minilm_embedder()))
 
 
 def _after_a_silent_call(aliases: list[str], add: str) -> tuple[Playbook, str]:

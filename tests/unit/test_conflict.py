@@ -20,13 +20,14 @@ from combee_core.playbook.embedding_models import make_embedder
 from combee_core.playbook.meaning import SAME_MEANING, SemanticJudge
 from combee_core.playbook.onnx_embedding import MINILM_MODEL, MINILM_SAME_MEANING, MiniLMEmbedder
 from combee_core.settings import CombeeSettings
+from tests.unit.embedders import minilm_embedder
 
 DATA = Path(__file__).parents[2] / "bench" / "data"
 
 
 @lru_cache(maxsize=1)
 def _minilm() -> MiniLMEmbedder:
-    return MiniLMEmbedder()
+    return minilm_embedder()
 
 
 def _judge() -> SemanticJudge:

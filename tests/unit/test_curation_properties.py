@@ -21,6 +21,7 @@ from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contested, merge_without_conflict
 from combee_core.reduce.reduction import ReduceOutcome, build_version, reduce_through_scan
+from tests.unit.embedders import static_embedder
 from tests.unit.playbook_support import contents
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -40,7 +41,7 @@ UNRELATED = ["Check the units of every input before computing.", "Re-read the qu
 
 @lru_cache(maxsize=1)
 def _embedder() -> StaticEmbedder:
-    return StaticEmbedder()
+    return static_embedder()
 
 
 def _judge(semantic: bool) -> SemanticJudge | None:

@@ -24,17 +24,17 @@ from combee_core.models import (
     UpdateOp,
 )
 from combee_core.playbook import Playbook
-from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.processors.effects import Publish
 from combee_core.reduce.processor import Reducer
 from combee_core.settings import CombeeSettings
+from tests.unit.embedders import minilm_embedder
 
 HUGE = 1_000_000
 
 
 @lru_cache(maxsize=1)
 def _reducer() -> Reducer:
-    return make_reducer(MiniLMEmbedder())
+    return make_reducer(minilm_embedder())
 
 
 def _sets() -> list[dict[str, Any]]:

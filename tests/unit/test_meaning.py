@@ -17,11 +17,12 @@ from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, Stati
 from combee_core.playbook.embedding_models import make_embedder
 from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
 from combee_core.reduce.deterministic_merge import merge_without_conflict
+from tests.unit.embedders import static_embedder
 
 
 @lru_cache(maxsize=1)
 def _static() -> StaticEmbedder:
-    return StaticEmbedder()
+    return static_embedder()
 
 
 def _judge() -> SemanticJudge:

@@ -17,6 +17,7 @@ from combee_core.processors.effects import Publish
 from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reducer_state import ReducerLogs
 from combee_core.reduce.reduction import ReduceOutcome
+from tests.unit.embedders import static_embedder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 RULE = "Remove duplicate rows before counting records."
@@ -26,7 +27,7 @@ ENTRY = "gen-00001"
 
 @lru_cache(maxsize=1)
 def _static() -> StaticEmbedder:
-    return StaticEmbedder()
+    return static_embedder()
 
 
 class Scripted:

@@ -22,6 +22,7 @@ from combee_core.reduce.deterministic_merge import ContestedMerge, merge_contest
 from combee_core.reduce.processor import Reducer, ReducerConfig
 from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.settings import CombeeSettings
+from tests.unit.embedders import static_embedder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 DATA = Path(__file__).parents[2] / "bench" / "data"
@@ -33,7 +34,7 @@ OTHER = "Report distances in kilometers, not miles."
 
 @lru_cache(maxsize=1)
 def _static() -> StaticEmbedder:
-    return StaticEmbedder()
+    return static_embedder()
 
 
 def _judge() -> SemanticJudge:
