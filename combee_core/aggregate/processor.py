@@ -76,9 +76,14 @@ class Aggregator:
     def expired(self, now: float) -> list[ReadyWindow]:
         """Windows open longer than ``window_timeout_s``: they close with what they have."""
         due = self.windows.expired(now, self.config.window_timeout_s)
+        by_batch: dict[tuple[str, int], list[ReadyWindow]] = {}
         for ready in due:
-            log.warning("window %s closed by timeout with %d of %d copies", ready.key, len(ready.copies),
-                        ready.expected_count)
+            by_batch.setdefault(ready.key[:2], []).append(ready)
+        for (playbook_id, batch_id), windows in by_batch.items():  # one line per batch, not per window
+            log.warning("%s batch %d: %d window(s) closed by timeout after %.0f s with %d of %d copies "
+                        "(subgroups %s)", playbook_id, batch_id, len(windows), self.config.window_timeout_s,
+                        sum(len(w.copies) for w in windows), sum(w.expected_count for w in windows),
+                        ", ".join(str(w.key[2]) for w in windows[:20]) + (", ..." if len(windows) > 20 else ""))
         return due
 
     def drop(self, keys: list[WindowKey]) -> None:

@@ -23,6 +23,7 @@ from combee_core.settings import CombeeSettings
 from combee_core.topology import StageSpec, topic_spec
 from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.commit_order import commit, fence
+from streams.topology.gapless_consumer import new_consumer
 from streams.topology.group_guard import join_wait_s, start_in_group
 from streams.topology.kafka_clients import consumer_config, partition_for
 from streams.topology.offsets import OffsetTracker
@@ -346,8 +347,8 @@ class Stage(RecordReading):
 
     def _group_consumer(self) -> AIOKafkaConsumer:
         """A new consumer in the stage's group, subscribed to its input (``group_guard`` may make several)."""
-        consumer = AIOKafkaConsumer(
-            **consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
+        consumer = new_consumer(  # on Tansu: never steps over a record still being written (log_gaps)
+            consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name)), self.ctx.profile
         )
         self._consumer = consumer
         consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))

@@ -103,3 +103,21 @@ def test_a_partial_carries_the_reflections_verdicts_on_used_entries_once_per_tra
     assert use_tags(tagged) == [UseTag(entry_id="too-00001", tag="harmful", trace_id="t0"),
                                 UseTag(entry_id="too-00001", tag="harmful", trace_id="t1"),
                                 UseTag(entry_id="too-00001", tag="helpful", trace_id="t0")]
+
+
+def test_windows_of_one_batch_closed_by_timeout_are_said_in_one_line(caplog):
+    """A batch whose copies stopped coming closes many windows at once: one warning for the batch, not one per
+    window (issue 44: one line per condition)."""
+    reflections = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=0, model="m",
+                              insights=[Insight(section="tools", content=f"lesson {i}")]) for i in range(36)]
+    batch = deal_batch("pb", 3, reflections, ShuffleConfig(p=2), target_batch_size=36, closed_by="size",
+                       closed_at=NOW)
+    aggregator = Aggregator(AggregatorConfig(model="sim", window_timeout_s=10.0))
+    first_of_each = {copy.subgroup: copy for copy in reversed(batch.copies)}  # one copy per window arrives
+    for number, copy in enumerate(first_of_each.values()):
+        aggregator.take(copy, f"c{number}", now=0.0)
+    with caplog.at_level("WARNING"):
+        due = aggregator.expired(10.0)
+    assert len(due) == len(first_of_each) > 1
+    [line] = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"pb batch 3: {len(due)} window(s) closed by timeout after 10 s with {len(due)} of 72")
