@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from combee_core.models import (
+    MAX_ALIASES,
     AddOp,
     AppliedOperation,
     Challenge,
@@ -223,7 +224,7 @@ class _WorkingPlaybook:
         the judge cannot see, at that score): no counter changes; it joins ``old``'s challenge it restates (closer
         than ``closer_than``) or opens one, which supersedes ``old`` (a DELETE with both sides' evidence, then the
         ADD) once it outweighs ``old``'s evidence (``combee_core.playbook.challenges``); else the ADD is rejected
-        (folded when unconfirmed) and the challenge pends. An unconfirmed winner keeps ``old``'s other aliases."""
+        (folded when unconfirmed) and the challenge pends. An unconfirmed winner keeps ``old``'s wordings as aliases."""
         traces, bound = self.gain(old.entry_id, "challenge support", self.rules.traces(op))
         folded = closer_than is not None
         if traces == 0:  # the corrections of this version already stand for every trace behind it
@@ -245,7 +246,7 @@ class _WorkingPlaybook:
                 return self._fold(op, old, why, f"; {lineage}: would supersede it, but {cap}; pending")
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}) and would supersede it, but {cap}; the challenge pending"))
-        aliases = [a for a in old.aliases if a != op.content] if folded else ()
+        aliases = [a for a in (old.content, *old.aliases) if a != op.content][:MAX_ALIASES] if folded else ()
         applied = self._new_entry(op, "", helpful=challenge.support - 1, aliases=aliases)  # inherits its evidence
         # ... which this version's traces stand behind: their restatements of the winner add nothing on top
         self.gained[(str(applied.entry_id), "helpful")] = challenge.support - 1
@@ -317,14 +318,12 @@ class _WorkingPlaybook:
         if (why := self.missing(op.entry_id)) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
         if op.tag == "neutral":
-            return AppliedOperation(
-                operation=op, outcome="applied", reason="neutral tag: no change", entry_id=op.entry_id
-            )
+            return AppliedOperation(operation=op, outcome="applied", reason="neutral tag: no change",
+                                    entry_id=op.entry_id)
         entry = self.entries[op.entry_id]
         granted, bound = self.gain(op.entry_id, op.tag, op.count)
-        self.entries[op.entry_id] = entry.model_copy(
-            update={op.tag: getattr(entry, op.tag) + granted, "updated_version": self.new_version}
-        )
+        self.entries[op.entry_id] = entry.model_copy(update={op.tag: getattr(entry, op.tag) + granted,
+                                                             "updated_version": self.new_version})
         return AppliedOperation(
             operation=op, outcome="applied", reason=f"{op.tag} +{granted}{bound}", entry_id=op.entry_id
         )

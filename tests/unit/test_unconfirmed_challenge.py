@@ -2,8 +2,9 @@
 reversal the judge cannot see), challenges the entry's text (issue 38, Build item 2; ``combee_core.playbook``
 ``operations`` and ``challenges``): it is folded (an alias, no counter raised), and its distinct traces accumulate
 across versions in a pending challenge, which takes the entry's slot once it outweighs the entry's evidence; the
-winner inherits the evidence it won with and the entry's other aliases. Before this, a correction the judge called
-a paraphrase was folded for ever: restated in 3 batches it never superseded the rule it corrects."""
+winner inherits the evidence it won with, and the entry's text and other aliases as its aliases. Before this, a
+correction the judge called a paraphrase was folded for ever: restated in 3 batches it never superseded the rule it
+corrects."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_an_unconfirmed_correction_restated_in_batches_supersedes_without_raisin
     assert playbook.get("gen-00001") is not None and playbook.get("gen-00001").helpful == 1  # type: ignore[union-attr]
     playbook, reasons = _batches(playbook, [FIX])  # 3 traces over 3 versions: outweighs
     [winner] = playbook.entries
-    assert (winner.content, winner.helpful, winner.aliases) == (FIX, 2, [])  # inherits its evidence, not RULE
+    assert (winner.content, winner.helpful, winner.aliases) == (FIX, 2, [RULE])  # its evidence; RULE an alias
     assert playbook.challenges == ()
     assert reasons[0].startswith("added; supersedes gen-00001 (v1-v2, helpful 1") and "support 3" in reasons[0]
     assert reasons[1].startswith(f"superseded by {winner.entry_id}")
@@ -96,10 +97,10 @@ def test_the_old_wording_restated_challenges_the_winner_in_turn() -> None:
     assert [e.content for e in playbook.entries] == [RULE] and playbook.entries[0].helpful == 2
 
 
-def test_the_winner_keeps_the_entrys_other_aliases() -> None:
+def test_the_winner_keeps_the_entrys_wordings_as_aliases() -> None:
     other = "Keep API keys in one place in the code."
     playbook, _ = _batches(_rule(aliases=[other]), [FIX, FIX])
-    assert [(e.content, e.aliases) for e in playbook.entries] == [(FIX, [other])]
+    assert [(e.content, e.aliases) for e in playbook.entries] == [(FIX, [RULE, other])]
 
 
 def test_an_unconfirmed_challenge_is_bounded_by_the_change_cap_and_folds_meanwhile() -> None:
