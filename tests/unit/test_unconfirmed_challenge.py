@@ -13,8 +13,8 @@ import json
 from collections.abc import Sequence
 from functools import lru_cache
 
-from bench.naive_pipeline import DATA, make_reducer, restated
-from combee_core.models import AddOp, PlaybookEntry
+from bench.naive_pipeline import DATA, learn, make_reducer, restated
+from combee_core.models import AddOp, PlaybookEntry, PlaybookVersion
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.meaning import Judgement
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
@@ -119,3 +119,27 @@ def test_on_the_tuning_set_every_correction_restated_in_3_batches_supersedes_thr
     corrections = json.loads((DATA / "lessons_tuning.json").read_text())["corrections"]
     runs = [asyncio.run(restated(_reducer(), c["rule"], [c["correction"]] * 3)) for c in corrections]
     assert [(r["superseded"], r["reinforced"]) for r in runs] == [(True, False)] * len(corrections)
+
+
+def test_an_unconfirmed_supersession_through_the_reducer_replays_byte_for_byte() -> None:
+    rule = "Fix the bug first and add a test afterwards if there is time."
+    fix = "Write a failing test that reproduces the bug before changing the code."
+
+    async def chain() -> list[bytes]:
+        playbook, record = await learn(_reducer(), Playbook.empty("replay"),
+                                       [AddOp(section="rules", content=rule, support=2)], 1, 0)
+        records = [record.to_json_bytes()]
+        for batch in (1, 2, 3):  # each batch from the restored record alone, as a restarted reducer has it
+            restored = PlaybookVersion.from_json_bytes(records[-1])
+            playbook = Playbook.from_entries(restored.playbook_id, restored.version, restored.entries,
+                                             restored.next_entry_number, restored.curation,
+                                             baseline=restored.baseline, challenges=restored.challenges)
+            playbook, record = await learn(_reducer(), playbook, [AddOp(section="rules", content=fix)], 1, batch)
+            records.append(record.to_json_bytes())
+        return records
+
+    first, again = asyncio.run(chain()), asyncio.run(chain())
+    assert first == again
+    last = PlaybookVersion.from_json_bytes(first[-1])
+    assert [e.content for e in last.entries] == [fix]  # superseded on the way (in the second batch)
+    assert PlaybookVersion.from_json_bytes(first[1]).challenges[0].support == 1  # pending, in the version
