@@ -31,7 +31,8 @@ class OutcomeTally(CombeeModel):
 
 
 class Challenge(CombeeModel):
-    """A correction pending against an entry: an ADD the judge found contradicting it, not yet outweighing it. Its
+    """A correction pending against an entry: an ADD the judge found contradicting it (or matched to it on closeness
+    alone, unconfirmed: a rewording or a reversal it cannot see), not yet outweighing it. Its
     support (distinct traces, summed over the versions that restated it) accumulates until it supersedes the entry
     (``combee_core.playbook.challenges``)."""
 

@@ -12,6 +12,11 @@ it fail more often). The winner inherits the evidence
 it won with (``helpful = support - 1``, its creation counting one), so the old wording restated once more does not
 take the slot back: it is a challenge against the winner in turn.
 
+An ADD the judge matches to an entry on closeness alone, unconfirmed by the reducer call
+(``combee_core.playbook.uncertain``), is a rewording or a reversal the judge cannot see: it is folded (an alias, no
+counter) and weighed the same way, restating a challenge only when closer to its wording than to the entry's text
+(``restating``'s ``closer_than``); a winner keeps the entry's text and aliases as its aliases.
+
 Where both sides are entries agents used (an ADD that restates one entry and contradicts another, which contradicts
 it), outcomes decide over restatements: from :data:`~combee_core.playbook.outcomes.MIN_USES` uses each, the entry
 with the clearly higher success rate stays (``outcomes_decide``); otherwise the better evidence does.
@@ -73,24 +78,28 @@ def _number(value: Fraction) -> str:
     return str(value.numerator) if value.denominator == 1 else f"{float(value):.2f}"
 
 
-def restating(challenges: Sequence[Challenge], entry_id: str, op: AddOp, judge: Judge) -> int | None:
+def restating(challenges: Sequence[Challenge], entry_id: str, op: AddOp, judge: Judge,
+              closer_than: float | None = None) -> int | None:
     """Index of the pending challenge of ``entry_id`` whose correction ``op`` restates (the same text, or the
-    judge calls them one lesson; the earliest), or None."""
+    judge calls them one lesson, with a score above ``closer_than`` when given: a wording as close to the entry as
+    to the challenge restates neither; the earliest), or None."""
     mine = [(i, c) for i, c in enumerate(challenges) if c.entry_id == entry_id]
     judge.prepare([c.content for _, c in mine])
     for index, challenge in mine:
-        if challenge.content == op.content or judge.judge(
-                op.content, op.section, challenge.content, challenge.section).kind == "same":
+        if challenge.content == op.content:
+            return index
+        verdict = judge.judge(op.content, op.section, challenge.content, challenge.section)
+        if verdict.kind == "same" and (closer_than is None or verdict.score > closer_than):
             return index
     return None
 
 
 def accrue(challenges: list[Challenge], entry: PlaybookEntry, op: AddOp, traces: int, version: int,
-           why: str, judge: Judge) -> tuple[Challenge, Challenge | None]:
-    """``op`` (standing for ``traces`` distinct traces) added to ``entry``'s challenge it restates, or a new one
-    (which replaces the entry's weakest when it has :data:`MAX_PER_ENTRY`); ``challenges`` is updated in place.
-    Returns the challenge, and the one it replaced."""
-    index = restating(challenges, entry.entry_id, op, judge)
+           why: str, judge: Judge, closer_than: float | None = None) -> tuple[Challenge, Challenge | None]:
+    """``op`` (standing for ``traces`` distinct traces) added to ``entry``'s challenge it restates (``restating``),
+    or a new one (which replaces the entry's weakest when it has :data:`MAX_PER_ENTRY`); ``challenges`` is updated
+    in place. Returns the challenge, and the one it replaced."""
+    index = restating(challenges, entry.entry_id, op, judge, closer_than)
     if index is None:
         challenge = Challenge(entry_id=entry.entry_id, entry_content=entry.content, section=op.section,
                               content=op.content, support=traces, first_version=version, last_version=version,

@@ -8,6 +8,7 @@ from fractions import Fraction
 from typing import NamedTuple
 
 from combee_core.models import (
+    MAX_ALIASES,
     AddOp,
     AppliedOperation,
     Challenge,
@@ -148,13 +149,10 @@ class _WorkingPlaybook:
                 same = (verdict.score, entry, verdict.reason, verdict.reinforces)
             elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
                 conflict = (verdict.score, entry, verdict.reason)
-        if same is not None and not same[3]:  # a match no one confirmed: the wording is kept, no counter rises
-            entry, note = same[1], ""
-            if not same[2].startswith(ALIAS_REASON):  # aliases do not chain
-                entry, note = with_alias(entry, op.content, self.new_version)
-                self.entries[entry.entry_id] = entry
-            return AppliedOperation(operation=op, outcome="applied", entry_id=entry.entry_id, reason=(
-                f"folded into {entry.entry_id}, no counter raised: {same[2]}{note}"))
+        if same is not None and not same[3]:  # a match no one confirmed: no counter rises; a rewording, or a
+            if same[2].startswith(ALIAS_REASON):  # reversal the judge cannot see, challenges the entry's text
+                return self._fold(op, same[1], same[2], "")
+            return self._conflicting_add(op, same[1], same[2], closer_than=same[0])
         if same is not None:
             granted, bound = self.gain(same[1].entry_id, "helpful", op.support)
             target = self.entries[same[1].entry_id] = same[1].model_copy(
@@ -198,7 +196,15 @@ class _WorkingPlaybook:
         return applied.model_copy(update={"reason": f"{applied.reason}; {record}: {by} decide for "
                                           f"{winner.entry_id}, {loser.entry_id} superseded"})
 
-    def _new_entry(self, op: AddOp, reason: str, helpful: int = 0) -> AppliedOperation:
+    def _fold(self, op: AddOp, entry: PlaybookEntry, why: str, note: str) -> AppliedOperation:
+        """``op`` folded into ``entry`` unconfirmed: no counter rises; its wording kept as an alias (not chained)."""
+        if not why.startswith(ALIAS_REASON):
+            entry, alias_note = with_alias(entry, op.content, self.new_version)
+            self.entries[entry.entry_id], note = entry, alias_note + note
+        return AppliedOperation(operation=op, outcome="applied", entry_id=entry.entry_id, reason=(
+            f"folded into {entry.entry_id}, no counter raised: {why}{note}"))
+
+    def _new_entry(self, op: AddOp, reason: str, helpful: int = 0, aliases: Sequence[str] = ()) -> AppliedOperation:
         entry_id = make_entry_id(op.section, self.next_number)
         self.next_number += 1
         self.entries[entry_id] = PlaybookEntry(
@@ -206,33 +212,42 @@ class _WorkingPlaybook:
             section=op.section,
             content=op.content,
             helpful=helpful,
+            aliases=list(aliases),
             created_version=self.new_version,
             updated_version=self.new_version,
         )
         return AppliedOperation(operation=op, outcome="applied", reason=reason, entry_id=entry_id)
 
-    def _conflicting_add(self, op: AddOp, old: PlaybookEntry, why: str) -> AppliedOperation:
-        """An ADD that contradicts ``old``: neither counter changes; it joins ``old``'s pending challenge it restates
-        (or opens one), which supersedes ``old`` (a DELETE recorded with both sides' evidence, then the ADD) once
-        its support outweighs the old rule's evidence (``combee_core.playbook.challenges``); else it is rejected
-        as pending."""
+    def _conflicting_add(self, op: AddOp, old: PlaybookEntry, why: str,
+                         closer_than: float | None = None) -> AppliedOperation:
+        """An ADD that contradicts ``old``, or with ``closer_than`` matches it unconfirmed (a rewording or a reversal
+        the judge cannot see, at that score): no counter changes; it joins ``old``'s challenge it restates (closer
+        than ``closer_than``) or opens one, which supersedes ``old`` (a DELETE with both sides' evidence, then the
+        ADD) once it outweighs ``old``'s evidence (``combee_core.playbook.challenges``); else the ADD is rejected
+        (folded when unconfirmed) and the challenge pends. An unconfirmed winner keeps ``old``'s wordings as aliases."""
         traces, bound = self.gain(old.entry_id, "challenge support", self.rules.traces(op))
+        folded = closer_than is not None
         if traces == 0:  # the corrections of this version already stand for every trace behind it
-            return AppliedOperation(operation=op, outcome="rejected", reason=(
-                f"conflicts with {self.describe(old)} ({why}): kept, no counter changed{bound}"))
-        challenge, replaced = accrue(self.challenges, old, op, traces, self.new_version, why, self.judge)
+            return self._fold(op, old, why, bound) if folded else AppliedOperation(operation=op, outcome="rejected",
+                reason=f"conflicts with {self.describe(old)} ({why}): kept, no counter changed{bound}")
+        challenge, replaced = accrue(self.challenges, old, op, traces, self.new_version, why, self.judge, closer_than)
         lineage = f"{self.describe(old)} vs this ADD's {describe_challenge(challenge)}"
         if challenge.support <= self.strength(old):
             dropped = "" if replaced is None else (
                 f"; it replaced the weakest of {old.entry_id}'s pending corrections ({replaced.content!r}, support "
                 f"{replaced.support})")
+            if folded:  # the wording with more evidence holds the slot
+                return self._fold(op, old, why, f"; {lineage}: not outweighed, pending{dropped}{bound}")
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}); the old rule's evidence is not outweighed: kept, no counter "
                 f"changed, the challenge pending{dropped}{bound}"))
         if (cap := self.over_cap([old.entry_id])) is not None:
+            if folded:
+                return self._fold(op, old, why, f"; {lineage}: would supersede it, but {cap}; pending")
             return AppliedOperation(operation=op, outcome="rejected", reason=(
                 f"conflicts with {lineage} ({why}) and would supersede it, but {cap}; the challenge pending"))
-        applied = self._new_entry(op, "", helpful=challenge.support - 1)  # the winner inherits its evidence
+        aliases = [a for a in (old.content, *old.aliases) if a != op.content][:MAX_ALIASES] if folded else ()
+        applied = self._new_entry(op, "", helpful=challenge.support - 1, aliases=aliases)  # inherits its evidence
         # ... which this version's traces stand behind: their restatements of the winner add nothing on top
         self.gained[(str(applied.entry_id), "helpful")] = challenge.support - 1
         self.challenges.remove(challenge)
@@ -272,19 +287,13 @@ class _WorkingPlaybook:
         if (why := self.over_cap(changing)) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
         self.mark_changed(changing)
-        self.entries[keep.entry_id] = keep.model_copy(
-            update={
-                "content": op.content,
-                "helpful": sum(e.helpful for e in merged),
-                "harmful": sum(e.harmful for e in merged),
-                "used_helpful": sum(e.used_helpful for e in merged),
-                "used_harmful": sum(e.used_harmful for e in merged),
-                "outcome": OutcomeTally(successes=sum(e.outcome.successes for e in merged),
-                                        failures=sum(e.outcome.failures for e in merged)),
-                "updated_version": self.new_version,
-                "aliases": aliases,
-            }
-        )
+        counters = {name: sum(getattr(e, name) for e in merged)
+                    for name in ("helpful", "harmful", "used_helpful", "used_harmful")}
+        outcome = OutcomeTally(successes=sum(e.outcome.successes for e in merged),
+                               failures=sum(e.outcome.failures for e in merged))
+        self.entries[keep.entry_id] = keep.model_copy(update={
+            "content": op.content, **counters, "outcome": outcome, "updated_version": self.new_version,
+            "aliases": aliases})
         for other in others:
             del self.entries[other.entry_id]
             self.removed[other.entry_id] = f"merged into {keep.entry_id}"
@@ -309,14 +318,12 @@ class _WorkingPlaybook:
         if (why := self.missing(op.entry_id)) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
         if op.tag == "neutral":
-            return AppliedOperation(
-                operation=op, outcome="applied", reason="neutral tag: no change", entry_id=op.entry_id
-            )
+            return AppliedOperation(operation=op, outcome="applied", reason="neutral tag: no change",
+                                    entry_id=op.entry_id)
         entry = self.entries[op.entry_id]
         granted, bound = self.gain(op.entry_id, op.tag, op.count)
-        self.entries[op.entry_id] = entry.model_copy(
-            update={op.tag: getattr(entry, op.tag) + granted, "updated_version": self.new_version}
-        )
+        self.entries[op.entry_id] = entry.model_copy(update={op.tag: getattr(entry, op.tag) + granted,
+                                                             "updated_version": self.new_version})
         return AppliedOperation(
             operation=op, outcome="applied", reason=f"{op.tag} +{granted}{bound}", entry_id=op.entry_id
         )
@@ -360,7 +367,8 @@ def apply_operations(
       evidence (the DELETE counts against ``max_changes``); the new entry starts with the evidence it won with;
       otherwise the ADD is rejected and its challenge stays pending (``Playbook.challenges``). An ADD that
       restates one entry and contradicts another that contradicts it settles the pair: outcomes decide when both
-      were used enough, else evidence; the loser is superseded.
+      were used enough, else evidence; the loser is superseded. An ADD the judge matches to an entry's text on
+      closeness alone, unconfirmed, is folded (an alias, no counter) and challenges the entry alike.
     - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed by the operations
       (UPDATE that changes the content, DELETE, every id a MERGE removes and its kept id when the content changes,
       a superseded rule; an entry counts once however often it is changed); an op that would change more is

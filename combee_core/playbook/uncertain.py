@@ -18,7 +18,9 @@ alike), whose few differing words the conflict check has read, is not. With a re
   shown has not said the lessons differ, so a cosine-only "same" still consolidates: the ADD is folded into the entry
   (no new entry), but raises none of its counters, since closeness alone also matches a reworded reversal; only the
   call's own TAG or merge reinforces. Its wording is kept as an alias of the entry, which later ADDs are matched
-  against too, again without raising a counter (:mod:`~combee_core.playbook.aliases`). An explicit keep-both makes
+  against too, again without raising a counter (:mod:`~combee_core.playbook.aliases`); and, since it may be a
+  reversal the judge cannot see, it joins the entry's pending challenge (:mod:`~combee_core.playbook.challenges`),
+  taking the entry's slot once more distinct traces restate it than the entry's evidence. An explicit keep-both makes
   the pair two lessons (a new entry, the old one's counters unchanged) and is kept in the version, so the pair is
   not sent to a call again.
 

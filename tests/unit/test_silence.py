@@ -86,11 +86,13 @@ def test_the_pair_is_one_the_judge_calls_the_same_lesson_by_closeness_alone() ->
 
 def test_a_silent_call_leaves_the_judges_verdict_and_raises_no_counter() -> None:
     role, logs = Scripted("silent"), _logs()
-    for _ in range(3):
+    for _ in range(2):
         record = _next(role, logs)
         assert [e.content for e in record.entries] == [RULE]  # consolidated: no second entry for one lesson
         assert _entry(record).helpful == 4  # closeness alone, unconfirmed: no counter raised
         assert record.curation.kept_apart == []
+    record = _next(role, logs)  # 6 distinct traces now restated the wording: more than the rule's evidence 5
+    assert [(e.content, e.helpful) for e in record.entries] == [(REWORDED, 5)]  # it takes the slot (a challenge)
     assert len(role.calls) == 3  # nothing decided, so it is asked again
 
 
