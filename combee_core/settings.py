@@ -83,7 +83,7 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
     )
     same_meaning: float | None = Field(
         default=None, gt=0.0, le=1.0, description="Cosine from which two lessons are one lesson unless they "
-        "conflict; unset: the model's own (0.6 for the default, 0.5 for the static model and for a hosted model, "
+        "conflict; unset: the model's own (0.5 for the default, 0.5 for the static model and for a hosted model, "
         "which needs its own measured value: docs/models.md)."
     )
     dedupe_horizon: int = Field(

@@ -1,6 +1,9 @@
 """Whether two lessons are one lesson, a contradiction or two lessons: embeddings for closeness in meaning (across
 sections), :mod:`~combee_core.playbook.conflict` for what flips a rule, the lexical near-duplicate test as a floor.
 
+Before anything is consolidated, the scopes two lessons state are compared (:mod:`~combee_core.playbook.scope`):
+one rule stated for two different scopes is two lessons, never a restatement or a contradiction.
+
 A :class:`Judge` is what curation consults; :class:`LexicalJudge` (no model: near-duplicates and the lexical
 paraphrase test, within a section, as before) and :class:`SemanticJudge` (an :class:`EmbeddingCache`) both pass
 every pair they would consolidate through the conflict check first, so a contradiction is never a restatement.
@@ -18,6 +21,7 @@ import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
+from combee_core.playbook.scope import Scope, scope_of
 from combee_core.playbook.similarity import (
     _STOPWORDS,
     NEAR_DUPLICATE_THRESHOLD,
@@ -32,7 +36,9 @@ SUBSTITUTION_FRAME = 0.6
 """Word ratio from which two texts read as one sentence frame with a part swapped ("escape input for an SQL query" /
 "... an HTML page"); the swapped parts must then mean the same (:data:`SUBSTITUTION_SAME`). Tuned on the dev sets."""
 SUBSTITUTION_SAME = 0.35
-"""Cosine from which two swapped parts (at most 3 content words each) are synonyms ("prefer" / "choose")."""
+"""Cosine from which two swapped parts (at most 3 content words each) are synonyms ("prefer" / "choose"); also the
+cosine from which two stated scopes (:mod:`~combee_core.playbook.scope`) are one scope ("leap years" / "366-day
+years")."""
 MOVED_FRAME_SHARE = 0.5
 """Share of the shorter text's content words that one run of words both texts share must hold (and at least
 :data:`MOVED_FRAME_MIN` of them) for the texts to read as one frame placed differently ("For leap years, treat the
@@ -48,7 +54,7 @@ FLIP_SIMILARITY = 0.6
 
 SAME_MEANING = 0.5
 """Cosine from which two lessons are one lesson, unless they conflict, for a model that names none of its own (a
-hosted one; the offline models carry theirs: 0.6 MiniLM, 0.5 static). Measured by ``bench/semantic_catch.py``."""
+hosted one; the offline models carry theirs: 0.5 MiniLM, 0.5 static). Measured by ``bench/semantic_catch.py``."""
 
 
 
@@ -93,6 +99,12 @@ class _Features:
     def __init__(self) -> None:
         self._rules: dict[str, RuleFeatures] = {}
         self._texts: dict[str, ComparableText] = {}
+        self._scopes: dict[str, Scope | None] = {}
+
+    def scope(self, text: str) -> Scope | None:
+        if text not in self._scopes:
+            self._scopes[text] = scope_of(text)
+        return self._scopes[text]
 
     def rule(self, text: str) -> RuleFeatures:
         found = self._rules.get(text)
@@ -174,6 +186,8 @@ class SemanticJudge:
         score = float(np.dot(self.cache.vector(new), centre / norm)) if norm > 0 else 0.0
         if score < self.same_meaning:
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning} to the prototype")
+        if (why := self._scopes_differ(new, texts)) is not None:
+            return Judgement("distinct", score, why)
         for text in texts:
             if (why := self._features.conflict(new, text)) is not None:
                 return Judgement("conflict", score, why)
@@ -184,7 +198,10 @@ class SemanticJudge:
 
     def _checked(self, score: float, new: str, old: str) -> Judgement:
         """The verdict on a pair whose closeness in meaning reaches the threshold: a conflict, two things named,
-        one frame about different subjects, or the same lesson."""
+        one frame about different subjects, or the same lesson. Stated scopes that differ come first: "For A, X" and
+        "For B, not X" are two lessons, not a contradiction."""
+        if (why := self._scopes_differ(new, [old])) is not None:
+            return Judgement("distinct", score, why)
         if (why := self._features.conflict(new, old)) is not None:
             return Judgement("conflict", score, why)
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
@@ -194,6 +211,25 @@ class SemanticJudge:
         if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
             return Judgement("distinct", score, swap)
         return Judgement("same", score, f"same meaning ({score:.2f})")
+
+    def _scopes_differ(self, new: str, texts: Sequence[str]) -> str | None:
+        """Why ``new`` is about another scope than the lesson ``texts`` state (or None): it states a scope, some of
+        the texts state one, and none of theirs means the same as its own (:data:`SUBSTITUTION_SAME`)."""
+        scope = self._features.scope(new)
+        others = [found for text in texts if (found := self._features.scope(text)) is not None]
+        if scope is None or not others:
+            return None
+        if any(other.words == scope.words for other in others):
+            return None
+        try:
+            vectors = self.cache.vectors([scope.text, *(other.text for other in others)])
+        except EmbeddingError as error:
+            logger.warning("scope test skipped: %s", error)
+            return None
+        closest = float(np.max(vectors[1:] @ vectors[0]))
+        if closest >= SUBSTITUTION_SAME:
+            return None
+        return f"another scope: {scope.phrase!r} vs {others[0].phrase!r} ({closest:.2f} < {SUBSTITUTION_SAME})"
 
     def _subjects_differ(self, part_a: list[str], part_b: list[str]) -> str | None:
         text_a, text_b = " ".join(part_a), " ".join(part_b)

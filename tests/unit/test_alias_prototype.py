@@ -20,9 +20,15 @@ LATER = "Record the precise version of each library the project installs, not a 
 OTHER = "Store money amounts as integer cents, not floating-point numbers."
 
 
+SAME_MEANING = 0.55
+"""The threshold these texts were chosen at (the model's own until the scope test let it fall to 0.5, where LATER
+is close enough to RULE alone): the prototype match is what is tested, at a threshold where one wording is not
+enough."""
+
+
 @lru_cache(maxsize=1)
 def _judge() -> SemanticJudge:
-    return SemanticJudge(EmbeddingCache(minilm_embedder()))
+    return SemanticJudge(EmbeddingCache(minilm_embedder()), SAME_MEANING)
 
 
 def _after_a_silent_call(aliases: list[str], add: str) -> tuple[Playbook, str]:

@@ -197,5 +197,6 @@ def test_one_frame_placed_differently_about_different_subjects_is_two_lessons_an
     assert judge.score(leap, rounding) >= judge.same_meaning  # close in meaning: only the frame test tells them apart
     for a, b in ((leap, rounding), (rounding, leap)):
         verdict = judge.judge(a, "x", b, "y")
-        assert verdict.kind == "distinct" and "same frame, different subject" in verdict.reason
+        assert verdict.kind == "distinct"  # the scope test (its "for" clause) or the frame test tells them apart
+        assert "another scope" in verdict.reason or "same frame, different subject" in verdict.reason
     assert judge.judge(restated, "x", leap, "y").kind == "same"
