@@ -104,7 +104,10 @@ def test_a_rule_for_another_scope_is_added_beside_the_entry_and_raises_none_of_i
 
 
 _SCOPES = ["CSV exports", "the payroll report", "shipping fees", "loan interest", "hotel bookings", "time sheets",
-           "stock dividends", "customer invoices"]
+           "stock dividends", "recipe portions"]
+"""Scopes MiniLM sets apart (every pair below 0.35). Not every pair a user would call unrelated is: "the payroll
+report" and "customer invoices" score 0.36, so one action for both is judged one lesson (a known miss of the scope
+test, docs/benchmarks.md)."""
 _FORMS = ["For {s}, {a}.", "When a task involves {s}, {a}.", "If the question is about {s}, {a}.",
           "{A} in tasks about {s}."]
 _ACTIONS = ["treat an empty cell as missing, not zero", "round the result up to the next cent",
