@@ -153,7 +153,8 @@ STRAY_CANCEL_STEADY_S = 60.0
 
 
 async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], None] = lambda: None) -> None:
-    """Run ``stages[index]`` until it returns; run it again, as a new instance, after a stray cancel.
+    """Run ``stages[index]`` until it returns; run it again, as a new instance, after a stray cancel; log where an
+    error that ends it came from.
 
     A stray cancel is a CancelledError its task was not sent (``task.cancelling()`` is 0) while the worker is not
     stopping: a cancel a client's timeout left pending (Python 3.11), or a future cancelled under the stage inside a
@@ -189,6 +190,10 @@ async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], Non
             log.warning("stage %s: a CancelledError its task was not sent (a client's stray cancel), raised at %s; "
                         "running the stage again (%d of %d)", stage.name, _frames(cancelled), reruns,
                         STRAY_CANCEL_RERUNS)
+        except Exception as error:  # the worker stops with it; say which stage and where (the exit line does not)
+            log.error("stage %s failed: %s: %s, raised at %s", stage.name, type(error).__name__, error,
+                      _frames(error))
+            raise
 
 
 async def _wait_or_stop(stop: asyncio.Event, delay_s: float) -> None:

@@ -162,3 +162,17 @@ async def test_a_stage_run_that_ends_by_a_cancel_cancels_its_background_work():
         await stage.run()
     await asyncio.sleep(0)
     assert stage.work.cancelled()
+
+
+async def test_an_error_that_ends_a_stage_is_logged_with_the_stage_and_where_it_was_raised(caplog):
+    """The worker's exit line ("broker error: UnknownError") says neither which stage nor where."""
+
+    class _Failing(_Stage):
+        async def run(self) -> None:
+            raise KeyError("lost")
+
+    with caplog.at_level(logging.ERROR), pytest.raises(KeyError):
+        await _run_stage([_Failing(_ctx())], 0)
+    [line] = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert "stage batch failed: KeyError" in line.getMessage()
+    assert "test_stage_cancelled_under_it.py" in line.getMessage()
