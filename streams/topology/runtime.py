@@ -322,6 +322,8 @@ class Stage(RecordReading):
             await self.commit()
         finally:
             self.started.clear()
+            for task in list(self._background):  # a run that failed: its work in flight (uncommitted) ends with it
+                task.cancel()
             for view in self.views:
                 view.close()
             await asyncio.gather(*self._services, return_exceptions=True)

@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from aiokafka import AIOKafkaProducer
-from aiokafka.errors import KafkaError
+from aiokafka.errors import KafkaError, UnknownError
 from aiokafka.structs import RecordMetadata
 
 from combee_core.ingest.redaction import RedactionConfig
@@ -119,7 +119,8 @@ class StageContext:
         cancelled is always sent again (unless this task itself is being cancelled: the stage is stopping); a
         broker's refusal (KafkaError) when ``refused`` says the record was refused once already, or when the error is
         retriable (the broker away or restarting: NodeNotReadyError, a connection lost; the worker's watchdog bounds
-        how long it may stay away); a waited send raises any other refusal to its stage."""
+        how long it may stay away) or the broker's UnknownError (:func:`_worth_another_try`); a waited send raises any
+        other refusal to its stage."""
         delay, attempt = 0.5, 0
         while True:
             if refused is not None:
@@ -128,7 +129,7 @@ class StageContext:
             try:
                 return await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
             except KafkaError as failed:
-                if refused is None and not failed.retriable:
+                if refused is None and not _worth_another_try(failed):
                     raise  # no retry cures it (a record too large, a topic not authorized): the stage decides
                 refused = repr(failed)
             except asyncio.CancelledError:
@@ -156,6 +157,14 @@ class StageContext:
             log.warning("%d dead letters from %s (%s) since the last line; the latest: %s",
                         occurrences, letter.stage, letter.error_type, letter.reason)
         await self.send(Topic.DLQ, letter.stage, letter, wait=True)
+
+
+def _worth_another_try(refusal: KafkaError) -> bool:
+    """A refusal that sending again may cure: a retriable one, or UnknownError (error code -1, "an unexpected server
+    error"), which Tansu answers to every produce while its storage does not answer (the durable broker's SeaweedFS
+    killed and restarting). A durable kill test's worker exited "broker error: UnknownError" when a stage's waited
+    send met it; a flushed record was already sent again through it (:meth:`StageContext.flush`)."""
+    return refusal.retriable or isinstance(refusal, UnknownError)
 
 
 async def _back_off(delay: float) -> None:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib
 import logging
 import pkgutil
+import sysconfig
+import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from combee_core.connection import PLAINTEXT, KafkaConnection
@@ -140,19 +144,79 @@ async def run_worker(
     return counters
 
 
-async def _run_stage(stage: Stage) -> None:
-    """A stage's run; a CancelledError that nobody sent to its task (a future cancelled under it, inside a client)
-    is logged in one line naming where it was raised before it ends the stage: that is how a stage ended "cancelled"
-    in a kill test without showing why (at a stop, aiokafka's fetcher cancels a fetch under the stage too)."""
-    try:
-        await stage.run()
-    except asyncio.CancelledError as cancelled:
-        task = asyncio.current_task()
-        if task is not None and not task.cancelling():
-            frames = traceback.extract_tb(cancelled.__traceback__)
-            where = f"{frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}" if frames else "unknown"
-            log.warning("stage %s ended by a CancelledError its task was not sent (raised at %s)", stage.name, where)
-        raise
+STRAY_CANCEL_RERUNS = 5
+"""Times in a row a stage is run again after a stray cancel (:func:`_run_stage`) before it ends the worker."""
+STRAY_CANCEL_PAUSE_S = 1.0
+"""Pause before the first such rerun, doubled for each next one (to 8 s): 1 + 2 + 4 + 8 + 8 s in all."""
+STRAY_CANCEL_STEADY_S = 60.0
+"""A stage that ran this long since its last rerun counts its reruns from zero again."""
+
+
+async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], None] = lambda: None) -> None:
+    """Run ``stages[index]`` until it returns; run it again, as a new instance, after a stray cancel; log where an
+    error that ends it came from.
+
+    A stray cancel is a CancelledError its task was not sent (``task.cancelling()`` is 0) while the worker is not
+    stopping: a cancel a client's timeout left pending (Python 3.11), or a future cancelled under the stage inside a
+    client. It is the client's fault, not the stage's: the stage's consumer leaves its group, a new instance of the
+    stage rebuilds its state from the logs (``prepare``) and joins again, and the records the old one had not
+    committed are delivered again (every write has a deterministic id: effectively once), the way a restarted worker
+    carries on. Logged with its frames; at most :data:`STRAY_CANCEL_RERUNS` in a row, with a growing pause, then
+    the CancelledError ends the stage and so the worker (``StageStopped``). A cancel sent to the task (the worker
+    stopping) ends it at once. ``on_rerun`` is called when ``stages[index]`` is the new instance."""
+    stage = stages[index]
+    reruns, since = 0, time.monotonic()
+    while True:
+        try:
+            if reruns:
+                await _wait_or_stop(stage.ctx.stop, min(8.0, STRAY_CANCEL_PAUSE_S * 2 ** (reruns - 1)))
+                if stage.ctx.stop.is_set():
+                    return
+                stages[index] = stage = type(stage)(stage.ctx)
+                on_rerun()
+            await stage.run()
+            return
+        except asyncio.CancelledError as cancelled:
+            task = asyncio.current_task()
+            if task is None or task.cancelling() or stage.ctx.stop.is_set():
+                raise  # sent to this task: the worker is stopping it
+            reruns = 1 if time.monotonic() - since >= STRAY_CANCEL_STEADY_S else reruns + 1
+            since = time.monotonic()
+            stage.ctx.count(f"stray_cancels.{stage.name}")
+            if reruns > STRAY_CANCEL_RERUNS:
+                log.error("stage %s: a CancelledError its task was not sent, %d times in a row; the last one was "
+                          "raised at %s", stage.name, reruns, _frames(cancelled))
+                raise
+            log.warning("stage %s: a CancelledError its task was not sent (a client's stray cancel), raised at %s; "
+                        "running the stage again (%d of %d)", stage.name, _frames(cancelled), reruns,
+                        STRAY_CANCEL_RERUNS)
+        except Exception as error:  # the worker stops with it; say which stage and where (the exit line does not)
+            log.error("stage %s failed: %s: %s, raised at %s", stage.name, type(error).__name__, error,
+                      _frames(error))
+            raise
+
+
+async def _wait_or_stop(stop: asyncio.Event, delay_s: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), delay_s)
+
+
+def _frames(error: BaseException, limit: int = 24) -> str:
+    """Where ``error`` came from in one line: its traceback's frames below the caller's, outermost first (the
+    stage's own frames, then the client's, then asyncio's), each as ``file:line function``."""
+    frames = traceback.extract_tb(error.__traceback__)[1:][-limit:]
+    return " > ".join(f"{_short_path(f.filename)}:{f.lineno} {f.name}" for f in frames) or "an unknown place"
+
+
+_SHORTENED = ("/site-packages/", f"{sysconfig.get_paths()['stdlib']}/", f"{Path(__file__).resolve().parents[2]}/")
+
+
+def _short_path(filename: str) -> str:
+    """A frame's file relative to site-packages, the standard library or the project."""
+    for root in _SHORTENED:
+        if root in filename:
+            return filename.rsplit(root, 1)[1]
+    return filename
 
 
 async def _run_stages(
@@ -181,9 +245,15 @@ async def _run_stages(
     for name, said in off.items():
         log.info("not running %s: it runs %s", name, said)
     instances = [STAGES[name](ctx) for name in stages]
-    tasks = [asyncio.create_task(_run_stage(stage), name=f"stage-{stage.name}") for stage in instances]
-    if readiness is not None:
-        readiness.watch(instances, tasks)
+    tasks: list[asyncio.Task] = []
+
+    def watch() -> None:  # readiness and metrics follow a stage run again as a new instance
+        if readiness is not None:
+            readiness.watch(instances, tasks)
+
+    tasks += [asyncio.create_task(_run_stage(instances, index, watch), name=f"stage-{stage.name}")
+              for index, stage in enumerate(instances)]
+    watch()
     log.info("worker running stages: %s", ", ".join(stages))
     if ready is not None:
         ready.set()

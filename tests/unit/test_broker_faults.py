@@ -314,6 +314,7 @@ async def test_a_stage_that_ends_on_its_own_stops_the_worker_with_an_error(monke
             await self.ctx.stop.wait()
 
     monkeypatch.setitem(worker.STAGES, "batch", Quitter)
+    monkeypatch.setattr(worker, "STRAY_CANCEL_PAUSE_S", 0.001)  # run again after each, then give up
     monkeypatch.setitem(worker.STAGES, "control", Waiter)
     ctx = StageContext(settings=CombeeSettings.load(env={}), bootstrap="x:1", profile=None, producer=None,
                        stop=asyncio.Event())

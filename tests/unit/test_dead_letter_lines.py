@@ -6,7 +6,7 @@ import asyncio
 import logging
 
 import pytest
-from aiokafka.errors import KafkaError, MessageSizeTooLargeError, NodeNotReadyError
+from aiokafka.errors import KafkaError, MessageSizeTooLargeError, NodeNotReadyError, UnknownError
 
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
@@ -156,6 +156,16 @@ def test_a_waited_send_is_sent_again_while_the_broker_is_away_but_a_refusal_for_
     context.producer = _AwayThenBackProducer(MessageSizeTooLargeError("too large"), failures=1)
     with pytest.raises(MessageSizeTooLargeError):
         asyncio.run(context.send("batches", "pb", b"{}", wait=True))
+
+
+def test_a_waited_send_is_sent_again_through_the_unknown_error_a_broker_without_its_storage_answers() -> None:
+    """Tansu answers UnknownError (-1) to every produce while its storage (SeaweedFS) is killed and restarting; a
+    durable kill test's worker exited "broker error: UnknownError" when a stage's waited send met it."""
+    storage_away = _AwayThenBackProducer(UnknownError(), failures=2)
+    context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                           producer=storage_away, stop=asyncio.Event())
+    assert asyncio.run(context.send("playbook", "pb", b"{}", wait=True)) == "acknowledged"
+    assert storage_away.attempts == 3
 
 
 class _TimedOutAsItRaises(_AwayThenBackProducer):
