@@ -1,6 +1,6 @@
 """The whole pipeline with a real LLM: SmolLM2-135M-Instruct served by llama.cpp, reached through litellm.
 
-Six traces go through reflector, batcher/shuffler, aggregators (k = 2 subgroups) and reducer on the real broker. A
+Four traces go through reflector, batcher/shuffler, aggregators and reducer on the real broker. A
 135M model writes poor lessons and sometimes unusable output; what must hold is that no stage crashes, every trace is
 accounted for (in a version's lineage, or in a dead letter that says why) and at least one version is published.
 
@@ -31,8 +31,11 @@ from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.real_llm]
 
-TRACES = 6
-BATCH = 6  # one batch; k = floor(sqrt(n)) = 2 subgroups for 4 to 6 reflections, so the reducer's LLM is called too
+TRACES = 4
+BATCH = 4
+"""One batch when the model answers a call within ``MAX_WAIT_S``: k = floor(sqrt(4)) = 2 subgroups, so the
+reducer's LLM is called too. A call takes ~50 s here (one thread, schema-constrained decoding), so batches close by
+time with one or two reflections each (k = 1, no reducer call); six traces made ~10 calls for the same assertions."""
 RETRIES = 1
 MAX_TOKENS = 256
 """Room for the reflector's diagnosis before its insights (at 96 a 135M model spent the answer on the diagnosis)."""
