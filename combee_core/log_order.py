@@ -14,8 +14,8 @@ partition's high watermark, then writes the batch, and only then acknowledges. A
 offset being written is answered with the next batch that exists, so a reader at the end of a log that two producers
 write at once steps over a record the broker acknowledges a moment later. Measured on the embedded broker: 8 producer
 processes of 60 KB records to one partition, a live reader missed 0-3 of 800 records per run
-(``tests/integration/test_offset_gaps.py``); on the outside-fleet benchmark two aggregators' partials to one reducer
-lost 2 of a batch's 54, and that playbook never built another version (issue 44).
+(``tests/integration/test_offset_gaps_on_broker.py``); on the outside-fleet benchmark two aggregators' partials to one
+reducer lost 2 of a batch's 54, and that playbook never built another version (issue 44).
 
 :class:`OffsetGaps` says, per partition, which records of a fetch a reader may take: those up to the first hole.
 At a hole the reader seeks back to it and fetches again; once the hole has stayed open ``patience_s`` it is taken as

@@ -18,6 +18,7 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import OffsetGaps
 from streams.broker.profile import BrokerProfile
+from streams.topology.kafka_clients import consumer_config
 
 __all__ = ["GaplessConsumer", "new_consumer"]
 
@@ -106,6 +107,9 @@ class GaplessConsumer(AIOKafkaConsumer):
             self.gaps.forget(tp)
 
 
-def new_consumer(config: dict[str, Any], profile: BrokerProfile) -> AIOKafkaConsumer:
-    """A consumer with ``config`` (``kafka_clients.consumer_config``): gapless on Tansu, aiokafka's own on Kafka."""
-    return GaplessConsumer(**config) if profile.kind == "tansu" else AIOKafkaConsumer(**config)
+def new_consumer(bootstrap: str, profile: BrokerProfile, group_id: str | None, **overrides: Any) -> AIOKafkaConsumer:
+    """A consumer built by ``kafka_clients.consumer_config`` (then ``overrides``): gapless on Tansu, aiokafka's own
+    on Kafka."""
+    if profile.kind == "tansu":
+        return GaplessConsumer(**{**consumer_config(bootstrap, profile, group_id), **overrides})
+    return AIOKafkaConsumer(**{**consumer_config(bootstrap, profile, group_id), **overrides})

@@ -25,7 +25,7 @@ from streams.broker.errors import BROKER_UNANSWERED
 from streams.topology.commit_order import commit, fence
 from streams.topology.gapless_consumer import new_consumer
 from streams.topology.group_guard import join_wait_s, start_in_group
-from streams.topology.kafka_clients import consumer_config, partition_for
+from streams.topology.kafka_clients import partition_for
 from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
 from streams.topology.stage_records import Delivery, RecordReading
@@ -350,8 +350,7 @@ class Stage(RecordReading):
     def _group_consumer(self) -> AIOKafkaConsumer:
         """A new consumer in the stage's group, subscribed to its input (``group_guard`` may make several)."""
         consumer = new_consumer(  # on Tansu: never steps over a record still being written (log_gaps)
-            consumer_config(self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name)), self.ctx.profile
-        )
+            self.ctx.bootstrap, self.ctx.profile, self.settings.group(self.name))
         self._consumer = consumer
         consumer.subscribe([self.settings.topic(t) for t in self.consumes], listener=_Rebalance(self))
         return consumer

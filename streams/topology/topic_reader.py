@@ -25,7 +25,6 @@ from combee_core.errors import CombeeError
 from streams.broker.admin import close_client
 from streams.broker.profile import BrokerProfile
 from streams.topology.gapless_consumer import new_consumer
-from streams.topology.kafka_clients import consumer_config
 
 __all__ = ["TopicReadTimeout", "TopicReader", "TopicTail", "end_offsets", "read_topic"]
 
@@ -43,7 +42,7 @@ class TopicReader:
         self.profile = profile
         self.what = what
         """Named in the warning when closing it hangs."""
-        self._consumer = new_consumer({**consumer_config(bootstrap, profile, None), **overrides}, profile)
+        self._consumer = new_consumer(bootstrap, profile, None, **overrides)
 
     async def start(self) -> TopicReader:
         await self._consumer.start()

@@ -25,8 +25,7 @@ from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.topic_reader import read_topic
 from streams.topology.worker import ensure_topics
-from tests.integration.test_promoted_versions import wait_decisions
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import make_traces, run_settings, wait_decisions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,8 +16,7 @@ from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.test_cli import _combee
-from tests.integration.test_promoted_versions import wait_decisions
-from tests.integration.topology_support import make_traces, run_settings
+from tests.integration.topology_support import make_traces, run_settings, wait_decisions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,8 +16,8 @@ from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from streams.topology.stages.promote import PromoterStage
 from streams.topology.topic_reader import read_topic
-from tests.integration.test_promoted_versions import PB, wait_decisions
-from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings
+from tests.integration.test_promoted_versions import PB
+from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_settings, wait_decisions
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -20,6 +20,7 @@ from streams.cli import build_parser
 from streams.cli.flags import settings_from_args
 from streams.testing.certificates import make_certificates, openssl_available
 from streams.topology.kafka_clients import consumer_config, producer_config
+from tests.hang_guard import SUBPROCESS_HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "s3cr3t-value-93a1"
@@ -189,13 +190,13 @@ async def test_security_settings_a_local_broker_would_not_use_are_refused_in_one
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("COMBEE_")}, **SCRAM_ENV,
            "COMBEE_STATE_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "streams.cli", "status"], env=env, capture_output=True, text=True,
-                          cwd=ROOT, timeout=60)
+                          cwd=ROOT, timeout=SUBPROCESS_HANG_S)
     assert done.returncode == 2 and done.stdout == "" and SECRET not in done.stderr
     assert done.stderr.strip().startswith("combee status: COMBEE_KAFKA_SECURITY_PROTOCOL")
     assert len(done.stderr.strip().splitlines()) == 1 and "Using the broker" not in done.stderr
 
 
-CLIENT_CLASSES = {"AIOKafkaProducer", "AIOKafkaConsumer", "AIOKafkaAdminClient", "AIOKafkaClient"}
+CLIENT_CLASSES = {"AIOKafkaProducer", "AIOKafkaConsumer", "GaplessConsumer", "AIOKafkaAdminClient", "AIOKafkaClient"}
 CONNECTION_BUILDERS = {"client_kwargs", "consumer_config", "producer_config"}
 TAKES_CONNECTION = {"create_topics", "list_topics", "ensure_topics", "require_run_topics", "BrokerWatchdog",
                     "kafka_answers", "wait_for_broker", "check_broker", "profile_for", "detect_profile"}

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import combee_core
+from tests.hang_guard import SUBPROCESS_HANG_S
 
 CORE = Path(combee_core.__file__).parent
 
@@ -21,7 +22,7 @@ print(sorted({m.split(".")[0] for m in sys.modules} & {"aiokafka", "kafka", "fau
 
 
 def _run(code: str) -> list[str]:
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout.strip().splitlines()
 

@@ -18,6 +18,7 @@ from combee_core.llm.errors import LLMCallError
 from streams import cli
 from streams.broker.errors import BrokerLost, BrokerUnreachable
 from streams.cli import status as status_command
+from tests.hang_guard import SUBPROCESS_HANG_S
 
 NOT_EXPECTED = {
     "combee_core.llm.roles._Attempted",  # private control flow inside the role retry loop, never escapes it
@@ -82,7 +83,7 @@ def test_main_lets_a_bug_keep_its_traceback(monkeypatch):
 def test_worker_with_an_unknown_stage_ends_in_one_line_naming_the_valid_stages():
     env = {name: value for name, value in os.environ.items() if not name.startswith("COMBEE_")}
     done = subprocess.run([sys.executable, "-m", "streams.cli", "worker", "--stages", "reflekt"], env=env,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert done.returncode == 2
     assert done.stderr == ("combee worker: unknown stage(s) ['reflekt']; choose from reflect, batch, aggregate, "
                            "reduce, control, promote, evaluate, guard, ingest-otlp\n")

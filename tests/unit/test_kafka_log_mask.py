@@ -16,6 +16,7 @@ from aiokafka.protocol.produce import ProduceRequest_v3
 from combee_core.connection import KafkaConnection
 from streams.broker.connection import client_kwargs
 from streams.broker.log_mask import KafkaLogMask, client_logger_names, mask_value
+from tests.hang_guard import SUBPROCESS_HANG_S
 
 PASSWORD = "pl41n-Passw0rd-7c1e"
 TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJhZ2VudCJ9.c2lnbmF0dXJl"
@@ -79,5 +80,6 @@ def test_the_cli_keeps_aiokafka_at_info_under_combee_log_level_debug(tmp_path):
               "print('LEVEL', logging.getLogger('aiokafka').level)\n")
     for extra, level in (({}, logging.INFO), ({"COMBEE_KAFKA_DEBUG": "1"}, logging.NOTSET)):
         env = {"COMBEE_LOG_LEVEL": "DEBUG", "PATH": "/usr/bin:/bin", **extra}
-        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+        result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                                timeout=SUBPROCESS_HANG_S)
         assert f"LEVEL {level}" in result.stdout, result.stderr[-2000:]

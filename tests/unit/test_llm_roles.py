@@ -18,6 +18,7 @@ from combee_core.llm.roles import LLMReply, LLMRoles, call_key
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, SimulatorConfig, format_lesson
 from combee_core.models import AddOp, CallRecord, TagOp, Trace, Usage
 from combee_core.settings import CombeeSettings
+from tests.hang_guard import SUBPROCESS_HANG_S
 
 FAST = RoleConfig(backoff_s=0.001)
 
@@ -342,6 +343,7 @@ assert reflection.usage.cost_usd > 0
 print("ok")
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM")}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                            timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip() == "ok"  # nothing else printed (no litellm banners)

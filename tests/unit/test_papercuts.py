@@ -14,6 +14,7 @@ from combee_core.models import AddOp, PlaybookVersion
 from combee_core.playbook import Playbook, apply_operations
 from streams.cli import build_parser
 from streams.topology.observe import describe_version
+from tests.hang_guard import SUBPROCESS_HANG_S
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
@@ -50,8 +51,8 @@ def test_export_shows_the_run_settings_it_records_as_such_and_no_llm_record_flag
 
 def _combee(*args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COMBEE_") or k == "COMBEE_STATE_DIR"}
-    return subprocess.run([sys.executable, "-m", "streams.cli", *args], capture_output=True, text=True, timeout=60,
-                          env=env)
+    return subprocess.run([sys.executable, "-m", "streams.cli", *args], capture_output=True, text=True,
+                          timeout=SUBPROCESS_HANG_S, env=env)
 
 
 def test_diff_of_a_missing_archive_says_the_file_is_missing(tmp_path):

@@ -17,6 +17,7 @@ from combee_core.llm.simulator import SimulatorConfig
 from combee_core.models import CallRecord
 from combee_core.settings import CombeeSettings
 from streams.topology.llm_setup import calls_a_provider
+from tests.hang_guard import SUBPROCESS_HANG_S
 from tests.unit.test_llm_roles import make_trace
 
 FAST = RoleConfig(backoff_s=0.001)
@@ -93,7 +94,7 @@ def _imported(code: str) -> str:
         heavy = sorted({m.split('.')[0] for m in sys.modules} & {'litellm', 'openai'})
         print(heavy)
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.strip().splitlines()[-1]
 

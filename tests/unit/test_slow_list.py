@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.hang_guard import SUBPROCESS_HANG_S
 from tests.unit.conftest import SLOW
 
 UNIT = Path(__file__).resolve().parent
@@ -20,7 +21,7 @@ def test_every_listed_slow_test_exists():
 def test_the_fast_lane_leaves_out_the_listed_tests_and_keeps_the_others():
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
                            str(UNIT / "test_budget.py"), str(UNIT / "test_static_checks.py")],
-                          cwd=UNIT.parents[1], capture_output=True, text=True, timeout=300)
+                          cwd=UNIT.parents[1], capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     collected = done.stdout
     assert "test_budget.py::" in collected  # the budget's quick tests stay in the lane
     for name in SLOW["test_budget.py"]:

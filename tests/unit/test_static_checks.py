@@ -7,11 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.hang_guard import SUBPROCESS_HANG_S
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", *command], cwd=ROOT, capture_output=True, text=True,
+                          timeout=SUBPROCESS_HANG_S)
 
 
 def test_ruff_finds_nothing():
