@@ -18,6 +18,7 @@ from combee_core import topology
 from combee_core.topology import STAGES, StageSpec
 from streams.topology import worker
 from streams.topology.worker import parse_stages
+from tests.unit.import_scan import imported_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "combee_core"
@@ -82,16 +83,6 @@ def test_every_stage_declared_in_topology_is_in_stages():
     assert sorted(spec.name for spec in declared) == sorted(spec.name for spec in STAGES)
 
 
-def _imported_modules(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
 
 def test_every_stage_is_one_core_package_and_one_binding_that_calls_it():
     processors = {spec.name: f"combee_core.{spec.core}.processor" for spec in STAGES}
@@ -107,7 +98,7 @@ def test_every_stage_is_one_core_package_and_one_binding_that_calls_it():
         assert path.stem == spec.name.replace("-", "_"), f"{spec.name}: its binding is named by it, not {path.name}"
         assert path not in binding_files, f"{spec.name} and {binding_files.get(path)} share {path.name}"
         binding_files[path] = spec.name
-        imported = _imported_modules(path)
+        imported = imported_modules(path)
         called = {name for name, module in processors.items() if module in imported}
         assert called == {spec.name}, f"{path.name} must call its own stage's processor only, calls {sorted(called)}"
 
@@ -119,7 +110,7 @@ def test_no_stage_package_imports_another_stages_processor():
     crossing = []
     for spec in STAGES:
         for path in sorted((CORE / spec.core).glob("*.py")):
-            for module in _imported_modules(path):
+            for module in imported_modules(path):
                 parts = module.split(".")
                 if (len(parts) >= 3 and parts[0] == "combee_core" and parts[1] in packages and parts[1] != spec.core
                         and parts[2] == "processor"):

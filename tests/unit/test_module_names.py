@@ -7,12 +7,12 @@ called ``settings`` or ``server`` for different things fail here."""
 
 from __future__ import annotations
 
-import ast
 import itertools
 from collections import defaultdict
 from pathlib import Path
 
 from combee_core.topology import STAGES
+from tests.unit.import_scan import imported_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("combee_core", "streams", "combee_client")
@@ -36,21 +36,11 @@ def _module(path: Path, root: Path) -> str:
     return ".".join(path.relative_to(root).with_suffix("").parts)
 
 
-def _imports(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-    return found
-
 
 def repeated_names(root: Path, packages: tuple[str, ...] = PRODUCT) -> dict[str, list[tuple[str, str]]]:
     """Module name -> the pairs of modules with that name that no import relates (role names left out)."""
     modules = {_module(path, root): path for package in packages for path in sorted((root / package).rglob("*.py"))}
-    imports = {name: _imports(path) for name, path in modules.items()}
+    imports = {name: imported_modules(path) for name, path in modules.items()}
     package_of = {name: name.rpartition(".")[0] for name in modules}
 
     def relates(a: str, b: str) -> bool:

@@ -4,11 +4,11 @@ benchmarks (``combee_core`` and ``streams`` are checked there), with the same cy
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
+from tests.unit.import_scan import imported_modules
 from tests.unit.test_layering import _cycle
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,14 +19,7 @@ def _graph(package: str) -> dict[str, set[str]]:
                for p in sorted((ROOT / package).rglob("*.py"))}
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                found.add(node.module)
-                found.update(f"{node.module}.{alias.name}" for alias in node.names)
-            elif isinstance(node, ast.Import):
-                found.update(alias.name for alias in node.names)
-        graph[name] = {imported for imported in found if imported in modules}
+        graph[name] = {imported for imported in imported_modules(path) if imported in modules}
     return graph
 
 
