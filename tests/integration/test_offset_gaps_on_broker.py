@@ -17,7 +17,7 @@ from aiokafka import TopicPartition
 
 from streams.broker.admin import create_topics
 from streams.topology.gapless_consumer import new_consumer
-from streams.topology.kafka_clients import consumer_config, start_producer
+from streams.topology.kafka_clients import start_producer
 from streams.topology.topic_reader import TopicReader
 
 pytestmark = pytest.mark.integration
@@ -83,7 +83,7 @@ async def test_a_reader_at_the_end_of_a_log_written_by_several_producers_reads_e
 async def test_a_stage_consumer_in_a_group_reads_every_record_written_by_several_producers(kafka, unique_prefix):
     topic = f"{unique_prefix}gapsgroup"
     await create_topics(kafka.bootstrap, {topic: 1}, connection=kafka.profile.connection)
-    consumer = new_consumer(consumer_config(kafka.bootstrap, kafka.profile, f"{unique_prefix}group"), kafka.profile)
+    consumer = new_consumer(kafka.bootstrap, kafka.profile, f"{unique_prefix}group")
     consumer.subscribe([topic])
     await consumer.start()
     try:
