@@ -1,6 +1,6 @@
 """The unit lane's slow tests, named in one place.
 
-``python -m pytest tests/unit -m "not slow"`` is the fast lane (README, "Quick start"; ``docs/development.md``,
+``python -m pytest tests/unit -m "not slow" -n 2`` is the fast lane (README, "Quick start"; ``docs/development.md``,
 "Tests"); the full suite (``.ci/run``) runs every test, these included. A unit test is listed here when it took
 0.3 s of CPU or more on the 2-core machine it was measured on (2026-11-29, issue 43, at load 20-30): the static checks
 (ruff and mypy over the tree), checks that start a fresh interpreter to see what an import pulls in, scans of every
