@@ -53,8 +53,6 @@ class GaplessConsumer(AIOKafkaConsumer):
     def __init__(self, *args: Any, gaps: OffsetGaps[TopicPartition] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gaps: OffsetGaps[TopicPartition] = gaps if gaps is not None else OffsetGaps()
-        self.holes_read_again = 0
-        """Fetches cut at a hole (each read again from it)."""
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
@@ -65,7 +63,6 @@ class GaplessConsumer(AIOKafkaConsumer):
             admitted = self.gaps.admit(tp, [record.offset for record in records], now,
                                        [max(0.0, (wall_ms - record.timestamp) / 1000) for record in records])
             if admitted.seek_to is not None:
-                self.holes_read_again += 1
                 super().seek(tp, admitted.seek_to)
             if admitted.gave_up is not None:
                 log.log(logging.WARNING if admitted.waited else logging.INFO,
