@@ -25,9 +25,9 @@ from pydantic import BaseModel
 from combee_core.models import BatchMetrics, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import TaskSuite
-from combee_core.sim.tasks import build_suite, expected_accuracy, train_traces
+from combee_core.sim.task_suite import build_suite, expected_accuracy, train_traces
 from combee_core.topology import Topic
-from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.broker_under_test import ResolvedBroker, resolve_test_bootstrap
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
 

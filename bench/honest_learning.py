@@ -62,7 +62,7 @@ from combee_core.playbook import playbook_tokens
 from combee_core.settings import CombeeSettings
 from combee_core.sim import honest_suite
 from combee_core.sim.suite import HonestFeedback, TaskSuite
-from combee_core.sim.tasks import build_suite, run_task
+from combee_core.sim.task_suite import build_suite, run_task
 
 RESULTS = Path(__file__).parent / "results" / "honest_learning.json"
 STANDIN_PREFIX = "reducer stand-in: "
@@ -283,7 +283,7 @@ def control_texts(suite: TaskSuite, mode: str) -> list[tuple[str, str]]:
 
 
 def _default_accuracy(suite: TaskSuite, entries: list[PlaybookEntry]) -> float:
-    from combee_core.sim.tasks import expected_accuracy
+    from combee_core.sim.task_suite import expected_accuracy
 
     return expected_accuracy(suite, suite.held_out, entries)
 

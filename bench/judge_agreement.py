@@ -31,7 +31,7 @@ from combee_core.models import HeldOutTask, PlaybookEntry, Usage, entries_digest
 from combee_core.promote.evaluation import CandidatePlaybook
 from combee_core.promote.promotion import PromotionRule
 from combee_core.sim.suite import TaskSuite
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 
 MOVES = ("rule", "harmful", "remove")
 

@@ -48,7 +48,7 @@ from combee_core.playbook import Playbook, playbook_tokens
 from combee_core.reduce.processor import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import GENERIC_TIPS, TaskSuite
-from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
+from combee_core.sim.task_suite import build_suite, expected_accuracy, run_task
 from streams.topology.playbook_view import used_entries_text
 
 RESULTS = Path(__file__).parent / "results" / "learning.json"

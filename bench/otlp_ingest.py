@@ -23,7 +23,7 @@ from combee_core.otlp.assembler import TraceAssembler
 from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.processors.effects import Publish
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.testing.otel_agent import export_request, run_agent, tracer_provider
 
 

@@ -258,7 +258,7 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
 async def run_fleet(rate: float, seconds: float, sent_file: Path, bootstrap: str, playbook: str = PLAYBOOK) -> None:
     """The fleet process: ``rate`` async agents, 1 s per task, each naming the newest version it has seen."""
     from combee_core.settings import CombeeSettings
-    from combee_core.sim.tasks import build_suite
+    from combee_core.sim.task_suite import build_suite
     from streams.broker.profile import BrokerProfile
     from streams.demo.fleet import Fleet, FleetConfig
     from streams.topology.follower import PlaybookFollower

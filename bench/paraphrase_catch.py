@@ -20,7 +20,7 @@ from bench.common import machine, write_results
 from combee_core.llm.paraphrase import paraphrase
 from combee_core.playbook import is_near_duplicate, is_paraphrase
 from combee_core.sim.suite import GENERIC_TIPS
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results" / "paraphrase_catch.json"

@@ -40,7 +40,7 @@ from combee_core.processors.effects import Publish
 from combee_core.promote.processor import Promoter
 from combee_core.promote.promotion import PromotionRule, next_base
 from combee_core.sim.task_set import SUITE_SET, suite_tasks
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 PLAYBOOK = "bench"

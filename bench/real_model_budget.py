@@ -23,7 +23,7 @@ from pathlib import Path
 from bench.common import machine, start_broker, write_results
 from combee_core.llm.prompts import read_data_block
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.local_model.model_server import LocalModelServer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces

@@ -30,9 +30,9 @@ from bench.common import machine, write_results
 from combee_core.log_order import valid_versions
 from combee_core.models import BatchManifest, PlaybookVersion, VersionStats
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from combee_core.topology import Topic
-from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.broker_under_test import ResolvedBroker, resolve_test_bootstrap
 from streams.testing.worker_fleet import WorkerFleet, feed, fleet_settings, read_run, wait_accounted
 from streams.topology.kafka_clients import start_producer
 from streams.topology.runtime import Stage

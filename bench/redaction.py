@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.common import machine, write_results
 from combee_core.ingest.redaction import ALL_BUILT_IN, RedactionConfig, parse_patterns, redact_trace
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, seeded_trace
 
 

@@ -23,7 +23,7 @@ from combee_core.ingest.redaction import RedactionConfig, Redactor, SpanFinder, 
 from combee_core.ingest.secret_library import LibraryDetector
 from combee_core.models import Trace
 from combee_core.sim.sim_registry import registry_for
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from tests.redaction_corpus import ORDINARY_LESSONS, SECRETS
 
 PII = (OWN_DETECTORS["email"], OWN_DETECTORS["card"], OWN_DETECTORS["phone"])

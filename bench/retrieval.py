@@ -46,7 +46,7 @@ from combee_core.playbook.value import Playbook
 from combee_core.sim import honest_suite
 from combee_core.sim.sim_registry import TextRegistry
 from combee_core.sim.suite import Task, TaskSuite
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 
 RESULTS = Path(__file__).parent / "results" / "retrieval.json"
 FAMILIES = 32

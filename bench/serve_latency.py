@@ -28,12 +28,12 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from bench.common import machine, start_broker, write_results
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 from combee_core.topology import Topic
 from streams.serving.http import ServeHttp
 from streams.serving.mcp_server import PlaybookMcp, playbook_uri
 from streams.serving.served import ServedPlaybooks
-from streams.testing.broker import ResolvedBroker
+from streams.testing.broker_under_test import ResolvedBroker
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from streams.topology.kafka_clients import start_producer
 

@@ -53,7 +53,7 @@ from bench.common import machine, start_broker, write_results
 from bench.llm_client_cost import client_cpu_per_call
 from combee_core.models import BatchManifest, PlaybookVersion, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.testing.worker_fleet import WorkerFleet
 from streams.topology.follower import PlaybookFollower

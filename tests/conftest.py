@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from streams.broker.state import STATE_DIR_ENV
-from streams.testing.broker import ResolvedBroker, resolve_test_bootstrap
+from streams.testing.broker_under_test import ResolvedBroker, resolve_test_bootstrap
 from tests.scheduling import longest_first, read_longest
 
 

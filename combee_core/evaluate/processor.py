@@ -17,7 +17,7 @@ from typing import Any
 from combee_core.models import EvalRequest, EvalResult
 from combee_core.processors.effects import Count, Effect, Publish, acknowledge
 from combee_core.sim.suite import TaskSuite
-from combee_core.sim.tasks import success_probability, task_by_id
+from combee_core.sim.task_suite import success_probability, task_by_id
 from combee_core.topology import Topic
 
 log = logging.getLogger(__name__)

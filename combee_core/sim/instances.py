@@ -168,7 +168,7 @@ TEMPLATES: dict[str, InstanceTemplates] = {
         'Expected the argument "{path}" in quotes; the answer passed {path}.',
         "The command with the path {path} failed.", _path),
 }
-"""Action (as in ``combee_core.sim.tasks._ACTIONS``) -> its instance feedback templates."""
+"""Action (as in ``combee_core.sim.task_suite._ACTIONS``) -> its instance feedback templates."""
 
 
 def instance_line(action: str, kind: InstanceKind, rng: random.Random, *, swapped: bool = False) -> str:

@@ -1,5 +1,5 @@
 """What the synthetic task suite is: its sections and rule families, its tasks, the suite with its pinned split, and
-honest mode's environment. Building the suite and running its tasks: :mod:`combee_core.sim.tasks`; honest mode's
+honest mode's environment. Building the suite and running its tasks: :mod:`combee_core.sim.task_suite`; honest mode's
 scoring: :mod:`combee_core.sim.honest_suite` (both build on this module, never the reverse). ``docs/simulator.md``.
 """
 

@@ -40,7 +40,7 @@ SUBJECT_PHRASINGS: dict[str, tuple[str, str, str]] = {
     "scientific notation": ("scientific notation", "exponent notation", "numbers written as powers of ten"),
     "ranges": ("ranges", "intervals of values", "lower and upper bounds"),
 }
-"""Three phrasings of each subject of ``combee_core.sim.tasks._SUBJECTS`` (the first is the suite's own)."""
+"""Three phrasings of each subject of ``combee_core.sim.task_suite._SUBJECTS`` (the first is the suite's own)."""
 
 ActionPhrasings = tuple[str, str, str, str]
 
@@ -123,7 +123,7 @@ ACTION_PHRASINGS: dict[str, tuple[ActionPhrasings, ActionPhrasings]] = {
          "a path with a space needs no quotes"),
     ),
 }
-"""For each action of ``combee_core.sim.tasks._ACTIONS``: four phrasings of it, then four of its opposite."""
+"""For each action of ``combee_core.sim.task_suite._ACTIONS``: four phrasings of it, then four of its opposite."""
 
 STRUCTURES: tuple[str, ...] = (
     "For {s}, {a}.",

@@ -1,7 +1,7 @@
 """A simulated agent fleet: N agents read the latest playbook version, run tasks, and publish traces.
 
-The agents are the synthetic task suite's simulated agents (``combee_core.sim.tasks.run_task``); the playbook they run
-with comes from the playbook topic, as it would for a real fleet. Two modes:
+The agents are the synthetic task suite's simulated agents (``combee_core.sim.task_suite.run_task``); the playbook
+they run with comes from the playbook topic, as it would for a real fleet. Two modes:
 
 - ``sync``: the fleet runs one round of tasks (the playbook's current batch size, from the control topic, or the
   configured size) with one playbook version, then waits until every trace of the round is in a published
@@ -24,7 +24,7 @@ from combee_core.control.rollout import round_rollout_s
 from combee_core.models import PlaybookEntry, Trace
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import Task, TaskSuite
-from combee_core.sim.tasks import run_task
+from combee_core.sim.task_suite import run_task
 from streams.broker.profile import BrokerProfile
 from streams.topology.follower import PlaybookFollower
 from streams.topology.kafka_clients import start_producer

@@ -16,7 +16,7 @@ from combee_core.control.rollout import modelled_task_time_s
 from combee_core.models import BatchMetrics, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import TaskSuite
-from combee_core.sim.tasks import expected_accuracy
+from combee_core.sim.task_suite import expected_accuracy
 from streams.demo.fleet import FleetMode, FleetReport
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from combee_core.errors import CombeeError
 from combee_core.models import BatchMetrics, CallRecord, ControlDecision, PlaybookVersion, PromotionDecision, Usage
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, expected_accuracy, misleading_trace
+from combee_core.sim.task_suite import build_suite, expected_accuracy, misleading_trace
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.demo.fleet import Fleet, FleetConfig, FleetMode

@@ -10,7 +10,7 @@ from combee_core.models import Reflection
 from combee_core.settings import CombeeSettings
 from combee_core.topology import BATCH, Topic
 from streams.broker.connection import client_kwargs
-from streams.testing.broker import ResolvedBroker
+from streams.testing.broker_under_test import ResolvedBroker
 from streams.topology.topic_reader import read_topic
 
 

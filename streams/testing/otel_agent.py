@@ -4,7 +4,7 @@ the README's example of feeding Combee Streams from OpenTelemetry.
 Each run is an ``invoke_agent`` span (the run's input and output messages, Combee's playbook attributes) with a
 ``chat {model}`` span and an ``execute_tool`` span under it; the run's evaluation is a ``gen_ai.evaluation.result``
 event, on the run's span, or later (:func:`report_evaluation`: a short span in the same trace, as an evaluator that
-scores minutes afterwards would send it). The runs replay simulated traces (``combee_core.sim.tasks``), so their
+scores minutes afterwards would send it). The runs replay simulated traces (``combee_core.sim.task_suite``), so their
 feedback carries the ``LESSON[section]: ...`` lines the offline simulator learns from.
 """
 

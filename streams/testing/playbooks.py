@@ -8,7 +8,7 @@ from combee_core.models import PlaybookEntry, PlaybookVersion, VersionStats
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.admin import create_topics
-from streams.testing.broker import ResolvedBroker
+from streams.testing.broker_under_test import ResolvedBroker
 from streams.topology.kafka_clients import start_producer
 from streams.topology.topics import topic_partitions
 

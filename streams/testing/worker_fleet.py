@@ -21,7 +21,7 @@ from combee_core.runs.audit import RunAudit, audit_run
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.child_process import stop_processes
-from streams.testing.broker import ResolvedBroker
+from streams.testing.broker_under_test import ResolvedBroker
 from streams.testing.loss_report import explain_missing
 from streams.topology.kafka_clients import start_producer
 from streams.topology.topic_reader import read_topic

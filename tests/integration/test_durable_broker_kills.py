@@ -28,7 +28,7 @@ from combee_core.topology import Topic
 from streams.broker.admin import create_topics
 from streams.broker.profile import BrokerProfile
 from streams.broker.state import BrokerRecord, process_alive
-from streams.testing.broker import ResolvedBroker
+from streams.testing.broker_under_test import ResolvedBroker
 from streams.testing.worker_fleet import WorkerFleet, fleet_settings, wait_accounted
 from streams.topology.kafka_clients import consumer_config, start_producer
 from streams.topology.topic_reader import read_topic

@@ -12,7 +12,7 @@ from gepa.core.adapter import EvaluationBatch  # noqa: E402
 from combee_core.llm.simulator import format_lesson  # noqa: E402
 from combee_core.runs.ace_format import parse_ace, render_ace  # noqa: E402
 from combee_core.sim.suite import Task, TaskSuite  # noqa: E402
-from combee_core.sim.tasks import build_suite, holds_insight, success_probability  # noqa: E402
+from combee_core.sim.task_suite import build_suite, holds_insight, success_probability  # noqa: E402
 from streams.runs.gepa_bridge import CombeeProposer  # noqa: E402
 from streams.topology.pipeline import InProcessPipeline  # noqa: E402
 from tests.integration.topology_support import run_settings  # noqa: E402

@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from combee_core.models import Trace
 from combee_core.otlp.wire import decode_spans, encode_request
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models

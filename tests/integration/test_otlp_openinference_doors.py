@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from combee_core.models import DeadLetter, PlaybookVersion, Trace
 from combee_core.otlp.wire import encode_request
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.testing.otel_agent import (
     export_request,
     report_openinference_evaluation,

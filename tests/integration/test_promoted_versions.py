@@ -8,7 +8,7 @@ import time
 import pytest
 
 from combee_core.promote.promotion import in_canary
-from combee_core.sim.tasks import build_suite, misleading_trace
+from combee_core.sim.task_suite import build_suite, misleading_trace
 from streams.cli.promote import operator_act
 from streams.runs.replay import ReplayOptions, replay_from_topics
 from streams.topology.follower import PlaybookFollower

@@ -17,7 +17,7 @@ from combee_client.runs import USED_ENTRIES
 from combee_core.models import PlaybookVersion, PromotionDecision, Trace, VersionStats
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import Task, TaskSuite
-from combee_core.sim.tasks import build_suite, run_task
+from combee_core.sim.task_suite import build_suite, run_task
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
 from streams.broker.tansu import EmbeddedBroker

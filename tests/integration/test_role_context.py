@@ -11,7 +11,7 @@ import pytest
 from combee_core.llm.prompts import read_data_block
 from combee_core.llm.simulator import SimulatorConfig, simulate
 from combee_core.playbook import render_entry
-from combee_core.sim.tasks import build_suite, holds_insight, run_task, train_traces
+from combee_core.sim.task_suite import build_suite, holds_insight, run_task, train_traces
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
 from tests.integration.topology_support import run_settings

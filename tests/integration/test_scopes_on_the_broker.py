@@ -8,7 +8,7 @@ import pytest
 
 from combee_core.models import PartialUpdate, ShuffledReflection
 from combee_core.serve.scopes import parse_parents, served_view
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from combee_core.topology import Topic
 from streams.runs.playbook_io import lift_to_parent
 from streams.topology.pipeline import InProcessPipeline, read_models

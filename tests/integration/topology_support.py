@@ -13,7 +13,7 @@ from typing import Any
 
 from combee_core.models import PlaybookEntry, PlaybookVersion, PromotionDecision, Trace
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.ingest.otlp_receiver import OtlpReceiver, serve_receiver
 
 

@@ -17,7 +17,7 @@ from combee_core.otlp.processor import OtlpIngest
 from combee_core.otlp.wire import OtlpDecodeError, OtlpSpan, decode_spans, encode_request
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from combee_core.topology import STAGES as TOPOLOGY
 from combee_core.topology import Topic, topic_spec
 from streams.ingest.otlp_receiver import OtlpReceiver

@@ -11,7 +11,7 @@ from bench.reducer_standins import scripted_operations
 from combee_core.models import AddOp, TagOp
 from combee_core.sim import honest_suite
 from combee_core.sim.sim_registry import registry_for
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 
 SUITE = build_suite(seed=7, feedback="honest")
 REGISTRY = registry_for(7, 24)

@@ -16,7 +16,7 @@ import pytest
 from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.serve.access_keys import digest, new_secret
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.broker.profile import BrokerProfile
 from streams.ingest.otlp_receiver import OtlpReceiver, ReceiverBindError
 from streams.review import server as review_server

@@ -22,7 +22,7 @@ from combee_core.sim import honest_suite
 from combee_core.sim.instances import TEMPLATES, instance_kind, instance_line
 from combee_core.sim.sim_registry import RegistryError, Statement, build_registry, normalise_text, registry_for
 from combee_core.sim.suite import HonestFeedback
-from combee_core.sim.tasks import build_suite, expected_accuracy, run_task
+from combee_core.sim.task_suite import build_suite, expected_accuracy, run_task
 from combee_core.sim.wordings import ACTION_PHRASINGS
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -31,7 +31,7 @@ from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.reflect.processor import reflect_all
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import TaskSuite
-from combee_core.sim.tasks import build_suite, run_task
+from combee_core.sim.task_suite import build_suite, run_task
 from combee_core.topology import Topic
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

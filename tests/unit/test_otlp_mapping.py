@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from combee_core.otlp.mapping import UnmappableTrace, map_trace
 from combee_core.otlp.wire import OtlpDecodeError, OtlpEvent, OtlpSpan, decode_spans, encode_request
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.testing.otel_agent import export_request, run_agent, tracer_provider
 
 RUNS = train_traces(build_suite(seed=7), 4, playbook_ids=("pb",), run_seed=3, agents=2)

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.settings import CombeeSettings
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from streams.ingest.otlp_receiver import OtlpReceiver
 from streams.testing.otel_agent import export_request, run_agent, tracer_provider
 

@@ -11,7 +11,7 @@ from combee_core.processors.testing import EffectLog
 from combee_core.promote.promotion import eval_requests
 from combee_core.promote.task_sets import pinned_tasks
 from combee_core.sim.task_set import SUITE_SET, suite_tasks
-from combee_core.sim.tasks import build_suite, success_probability
+from combee_core.sim.task_suite import build_suite, success_probability
 from tests.unit.test_promoter_resume import task_set
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -28,7 +28,7 @@ from combee_core.promote.processor import Promoter
 from combee_core.promote.promoter_resume import ResumeTracker, canary_floor, floors, traces_resume
 from combee_core.promote.promotion import PromotionRule, canary_verdict, next_base
 from combee_core.promote.task_sets import PinnedTask, pinned_tasks
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 from combee_core.topology import Topic
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -31,7 +31,7 @@ from combee_core.promote.promotion import (
     rollback_target,
 )
 from combee_core.promote.task_sets import pinned_tasks
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 from tests.unit.test_promoter_resume import task_set
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ from combee_core.ingest.redaction import (
 )
 from combee_core.models import DeadLetter, Trace, utc_now
 from combee_core.settings import CombeeSettings, SettingsError
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from tests.seeded_personal_data import EMPLOYEE_PATTERN, SEEDED, seeded_trace
 
 WITH_USER = RedactionConfig(detectors=parse_patterns(EMPLOYEE_PATTERN) + ALL_BUILT_IN)

@@ -15,7 +15,7 @@ from combee_core.ingest.detectors import luhn_valid
 from combee_core.ingest.redaction import DETECTORS, RedactionConfig, Redactor, redact_trace
 from combee_core.models import Trace
 from combee_core.sim.sim_registry import registry_for
-from combee_core.sim.tasks import build_suite, train_traces
+from combee_core.sim.task_suite import build_suite, train_traces
 from tests.redaction_corpus import ORDINARY_LESSONS, SECRETS
 
 BASE = train_traces(build_suite(seed=7), 4, playbook_ids=("pb",), run_seed=0, agents=4)

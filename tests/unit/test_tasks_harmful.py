@@ -2,7 +2,7 @@
 
 from combee_core.llm.simulator import extract_lessons
 from combee_core.models import PlaybookEntry
-from combee_core.sim.tasks import build_suite, expected_accuracy, misleading_trace, run_task, train_traces
+from combee_core.sim.task_suite import build_suite, expected_accuracy, misleading_trace, run_task, train_traces
 
 
 def _entry(n: int, section: str, content: str) -> PlaybookEntry:

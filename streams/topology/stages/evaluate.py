@@ -1,7 +1,7 @@
 """Built-in evaluator: answers ``eval-requests`` for the simulated task suite with ``eval-results``.
 
 A request names a playbook's content (its entries) and one held-out task; the answer is the suite's expected
-success probability of that task with that playbook (``combee_core.sim.tasks.success_probability``: noise-free, no
+success probability of that task with that playbook (``combee_core.sim.task_suite.success_probability``: noise-free, no
 LLM). Evaluators in other languages answer the same requests (``docs/protocol.md``, ``examples/node/evaluator.js``);
 run this stage only where no other evaluator does. It scores only ``builtin_evaluator_playbooks`` (default the
 demo's) and refuses the others' requests with an error saying how to plug in an evaluator. The answers are
@@ -20,7 +20,7 @@ from combee_core.evaluate.processor import Evaluator, parse_playbooks
 from combee_core.models import TaskSetVersion, utc_now
 from combee_core.settings import CombeeSettings
 from combee_core.sim.task_set import SUITE_SET, suite_tasks
-from combee_core.sim.tasks import build_suite
+from combee_core.sim.task_suite import build_suite
 from combee_core.topology import EVALUATE
 from streams.broker.profile import BrokerProfile
 from streams.topology.effects import perform
