@@ -89,9 +89,11 @@ def utc_now() -> datetime:
 
 
 class CombeeModel(BaseModel):
-    """Base for every wire model: strict about types and unknown fields, frozen, JSON via orjson."""
+    """Base for every wire model: strict about types and unknown fields, frozen, JSON via orjson. A validation
+    error names the field and what was wrong, never the value (``hide_input_in_errors``): its text goes to logs and
+    dead-letter reasons, and a record's value may be a secret or personal data."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, hide_input_in_errors=True)
 
     def to_json_bytes(self) -> bytes:
         """Serialise to compact JSON bytes (the wire format)."""

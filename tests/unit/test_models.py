@@ -124,3 +124,13 @@ def test_values_read_back_keep_their_json_types():
 def test_every_unreadable_record_is_a_value_error_that_stages_dead_letter(value):
     with pytest.raises(ValueError):
         Trace.from_json_bytes(value)
+
+
+def test_a_validation_error_names_the_field_but_never_quotes_the_value():
+    """A record's values may be secrets or personal data; a validation error's text reaches logs and dead letters."""
+    secret = "sk-live-4f9a8b7c6d5e4f3a2b1c"
+    for bad in ({"trace_id": secret, "unexpected_field": secret}, {"trace_id": 12345, "playbook_id": secret}):
+        with pytest.raises(ValidationError) as raised:
+            Trace.from_json_bytes(json.dumps(bad).encode())
+        assert secret not in str(raised.value) and "12345" not in str(raised.value)
+        assert "trace_id" in str(raised.value) or "unexpected_field" in str(raised.value)
