@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from combee_core.connection import PLAINTEXT, KafkaConnection
+from combee_core.models import describe_error
 from combee_core.settings import CombeeSettings, SettingsError
 from combee_core.topology import STAGES as TOPOLOGY
 from combee_core.topology import StageSpec, stage_spec
@@ -191,8 +192,7 @@ async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], Non
                         "running the stage again (%d of %d)", stage.name, _frames(cancelled), reruns,
                         STRAY_CANCEL_RERUNS)
         except Exception as error:  # the worker stops with it; say which stage and where (the exit line does not)
-            log.error("stage %s failed: %s: %s, raised at %s", stage.name, type(error).__name__, error,
-                      _frames(error))
+            log.error("stage %s failed: %s, raised at %s", stage.name, describe_error(error), _frames(error))
             raise
 
 
