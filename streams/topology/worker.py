@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
 import sysconfig
@@ -19,6 +18,7 @@ from combee_core.topology import STAGES as TOPOLOGY
 from combee_core.topology import StageSpec, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
+from streams.broker.stopping import stopped_within
 from streams.broker.watchdog import BrokerWatchdog, watching
 from streams.topology import stages as bindings
 from streams.topology.kafka_clients import start_producer
@@ -173,8 +173,7 @@ async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], Non
     while True:
         try:
             if reruns:
-                await _wait_or_stop(stage.ctx.stop, min(8.0, STRAY_CANCEL_PAUSE_S * 2 ** (reruns - 1)))
-                if stage.ctx.stop.is_set():
+                if await stopped_within(stage.ctx.stop, min(8.0, STRAY_CANCEL_PAUSE_S * 2 ** (reruns - 1))):
                     return
                 stages[index] = stage = type(stage)(stage.ctx)
                 on_rerun()
@@ -198,11 +197,6 @@ async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], Non
             log.error("stage %s failed: %s: %s, raised at %s", stage.name, type(error).__name__, error,
                       _frames(error))
             raise
-
-
-async def _wait_or_stop(stop: asyncio.Event, delay_s: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), delay_s)
 
 
 def _frames(error: BaseException, limit: int = 24) -> str:
