@@ -6,17 +6,19 @@ Everything else is derived from this module: the partition counts ``ensure_topic
 (``combee_core.runs.archive.TOPIC_MODELS``), the wire models and their JSON Schemas (:func:`wire_models`,
 ``combee schemas``), each stage's ``consumes``, the worker's stage names and LLM stages, and the consumer groups
 ``combee status`` measures. Code names a topic by its constant (``Topic.TRACES``), never by a string. Adding a
-stage is one :class:`StageSpec` here, named in :data:`STAGES` (and a topic, if it writes a new one), its package in
-``combee_core`` (``combee_core/<StageSpec.core>/processor.py``), its binding in ``streams/topology/stages/`` (a
-``Stage`` subclass whose ``spec`` is it: that is its registration) and the entries kept by hand that
-``tests/unit/test_adding_a_stage.py`` lists (deploy files, the architecture map);
-``tests/unit/test_topology_declaration.py`` checks that the declaration is consistent and that nothing else lists it
-again.
+stage is one statement here, ``NAME = StageSpec(...)`` (declared is registered: :data:`STAGES` is every
+``StageSpec`` of this module in the order declared), a topic if it writes a new one, its package in ``combee_core``
+(``combee_core/<StageSpec.core>/processor.py``), its binding ``streams/topology/stages/<name>.py`` (the ``Stage``
+subclass whose ``spec`` is it; the worker finds it there by the stage's name) and the entries kept by hand that
+``tests/unit/test_adding_a_stage.py`` lists (deploy files, the architecture map), which also proves that nothing
+else changes; ``tests/unit/test_topology_declaration.py`` checks that the declaration is consistent and that
+nothing else lists it again.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -191,6 +193,8 @@ class StageSpec:
         return self.package or self.name
 
 
+# The stages, in flow order. A declaration is the stage's registration (STAGES below collects them): nothing else
+# lists them.
 REFLECT = StageSpec("reflect", consumes=(Topic.TRACES,),
                     produces=(Topic.REFLECTIONS, Topic.DLQ, Topic.LLM_CALLS, Topic.CHECKPOINTS),
                     reads=(Topic.PLAYBOOK,), llm=True)
@@ -223,10 +227,21 @@ INGEST_OTLP = StageSpec("ingest-otlp", consumes=(Topic.OTLP_SPANS,), produces=(T
                         runs_when=RunsWhen(on=("otlp_ingest",), said="only with --otlp or COMBEE_OTLP_INGEST=1"),
                         package="otlp")
 
-STAGES: tuple[StageSpec, ...] = (REFLECT, BATCH, AGGREGATE, REDUCE, CONTROL, PROMOTE, EVALUATE, GUARD, INGEST_OTLP)
-"""Every stage, in flow order (the order ``combee worker`` starts them and ``combee status`` lists them); the
-optional ones last: promotion's, the guard (promotion off), then ``ingest-otlp`` (a door in front of ``traces``, on
-with ``otlp_ingest``)."""
+
+def _declared_stages(namespace: Mapping[str, object]) -> tuple[StageSpec, ...]:
+    """Every :class:`StageSpec` bound in ``namespace`` (this module's), in the order declared: declaring a stage is
+    its registration, there is no list of them to keep. ValueError for a stage declared twice (or bound to two
+    names)."""
+    stages = tuple(value for value in namespace.values() if isinstance(value, StageSpec))
+    if len({stage.name for stage in stages}) != len(stages):
+        raise ValueError(f"a stage is declared twice in the topology: {[stage.name for stage in stages]}")
+    return stages
+
+
+STAGES: tuple[StageSpec, ...] = _declared_stages(globals())
+"""Every stage, in flow order: the order of their declarations above (the order ``combee worker`` starts them and
+``combee status`` lists them); the optional ones last: promotion's, the guard (promotion off), then ``ingest-otlp``
+(a door in front of ``traces``, on with ``otlp_ingest``)."""
 
 
 def topic_spec(topic: Topic | str) -> TopicSpec:

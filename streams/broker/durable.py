@@ -26,6 +26,7 @@ from streams.broker.errors import BrokerAlreadyRunning
 from streams.broker.retention import RetentionPass, apply_retention
 from streams.broker.seaweed import BUCKET, STORAGE_PORTS, SeaweedStorage, choose_ports, port_free
 from streams.broker.state import BrokerRecord
+from streams.broker.stopping import stopped_within
 from streams.broker.tansu import DEFAULT_CLUSTER_ID, EmbeddedBroker
 from streams.broker.torn_tails import BucketClient, Repair, TornTailRepairError, repair_torn_tails
 
@@ -233,8 +234,7 @@ class DurableBroker:
                     return reason
                 restarted()
             self._retention_when_due(notify)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), poll_s)
+            await stopped_within(stop, poll_s)
         return None
 
     async def _restart_storage(self, code: int, notify: Callable[[str], None]) -> str | None:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from combee_core.connection import PLAINTEXT, KafkaConnection
 from streams.broker.errors import BrokerLost
 from streams.broker.probe import kafka_answers
+from streams.broker.stopping import stopped_within
 
 log = logging.getLogger(__name__)
 
@@ -77,8 +78,7 @@ class BrokerWatchdog:
                 away = now - self.unreachable_since
                 log.warning("broker %s has not answered for %.0f s; stopping in %.0f s unless it comes back",
                             self.bootstrap, away, self.grace_s - away)
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self.stop.wait(), self.interval_s)
+            await stopped_within(self.stop, self.interval_s)
 
     def _lost(self, reason: str) -> None:
         self.cause = BrokerLost(reason)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import sys
 
+from streams.broker.stopping import stopped_within
 from streams.cli.running import stop_on_signals
 
 MEMORY_STOP_S = 2.0
@@ -164,6 +164,5 @@ async def _wait_for_stop_or_exit(stop: asyncio.Event, broker, poll_s: float = 0.
         code = broker.exit_code()
         if code is not None:
             return code
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), poll_s)
+        await stopped_within(stop, poll_s)
     return None

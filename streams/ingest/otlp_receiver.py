@@ -37,6 +37,7 @@ from combee_core.serve.access_keys import Grant, KeyRing
 from combee_core.serve.doors import API_HEADERS
 from combee_core.serve.serving import is_loopback
 from combee_core.settings import CombeeSettings
+from streams.broker.stopping import stopped_within
 from streams.topology.web_app import door_policy, guard, http_url, start_app, tls_context
 
 log = logging.getLogger(__name__)
@@ -286,8 +287,7 @@ async def follow_backlog(receiver: OtlpReceiver, bootstrap: str, profile, stop: 
                 log.warning("otlp receiver: lag not measured (%s: %s)", type(error).__name__, error)
             if measured is not None:
                 measured.set()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), LAG_POLL_S)
+            await stopped_within(stop, LAG_POLL_S)
     finally:
         await reader.stop()
         await close_client(admin.close(), "the admin client")

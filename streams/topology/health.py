@@ -12,13 +12,14 @@ IP address are not affected).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import orjson
+
+from streams.broker.stopping import stopped_within
 
 if TYPE_CHECKING:
     from combee_core.serve.doors import DoorPolicy
@@ -78,8 +79,7 @@ async def wait_until_ready(readiness: WorkerReadiness, stop: asyncio.Event, poll
     while not stop.is_set():
         if readiness.report()[0]:
             return True
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), poll_s)
+        await stopped_within(stop, poll_s)
     return False
 
 

@@ -120,7 +120,9 @@ class StageContext:
         broker's refusal (KafkaError) when ``refused`` says the record was refused once already, or when the error is
         retriable (the broker away or restarting: NodeNotReadyError, a connection lost; the worker's watchdog bounds
         how long it may stay away) or the broker's UnknownError (:func:`_worth_another_try`); a waited send raises any
-        other refusal to its stage."""
+        other refusal to its stage. A stray cancel (one this task was not sent) in the back-off ends the send like
+        any other: the worker runs the stage again as a new instance (``streams.topology.worker._run_stage``) and
+        the records it had not committed are delivered again."""
         delay, attempt = 0.5, 0
         while True:
             if refused is not None:
@@ -141,7 +143,7 @@ class StageContext:
                                 topic)
                 else:
                     refused = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
-            await _back_off(delay)
+            await asyncio.sleep(delay)
             delay = min(5.0, delay * 2)
 
     async def dead_letter(self, letter: DeadLetter) -> None:
@@ -166,17 +168,3 @@ def _worth_another_try(refusal: KafkaError) -> bool:
     send met it; a flushed record was already sent again through it (:meth:`StageContext.flush`)."""
     return refusal.retriable or isinstance(refusal, UnknownError)
 
-
-async def _back_off(delay: float) -> None:
-    """Sleep ``delay`` s; a CancelledError nobody sent to this task ends the pause early instead of the stage.
-
-    Python 3.11's ``asyncio.timeout`` (aiokafka's ``wait_for``) that expires as the block it guards raises leaves the
-    task's pending cancel set after ``uncancel()``: the next await, this sleep after a retriable refusal, then raises
-    CancelledError while ``task.cancelling()`` is 0 (a durable kill test's batch, control and guard stages ended so)."""
-    try:
-        await asyncio.sleep(delay)
-    except asyncio.CancelledError:
-        task = asyncio.current_task()
-        if task is None or task.cancelling():  # the stage itself is being stopped
-            raise
-        log.warning("a stray cancel (not sent to this stage) ended a send's back-off early")

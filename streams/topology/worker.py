@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import logging
-import pkgutil
 import sysconfig
 import time
 import traceback
@@ -21,6 +19,7 @@ from combee_core.topology import STAGES as TOPOLOGY
 from combee_core.topology import StageSpec, stage_spec
 from streams.broker.admin import close_client, create_topics
 from streams.broker.profile import BrokerProfile
+from streams.broker.stopping import stopped_within
 from streams.broker.watchdog import BrokerWatchdog, watching
 from streams.topology import stages as bindings
 from streams.topology.kafka_clients import start_producer
@@ -35,25 +34,30 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def _bindings() -> dict[str, type[Stage]]:
-    """Stage name -> the class that runs it, in the topology's order: every ``Stage`` subclass in
-    ``streams/topology/stages/`` whose ``spec`` is a declared stage (its ``spec`` is its registration)."""
-    for module in pkgutil.iter_modules(bindings.__path__):
-        importlib.import_module(f"{bindings.__name__}.{module.name}")
-    found: dict[StageSpec, list[type[Stage]]] = {}
-    todo = list(Stage.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo += cls.__subclasses__()
-        if cls.__module__.startswith(f"{bindings.__name__}.") and cls.spec is not None and "spec" in vars(cls):
-            found.setdefault(cls.spec, []).append(cls)
-    if wrong := [spec.name for spec in TOPOLOGY if len(found.get(spec, [])) != 1]:
-        raise ImportError(f"stage(s) {wrong} declared in combee_core/topology.py need exactly one Stage subclass with "
-                          "that spec in streams/topology/stages/")
-    return {spec.name: found[spec][0] for spec in TOPOLOGY}
+def binding_module(spec: StageSpec) -> str:
+    """The module of ``spec``'s binding: ``streams/topology/stages/<its name, - as _>.py``."""
+    return f"{bindings.__name__}.{spec.name.replace('-', '_')}"
 
 
-STAGES: dict[str, type[Stage]] = _bindings()
+def _binding(spec: StageSpec) -> type[Stage]:
+    """The class that runs ``spec``: the one ``Stage`` subclass of its :func:`binding_module` whose ``spec`` is it
+    (declaring its ``spec`` is its registration)."""
+    try:
+        module = importlib.import_module(binding_module(spec))
+    except ModuleNotFoundError as missing:
+        if missing.name != binding_module(spec):
+            raise
+        raise ImportError(f"stage {spec.name!r} declared in combee_core/topology.py has no binding: add "
+                          f"{binding_module(spec).replace('.', '/')}.py") from missing
+    found = [cls for cls in vars(module).values() if isinstance(cls, type) and issubclass(cls, Stage)
+             and cls.__module__ == module.__name__ and vars(cls).get("spec") is spec]
+    if len(found) != 1:
+        raise ImportError(f"stage {spec.name!r} declared in combee_core/topology.py needs exactly one Stage subclass "
+                          f"with that spec in {module.__name__}, found {len(found)}")
+    return found[0]
+
+
+STAGES: dict[str, type[Stage]] = {spec.name: _binding(spec) for spec in TOPOLOGY}
 """Stage name -> the class that runs it, in the topology's order (``combee_core.topology.STAGES``)."""
 ALL_STAGES = tuple(STAGES)
 LLM_STAGES = {spec.name for spec in TOPOLOGY if spec.llm}
@@ -170,8 +174,7 @@ async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], Non
     while True:
         try:
             if reruns:
-                await _wait_or_stop(stage.ctx.stop, min(8.0, STRAY_CANCEL_PAUSE_S * 2 ** (reruns - 1)))
-                if stage.ctx.stop.is_set():
+                if await stopped_within(stage.ctx.stop, min(8.0, STRAY_CANCEL_PAUSE_S * 2 ** (reruns - 1))):
                     return
                 stages[index] = stage = type(stage)(stage.ctx)
                 on_rerun()
@@ -194,11 +197,6 @@ async def _run_stage(stages: list[Stage], index: int, on_rerun: Callable[[], Non
         except Exception as error:  # the worker stops with it; say which stage and where (the exit line does not)
             log.error("stage %s failed: %s, raised at %s", stage.name, describe_error(error), _frames(error))
             raise
-
-
-async def _wait_or_stop(stop: asyncio.Event, delay_s: float) -> None:
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(stop.wait(), delay_s)
 
 
 def _frames(error: BaseException, limit: int = 24) -> str:

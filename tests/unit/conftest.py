@@ -179,6 +179,8 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_only_the_topic_reader_calls_aiokafkas_private_client",
     ),
     "test_topology_declaration.py": ("test_no_module_names_a_topic_by_a_string_literal",),
+    # a second interpreter runs the declaration's checks on a copy of the tree with a new stage: about 12 s of CPU
+    "test_adding_a_stage.py": ("test_a_new_stage_is_one_core_package_one_binding_and_one_declaration_line",),
     "test_uncertain.py": (
         "test_after_a_reducer_call_a_correction_never_increases_the_counters_of_the_rule_it_contradicts",
         "test_no_verdict_depends_on_which_text_is_the_new_one",

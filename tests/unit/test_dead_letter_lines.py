@@ -181,14 +181,24 @@ class _TimedOutAsItRaises(_AwayThenBackProducer):
         return await super().send_and_wait(*args, **kwargs)
 
 
-def test_a_stray_cancel_after_a_retriable_refusal_does_not_end_the_stage_but_a_stop_still_does() -> None:
-    """A durable kill test's batch, control and guard stages each ended "by a CancelledError its task was not sent"
-    in the back-off after a NodeNotReadyError; the pause now ends early and the record is sent again."""
+def test_a_stray_cancel_in_a_send_s_back_off_ends_the_send_as_one_the_worker_runs_the_stage_again_after() -> None:
+    """A durable kill test's batch, control and guard stages each met "a CancelledError its task was not sent" in the
+    back-off after a NodeNotReadyError. The send does not hide it: it ends the send with ``cancelling()`` at 0, which
+    is what the worker's ``_run_stage`` runs a stage again after (tests/unit/test_stage_cancelled_under_it.py); a
+    cancel sent to the task (the stage stopping) ends it too."""
     stray = _TimedOutAsItRaises(NodeNotReadyError("node 111 not ready"), failures=1)
     context = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
                            producer=stray, stop=asyncio.Event())
-    assert asyncio.run(context.send("batches", "pb", b"{}", wait=True)) == "acknowledged"
-    assert stray.attempts == 2
+
+    async def send_under_a_stray_cancel() -> int:
+        with pytest.raises(asyncio.CancelledError):
+            await context.send("batches", "pb", b"{}", wait=True)
+        task = asyncio.current_task()
+        assert task is not None
+        return task.cancelling()
+
+    assert asyncio.run(send_under_a_stray_cancel()) == 0  # not sent to the task: a stray cancel
+    assert stray.attempts == 1
 
     async def stopped_while_backing_off() -> None:
         context.producer = _AwayThenBackProducer(NodeNotReadyError("node 111 not ready"), failures=100)

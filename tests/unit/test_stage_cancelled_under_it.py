@@ -11,9 +11,13 @@ import time
 from types import SimpleNamespace
 
 import pytest
+from aiokafka.errors import NodeNotReadyError
 
+from combee_core.settings import CombeeSettings
+from streams.broker.profile import BrokerProfile
 from streams.topology import worker
 from streams.topology.runtime import Stage
+from streams.topology.stage_context import StageContext
 from streams.topology.worker import _run_stage
 
 
@@ -107,6 +111,49 @@ async def test_a_cancel_a_timeout_left_pending_raised_in_a_sleep_runs_the_stage_
     assert "asyncio/tasks.py" in line.getMessage() and "test_stage_cancelled_under_it.py" in line.getMessage()
     await asyncio.sleep(0.01)
     assert not task.done()
+    ctx.stop.set()
+    await asyncio.wait_for(task, 5)
+
+
+class _RefusedAsItsTimeoutExpires:
+    """A producer whose first send is refused (the broker restarting) as its own timeout expires: Python 3.11 leaves
+    the task's cancel pending with ``cancelling()`` at 0, so the send's back-off meets a stray cancel. Then the
+    broker is back."""
+
+    def __init__(self) -> None:
+        self.attempts, self.acknowledged = 0, 0
+
+    async def send_and_wait(self, *args: object, **kwargs: object) -> str:
+        self.attempts += 1
+        if self.attempts == 1:
+            task = asyncio.current_task()
+            assert task is not None
+            task.cancel()
+            task.uncancel()
+            raise NodeNotReadyError("node 111 not ready")
+        self.acknowledged += 1
+        return "acknowledged"
+
+
+async def test_a_stray_cancel_in_a_send_s_back_off_runs_the_stage_again_and_the_new_instance_sends_it(caplog):
+    """What a durable kill test's batch, control and guard stages met after a NodeNotReadyError: the stage is run
+    again (its uncommitted input is delivered again, so its write is made again) and the worker goes on."""
+
+    class _Sending(_Stage):
+        async def run(self) -> None:
+            await self.ctx.send("batches", "pb", b"{}", wait=True)
+            await self.ctx.stop.wait()
+
+    producer = _RefusedAsItsTimeoutExpires()
+    ctx = StageContext(settings=CombeeSettings(), bootstrap="unused:9092", profile=BrokerProfile.for_kind("tansu"),
+                       producer=producer, stop=asyncio.Event())
+    stages: list = [_Sending(ctx)]
+    first = stages[0]
+    task = asyncio.create_task(_run_stage(stages, 0))
+    with caplog.at_level(logging.WARNING):
+        await _until(lambda: producer.acknowledged == 1)
+    assert stages[0] is not first and ctx.counters.get("stray_cancels.batch") == 1 and not task.done()
+    assert "asyncio/tasks.py" in _stray_lines(caplog)[0].getMessage()  # raised in the back-off's sleep
     ctx.stop.set()
     await asyncio.wait_for(task, 5)
 
