@@ -13,14 +13,12 @@ another alias, so the matches cannot drift away from the entry's text one step a
 
 An alias keeps its own identity until evidence merges it: a fold rests on one match no one confirmed, and may have
 put a wording of another lesson into the entry (a lesson with no entry of its own is then lost: every later wording
-of it is folded through the alias). A later ADD that the judge finds distinct from the entry's text and from the
-entry's wordings together (their prototype), but the same as one alias, which is itself not the lesson of the
-entry's other wordings together, is that evidence: :func:`split_alias` takes the alias out of the entry and makes it
-an entry of its own, the ADD its alias (no counter rises on either side). The judge's own verdicts decide, no new
-threshold; a wording that also matches the entry's other wordings stays folded. An entry keeps at most
-:data:`MAX_ALIASES`; a wording past the bound is folded but not kept, and the operation's reason says so. Aliases
-are never rendered to agents; MERGE keeps the union of the merged entries' aliases (within the bound), UPDATE keeps
-them.
+of it is folded through the alias). A later ADD that the judge finds distinct from the entry's text but the same as
+one alias is that evidence when neither it nor the alias is the lesson of the entry's *other* wordings together
+(their prototype: the entry's text and its other aliases, the alias left out, since a prototype holding the alias
+leans towards it): :func:`split_alias` takes the alias out of the entry and makes it an entry of its own, the ADD
+its alias (no counter rises on either side). The judge's own verdicts decide, no new threshold; a wording that is
+also the lesson of the entry's other wordings stays folded.
 """
 
 from __future__ import annotations
@@ -89,8 +87,8 @@ def alias_texts(entries: Iterable[PlaybookEntry]) -> list[str]:
 def split_alias(judge: Judge, op: AddOp, entry: PlaybookEntry, new_version: int) -> tuple[PlaybookEntry, str] | None:
     """``entry`` without the alias that ``op`` shows to be a lesson of its own, and that alias; None when ``op`` shows
     none. ``op`` (which the judge found distinct from the entry's text) must state the lesson of that alias (the
-    closest; a conflict with any alias shows nothing), not the lesson of the entry's wordings together, and the alias
-    must not be the lesson of the entry's other wordings together (a judge that cannot compare against several
+    closest; a conflict with any alias shows nothing), and neither ``op`` nor the alias may be the lesson of the
+    entry's other wordings together (its text and other aliases; a judge that cannot compare against several
     wordings splits nothing)."""
     if not isinstance(judge, GroupJudge) or not compares_groups(judge):
         return None
@@ -101,10 +99,11 @@ def split_alias(judge: Judge, op: AddOp, entry: PlaybookEntry, new_version: int)
             return None
         if verdict.kind == "same" and (best is None or verdict.score > best[0]):
             best = (verdict.score, alias)
-    if best is None or judge.judge_group(op.content, op.section, [entry.content, *entry.aliases]).kind == "same":
+    if best is None:
         return None
     others = [entry.content, *(a for a in entry.aliases if a != best[1])]
-    if judge.judge_group(best[1], entry.section, others).kind == "same":
+    if any(judge.judge_group(text, section, others).kind == "same"
+           for text, section in ((op.content, op.section), (best[1], entry.section))):
         return None
     return entry.model_copy(update={"aliases": [a for a in entry.aliases if a != best[1]],
                                     "updated_version": new_version}), best[1]

@@ -68,9 +68,11 @@ class GroupStub:
     """Pair verdicts by table (symmetric, all "same" unconfirmed once wrapped), and the lesson of a group of wordings
     by table: ``judge_group`` says "same" for the texts in ``members`` (the lesson the entry's wordings state)."""
 
-    def __init__(self, same: Sequence[tuple[str, str]], members: Sequence[str]) -> None:
+    def __init__(self, same: Sequence[tuple[str, str]], members: Sequence[str], leaning: bool = False) -> None:
         self.same = {frozenset(p) for p in same}
         self.members = set(members)
+        self.leaning = leaning
+        """A prototype that holds ALIAS is the lesson of LATER too (the alias pulls the mean towards itself)."""
 
     def prepare(self, texts: Sequence[str]) -> None:
         return None
@@ -81,7 +83,7 @@ class GroupStub:
         return Judgement("distinct", 0.1, "meaning 0.10 < 0.5")
 
     def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement:
-        if new in self.members:
+        if new in self.members or (self.leaning and new == LATER and ALIAS in texts):
             return Judgement("same", 0.6, "same meaning as the prototype")
         return Judgement("distinct", 0.2, "meaning 0.20 < 0.5 to the prototype")
 
@@ -90,9 +92,15 @@ RULE, OWN_1, OWN_2 = "rule A", "rule A reworded", "rule A put another way"
 ALIAS, LATER = "lesson B folded by closeness", "lesson B restated"
 
 
-def _stub(members: Sequence[str], *same: tuple[str, str]) -> UncertainJudge:
+def _stub(members: Sequence[str], *same: tuple[str, str], leaning: bool = False) -> UncertainJudge:
     pairs = [(RULE, OWN_1), (RULE, OWN_2), (RULE, ALIAS), (ALIAS, LATER), *same]
-    return UncertainJudge.trusting(GroupStub(pairs, members))  # type: ignore[arg-type]
+    return UncertainJudge.trusting(GroupStub(pairs, members, leaning))  # type: ignore[arg-type]
+
+
+def test_the_add_is_weighed_against_the_entrys_other_wordings_not_a_prototype_holding_the_alias() -> None:
+    playbook = _playbook(RULE, [OWN_1, ALIAS, OWN_2])
+    result = apply_operations(playbook, [_add(LATER)], 2, judge=_stub([RULE, OWN_1, OWN_2], leaning=True))
+    assert sorted(e.content for e in result.playbook.entries) == [ALIAS, RULE]
 
 
 def test_the_split_ends_the_aliass_pending_challenge_and_replays_alike() -> None:
