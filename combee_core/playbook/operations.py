@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+import combee_core.playbook.aliases as alias_rules
 from combee_core.models import (
     MAX_ALIASES,
     AddOp,
@@ -19,7 +20,6 @@ from combee_core.models import (
     TagOp,
     UpdateOp,
 )
-from combee_core.playbook import aliases as alias_rules
 from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.outcomes import outcomes_decide
