@@ -9,10 +9,16 @@ an alias is not folded through the aliases (it is judged against the entry's tex
 is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
 entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
 Aliases do not chain: a wording matched only through an alias (or the aliases together) is folded but not stored as
-another alias, so the matches cannot drift away from the entry's text one step at a time. An entry keeps at most
-:data:`MAX_ALIASES`; a wording past the bound is folded but not kept, and the operation's reason says so. Aliases
-are never rendered to agents; MERGE keeps the union of the merged entries' aliases (within the bound), UPDATE keeps
-them.
+another alias, so the matches cannot drift away from the entry's text one step at a time.
+
+An alias keeps its own identity until evidence merges it: a fold rests on one match no one confirmed, and may have
+put a wording of another lesson into the entry (a lesson with no entry of its own is then lost: every later wording
+of it is folded through the alias). A later ADD that the judge finds distinct from the entry's text but the same as
+one alias is that evidence when neither it nor the alias is the lesson of the entry's *other* wordings together
+(their prototype: the entry's text and its other aliases, the alias left out, since a prototype holding the alias
+leans towards it): :func:`split_alias` takes the alias out of the entry and makes it an entry of its own, the ADD
+its alias (no counter rises on either side). The judge's own verdicts decide, no new threshold; a wording that is
+also the lesson of the entry's other wordings stays folded.
 """
 
 from __future__ import annotations
@@ -20,12 +26,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from combee_core.models import MAX_ALIASES, AddOp, PlaybookEntry
-from combee_core.playbook.meaning import GroupJudge, Judge, Judgement
+from combee_core.playbook.meaning import GroupJudge, Judge, Judgement, compares_groups
 
 ALIAS_REASON = "alias"
 """How a verdict reached through an alias begins its reason."""
 
-__all__ = ["ALIAS_REASON", "MAX_ALIASES", "alias_texts", "judge_aliases", "with_alias", "merged_aliases"]
+__all__ = ["ALIAS_REASON", "MAX_ALIASES", "alias_texts", "judge_aliases", "with_alias", "merged_aliases",
+           "split_alias"]
 
 
 def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | None:
@@ -75,3 +82,28 @@ def merged_aliases(content: str, merged: Iterable[PlaybookEntry]) -> tuple[list[
 def alias_texts(entries: Iterable[PlaybookEntry]) -> list[str]:
     """Every alias of ``entries`` (what the judge must embed beside the entries' texts)."""
     return [alias for entry in entries for alias in entry.aliases]
+
+
+def split_alias(judge: Judge, op: AddOp, entry: PlaybookEntry, new_version: int) -> tuple[PlaybookEntry, str] | None:
+    """``entry`` without the alias that ``op`` shows to be a lesson of its own, and that alias; None when ``op`` shows
+    none. ``op`` (which the judge found distinct from the entry's text) must state the lesson of that alias (the
+    closest; a conflict with any alias shows nothing), and neither ``op`` nor the alias may be the lesson of the
+    entry's other wordings together (its text and other aliases; a judge that cannot compare against several
+    wordings splits nothing)."""
+    if not isinstance(judge, GroupJudge) or not compares_groups(judge):
+        return None
+    best: tuple[float, str] | None = None
+    for alias in entry.aliases:
+        verdict = judge.judge(op.content, op.section, alias, entry.section)
+        if verdict.kind == "conflict":
+            return None
+        if verdict.kind == "same" and (best is None or verdict.score > best[0]):
+            best = (verdict.score, alias)
+    if best is None:
+        return None
+    others = [entry.content, *(a for a in entry.aliases if a != best[1])]
+    if any(judge.judge_group(text, section, others).kind == "same"
+           for text, section in ((op.content, op.section), (best[1], entry.section))):
+        return None
+    return entry.model_copy(update={"aliases": [a for a in entry.aliases if a != best[1]],
+                                    "updated_version": new_version}), best[1]

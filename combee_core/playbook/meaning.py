@@ -95,6 +95,13 @@ class GroupJudge(Protocol):
     def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement: ...
 
 
+def compares_groups(judge: object) -> bool:
+    """Whether ``judge`` compares a lesson with several wordings at once (:class:`GroupJudge`); a wrapper's answer is
+    its ``inner`` judge's (``combee_core.playbook.uncertain.UncertainJudge`` says "distinct" when it cannot)."""
+    inner = getattr(judge, "inner", None)
+    return compares_groups(inner) if inner is not None else isinstance(judge, GroupJudge)
+
+
 class _Features:
     def __init__(self) -> None:
         self._rules: dict[str, RuleFeatures] = {}

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import NamedTuple
 
+import combee_core.playbook.aliases as alias_rules
 from combee_core.models import (
     MAX_ALIASES,
     AddOp,
@@ -15,17 +16,15 @@ from combee_core.models import (
     DeleteOp,
     MergeOp,
     Operation,
-    OutcomeTally,
     PlaybookEntry,
     TagOp,
     UpdateOp,
 )
-from combee_core.playbook.aliases import ALIAS_REASON, alias_texts, judge_aliases, merged_aliases, with_alias
 from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.outcomes import outcomes_decide
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD
-from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, make_entry_id
+from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, make_entry_id, merged_entry
 
 MAX_MERGE_IDS = 32
 """Largest ``MergeOp.entry_ids`` the model accepts; :func:`deduplicate` splits bigger clusters."""
@@ -138,20 +137,20 @@ class _WorkingPlaybook:
     def _add(self, op: AddOp) -> AppliedOperation:
         entries = sorted(self.entries.values(), key=entry_sort_key)
         self.judge.prepare([op.content, *(e.content for e in entries)])
-        self.judge.prepare(alias_texts(entries))
+        self.judge.prepare(alias_rules.alias_texts(entries))
         same: tuple[float, PlaybookEntry, str, bool] | None = None
         conflict: tuple[float, PlaybookEntry, str] | None = None
         for entry in entries:  # playbook order: on equal scores the lowest id wins
             verdict = self.judge.judge(op.content, op.section, entry.content, entry.section)
             if verdict.kind == "distinct" and entry.aliases:  # the entry's text first, then its aliases
-                verdict = judge_aliases(self.judge, op, entry) or verdict
+                verdict = alias_rules.judge_aliases(self.judge, op, entry) or verdict
             if verdict.kind == "same" and (same is None or verdict.score > same[0]):
                 same = (verdict.score, entry, verdict.reason, verdict.reinforces)
             elif verdict.kind == "conflict" and (conflict is None or verdict.score > conflict[0]):
                 conflict = (verdict.score, entry, verdict.reason)
-        if same is not None and not same[3]:  # a match no one confirmed: no counter rises; a rewording, or a
-            if same[2].startswith(ALIAS_REASON):  # reversal the judge cannot see, challenges the entry's text
-                return self._fold(op, same[1], same[2], "")
+        if same is not None and not same[3]:  # unconfirmed: no counter rises; a rewording or a reversal the judge
+            if same[2].startswith(alias_rules.ALIAS_REASON):  # cannot see, it challenges the entry's text; through
+                return self._split(op, same[1], same[2])  # an alias, it may show the alias is a lesson apart
             return self._conflicting_add(op, same[1], same[2], closer_than=same[0])
         if same is not None:
             granted, bound = self.gain(same[1].entry_id, "helpful", op.support)
@@ -198,11 +197,23 @@ class _WorkingPlaybook:
 
     def _fold(self, op: AddOp, entry: PlaybookEntry, why: str, note: str) -> AppliedOperation:
         """``op`` folded into ``entry`` unconfirmed: no counter rises; its wording kept as an alias (not chained)."""
-        if not why.startswith(ALIAS_REASON):
-            entry, alias_note = with_alias(entry, op.content, self.new_version)
+        if not why.startswith(alias_rules.ALIAS_REASON):
+            entry, alias_note = alias_rules.with_alias(entry, op.content, self.new_version)
             self.entries[entry.entry_id], note = entry, alias_note + note
         return AppliedOperation(operation=op, outcome="applied", entry_id=entry.entry_id, reason=(
             f"folded into {entry.entry_id}, no counter raised: {why}{note}"))
+
+    def _split(self, op: AddOp, entry: PlaybookEntry, why: str) -> AppliedOperation:
+        """``op`` matched ``entry`` through an alias: the alias split off as an entry of its own with ``op`` as its
+        alias when ``op`` shows it is a lesson apart (``aliases.split_alias``: no counter rises), else ``op`` folded."""
+        if (split := alias_rules.split_alias(self.judge, op, entry, self.new_version)) is None:
+            return self._fold(op, entry, why, "")
+        self.entries[entry.entry_id], alias = split
+        self.challenges = [c for c in self.challenges if (c.entry_id, c.content) != (entry.entry_id, alias)]
+        applied = self._new_entry(op.model_copy(update={"content": alias}), "", aliases=[op.content])
+        return applied.model_copy(update={"operation": op, "reason": (
+            f"alias {alias!r} of {entry.entry_id} split off as {applied.entry_id}, this ADD its alias: it restates "
+            f"the alias, not the lesson of {entry.entry_id}'s wordings ({why})")})
 
     def _new_entry(self, op: AddOp, reason: str, helpful: int = 0, aliases: Sequence[str] = ()) -> AppliedOperation:
         entry_id = make_entry_id(op.section, self.next_number)
@@ -274,35 +285,24 @@ class _WorkingPlaybook:
         listed: dict[str, None] = {}
         for entry_id in op.entry_ids:
             if entry_id in listed:
-                return AppliedOperation(
-                    operation=op, outcome="rejected", reason=f"entry {entry_id} is listed more than once"
-                )
+                return AppliedOperation(operation=op, outcome="rejected",
+                                        reason=f"entry {entry_id} is listed more than once")
             listed[entry_id] = None
             if (why := self.missing(entry_id)) is not None:
                 return AppliedOperation(operation=op, outcome="rejected", reason=why)
         merged = [self.entries[entry_id] for entry_id in op.entry_ids]
         keep, others = merged[0], merged[1:]
-        aliases, alias_note = merged_aliases(op.content, merged)
+        aliases, alias_note = alias_rules.merged_aliases(op.content, merged)
         changing = [e.entry_id for e in others] + ([keep.entry_id] if keep.content != op.content else [])
         if (why := self.over_cap(changing)) is not None:
             return AppliedOperation(operation=op, outcome="rejected", reason=why)
         self.mark_changed(changing)
-        counters = {name: sum(getattr(e, name) for e in merged)
-                    for name in ("helpful", "harmful", "used_helpful", "used_harmful")}
-        outcome = OutcomeTally(successes=sum(e.outcome.successes for e in merged),
-                               failures=sum(e.outcome.failures for e in merged))
-        self.entries[keep.entry_id] = keep.model_copy(update={
-            "content": op.content, **counters, "outcome": outcome, "updated_version": self.new_version,
-            "aliases": aliases})
+        self.entries[keep.entry_id] = merged_entry(keep, merged, op.content, self.new_version, aliases)
         for other in others:
             del self.entries[other.entry_id]
             self.removed[other.entry_id] = f"merged into {keep.entry_id}"
-        return AppliedOperation(
-            operation=op,
-            outcome="applied",
-            reason=f"merged {', '.join(e.entry_id for e in others)} into {keep.entry_id}{alias_note}",
-            entry_id=keep.entry_id,
-        )
+        return AppliedOperation(operation=op, outcome="applied", entry_id=keep.entry_id, reason=(
+            f"merged {', '.join(e.entry_id for e in others)} into {keep.entry_id}{alias_note}"))
 
     def _delete(self, op: DeleteOp) -> AppliedOperation:
         if (why := self.missing(op.entry_id)) is not None:

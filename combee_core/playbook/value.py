@@ -46,6 +46,19 @@ def entry_sort_key(entry: PlaybookEntry) -> tuple[str, int, str]:
     return (entry.section, -1 if number is None else number, entry.entry_id)
 
 
+def merged_entry(keep: PlaybookEntry, merged: Iterable[PlaybookEntry], content: str, new_version: int,
+                 aliases: list[str]) -> PlaybookEntry:
+    """``keep`` as a MERGE of ``merged`` leaves it: ``content``, the summed counters and outcome counts of all the
+    merged entries, ``aliases``, updated in ``new_version``."""
+    merged = list(merged)
+    counters = {name: sum(getattr(e, name) for e in merged) for name in ("helpful", "harmful", "used_helpful",
+                                                                           "used_harmful")}
+    outcome = OutcomeTally(successes=sum(e.outcome.successes for e in merged),
+                           failures=sum(e.outcome.failures for e in merged))
+    return keep.model_copy(update={"content": content, **counters, "outcome": outcome, "updated_version": new_version,
+                                   "aliases": aliases})
+
+
 def entry_value(entry: PlaybookEntry) -> tuple[int, tuple[str, int, str]]:
     """Priority key: higher ``helpful - harmful`` first, then playbook order."""
     return (-(entry.helpful - entry.harmful), entry_sort_key(entry))
