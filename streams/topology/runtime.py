@@ -31,6 +31,7 @@ from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
 from streams.topology.stage_records import Delivery, RecordReading
 from streams.topology.start_checkpoints import StartCheckpoints
+from streams.topology.views.host import View
 
 __all__ = ["Stage", "StageFailed", "cancel_tasks"]
 
@@ -92,8 +93,8 @@ class Stage(RecordReading):
         self.tracker = OffsetTracker()
         self.ownership = PartitionOwnership[TopicPartition]()
         """Each partition the group gave this member, with its status (``combee_core.partitions.ownership``)."""
-        self.views: list = []
-        """Live state-topic views (``streams.topology.log_view.LogView``), closed when the stage stops."""
+        self.views: list[View] = []
+        """Live views (``streams.topology.views``), closed when the stage stops."""
         self.checkpoints = StartCheckpoints(self)
         """Where the views resume, read once at start."""
         self._consumer: AIOKafkaConsumer | None = None
@@ -231,7 +232,7 @@ class Stage(RecordReading):
             return
         try:
             for view in self.views:  # the state the new partitions need is what the logs hold now
-                if getattr(view, "catch_up_on_assign", False):
+                if view.catch_up_on_assign:
                     await view.catch_up()
             await self.on_assigned(pending)
         except BROKER_UNANSWERED as error:  # the broker is away: try again; the watchdog stops the worker after its
