@@ -352,19 +352,24 @@ class Stage(RecordReading):
             batch = await consumer.getmany(timeout_ms=100, max_records=self.fetch_limit())
             await self.rebuild()
             for tp, records in batch.items():
-                if self.ownership.awaits_restore(tp):  # fetched before the pause took effect: rebuild first
-                    await self.rebuild()
-                if not self.ownership.owns(tp):
-                    if tp in consumer.assignment():  # still ours, state not rebuilt: start again from the commit
-                        await self._seek_committed(tp)
-                    continue  # else revoked: the next owner reads them
-                for record in records:
-                    self.tracker.consumed(tp, record.offset)
-                self.ctx.count(f"records_in.{self.name}", len(records))
-                await self.handle_many(await self.decode_fetch(records))
+                await self.take_fetch(tp, records)
             await self.reset_stale()
             now = time.monotonic()
             if now - last_tick >= self.tick_interval_s:
                 last_tick = now
                 await self.tick(now)
                 await self.commit()
+
+    async def take_fetch(self, tp: TopicPartition, records: list[ConsumerRecord]) -> None:
+        """The records of one partition in one fetch: handled if this member owns it (its state rebuilt first if
+        they were fetched before its pause took effect); else left to whoever owns it."""
+        if self.ownership.awaits_restore(tp):  # fetched before the pause took effect: rebuild first
+            await self.rebuild()
+        if not self.ownership.owns(tp):
+            if self._consumer is not None and tp in self._consumer.assignment():  # still ours, state not rebuilt:
+                await self._seek_committed(tp)  # start again from the commit
+            return  # else revoked: the next owner reads them
+        for record in records:
+            self.tracker.consumed(tp, record.offset)
+        self.ctx.count(f"records_in.{self.name}", len(records))
+        await self.handle_many(await self.decode_fetch(records))
