@@ -131,7 +131,7 @@ class Guard:
         """The lowest version whose traces the guard can still need: the oldest version it keeps (:meth:`kept`,
         version 0 included while kept) or the served one, else the next one. A restart reads each ``traces``
         partition from its first trace of a version at or above its playbook's floor
-        (``streams.topology.live_traces``).
+        (``streams.topology.views.live_traces``).
 
         Why that decides as a guard that read everything: a test compares a watched version with its parent, and a
         watched version's parent is kept (:meth:`watched`), so both are at or above the floor; their samples are read

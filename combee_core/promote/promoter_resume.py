@@ -27,7 +27,7 @@ the newest candidate decided on (``PromotionLedger.last_decided``; the one in ca
   ``canary_min_traces`` scored traces of the candidate in canary and the incumbent's from the candidate's first trace
   on (``canary_verdict``), so a playbook's traces are needed from its first trace of a version not decided yet, or
   of the one in canary (:func:`canary_floor`, :func:`traces_resume`; checkpointed per partition by
-  ``streams.topology.live_traces``; the guard, which shares that reader, with its own floor: ``Guard.floor``).
+  ``streams.topology.views.live_traces``; the guard, which shares that reader, with its own floor: ``Guard.floor``).
 
 A floor only rises while the promoter decides (decisions go in version order, the served version moves to newer
 candidates), so what a checkpoint skips stays unneeded. Three things can reach below it, and then a restarted process

@@ -24,8 +24,8 @@ from combee_core.models import PlaybookVersion
 from combee_core.playbook import Playbook, render_entry
 from combee_core.serve.scopes import split_used
 from combee_core.topology import Topic
-from streams.topology.log_view import GatedState, LogView
 from streams.topology.runtime import Stage
+from streams.topology.views.log_view import GatedState, LogView
 
 log = logging.getLogger(__name__)
 

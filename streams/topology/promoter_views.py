@@ -18,9 +18,9 @@ from combee_core.models import BatchManifest, EvalResult, PlaybookVersion, Promo
 from combee_core.promote.processor import Promoter
 from combee_core.promote.promoter_resume import ResumeTracker
 from combee_core.topology import Topic
-from streams.topology.log_view import LogView
-from streams.topology.numbered_log import NUMBERED, NumberedLog
 from streams.topology.runtime import Stage
+from streams.topology.views.log_view import LogView
+from streams.topology.views.numbered_log import NUMBERED, NumberedLog
 
 
 class FirstResults:

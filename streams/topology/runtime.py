@@ -8,7 +8,6 @@ The Kafka clients it uses are configured in ``streams.topology.kafka_clients``; 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -19,9 +18,11 @@ from aiokafka.errors import IllegalStateError
 from aiokafka.structs import ConsumerRecord
 
 from combee_core.models import CombeeModel, describe_error
+from combee_core.partitions.ownership import PartitionOwnership
 from combee_core.settings import CombeeSettings
 from combee_core.topology import StageSpec, topic_spec
 from streams.broker.errors import BROKER_UNANSWERED
+from streams.broker.stopping import stopped_within
 from streams.topology.commit_order import commit, fence
 from streams.topology.gapless_consumer import new_consumer
 from streams.topology.group_guard import join_wait_s, start_in_group
@@ -30,6 +31,7 @@ from streams.topology.offsets import OffsetTracker
 from streams.topology.stage_context import StageContext
 from streams.topology.stage_records import Delivery, RecordReading
 from streams.topology.start_checkpoints import StartCheckpoints
+from streams.topology.views.host import View
 
 __all__ = ["Stage", "StageFailed", "cancel_tasks"]
 
@@ -57,7 +59,7 @@ async def cancel_tasks(tasks: list[asyncio.Task]) -> None:
     await asyncio.gather(*tasks, return_exceptions=True)
 
 
-def _partitions(tps: set[TopicPartition]) -> str:
+def _partitions(tps: Iterable[TopicPartition]) -> str:
     return ", ".join(f"{tp.topic}[{tp.partition}]" for tp in sorted(tps))
 
 
@@ -89,18 +91,12 @@ class Stage(RecordReading):
     def __init__(self, ctx: StageContext) -> None:
         self.ctx = ctx
         self.tracker = OffsetTracker()
-        self.assigned: set[TopicPartition] = set()
-        """Partitions this member owns now: it handles, produces for and commits only these."""
-        self.views: list = []
-        """Live state-topic views (``streams.topology.log_view.LogView``), closed when the stage stops."""
+        self.ownership = PartitionOwnership[TopicPartition]()
+        """Each partition the group gave this member, with its status (``combee_core.partitions.ownership``)."""
+        self.views: list[View] = []
+        """Live views (``streams.topology.views``), closed when the stage stops."""
         self.checkpoints = StartCheckpoints(self)
         """Where the views resume, read once at start."""
-        self._to_rebuild: set[TopicPartition] = set()
-        """Assigned by the group, state not rebuilt yet: paused until the main loop has rebuilt it."""
-        self._releases = 0
-        """Counts releases: a rebuild that saw one happen meanwhile does not take ownership."""
-        self._stale: set[TopicPartition] = set()
-        self._stale_expected: set[TopicPartition] = set()  # of those, the ones an import made stale
         self._consumer: AIOKafkaConsumer | None = None
         self.started = asyncio.Event()
         """Set once the consumer has started (joined its group); cleared when it stops."""
@@ -178,13 +174,18 @@ class Stage(RecordReading):
         """Partitions taken away: stop their work in flight and drop their state (override). Their uncommitted
         records are delivered again, to whichever member owns them next."""
 
+    @property
+    def assigned(self) -> frozenset[TopicPartition]:
+        """Partitions this member owns now (ACTIVE): it handles, produces for and commits only these."""
+        return self.ownership.owned
+
     def owns(self, tp: TopicPartition) -> bool:
-        return tp in self.assigned
+        return self.ownership.owns(tp)
 
     def held_by_client(self) -> set[TopicPartition]:
         """Owned partitions the Kafka client still holds: in a rebalance the client drops a partition before the
         stage's release runs, and asking the client about a partition it dropped raises."""
-        return self.assigned & self._consumer.assignment() if self._consumer is not None else set()
+        return set(self.ownership.owned & self._consumer.assignment()) if self._consumer is not None else set()
 
     def owner_partition(self, key: str) -> TopicPartition:
         """The input partition records keyed ``key`` arrive on (stages consuming one keyed topic)."""
@@ -193,89 +194,78 @@ class Stage(RecordReading):
         return TopicPartition(topic, partition_for(key, count or self.settings.partitions))
 
     def owns_key(self, key: str) -> bool:
-        return self.owner_partition(key) in self.assigned
+        return self.ownership.owns(self.owner_partition(key))
 
     def mark_stale(self, tp: TopicPartition, *, expected: bool = False) -> None:
         """This partition's state was found stale (another writer took a number first): the main loop resets it.
         ``expected``: the other writer was an operator's (``combee playbook import``), not a fault."""
-        if tp in self.assigned:
-            self._stale.add(tp)
-            if expected:
-                self._stale_expected.add(tp)
+        self.ownership.mark_stale(tp, expected=expected)
 
     async def release(self, revoked: set[TopicPartition]) -> None:
         """Fence revoked partitions: no handling, producing or committing for them from now on."""
-        self._to_rebuild -= revoked
-        revoked &= self.assigned
+        revoked = set(self.ownership.revoke(revoked))
         if not revoked:
             return
-        self._releases += 1
-        self.assigned -= revoked
-        self._stale -= revoked
         try:
             await self.on_revoked(revoked)
             await fence(self, revoked)
         finally:
             self.tracker.forget(revoked)
+            self.ownership.revoked(revoked)
         self.ctx.count(f"partitions_released.{self.name}", len(revoked))
         log.info("%s: released %s", self.name, _partitions(revoked))
 
     async def acquire(self, assigned: set[TopicPartition]) -> None:
         """Newly assigned partitions: paused until the main loop has rebuilt their state (:meth:`rebuild`). The
         rebalance callback itself stays short, so a slow rebuild never makes this member miss a rebalance."""
-        assigned -= self.assigned
-        if not assigned:
-            return
-        self._to_rebuild |= assigned
-        if self._consumer is not None:
-            self._consumer.pause(*assigned)
+        waiting = self.ownership.assign(assigned)
+        if waiting and self._consumer is not None:
+            self._consumer.pause(*waiting)
 
     async def rebuild(self) -> None:
         """Rebuild the state of the partitions waiting for it, then own them and let their records in. A release
         during the rebuild voids it (partitions assigned again are queued again); a failure stops the worker."""
-        pending, self._to_rebuild = self._to_rebuild, set()
-        if not pending or self._consumer is None or self.ctx.stop.is_set():
+        if self._consumer is None or self.ctx.stop.is_set():
             return
-        releases = self._releases
+        pending = set(self.ownership.begin_restore())
+        if not pending:
+            return
         try:
             for view in self.views:  # the state the new partitions need is what the logs hold now
-                if getattr(view, "catch_up_on_assign", False):
+                if view.catch_up_on_assign:
                     await view.catch_up()
             await self.on_assigned(pending)
         except BROKER_UNANSWERED as error:  # the broker is away: try again; the watchdog stops the worker after its
             # grace (exit 3) if it stays away, instead of this stage dying with a traceback at once
-            self._to_rebuild |= pending & self._consumer.assignment()
+            self.ownership.retry_restore(self._consumer.assignment())
             log.warning("%s: could not rebuild %s, the broker did not answer (%s); trying again", self.name,
                         _partitions(pending), type(error).__name__)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.ctx.stop.wait(), REBUILD_RETRY_S)
+            await stopped_within(self.ctx.stop, REBUILD_RETRY_S)
             return
         except Exception as error:  # a stage must not work on partitions whose state it could not rebuild
+            self.ownership.abandon_restore()
             self._fail(error)
             return
-        owned = pending & self._consumer.assignment()
-        if releases != self._releases:
-            self._to_rebuild |= owned  # rebuild again: what was read may predate the release's writes
+        owned = self.ownership.end_restore(self._consumer.assignment())
+        if not owned:  # a release meanwhile: rebuilt again, what was read may predate the release's writes
             return
-        self.assigned |= owned
         self._consumer.resume(*owned)
         self.ctx.count(f"partitions_acquired.{self.name}", len(owned))
         log.info("%s: owns %s", self.name, _partitions(owned))
 
     async def reset_stale(self) -> None:
         """Partitions whose state went stale: release, seek back to the committed offset, rebuild, own again."""
-        stale, self._stale = self._stale & self.assigned, set()
-        expected, self._stale_expected = self._stale_expected, set()
+        stale, expected = self.ownership.take_stale()
         if not stale or self._consumer is None:
             return
-        if stale <= expected:  # an import: routine, said at info level
+        if expected:  # an import: routine, said at info level
             log.info("%s: rebuilding %s from the logs after a `combee playbook import`", self.name,
                      _partitions(stale))
         else:
             log.warning("%s: another writer took a number first on %s; rebuilding from the logs", self.name,
                         _partitions(stale))
         self.ctx.count("state_resets")
-        await self.release(stale)
+        await self.release(set(stale))
         for tp in stale & self._consumer.assignment():
             if await self._seek_committed(tp):
                 await self.acquire({tp})
@@ -303,12 +293,12 @@ class Stage(RecordReading):
 
     def done(self, record: ConsumerRecord) -> None:
         tp = TopicPartition(record.topic, record.partition)
-        if tp in self.assigned:
+        if self.ownership.owns(tp):
             self.tracker.done(tp, record.offset)
 
     async def commit(self) -> None:
         """Commit the safe offsets of the owned partitions (``streams.topology.commit_order``)."""
-        await commit(self, self.assigned)
+        await commit(self, set(self.ownership.owned))
 
     async def run(self) -> None:
         """Consume until the worker's stop event is set."""
@@ -361,19 +351,24 @@ class Stage(RecordReading):
             batch = await consumer.getmany(timeout_ms=100, max_records=self.fetch_limit())
             await self.rebuild()
             for tp, records in batch.items():
-                if tp in self._to_rebuild:  # fetched before the pause took effect: rebuild first
-                    await self.rebuild()
-                if tp not in self.assigned:
-                    if tp in consumer.assignment():  # still ours, state not rebuilt: start again from the commit
-                        await self._seek_committed(tp)
-                    continue  # else revoked: the next owner reads them
-                for record in records:
-                    self.tracker.consumed(tp, record.offset)
-                self.ctx.count(f"records_in.{self.name}", len(records))
-                await self.handle_many(await self.decode_fetch(records))
+                await self.take_fetch(tp, records)
             await self.reset_stale()
             now = time.monotonic()
             if now - last_tick >= self.tick_interval_s:
                 last_tick = now
                 await self.tick(now)
                 await self.commit()
+
+    async def take_fetch(self, tp: TopicPartition, records: list[ConsumerRecord]) -> None:
+        """The records of one partition in one fetch: handled if this member owns it (its state rebuilt first if
+        they were fetched before its pause took effect); else left to whoever owns it."""
+        if self.ownership.awaits_restore(tp):  # fetched before the pause took effect: rebuild first
+            await self.rebuild()
+        if not self.ownership.owns(tp):
+            if self._consumer is not None and tp in self._consumer.assignment():  # still ours, state not rebuilt:
+                await self._seek_committed(tp)  # start again from the commit
+            return  # else revoked: the next owner reads them
+        for record in records:
+            self.tracker.consumed(tp, record.offset)
+        self.ctx.count(f"records_in.{self.name}", len(records))
+        await self.handle_many(await self.decode_fetch(records))

@@ -1,5 +1,5 @@
 """A restarted guard reads ``traces`` from its checkpoints, not from the beginning, and decides as one that read
-everything (``Guard.floor``, ``streams/topology/live_traces.py``).
+everything (``Guard.floor``, ``streams/topology/views/live_traces.py``).
 
 The guard runs alone on 70 versions of a playbook written to ``playbook`` (each on the one before), so it keeps
 v7..v70 and v1 is no longer judged against v0. Traces: 10 of v0 and 5 of v3 (below the floor), 40 good ones of v7

@@ -78,6 +78,6 @@ def test_combee_core_is_grouped_in_packages_that_hold_only_their_docstring():
     core = ROOT / "combee_core"
     shared = sorted(path.stem for path in core.glob("*.py"))
     assert len(shared) <= 12, shared
-    for package in ("ingest", "batch", "reduce", "control", "promote", "serve", "sim", "runs", "llm"):
+    for package in ("ingest", "batch", "reduce", "control", "promote", "serve", "sim", "runs", "llm", "partitions"):
         init = ast.parse((core / package / "__init__.py").read_text())
         assert [type(node) for node in init.body] == [ast.Expr], f"combee_core/{package}/__init__.py"

@@ -22,8 +22,8 @@ from combee_core.promote.processor import Promoter
 from combee_core.promote.promoter_resume import Floors, floors
 from combee_core.promote.promotion import PromotionRule, operator_decision
 from combee_core.topology import Topic
-from streams.topology.log_view import CheckpointedState, GatedState
 from streams.topology.promoter_views import FirstResults
+from streams.topology.views.log_view import CheckpointedState, GatedState
 from tests.unit.test_promoter_resume import (
     HELD_OUT,
     NOW,

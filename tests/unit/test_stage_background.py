@@ -54,7 +54,9 @@ async def test_partitions_the_client_dropped_before_the_release_are_not_asked_ab
     consumer = AIOKafkaConsumer(bootstrap_servers="127.0.0.1:9")  # never started: no broker needed
     consumer.assign([kept])
     stage._consumer = consumer
-    stage.assigned = {kept, dropped}
+    stage.ownership.assign({kept, dropped})
+    stage.ownership.begin_restore()
+    stage.ownership.end_restore({kept, dropped})  # owned: the client then dropped one, its release not run yet
     with pytest.raises(AssertionError, match="not assigned"):
         consumer.highwater(dropped)
     assert stage.held_by_client() == {kept}

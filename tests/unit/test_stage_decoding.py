@@ -19,6 +19,13 @@ from streams.topology.stages.reflect import ReflectorStage
 from tests.integration.topology_support import make_traces
 
 
+def _own(stage: Stage, tp: TopicPartition) -> None:
+    """The group assigned ``tp`` and its state is rebuilt: the stage owns it."""
+    stage.ownership.assign({tp})
+    stage.ownership.begin_restore()
+    stage.ownership.end_restore({tp})
+
+
 class RecordingContext(StageContext):
     """A stage context whose dead letters are kept in a list instead of sent."""
 
@@ -62,7 +69,7 @@ async def test_a_fetch_is_decoded_once_and_what_cannot_be_read_is_a_dead_letter_
     ctx = RecordingContext()
     stage = MetricsStage(ctx)
     tp = TopicPartition("combee.metrics", 0)
-    stage.assigned.add(tp)
+    _own(stage, tp)
     fetch = [_record(0, _metrics(0)), _record(1, b'{"playbook_id": "pb", "batch_id": "one"}'),
              _record(2, b"not json"), _record(3, None), _record(4, _metrics(1))]
     for record in fetch:
@@ -83,7 +90,7 @@ async def test_a_fetch_is_decoded_once_and_what_cannot_be_read_is_a_dead_letter_
 
 async def test_records_of_a_partition_revoked_during_the_fetch_are_not_handled():
     stage = MetricsStage(RecordingContext())
-    stage.assigned.add(TopicPartition("combee.metrics", 0))
+    _own(stage, TopicPartition("combee.metrics", 0))
     deliveries = await stage.decode_fetch([_record(0, _metrics(0)), _record(0, _metrics(0), "combee.other")])
     await stage.handle_many(deliveries)
     assert [offset for offset, _ in stage.handled] == [0]

@@ -27,10 +27,10 @@ from combee_core.processors.effects import Effect, Publish
 from combee_core.topology import BATCH, Topic
 from streams.topology.effects import perform
 from streams.topology.input_partitions import InputPartitions
-from streams.topology.log_view import LogView, model_view
-from streams.topology.numbered_log import NumberedLog
 from streams.topology.runtime import Stage
 from streams.topology.topic_reader import read_topic
+from streams.topology.views.log_view import LogView, model_view
+from streams.topology.views.numbered_log import NumberedLog
 
 log = logging.getLogger(__name__)
 

@@ -22,10 +22,10 @@ from combee_core.models import PlaybookVersion, PromotionDecision, utc_now
 from combee_core.processors.effects import Publish
 from combee_core.topology import GUARD, Topic
 from streams.topology.effects import perform
-from streams.topology.live_traces import LiveTraces
-from streams.topology.log_view import model_view
-from streams.topology.numbered_log import NumberedLog
 from streams.topology.runtime import Stage
+from streams.topology.views.live_traces import LiveTraces
+from streams.topology.views.log_view import model_view
+from streams.topology.views.numbered_log import NumberedLog
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ its group only to own the playbooks (one partition: one promoter at a time); a r
 candidate in flight whose results are not on the log yet. Its views (``streams.topology.promoter_views``) are
 checkpointed: a start reads each log from the oldest record its decisions still rest on
 (``combee_core.promote.promoter_resume``), not from the beginning; with a canary, every partition of ``traces``
-too, from its first trace a verdict can still count (``streams.topology.live_traces``).
+too, from its first trace a verdict can still count (``streams.topology.views.live_traces``).
 
 The decisions are ``combee_core.promote.processor``'s; this stage keeps the views and performs the effects.
 
@@ -42,10 +42,10 @@ from combee_core.promote.promotion import PromotionRule
 from combee_core.promote.task_sets import parse_pins
 from combee_core.topology import PROMOTE, Topic
 from streams.topology.effects import perform
-from streams.topology.live_traces import LiveScores
-from streams.topology.log_view import model_view
 from streams.topology.promoter_views import PromoterViews
 from streams.topology.runtime import Stage
+from streams.topology.views.live_traces import LiveScores
+from streams.topology.views.log_view import model_view
 from streams.topology.write_fence import WriteFence
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from combee_core.reduce.reduction import ReduceOutcome
 from combee_core.topology import REDUCE, Topic
 from streams.topology.effects import perform
 from streams.topology.key_tasks import KeyTasks
-from streams.topology.numbered_log import NumberedLog
 from streams.topology.runtime import Stage
+from streams.topology.views.numbered_log import NumberedLog
 
 
 class ReducerStage(Stage):

@@ -27,13 +27,13 @@ from combee_core.models import Trace
 from combee_core.processors.effects import Effect, Publish, Reject, acknowledge
 from combee_core.reflect.processor import inherited_used, reflect_all
 from combee_core.topology import REFLECT
-from streams.topology.backlog import BacklogWatch
 from streams.topology.effects import perform
 from streams.topology.ordered_fetches import OrderedFetches
 from streams.topology.playbook_view import PlaybookVersions, used_entries_text
 from streams.topology.redaction import redact_trace_counted
 from streams.topology.runtime import Stage
 from streams.topology.stage_records import Delivery
+from streams.topology.views.backlog import BacklogWatch
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ Records of these topics are numbered per playbook (a batch id, a version, a deci
 each number in the log is the one that counts (``combee_core.log_order``; docs/protocol.md, "Reading versions"). A
 :class:`NumberedLog` is, for one stage and one such topic declared in its ``StageSpec.reads``:
 
-- the **view**: every record in log order, decoded through ``Stage.read_state`` (an unreadable one is a dead letter);
+- the **view**: every record in log order, decoded through the stage's ``read_state`` (an unreadable one is a dead
+  letter);
 - the **gate**: which records count (``ContiguousNumbers``, or the stage's own rule, e.g. the promotion ledger);
 - **write if first**: :meth:`NumberedLog.write` publishes a numbered record and says whether it is the one that
   counts; when another record took the number first it counts ``<topic>_lost`` and, for a guarded log, marks the
@@ -31,8 +32,8 @@ from combee_core.models import BatchManifest, CombeeModel, PlaybookVersion, Prom
 from combee_core.processors.effects import Publish
 from combee_core.runs.seed import is_import_manifest, is_import_version
 from combee_core.topology import Topic
-from streams.topology.log_view import GatedState, LogView
-from streams.topology.runtime import Stage
+from streams.topology.views.host import ViewHost
+from streams.topology.views.log_view import GatedState, LogView
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class NumberedLog(Generic[M]):
     the gate and resume points are checkpointed (``state.points`` / ``state.latest`` say what a restart needs).
     """
 
-    def __init__(self, stage: Stage, topic: Topic, take: Callable[[M, int], None] | None = None, *,
+    def __init__(self, stage: ViewHost, topic: Topic, take: Callable[[M, int], None] | None = None, *,
                  accept: Callable[[M], bool] | None = None, gate: ContiguousNumbers[str] | None = None,
                  guarded: bool = False, checkpointed: bool = False, on_foreign: Callable[[str], None] | None = None,
                  on_lost: Callable[[str], None] | None = None) -> None:
@@ -113,7 +114,7 @@ class NumberedLog(Generic[M]):
             self.stage.ctx.count(self.numbering.void)
             return
         playbook_id = number[0]
-        if origin == "other" and self._guarded and self.stage.owns_key(playbook_id):
+        if origin == "other" and self._guarded and self._owns(playbook_id):
             imported = self.numbering.imported(value)
             log.log(logging.INFO if imported else logging.WARNING, "%s was written by %s while this one owns the "
                     "playbook", self.numbering.label(*number),
@@ -132,7 +133,10 @@ class NumberedLog(Generic[M]):
         told = self._on_lost if lost else self._on_foreign
         if told is not None:
             told(playbook_id)
-        self.stage.mark_stale(self.stage.owner_partition(playbook_id), expected=expected)
+        self.stage.ownership.mark_stale(self.stage.owner_partition(playbook_id), expected=expected)
+
+    def _owns(self, playbook_id: str) -> bool:
+        return self.stage.ownership.owns(self.stage.owner_partition(playbook_id))
 
     async def write(self, publish: Publish) -> bool:
         """Write a numbered record; True when it is the first of its number (it counts), else False (counted, logged,

@@ -18,8 +18,8 @@ from combee_core.models import ViewCheckpoint, utc_now
 from combee_core.promote.promoter_resume import traces_resume
 from combee_core.promote.promotion import LiveScore
 from combee_core.topology import Topic
-from streams.topology.runtime import Stage
 from streams.topology.topic_reader import TopicReader
+from streams.topology.views.host import ViewHost
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +47,7 @@ class LiveTraces:
     stage stops: from the beginning of ``traces``, or with ``floor`` (playbook -> the lowest version whose traces
     are still needed) from the latest checkpoints."""
 
-    def __init__(self, stage: Stage, metric: str, take: Callable[[str, int, float | None], None],
+    def __init__(self, stage: ViewHost, metric: str, take: Callable[[str, int, float | None], None],
                  floor: Callable[[str], int] | None = None) -> None:
         self._stage = stage
         self._metric = metric
@@ -60,6 +60,8 @@ class LiveTraces:
         self._first: dict[tuple[int, str, int], int] = {}
         """(partition, playbook, version) -> offset of its first trace read, for the versions still needed."""
         self._unchecked = 0
+        self.catch_up_on_assign = False
+        """A verdict counts the first traces of the log whenever it is computed: nothing to wait for on assignment."""
         self.applied = 0
         """Trace records read since start (as a ``LogView`` counts its records)."""
 
@@ -116,7 +118,7 @@ class LiveScores:
     """With a canary: (playbook_version, score) of every trace, per playbook, in the order of its traces partition
     (with ``floor``: from the checkpoints on, ``LiveTraces``)."""
 
-    def __init__(self, stage: Stage, floor: Callable[[str], int] | None = None) -> None:
+    def __init__(self, stage: ViewHost, floor: Callable[[str], int] | None = None) -> None:
         self.scores: dict[str, list[LiveScore]] = {}
         self.traces = LiveTraces(stage, "score", self.take, floor)
 

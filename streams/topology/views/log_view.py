@@ -21,8 +21,8 @@ from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers, ResumePoints
 from combee_core.models import CombeeModel, ViewCheckpoint, utc_now
 from combee_core.topology import Topic
-from streams.topology.runtime import Stage
 from streams.topology.topic_reader import TopicReader
+from streams.topology.views.host import ViewHost
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class LogView:
     topic) and writes one every ``view_checkpoint_every`` records.
     """
 
-    def __init__(self, stage: Stage, topic: str, apply: Callable[[ConsumerRecord], None],
+    def __init__(self, stage: ViewHost, topic: str, apply: Callable[[ConsumerRecord], None],
                  state: CheckpointedState | None = None, *, catch_up_on_assign: bool = False) -> None:
         if stage.spec is not None and topic not in stage.spec.reads:
             raise ValueError(f"stage {stage.name} follows {topic}, which its StageSpec.reads does not list")
@@ -216,10 +216,10 @@ class LogView:
             await self.reached(end - 1, timeout_s)
 
 
-def model_view(stage: Stage, topic: str, model: type[M], take: Callable[[M], object], *,
+def model_view(stage: ViewHost, topic: str, model: type[M], take: Callable[[M], object], *,
                catch_up_on_assign: bool = True) -> LogView:
     """A live view handing ``take`` every readable record of ``topic`` as ``model``, in log order (an unreadable one
-    is a dead letter, ``Stage.read_state``)."""
+    is a dead letter, ``ViewHost.read_state``)."""
 
     def apply(record: ConsumerRecord) -> None:
         value = stage.read_state(record, model)

@@ -20,8 +20,8 @@ from combee_core.models import Trace
 from combee_core.processors.effects import Count, Effect, Reject
 
 if TYPE_CHECKING:
-    from streams.topology.runtime import Stage
     from streams.topology.stage_records import Delivery
+    from streams.topology.views.host import ConsumerHost
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ WARN_EVERY_S = 30.0
 class BacklogWatch:
     """One per reflector stage."""
 
-    def __init__(self, stage: Stage) -> None:
+    def __init__(self, stage: ConsumerHost) -> None:
         settings = stage.settings
         self.stage = stage
         self.monitor = BacklogMonitor(window_s=settings.backlog_window_s, warn_after_s=settings.backlog_warning_s)
