@@ -3,8 +3,10 @@
 When the reducer call is a real model and says nothing of a pair the judge calls one lesson by closeness alone
 (``combee_core.playbook.uncertain``), the ADD is folded into the entry and raises none of its counters. Its wording
 is kept as an alias of the entry (``PlaybookEntry.aliases``, in the version, so a replay reproduces it): a later ADD
-that the judge finds distinct from the entry's text but the same as one of its aliases is folded into the entry too,
-and raises no counter either (its match rests on a match no one confirmed). An ADD the judge finds *contradicting*
+that the judge finds distinct from the entry's text but the same as one of its aliases is sent to the reducer call
+with the entry (``contest_uncertain_adds``), and after the call it is the entry's lesson only by the call's answer
+(the reducer's judge has ``matches_aliases`` off: a silent call leaves the judge's verdict on the entry's text).
+A judge without that flag (tests, a caller of ``apply_operations``) folds it into the entry, raising no counter. An ADD the judge finds *contradicting*
 an alias is not folded through the aliases (it is judged against the entry's text alone). When no single wording
 is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
 entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
@@ -30,7 +32,10 @@ __all__ = ["ALIAS_REASON", "MAX_ALIASES", "alias_texts", "judge_aliases", "with_
 
 def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | None:
     """A non-reinforcing "same" when ``op`` states the lesson of one of ``entry``'s aliases (the closest, ties to the
-    first stored), None when it matches none or contradicts any of them."""
+    first stored), None when it matches none or contradicts any of them, or the judge matches nothing to aliases
+    (``matches_aliases`` False: after a reducer call, ``combee_core.playbook.uncertain``)."""
+    if not getattr(judge, "matches_aliases", True):
+        return None
     best: tuple[float, str, str] | None = None
     for alias in entry.aliases:
         verdict = judge.judge(op.content, op.section, alias, entry.section)

@@ -22,7 +22,12 @@ alike), whose few differing words the conflict check has read, is not. With a re
   reversal the judge cannot see, it joins the entry's pending challenge (:mod:`~combee_core.playbook.challenges`),
   taking the entry's slot once more distinct traces restate it than the entry's evidence. An explicit keep-both makes
   the pair two lessons (a new entry, the old one's counters unchanged) and is kept in the version, so the pair is
-  not sent to a call again.
+  not sent to a call again. After the call nothing is matched through an alias (``matches_aliases`` off): an ADD
+  the judge finds distinct from an entry's own text but close to one of its aliases was put to the call (the
+  merge), and the call's silence leaves the judge's verdict on the entry's text (a lesson of its own). An alias is
+  a wording no one confirmed; matched after the call, a wording of another lesson folded in at the threshold (or
+  the text of an entry an unconfirmed challenge superseded) folded every later wording of that lesson for good,
+  which the judge alone never does (issue 38 item 6; ``tests/unit/test_silent_alias.py``).
 
 Without a real LLM (the simulator, or no reducer call) nothing changes: the judge's verdict stands.
 """
@@ -51,14 +56,18 @@ class UncertainJudge:
     mode: Mode
     kept: frozenset[tuple[str, str]] = frozenset()
     """(lesson, entry text) pairs a reducer call explicitly kept apart."""
+    matches_aliases: bool = True
+    """False: an ADD is one lesson with an entry only by the judge's verdict on the entry's own text, never through
+    its aliases (:func:`~combee_core.playbook.aliases.judge_aliases` reads this): after a call that said nothing."""
 
     @classmethod
     def contesting(cls, inner: Judge) -> UncertainJudge:
         return cls(inner, "contest")
 
     @classmethod
-    def trusting(cls, inner: Judge, kept: frozenset[tuple[str, str]] = frozenset()) -> UncertainJudge:
-        return cls(inner, "trust", kept)
+    def trusting(cls, inner: Judge, kept: frozenset[tuple[str, str]] = frozenset(), *,
+                 matches_aliases: bool = True) -> UncertainJudge:
+        return cls(inner, "trust", kept, matches_aliases)
 
     def prepare(self, texts: Sequence[str]) -> None:
         self.inner.prepare(texts)

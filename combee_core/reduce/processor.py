@@ -254,7 +254,10 @@ class Reducer:
         )
         apply_judge: Judge | None = judge
         if judge is not None and asking:  # the call's explicit keep-both decisions, and earlier ones, stand
-            apply_judge = UncertainJudge.trusting(judge, kept_pairs(playbook.entries, kept, scan.operations))
+            # aliases route an ADD to the call (``merge``); after it, only the judge's verdict on an entry's own
+            # text, or the call's answer, makes an ADD that entry's lesson (combee_core.playbook.uncertain)
+            apply_judge = UncertainJudge.trusting(judge, kept_pairs(playbook.entries, kept, scan.operations),
+                                                  matches_aliases=False)
         built = build_version(playbook, partials, scan, published_at=now, parent_version=parent_version,
                               budget_tokens=self.config.budget_tokens, change_share=self.config.change_cap,
                               min_evidence=self.config.min_evidence, paraphrases=self.config.paraphrases,

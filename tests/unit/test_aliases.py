@@ -5,7 +5,6 @@ raises a counter."""
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -26,14 +25,10 @@ from combee_core.models import (
     Usage,
 )
 from combee_core.playbook import Playbook, apply_operations, render_playbook
-from combee_core.playbook.embedding import EmbeddingCache, StaticEmbedder
-from combee_core.playbook.meaning import Judgement, SemanticJudge
+from combee_core.playbook.meaning import Judgement
 from combee_core.playbook.uncertain import UncertainJudge, contest_uncertain_adds, kept_pairs
-from combee_core.processors.effects import Publish
 from combee_core.reduce.deterministic_merge import ContestedMerge
-from combee_core.reduce.processor import Reducer, ReducerConfig
-from combee_core.reduce.reducer_state import ReducerLogs
-from combee_core.reduce.reduction import ReduceOutcome, ScanResult, build_version
+from combee_core.reduce.reduction import ScanResult, build_version
 from combee_core.serve.review import load_book
 from combee_core.serve.served import served_to_agents
 from streams.cli.playbook import render
@@ -222,39 +217,8 @@ def test_the_export_shows_each_entrys_aliases_in_json_and_markdown() -> None:
     assert text.count("alias (") == 1
 
 
-# Through the reducer stage's processor, with a real reducer model that says nothing (an echo) and the static embedder;
-# wordings of one lesson of bench/data/lessons_dev.json: SECOND is close to FIRST, THIRD to SECOND but not to FIRST.
-FIRST = "Convert amounts to a single currency before summing them."
-SECOND = "Sum money only once every amount is in the same currency."
-THIRD = "Before totalling payments, express them all in one currency."
-
-
-def test_through_the_reducer_a_naive_model_keeps_one_entry_and_the_alias_survives_a_restart() -> None:
-    embedder = StaticEmbedder()
-    judge = SemanticJudge(EmbeddingCache(embedder))
-    judge.prepare([FIRST, SECOND, THIRD])
-    assert judge.judge(THIRD, "general", FIRST, "general").kind == "distinct"  # only the alias links THIRD
-
-    async def echo(children: list[list[Operation]], context: str) -> ReduceOutcome:
-        return ReduceOutcome([op for child in children for op in child], Usage(calls=1), 0.0)
-
-    logs = ReducerLogs(playbooks={})
-    records = []
-    for batch, text in enumerate([FIRST, SECOND, THIRD]):
-        reducer = Reducer(ReducerConfig(ask_reducer=True), echo, embedder)  # a restarted reducer each batch
-        playbook = logs.playbook("pb")
-        partial = PartialUpdate(playbook_id="pb", batch_id=batch, node=0, k=1, base_version=playbook.version,
-                                operations=[_add(text, 1)], reflection_ids=[f"r{batch}a", f"r{batch}b"],
-                                trace_ids=[f"t{batch}a", f"t{batch}b"], items_read=2, expected_items=2,
-                                batch_closed_at=NOW)
-        effects = asyncio.run(reducer.next_version(playbook, [partial], parent_version=None, manifest=None,
-                                                   previous_at=None, now=NOW))
-        [record] = [e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion)]
-        logs.take_version(PlaybookVersion.from_json_bytes(record.to_json_bytes()))  # all a restarted reducer has
-        records.append(record)
-    [entry] = records[-1].entries
-    assert (entry.content, entry.helpful, entry.aliases) == (FIRST, 0, [SECOND])
-    assert "alias" in records[-1].operations[0].reason
+# Through the reducer stage's processor after a silent call, a match through an alias is put to the call and then
+# left to the judge's verdict on the entry's own text: tests/unit/test_silent_alias.py.
 
 
 def test_before_the_call_an_add_matching_an_alias_is_sent_to_the_reducer_call() -> None:
