@@ -201,9 +201,9 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_parsing_does_not_ask_the_learned_check",  # loads the learned check: 0.5-0.7 s (fourth session)
     ),
     "test_broker_faults.py": ("test_the_storage_url_reaches_the_tansu_command_line",),
-    "test_aliases.py": (
-        "test_through_the_reducer_a_naive_model_keeps_one_entry_and_the_alias_survives_a_restart",
-        "test_no_add_raises_a_counter_except_through_the_entrys_own_text",
+    "test_aliases.py": ("test_no_add_raises_a_counter_except_through_the_entrys_own_text",),
+    "test_silent_alias.py": (
+        "test_through_the_reducer_a_silent_call_is_asked_of_an_alias_match_and_leaves_the_judges_verdict",
     ),
     "test_deploy_static.py": ("test_compose_commands_are_real_combee_commands_and_stages",),
     "test_call_guard.py": ("test_no_answer_raises_support_above_what_was_given_or_loses_a_lesson",),

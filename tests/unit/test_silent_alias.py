@@ -60,7 +60,7 @@ def _holding_an_alias() -> Playbook:
 
 def test_after_a_call_a_wording_only_an_alias_links_to_an_entry_is_a_lesson_of_its_own() -> None:
     playbook = _holding_an_alias()
-    judge = UncertainJudge.trusting(TABLE, matches_aliases=False)  # type: ignore[arg-type]
+    judge = UncertainJudge.trusting(TABLE, matches_aliases=False)
     result = apply_operations(playbook, [AddOp(section="units", content=LEAP2, support=3)], 2, judge=judge)
     assert sorted(e.content for e in result.playbook.entries) == sorted([OTHER_RULE, LEAP2])
     assert result.playbook.get("for-00001") == playbook.get("for-00001")  # nothing of it changed, no alias added
@@ -68,7 +68,7 @@ def test_after_a_call_a_wording_only_an_alias_links_to_an_entry_is_a_lesson_of_i
 
 
 def test_the_entrys_own_text_still_decides_and_raises_no_counter() -> None:
-    judge = UncertainJudge.trusting(TABLE, matches_aliases=False)  # type: ignore[arg-type]
+    judge = UncertainJudge.trusting(TABLE, matches_aliases=False)
     result = apply_operations(_holding_an_alias(), [AddOp(section="units", content=LEAP, support=1)], 2, judge=judge)
     [entry] = result.playbook.entries  # LEAP is the entry's lesson by the judge's verdict on its text (0.51)
     assert (entry.content, entry.helpful) == (OTHER_RULE, 6) and result.applied[0].reason.startswith("folded")
