@@ -20,12 +20,10 @@ a 1,000-token budget). Variants:
   them with their values masked, or that echoes the feedback's nouns (``combee_core.llm.copy_controls``);
 - oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
   canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach;
-- judge alone: combee with no reducer call at all (what the deterministic merge leaves contested is applied as
-  given and the judge alone curates it; ``bench.reducer_standins.JUDGE_ALONE``). The combee row is not this: its
-  contested lessons go to the simulated reducer model, which merges identical texts and loses some by capacity;
-- reducer stand-in: X (X = union, merge-all, drop-all, oracle, adversarial): combee whose reducer processor asks a
-  scripted stand-in (``bench.reducer_standins``) what the judge is unsure of, as it asks a real reducer model; it
-  must not end more than ``STANDIN_TOLERANCE`` below the judge alone (combee when that row was not run);
+- judge alone: combee with no reducer call (``bench.reducer_standins.JUDGE_ALONE``); not the combee row, whose
+  contested lessons go to the simulated reducer model (it merges identical texts, loses some by capacity);
+- reducer stand-in: X (union, merge-all, drop-all, oracle, adversarial): combee asking a scripted stand-in
+  (``bench.reducer_standins``) what the judge is unsure of; at most ``STANDIN_TOLERANCE`` below the judge alone;
 - sequential / combee noisy citations: agents cite what they used with errors; sequential / combee wrong lessons:
   the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
   rules are served today, docs/simulator.md);
@@ -116,9 +114,7 @@ VARIANTS = {
        for name in STANDINS},
 }
 CONTROLS = tuple(name for name, spec in VARIANTS.items() if spec.reflection not in ("honest",))
-STANDIN_TOLERANCE = 0.01
-"""A reducer stand-in is not worse than the judge alone when its accuracy is at most this far below the judge-alone
-row's (combee's when that row was not run)."""
+STANDIN_TOLERANCE = 0.01  # how far below the judge-alone row (else combee's) a stand-in's accuracy may be
 CONTROL_MODES = tuple(VARIANTS[name].reflection for name in CONTROLS)
 CONTROL_MARGIN = 0.10
 """Each control's mean held-out accuracy must be at least this far below combee's (docs/simulator.md, fixed

@@ -6,10 +6,11 @@ is kept as an alias of the entry (``PlaybookEntry.aliases``, in the version, so 
 that the judge finds distinct from the entry's text but the same as one of its aliases is sent to the reducer call
 with the entry (``contest_uncertain_adds``), and after the call it is the entry's lesson only by the call's answer
 (the reducer's judge has ``matches_aliases`` off: a silent call leaves the judge's verdict on the entry's text).
-A judge without that flag (tests, a caller of ``apply_operations``) folds it into the entry, raising no counter. An ADD the judge finds *contradicting*
-an alias is not folded through the aliases (it is judged against the entry's text alone). When no single wording
-is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
-entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
+A judge without that flag (tests, a caller of ``apply_operations``) folds it into the entry, raising no counter.
+An ADD the judge finds *contradicting* an alias is not folded through the aliases (it is judged against the entry's
+text alone). When no single wording is close enough, a judge that can
+(:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the entry's text and its aliases together
+(their mean direction, at its own threshold): a "same" there folds it alike.
 Aliases do not chain: a wording matched only through an alias (or the aliases together) is folded but not stored as
 another alias, so the matches cannot drift away from the entry's text one step at a time. An entry keeps at most
 :data:`MAX_ALIASES`; a wording past the bound is folded but not kept, and the operation's reason says so. Aliases
