@@ -20,9 +20,10 @@ a 1,000-token budget). Variants:
   them with their values masked, or that echoes the feedback's nouns (``combee_core.llm.copy_controls``);
 - oracle consolidation (not a method): combee, with each ADD of the partials reworded by the benchmark to one
   canonical wording of what the registry says it states: what perfect paraphrase consolidation alone would reach;
-- reducer stand-in: X (X = union, merge-all, drop-all, oracle, adversarial): combee whose reducer processor asks a
-  scripted stand-in (``bench.reducer_standins``) what the judge is unsure of, as it asks a real reducer model; it
-  must not end more than ``STANDIN_TOLERANCE`` below combee (the judge alone);
+- judge alone: combee with no reducer call (``bench.reducer_standins.JUDGE_ALONE``); not the combee row, whose
+  contested lessons go to the simulated reducer model (it merges identical texts, loses some by capacity);
+- reducer stand-in: X (union, merge-all, drop-all, oracle, adversarial): combee asking a scripted stand-in
+  (``bench.reducer_standins``) what the judge is unsure of; at most ``STANDIN_TOLERANCE`` below the judge alone;
 - sequential / combee noisy citations: agents cite what they used with errors; sequential / combee wrong lessons:
   the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
   rules are served today, docs/simulator.md);
@@ -52,7 +53,7 @@ from typing import Any, Literal
 
 from bench.common import machine, write_results
 from bench.learning import fleet
-from bench.reducer_standins import STANDINS, standin_reducer
+from bench.reducer_standins import JUDGE_ALONE, STANDINS, standin_reducer
 from combee_core.llm.copy_controls import CONTROLS as COPY_CONTROLS
 from combee_core.llm.honest import feedback_kind
 from combee_core.llm.reflector_role import trace_payload
@@ -108,12 +109,12 @@ VARIANTS = {
     "sequential wrong lessons cited": Spec(batch=3, p=1, subgroups="single", reflection="honest",
                                            environment=MISLED_CITED),
     "combee wrong lessons cited": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", environment=MISLED_CITED),
+    JUDGE_ALONE: Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", reducer=JUDGE_ALONE),
     **{f"{STANDIN_PREFIX}{name}": Spec(batch=100, p=2, subgroups="sqrt", reflection="honest", reducer=name)
        for name in STANDINS},
 }
 CONTROLS = tuple(name for name, spec in VARIANTS.items() if spec.reflection not in ("honest",))
-STANDIN_TOLERANCE = 0.01
-"""A reducer stand-in is not worse than the judge alone when its accuracy is at most this far below combee's."""
+STANDIN_TOLERANCE = 0.01  # how far below the judge-alone row (else combee's) a stand-in's accuracy may be
 CONTROL_MODES = tuple(VARIANTS[name].reflection for name in CONTROLS)
 CONTROL_MARGIN = 0.10
 """Each control's mean held-out accuracy must be at least this far below combee's (docs/simulator.md, fixed
@@ -321,12 +322,13 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                  and row["within_budget"])
             out.append(row)
         combee = [r for r in out if r["capacity"] == capacity and r["variant"] == "combee"]
+        alone = [r for r in out if r["capacity"] == capacity and r["variant"] == JUDGE_ALONE] or combee
         for row in out:
             if row["capacity"] == capacity:
                 row["control_fails"] = (round(combee[0]["acc"] - row["acc"], 3) >= CONTROL_MARGIN
                                         if combee and row["variant"] in CONTROLS else None)
-                row["not_worse_than_judge"] = (round(combee[0]["acc"] - row["acc"], 3) <= STANDIN_TOLERANCE
-                                               if combee and row["variant"].startswith(STANDIN_PREFIX) else None)
+                row["not_worse_than_judge"] = (round(alone[0]["acc"] - row["acc"], 3) <= STANDIN_TOLERANCE
+                                               if alone and row["variant"].startswith(STANDIN_PREFIX) else None)
     return out
 
 

@@ -25,6 +25,10 @@ from combee_core.settings import CombeeSettings
 from combee_core.sim.sim_registry import TextRegistry, normalise_text
 
 STANDINS = ("union", "merge-all", "drop-all", "oracle", "adversarial")
+JUDGE_ALONE = "judge alone"
+"""The baseline the stand-ins are held to: the reducer processor with no reducer call at all. What the deterministic
+merge leaves contested (lessons the judge calls contradictory, edits that disagree) is applied as it was given, and
+the judge alone curates it (``ask_reducer`` off: no call is asked anything, so nothing waits on an answer)."""
 
 
 def _grouped(adds: Sequence[AddOp], key: Callable[[AddOp], Any]) -> list[AddOp]:
@@ -79,9 +83,18 @@ def standin_role(name: str, registry: TextRegistry) -> ReduceRole:
     return role
 
 
+async def no_call(children: list[list[Operation]], context_text: str) -> ReduceOutcome:
+    """No reducer call: the children's operations as they were given (no tokens, no latency)."""
+    return ReduceOutcome(operations=[op for child in children for op in child], usage=Usage(), latency_s=0.0)
+
+
 def standin_reducer(registry: TextRegistry, settings: CombeeSettings, name: str) -> Callable[[ReduceRole], Reducer]:
     """The reducer stage's processor configured from ``settings`` as for a real reducer model (``ask_reducer``: it
-    asks the call what the judge is unsure of), its call answered by stand-in ``name`` instead of the simulator."""
+    asks the call what the judge is unsure of), its call answered by stand-in ``name`` instead of the simulator;
+    ``name`` = :data:`JUDGE_ALONE`: configured as for no reducer model, and no call."""
+    if name == JUDGE_ALONE:
+        config = replace(ReducerConfig.from_settings(settings), ask_reducer=False)
+        return lambda _simulated: Reducer(config, no_call, embedder_from(settings))
     config = replace(ReducerConfig.from_settings(settings), ask_reducer=True)
     role = standin_role(name, registry)
     return lambda _simulated: Reducer(config, role, embedder_from(settings))

@@ -48,6 +48,15 @@ def test_verdicts_use_the_margins_fixed_before_the_run():
     assert verdicts["combee"] == (None, None)
 
 
+def test_stand_ins_are_held_to_the_judge_alone_row_when_it_ran():
+    """The issue's baseline is the judge alone (no reducer call); combee's simulated reducer call is not it."""
+    rows = [_row("sequential", 0.90), _row("combee", 0.95), _row(bench.JUDGE_ALONE, 0.90),
+            _row("reducer stand-in: union", 0.89), _row("reducer stand-in: drop-all", 0.88)]
+    verdicts = {r["variant"]: r["not_worse_than_judge"] for r in bench.summarise(rows)}
+    assert verdicts == {"sequential": None, "combee": None, bench.JUDGE_ALONE: None,
+                        "reducer stand-in: union": True, "reducer stand-in: drop-all": False}
+
+
 def _add(content: str, support: int = 1, section: str = "dates") -> AddOp:
     return AddOp(section=section, content=content, support=support)
 
