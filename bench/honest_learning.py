@@ -25,9 +25,8 @@ a 1,000-token budget). Variants:
   contested lessons go to the simulated reducer model (it merges identical texts, loses some by capacity);
 - reducer stand-in: X (union, merge-all, drop-all, oracle, adversarial): combee asking a scripted stand-in
   (``bench.reducer_standins``) what the judge is unsure of; at most ``STANDIN_TOLERANCE`` below the judge alone;
-- sequential / combee noisy citations: agents cite what they used with errors; sequential / combee wrong lessons:
-  the same plus a wrong grader on four families for the first pass (issue 38 item 7's baseline: how long wrong
-  rules are served today, docs/simulator.md);
+- sequential / combee noisy citations: agents cite what they used with errors; ... wrong lessons: the same plus a
+  wrong grader on four families for the first pass (issue 38 item 7: how long wrong rules are served, simulator.md);
 - sequential / combee cited, and wrong lessons cited: the same two environments, and an agent holding a rule and its
   opposite cites the side it followed (docs/simulator.md, "An agent holding both rules cites the one it followed");
 - combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
@@ -36,8 +35,7 @@ a 1,000-token budget). Variants:
 A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
 per distinct lesson is <= 1.2, and every version of every seed is within the budget. A control row *fails as it
 must* when its accuracy is at least ``CONTROL_MARGIN`` below combee's at the same capacity (fixed in
-docs/simulator.md before the first run). Every figure is simulated
-(``docs/simulator.md``, "Honest mode": parameters fixed there before the first run).
+docs/simulator.md before the first run). Every figure is simulated (``docs/simulator.md``, "Honest mode").
 """
 
 from __future__ import annotations
