@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
+import random
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -31,14 +29,13 @@ from combee_core.serve.served import ServedLog, served_playbook
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.admin import create_topics
-from streams.broker.child_process import find_free_port
 from streams.broker.profile import BrokerProfile
-from streams.broker.state import BrokerRecord, process_alive
 from streams.testing.broker_under_test import ResolvedBroker
 from streams.testing.worker_fleet import WorkerFleet, fleet_settings, wait_accounted
 from streams.topology.kafka_clients import consumer_config, start_producer
 from streams.topology.topic_reader import read_topic
-from tests.integration.topology_support import env_without_combee, make_traces
+from tests.integration.durable_support import START_S, DurableService, Phases, port_below_the_ephemeral_range, until
+from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -56,81 +53,8 @@ MAX_TRACES = 1200
 """The feed gives up (the test fails) when the fault's moment has not come within this many traces."""
 SETTLE_S = 300.0
 """After the feed: the runs below drained in 20-60 s on 2 cores; five times that before the test gives up."""
-START_S = 120.0
-"""`combee broker` started (storage, then Tansu) in 3-6 s on 2 cores, up to 25 s with other tests running."""
 WORKER_ENV = {"COMBEE_BROKER_LOSS_GRACE_S": "600", "COMBEE_KAFKA_BROKER_CONNECT_TIMEOUT_S": str(START_S)}
 """The worker waits out the broker's kill, and is started with the broker (it waits for it to answer)."""
-
-
-class DurableService:
-    """`combee broker` (durable) on one state directory and Kafka port, as a child process: start, kill -9 every
-    process of it, restart."""
-
-    def __init__(self, state: Path, log_dir: Path, port: int) -> None:
-        self.state, self.log_dir, self.port = state, log_dir, port
-        self.process: subprocess.Popen | None = None
-        self.starts = 0
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def start(self) -> None:
-        self.starts += 1
-        env = env_without_combee(COMBEE_STATE_DIR=str(self.state))
-        err = open(self.log_dir / f"broker-{self.starts}.err", "wb")  # closed by the child
-        self.process = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker", "--port", str(self.port)],
-                                        env=env, stdout=subprocess.PIPE, stderr=err, text=True)
-        err.close()
-        line = await asyncio.wait_for(asyncio.to_thread(self.process.stdout.readline), START_S)
-        assert line.strip() == self.bootstrap, f"combee broker said {line!r}: {self.stderr()}"
-
-    def stderr(self) -> str:
-        return (self.log_dir / f"broker-{self.starts}.err").read_text(errors="replace")
-
-    def record(self) -> BrokerRecord:
-        return BrokerRecord.model_validate_json((self.state / "broker.json").read_bytes())
-
-    async def kill_all(self) -> None:
-        """SIGKILL the supervisor, Tansu and SeaweedFS at once, and wait until none runs."""
-        assert self.process is not None
-        pids = [self.process.pid, *self.record().child_pids.values()]
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        self.process.wait(timeout=10)
-        await _until(lambda: not any(process_alive(pid) for pid in pids), 20, "the killed processes to be gone")
-
-    def stop(self) -> int | None:
-        if self.process is None or self.process.poll() is not None:
-            return None if self.process is None else self.process.returncode
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            return None
-
-
-class Phases:
-    """Seconds from the test's start at which each phase ended (logged, and in a failing assertion's message)."""
-
-    def __init__(self) -> None:
-        self.started = time.monotonic()
-        self.marks: list[tuple[str, float]] = []
-
-    def mark(self, what: str) -> None:
-        self.marks.append((what, time.monotonic() - self.started))
-        logging.getLogger(__name__).info("%.1f s: %s", self.marks[-1][1], what)
-
-    def __str__(self) -> str:
-        return ", ".join(f"{what} {at:.1f} s" for what, at in self.marks)
-
-
-async def _until(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"waited {timeout_s} s for {what}"
-        await asyncio.sleep(0.1)
 
 
 class SteadyFeed:
@@ -240,7 +164,7 @@ async def _run(tmp_path: Path, prefix: str, fault) -> None:
     are in flight, apply ``fault``; then check the run from its topics."""
     state, logs = tmp_path / "state", tmp_path / "logs"
     logs.mkdir()
-    service = DurableService(state, logs, find_free_port())
+    service = DurableService(state, logs, port_below_the_ephemeral_range(random.Random(prefix)))
     broker = ResolvedBroker(service.bootstrap, "tansu", BrokerProfile.for_tansu())
     settings = fleet_settings(prefix)
     fleet = WorkerFleet(broker, prefix, logs, extra_env=WORKER_ENV)
@@ -337,9 +261,9 @@ async def test_a_killed_storage_process_is_restarted_and_nothing_acknowledged_is
         storage_pid = service.record().child_pids["storage"]
         os.kill(storage_pid, signal.SIGKILL)
         phases.mark("killed")
-        await _until(lambda: "back after" in service.stderr(), START_S, "the storage to be restarted")
+        await until(lambda: "back after" in service.stderr(), START_S, "the storage to be restarted")
         phases.mark("storage restarted")
-        await _until(lambda: service.record().child_pids["storage"] != storage_pid, 10, "the record of the new pid")
+        await until(lambda: service.record().child_pids["storage"] != storage_pid, 10, "the record of the new pid")
         assert service.process.poll() is None
 
     await _run(tmp_path, unique_prefix, fault)
