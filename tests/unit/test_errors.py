@@ -24,6 +24,7 @@ NOT_EXPECTED = {
     "combee_core.llm.roles._Attempted",  # private control flow inside the role retry loop, never escapes it
     "streams.topology.runtime.StageFailed",  # a stage raised something unexpected: a bug, which keeps its traceback
     "streams.topology.worker.StageStopped",  # a stage's task ended by itself: a bug, which keeps its traceback
+    "combee_core.partitions.ownership.RestoreInProgress",  # two restores at once: a runtime bug, keeps its traceback
 }
 
 
