@@ -15,7 +15,6 @@ a 1,000-token budget). Variants:
   reads more than the default ``COMBEE_MAX_FAN_IN`` copies (``combee_core.batch.shuffle.aggregation_shape``);
 - combee fan-in=C: the same with ``COMBEE_MAX_FAN_IN`` = C, so k rises until no aggregator call reads more than C
   copies (and the reducer's scan reads at most C partials per call): the setting sized to the model's capacity;
-- X pipelined: X whose aggregators read the version before the one each batch applies to (issue 44), every batch;
 - four copying controls (must fail: each at least ``CONTROL_MARGIN`` below combee at every capacity): combee with
   a reflector that copies every feedback line verbatim, that copies them minus five fixed line prefixes, that copies
   them with their values masked, or that echoes the feedback's nouns (``combee_core.llm.copy_controls``);
@@ -124,7 +123,6 @@ BATCH_PREFIX = "combee bs "
 
 def variant_spec(variant: str) -> Spec:
     """A named variant, or ``combee bs N``: combee (default configuration) at batch N."""
-    variant = variant.removesuffix(" pipelined")  # X pipelined: X, its aggregators one version behind (one())
     if variant.startswith(BATCH_PREFIX):
         return Spec(batch=int(variant.removeprefix(BATCH_PREFIX)), p=2, subgroups="sqrt", reflection="honest")
     return VARIANTS[variant]
@@ -193,14 +191,14 @@ def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
 
 
 async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: int) -> dict[str, Any]:
-    spec, behind = variant_spec(variant), variant.endswith(" pipelined")
+    spec = variant_spec(variant)
     suite = build_suite(seed=7, feedback="honest", honest=spec.environment)
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
     fan_in = capacity if spec.fan_in_at_capacity else CombeeSettings.load(env={}).max_fan_in
     settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in, p=spec.p,
                                    subgroups=spec.subgroups, run_seed=seed, llm_context=True)
-    run = await fleet(suite, sim, settings, batch=spec.batch, traces=traces, seed=seed, aggregate_behind=behind,
+    run = await fleet(suite, sim, settings, batch=spec.batch, traces=traces, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,
                       make_reducer=None if spec.reducer is None else (  # None: as the reducer stage builds it
                           standin_reducer(honest_suite.suite_registry(suite), settings, spec.reducer)))

@@ -31,7 +31,7 @@ import argparse
 import asyncio
 import logging
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,7 +44,7 @@ from combee_core.llm.roles import LLMReply, LLMRequest, LLMRoles
 from combee_core.llm.simulator import INPUT_COST_PER_TOKEN, OUTPUT_COST_PER_TOKEN, SimulatorConfig, simulate
 from combee_core.method import Method
 from combee_core.models import Operation, PartialUpdate, PlaybookVersion, Reflection, Trace, Usage
-from combee_core.playbook import Playbook, playbook_tokens, render_playbook
+from combee_core.playbook import Playbook, playbook_tokens
 from combee_core.reduce.processor import Reducer, ReducerConfig, ReduceRole
 from combee_core.settings import CombeeSettings
 from combee_core.sim.suite import GENERIC_TIPS, TaskSuite
@@ -80,21 +80,6 @@ def bloat(suite: TaskSuite, entries) -> tuple[float, int, int]:
     return (len(entries) / len(held) if held else 1.0), len(entries), len(held)
 
 
-class AggregatorBehind:
-    """The roles, but the aggregator reads ``context`` (set by the fleet: the version before the newest) whatever
-    context the method gives it."""
-
-    def __init__(self, roles: LLMRoles) -> None:
-        self._roles = roles
-        self.context = ""
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._roles, name)
-
-    async def aggregate(self, items: Sequence[Reflection], context: str = "") -> Any:
-        return await self._roles.aggregate(items, self.context)
-
-
 @dataclass
 class FleetRun:
     """What one simulated sync-fleet run left: the final playbook, every version, and what went through it."""
@@ -108,18 +93,14 @@ class FleetRun:
 
 async def fleet(suite: TaskSuite, sim: SimulatorConfig, settings: CombeeSettings, *, batch: int, traces: int,
                 seed: int, rewrite: Callable[[list[Operation]], list[Operation]] | None = None,
-                make_reducer: Callable[[ReduceRole], Reducer] | None = None,
-                aggregate_behind: bool = False) -> FleetRun:
+                make_reducer: Callable[[ReduceRole], Reducer] | None = None) -> FleetRun:
     """A sync fleet: each round, ``batch`` agents run the next train tasks with the current version; the round's
     traces go through one round of the method (``combee_core.method``: reflect, shuffle, aggregate, reduce, control,
     with ``settings``; the roles read the version as context when ``settings.llm_context``).
 
     ``rewrite``: a benchmark-side change of every partial's operations before the reduce (e.g. an oracle);
-    ``make_reducer``: the reducer processor around the reduce role (default: as the reducer stage builds it);
-    ``aggregate_behind``: every batch's aggregators read the version before the one the batch is applied to (the
-    staleness of a batch closed one ahead of the chain, ``combee_core.batch.chain_pacing``, on every batch)."""
+    ``make_reducer``: the reducer processor around the reduce role (default: as the reducer stage builds it)."""
     roles = LLMRoles(LLMConfig(simulator=sim), responder=simulator_responder(sim))
-    behind = AggregatorBehind(roles)
 
     async def used(trace: Trace) -> str | None:
         entries = trace.metadata.get("used_entries")
@@ -131,14 +112,11 @@ async def fleet(suite: TaskSuite, sim: SimulatorConfig, settings: CombeeSettings
         assert rewrite is not None
         return [p.model_copy(update={"operations": rewrite(list(p.operations))}) for p in partials]
 
-    method = Method(behind if aggregate_behind else roles, settings, used_entries=used, make_reducer=make_reducer)
+    method = Method(roles, settings, used_entries=used, make_reducer=make_reducer)
     out = FleetRun(method.playbook("bench"))
     done = 0
-    previous = method.playbook("bench")
     while done < traces:
         playbook = method.playbook("bench")
-        behind.context = render_playbook(previous, settings.llm_context_tokens).text if settings.llm_context else ""
-        previous = playbook
         size = min(batch, traces - done)
         round_traces = []
         for i in range(done, done + size):

@@ -1,8 +1,7 @@
 """The aggregators' decisions: which copies a window takes (redelivered and late ones are acknowledged and
 ignored), when a window is ready (complete, or closed by its timeout), and the partial it publishes.
 
-The aggregator LLM role and the context (the playbook version the batch's copies name, rendered: the version it will
-be applied to, or the one before when the batch closed one ahead of the chain, ``context_lag``) are injected.
+The aggregator LLM role and the context (the playbook version the batch will be applied to, rendered) are injected.
 A call that fails after retries gives a dead letter naming the window's traces and an empty partial with ``error``,
 so the batch still completes at the reducer. The stage launches one task per ready window and performs its effects.
 """
@@ -41,7 +40,7 @@ AggregateRole = Callable[[Sequence[Reflection], str], Awaitable[Proposal]]
 ``LLMError``)."""
 
 PlaybookContext = Callable[[str, int], Awaitable[str]]
-"""(playbook_id, version) -> that version rendered for the prompt ("" without context)."""
+"""(playbook_id, base_version) -> that version rendered for the prompt ("" without context)."""
 
 
 def use_tags(reflections: Sequence[Reflection]) -> list[UseTag]:
@@ -50,12 +49,6 @@ def use_tags(reflections: Sequence[Reflection]) -> list[UseTag]:
     found = {(tag.entry_id, tag.tag, r.trace_id) for r in reflections for tag in r.entry_tags if tag.tag != "neutral"}
     return [UseTag(entry_id=entry_id, tag=tag, trace_id=trace_id)  # neutral excluded above
             for entry_id, tag, trace_id in sorted(found)]
-
-
-def context_version(copy: ShuffledReflection) -> int:
-    """The version a batch's aggregators read: the one it will be applied to, or the one before when it closed one
-    ahead of the chain (``combee_core.batch.chain_pacing``: the newest version when it closed)."""
-    return max(0, copy.base_version - copy.context_lag)
 
 
 @dataclass(frozen=True)
@@ -121,7 +114,7 @@ class Aggregator:
         )
         effects: list[Effect] = []
         try:
-            result = await role(reflections, await context(first.playbook_id, context_version(first)))
+            result = await role(reflections, await context(first.playbook_id, first.base_version))
             partial = PartialUpdate(
                 operations=result.operations,
                 reflection_ids=sorted(distinct),

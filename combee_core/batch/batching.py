@@ -67,10 +67,9 @@ def deal_batch(
     closed_by: Literal["size", "max_wait", "idle"],
     closed_at: datetime,
     k: int | None = None,
-    context_lag: int = 0,
 ) -> ClosedBatch:
     """Augmented shuffle of one batch: p copies of each reflection dealt to k subgroups (``k``: as given, else by the
-    config's rule), seeded by the batch; its aggregators read version ``batch_id - context_lag`` (chain_pacing)."""
+    config's rule), seeded by the batch."""
     n = len(reflections)
     if n == 0:
         raise ValueError("cannot deal an empty batch")
@@ -96,7 +95,6 @@ def deal_batch(
                     p=config.p,
                     batch_size=n,
                     base_version=base_version,
-                    context_lag=context_lag,
                     position=position,
                     batch_closed_at=closed_at,
                     reflection=reflections[item],
@@ -106,7 +104,6 @@ def deal_batch(
         playbook_id=playbook_id,
         batch_id=batch_id,
         base_version=base_version,
-        context_lag=context_lag,
         trace_ids=[r.trace_id for r in reflections],
         reflection_ids=[r.reflection_id for r in reflections],
         n=n,
@@ -265,10 +262,9 @@ class BatchAccumulator:
                 if self._pacing is None:
                     if reason is None:
                         break
-                elif not self._pacing.may_close(
-                        len(state.open_reflections), due=reason is not None, pending=self.pending(playbook_id),
-                        target=state.target_batch_size, held=state.held,
-                        trailing=self._idle(playbook_id, state, now, idle_s, drained, max_wait_s, by_size=True)):
+                elif not self._pacing.may_close(len(state.open_reflections), due=reason is not None,
+                                                pending=self.pending(playbook_id), target=state.target_batch_size,
+                                                held=state.held):
                     break
                 closed.append(self._close(playbook_id, reason or "size", wall_time, now))
         return closed
@@ -283,20 +279,16 @@ class BatchAccumulator:
         assert state.opened_at is not None
         if now - state.opened_at >= max_wait_s:
             return "max_wait"
-        return "idle" if BatchAccumulator._idle(playbook_id, state, now, idle_s, drained, max_wait_s,
-                                                by_size=by_size) else None
-
-    @staticmethod
-    def _idle(playbook_id: str, state: _PlaybookBatches, now: float, idle_s: float | None, drained: Collection[str],
-              max_wait_s: float, *, by_size: bool) -> bool:
-        """Has the stream paused: no reflection for ``idle_s``, or for :func:`idle_after` its gap once ``drained``?"""
         if state.last_added_at is None:
-            return False
+            return None
         if playbook_id in drained and (idle_s is not None or by_size):
             # with pacing the reflector's word is enough without batch_idle_s: nothing more comes soon, and the
             # chain takes the batch only when it is free, so holding it longer makes no version sooner
-            return now - state.last_added_at >= idle_after(state.mean_gap_s, max_wait_s if idle_s is None else idle_s)
-        return idle_s is not None and now - state.last_added_at >= idle_s
+            if now - state.last_added_at >= idle_after(state.mean_gap_s, idle_s if idle_s is not None else max_wait_s):
+                return "idle"
+        elif idle_s is not None and now - state.last_added_at >= idle_s:
+            return "idle"
+        return None
 
     def playbook_ids(self) -> list[str]:
         return sorted(self._playbooks)
@@ -311,10 +303,15 @@ class BatchAccumulator:
         state = self._state(playbook_id)
         held = state.open_reflections
         n = len(held) if self._pacing is None else self._pacing.take(len(held), state.target_batch_size)
-        lag = 0 if self._pacing is None else self._pacing.context_lag(self.pending(playbook_id))
-        batch = deal_batch(playbook_id, state.next_batch_id, held[:n], self._config,
-                           target_batch_size=state.target_batch_size, closed_by=closed_by, closed_at=wall_time,
-                           context_lag=lag)
+        batch = deal_batch(
+            playbook_id,
+            state.next_batch_id,
+            held[:n],
+            self._config,
+            target_batch_size=state.target_batch_size,
+            closed_by=closed_by,
+            closed_at=wall_time,
+        )
         state.seen_trace_ids.batched(batch.manifest.trace_ids, batch.manifest.trace_digests)
         state.next_batch_id += 1
         state.open_reflections = held[n:]
@@ -330,7 +327,7 @@ def deal_as_manifest(manifest: BatchManifest, reflections: Mapping[str, Reflecti
     otherwise deal other copies than the aggregators already hold)."""
     return deal_batch(manifest.playbook_id, manifest.batch_id, [reflections[t] for t in manifest.trace_ids],
                       replace(config, p=manifest.p), target_batch_size=manifest.target_batch_size,
-                      closed_by=manifest.closed_by, closed_at=closed_at, k=manifest.k, context_lag=manifest.context_lag)
+                      closed_by=manifest.closed_by, closed_at=closed_at, k=manifest.k)
 
 
 class UnconfirmedBatches:

@@ -16,16 +16,7 @@ are versions``; one of them is being built, the others wait):
   fixed ``batch_size``, or the controller profiling sizes (``controller_objective=delay``), keeps the size asked for;
 - while the chain is busy it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max``
   with the controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting
-  (``pending <= 1``), else what arrives waits, unbatched and uncommitted, for the next batch;
-- with ``pipeline`` (the default), a batch closed while the chain builds the one before it (``pending == 1``: at the
-  cap, or the *trailing* batch, due because the stream paused) is closed *one ahead*: its aggregators read the newest
-  version, the one being built on (``context_lag`` 1: version b-1 for batch b), instead of waiting for version b, and
-  the reducer applies its partials to version b when it comes, curating against it as it does every batch. A
-  stopped stream's trailing batch is then aggregated while the version before it is still being built, so the
-  backlog drains within the rest of that version plus one reduce (about 1-1.5 cycles, not 1.5-2); at the cap, the
-  chain's cycle overlaps one batch's aggregation with the other's reduce, so one playbook holds a higher rate. In
-  mid-stream below the cap a batch still closes when the chain is free, on the newest version (lag 0): one ahead is
-  only for the batch that would otherwise wait, so the staleness it costs is paid where it buys time.
+  (``pending <= 1``), else what arrives waits, unbatched and uncommitted, for the next batch.
 
 So the batch size follows the arrival rate (what arrived during one cycle, up to the cap) without a controller round
 trip, at most one closed batch ever waits behind the one being built, and a controller's new size applies to every
@@ -48,10 +39,6 @@ class ChainPacing:
     """Close a held batch once the chain is free, whatever its size (the streaming controller's batches); False: a
     held batch still waits to be due (a fixed batch size, or the controller profiling sizes, asked for that size)."""
 
-    pipeline: bool = True
-    """A batch closed while the chain builds another (at the cap, or the trailing batch) is aggregated at once on
-    the newest version (one behind the one it is applied to); False: its aggregators wait for that version."""
-
     def __post_init__(self) -> None:
         if self.cap < 1:
             raise ValueError(f"the cap on a batch must be at least 1 trace, got {self.cap}")
@@ -61,29 +48,19 @@ class ChainPacing:
         below the playbook's target, so a target above the cap is not cut short)."""
         return min(open_count, max(self.cap, target))
 
-    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: bool = False,
-                  trailing: bool = False) -> bool:
+    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: bool = False) -> bool:
         """May the open batch close now? ``due``: by its target size, ``max_wait_s`` or idle; ``pending``: the
         playbook's batches closed and not yet a version; ``held``: the open batch took reflections while the chain
-        was busy (``pending > 0``); ``trailing``: it is due because the stream paused (idle: nothing more comes
-        soon), so with ``pipeline`` it closes one ahead rather than wait for the chain."""
+        was busy (``pending > 0``)."""
         if open_count == 0:
             return False
         if pending <= 0:
             return due or (held and self.close_held)
-        if pending == 1 and trailing and due and self.pipeline:
-            return True
         return open_count >= max(self.cap, target) and pending <= 1
-
-    def context_lag(self, pending: int) -> int:
-        """How many versions behind the one it is applied to a batch closed now is aggregated on: 1 when it closes
-        one ahead (``pipeline``, the chain busy), else 0 (its aggregators read the version it is applied to)."""
-        return 1 if self.pipeline and pending > 0 else 0
 
 
 def batches_waiting(pending: int) -> int:
-    """Closed batches waiting for the chain: the pending ones but the one being built (one closed ahead of it is
-    aggregated meanwhile, on the newest version, and its version then waits for the chain)."""
+    """Closed batches waiting for the chain: the pending ones but the one being built."""
     return max(0, pending - 1)
 
 

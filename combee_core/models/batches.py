@@ -16,8 +16,6 @@ class BatchManifest(CombeeModel):
     playbook_id: PlaybookId
     batch_id: int = Field(ge=0)
     base_version: int = Field(ge=0)
-    context_lag: int = Field(default=0, ge=0, description="The aggregators read version base_version - context_lag: "
-                             "1 when the batch closed one ahead of the chain (combee_core.batch.chain_pacing).")
     trace_ids: list[str] = Field(description="Traces of the batch, in batch order.")
     reflection_ids: list[str]
     n: int = Field(ge=1)

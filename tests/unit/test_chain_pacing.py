@@ -13,7 +13,7 @@ from combee_core.batch.batching import ShuffleConfig
 from combee_core.batch.chain_pacing import ChainPacing, batches_waiting
 from combee_core.batch.processor import Batcher, BatcherConfig, pacing_of
 from combee_core.control.processor import Controller
-from combee_core.models import BatchManifest, ControlDecision, Reflection, ShuffledReflection
+from combee_core.models import BatchManifest, ControlDecision, Reflection
 from combee_core.processors.testing import EffectLog
 from combee_core.settings import CombeeSettings
 
@@ -201,11 +201,10 @@ def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_
     assert sorted(batched) == sorted(f"t{n}" for n in range(sent)) and len(set(batched)) == len(batched)
     assert [t for m in manifests for t in m.trace_ids] == [f"t{n}" for n in range(sent)]  # arrival order kept
     assert all(m.n <= max(cap, m.target_batch_size) for m in manifests)
-    assert all(m.context_lag in (0, 1) for m in manifests) and (not manifests or manifests[0].context_lag == 0)
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(sent))
     again, _, _ = _run(events, batch_size, cap, close_held)
-    assert [(m.trace_ids, m.seed, m.subgroup_sizes, m.context_lag) for m in again] == \
-        [(m.trace_ids, m.seed, m.subgroup_sizes, m.context_lag) for m in manifests]
+    assert [(m.trace_ids, m.seed, m.subgroup_sizes) for m in again] == \
+        [(m.trace_ids, m.seed, m.subgroup_sizes) for m in manifests]
 
 
 def test_status_says_how_many_batches_wait_for_the_chain():
@@ -224,52 +223,3 @@ def test_with_pacing_the_reflectors_word_that_nothing_is_left_closes_a_batch_onc
             log.extend(batcher.take(_reflection(number), f"pb:{number}", number * 0.05, WALL))
         log.extend(effect for effects in batcher.close_due(0.25 + 0.6, WALL, drained=["pb"]) for effect in effects)
         assert [m.closed_by for m in _manifests(log)] == (["idle"] if closes else []), pacing
-
-
-def _copies(log: EffectLog) -> list[ShuffledReflection]:
-    return [p.value for p in log.publishes("shuffle") if isinstance(p.value, ShuffledReflection)]
-
-
-def test_a_stopped_streams_trailing_batch_closes_one_ahead_and_is_aggregated_on_the_newest_version():
-    """Issue 44: the drain after a stream stops is the rest of the version being built plus the trailing batch's
-    reduce, not plus a whole cycle: the trailing batch does not wait for the chain to be free."""
-    for pipeline in (True, False):
-        batcher = Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2), batch_size=40, dedupe_horizon=10_000,
-                                        max_wait_s=10.0, pacing=ChainPacing(160, pipeline=pipeline)))
-        log = EffectLog()
-        for number in range(40):  # batch 0 closes at the target (the chain is free)
-            log.extend(batcher.take(_reflection(number), f"pb:{number}", number * 0.05, WALL))
-        for number in range(40, 52):  # 12 more while batch 0 is built, then the stream stops
-            log.extend(batcher.take(_reflection(number), f"pb:{number}", number * 0.05, WALL))
-        log.extend(effect for effects in batcher.close_due(2.6 + 0.6, WALL, drained=["pb"]) for effect in effects)
-        manifests = _manifests(log)
-        if not pipeline:  # the trailing batch waits for version 1
-            assert [m.n for m in manifests] == [40]
-            continue
-        assert [(m.batch_id, m.n, m.base_version, m.context_lag, m.closed_by) for m in manifests] == \
-            [(0, 40, 0, 0, "size"), (1, 12, 1, 1, "idle")]  # batch 1 is applied to version 1, read on version 0
-        assert {(c.batch_id, c.base_version - c.context_lag) for c in _copies(log)} == {(0, 0), (1, 0)}
-        assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(52))
-
-
-def test_a_batch_closed_at_the_cap_while_the_chain_builds_is_aggregated_one_ahead_and_never_two():
-    batcher, log = _batcher(batch_size=4, cap=5), EffectLog()
-    _feed(batcher, log, range(4))  # chain free: batch 0 on version 0
-    _feed(batcher, log, range(4, 9))  # at the cap while batch 0 is built: batch 1, aggregated on version 0
-    _feed(batcher, log, range(9, 14))  # a second one at the cap would wait two ahead: held
-    for effects in batcher.close_due(30.0, WALL, drained=["pb"]):  # nor does the trailing rule close two ahead
-        log.extend(effects)
-    assert [(m.n, m.context_lag) for m in _manifests(log)] == [(4, 0), (5, 1)]
-    batcher.take_version("pb", 0)
-    _tick(batcher, log, 30.1)
-    assert [(m.n, m.context_lag) for m in _manifests(log)] == [(4, 0), (5, 1), (5, 1)]
-
-
-def test_the_pacing_rule_closes_one_ahead_only_a_due_trailing_batch_or_one_at_the_cap():
-    pacing = ChainPacing(10)
-    assert pacing.may_close(3, due=True, pending=1, target=4, trailing=True)
-    assert not pacing.may_close(3, due=True, pending=1, target=4)  # due mid-stream: waits for the chain
-    assert not pacing.may_close(3, due=True, pending=2, target=4, trailing=True)  # never two ahead
-    assert not ChainPacing(10, pipeline=False).may_close(3, due=True, pending=1, target=4, trailing=True)
-    assert [pacing.context_lag(p) for p in (0, 1)] == [0, 1]
-    assert [ChainPacing(10, pipeline=False).context_lag(p) for p in (0, 1)] == [0, 0]

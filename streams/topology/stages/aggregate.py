@@ -50,15 +50,15 @@ class AggregatorStage(Stage):
         if self.playbooks is not None:
             await self.playbooks.start()
 
-    async def context(self, playbook_id: str, version: int) -> str:
-        """The version the batch's copies name (``combee_core.aggregate.processor.context_version``: the one it will
-        be applied to, or the newest when it closed one ahead of the chain), rendered within the context budget (""
-        without context). It waits for that version however long the versions before it take, since aggregating
-        with any other would make the prompt, and so the result, depend on timing. A warning every
-        ``window_timeout_s`` says it still waits."""
+    async def context(self, playbook_id: str, base_version: int) -> str:
+        """The version the batch will be applied to, rendered within the context budget ("" without context). It
+        waits for that version (the previous batch's) however long the versions before it take, since aggregating
+        with any other would make the prompt, and so the result, depend on timing; the reducer cannot build past it
+        without this batch anyway. A warning every ``window_timeout_s`` says it still waits."""
         if self.playbooks is None:
             return ""
-        playbook = await self.playbooks.at(playbook_id, version, None, warn_every_s=self.settings.window_timeout_s)
+        playbook = await self.playbooks.at(playbook_id, base_version, None,
+                                           warn_every_s=self.settings.window_timeout_s)
         return render_playbook(playbook, self.settings.llm_context_tokens).text
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
