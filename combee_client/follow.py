@@ -3,7 +3,13 @@ review mode, ``COMBEE_REVIEW_PLAYBOOKS``, the ``review`` topic) read from their 
 their reading rules and the served-version rule of every follower (``combee_core.serve.served``: in review mode only
 the reviewed entries, as ``combee serve`` serves them); a broker that is away is retried with backoff while the last
 served version stays. With ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancestor's served version is followed too,
-for the composed view."""
+for the composed view.
+
+On Tansu the topics are read with the project's gapless consumer (``streams.broker.gapless_consumer``: a record Tansu
+is still writing is waited for, not stepped over). A version or decision read past all the same (one that arrived
+later than the consumer waits) is never replaced by the next one, which does not count: that log is read again from
+the last record that counted until it is read (``combee_core.serve.missing_numbers``), said in a warning and in
+``FollowState.gaps``."""
 
 from __future__ import annotations
 
@@ -12,18 +18,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision, ReviewDecision
+from combee_core.serve.missing_numbers import Gap, GapChange, MissingNumbers
 from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain
 from combee_core.serve.served import ServedLog
 from combee_core.serve.serving import etag
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
+from streams.broker.gapless_consumer import GaplessConsumer
+from streams.broker.profile import BrokerProfile, profile_for
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +42,8 @@ FETCH_MAX_WAIT_MS = 100
 (docs/broker.md), so this bounds how late a new version is seen; Kafka answers as soon as one arrives."""
 RETRY_S = (0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to reach the broker (the last one repeats)."""
+NUMBERED: dict[str, str] = {Topic.PLAYBOOK: "version", Topic.PROMOTED: "decision"}
+"""The followed logs whose records are numbered per playbook (the reading rule), and what a number is called."""
 _MODELS: dict[str, type[PlaybookVersion] | type[PromotionDecision] | type[ReviewDecision]] = {
     Topic.PLAYBOOK: PlaybookVersion, Topic.PROMOTED: PromotionDecision, Topic.REVIEW: ReviewDecision}
 
@@ -50,6 +62,9 @@ class FollowState:
         """``time.monotonic()`` when the served version last changed from the log."""
         self.errors = 0
         self.last_error = ""
+        self.gaps: tuple[Gap, ...] = ()
+        """Numbers read past and not read yet (a version or decision the log holds before a later one read): the
+        served version is what the log says without them, and the log is read again until they are read."""
 
     @property
     def served(self) -> PlaybookVersion | None:
@@ -69,7 +84,7 @@ class FollowState:
     def __repr__(self) -> str:
         version = self.served.version if self.served is not None else 0
         return (f"FollowState(version={version}, source={self.source}, caught_up={self.caught_up}, "
-                f"errors={self.errors}, last_error={self.last_error!r})")
+                f"errors={self.errors}, last_error={self.last_error!r}, gaps={len(self.gaps)})")
 
 
 @dataclass
@@ -91,6 +106,10 @@ class ServedFollower:
     """The playbook's ancestors, nearest first (``combee_core.serve.scopes.scope_chain`` without the playbook)."""
     review_playbooks: str = ""
     """``COMBEE_REVIEW_PLAYBOOKS``: the playbooks whose agents get only reviewed entries."""
+    broker_kind: Literal["auto", "kafka", "tansu"] = "auto"
+    """``COMBEE_BROKER_KIND``: on Tansu the topics are read with the gapless consumer (auto: asked at each
+    connection)."""
+    gaps: MissingNumbers = field(default_factory=MissingNumbers)
 
     def __post_init__(self) -> None:
         self.log_state = self._fresh_log()
@@ -110,9 +129,7 @@ class ServedFollower:
         """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
         attempt = 0
         while True:
-            consumer = AIOKafkaConsumer(**client_kwargs(self.bootstrap, self.connection), group_id=None,
-                                        enable_auto_commit=False, auto_offset_reset="earliest",
-                                        fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+            consumer = self._consumer(await profile_for(self.bootstrap, self.broker_kind, self.connection))
             try:
                 await consumer.start()
                 attempt = 0
@@ -123,6 +140,15 @@ class ServedFollower:
                 await consumer.stop()
             await asyncio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
             attempt += 1
+
+    def _consumer(self, profile: BrokerProfile) -> AIOKafkaConsumer:
+        """On Tansu the gapless consumer (docs/broker.md); on Apache Kafka aiokafka's own (it never shows an offset
+        above what it stored)."""
+        settings: dict[str, Any] = {"group_id": None, "enable_auto_commit": False, "auto_offset_reset": "earliest",
+                                    "fetch_max_wait_ms": FETCH_MAX_WAIT_MS}
+        if profile.kind == "tansu":
+            return GaplessConsumer(**client_kwargs(self.bootstrap, self.connection), **settings)
+        return AIOKafkaConsumer(**client_kwargs(self.bootstrap, self.connection), **settings)
 
     def _failed(self, error: BaseException) -> None:
         self.state.errors += 1
@@ -137,16 +163,20 @@ class ServedFollower:
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
         self.log_state = self._fresh_log()  # read from the beginning again: a fresh consumer starts at offset 0
-        self.state.caught_up = False
+        self.gaps = MissingNumbers()
+        self.state.caught_up, self.state.gaps = False, ()
         await self._wait_for_topics(consumer)
         tps = [TopicPartition(topic, 0) for topic in self.topics()]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         while True:
             batch = await consumer.getmany(timeout_ms=FETCH_MAX_WAIT_MS * 2)
+            now = time.monotonic()
             for tp, records in batch.items():
                 for record in records:
-                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value)
+                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value, record.offset, now)
+            for topic, offset in self._rereads(now).items():
+                consumer.seek(TopicPartition(f"{self.topic_prefix}{topic}", 0), offset)
             ends = [consumer.highwater(tp) for tp in tps]
             if not self.state.caught_up and await _at_ends(consumer, tps, ends):
                 self.state.caught_up = True
@@ -170,8 +200,9 @@ class ServedFollower:
                 said = True
             await asyncio.sleep(RETRY_S[1])
 
-    def _take(self, topic: str, value: bytes | None) -> None:
-        """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``)."""
+    def _take(self, topic: str, value: bytes | None, offset: int | None = None, now: float = 0.0) -> None:
+        """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``), read at
+        ``offset`` (None: not known, no gap is looked for) at ``now`` (``time.monotonic()``)."""
         model = _MODELS.get(topic, ReviewDecision)
         try:
             record = model.from_json_bytes(value)
@@ -181,12 +212,49 @@ class ServedFollower:
             return
         if record.playbook_id not in self.scopes():
             return
+        if isinstance(record, ReviewDecision):
+            self.log_state.take_review(record)
+            return
+        if offset is not None:
+            if isinstance(record, PlaybookVersion):
+                newest = self.log_state.latest.get(record.playbook_id)
+                expected, number = (newest.version if newest else 0) + 1, record.version
+            else:
+                expected, number = self.log_state.ledger.next_id(record.playbook_id), record.decision_id
+            reading = self.gaps.read(topic, record.playbook_id, expected, number, offset, now)
+            self._gap_changed(reading.change)
+            if not reading.counts:
+                return
         if isinstance(record, PlaybookVersion):
             self.log_state.take_version(record)
-        elif isinstance(record, PromotionDecision):
-            self.log_state.take_decision(record)
         else:
-            self.log_state.take_review(record)
+            self.log_state.take_decision(record)
+
+    def _gap_changed(self, change: GapChange | None) -> None:
+        if change is None:
+            return
+        gap = change.gap
+        what = NUMBERED.get(gap.log, "record")
+        if change.closed:
+            log.info("combee client: read %s %d of %s on %s%s again (it was read past)", what, gap.missing, gap.key,
+                     self.topic_prefix, gap.log)
+        else:
+            log.warning("combee client: %s%s holds %s %d of %s (offset %d) but %s %d was not read: it does not count "
+                        "until that one is; reading %s%s again from offset %d until it is", self.topic_prefix, gap.log,
+                        what, gap.ahead, gap.key, gap.offset, what, gap.missing, self.topic_prefix, gap.log,
+                        gap.reread_from)
+        self.state.gaps = self.gaps.open()
+
+    def _rereads(self, now: float) -> dict[str, int]:
+        """The logs to read again now, and from which offset (a gap open); said once a gap has stayed open for the
+        longest pause."""
+        seeks = self.gaps.due(now)
+        for gap in self.state.gaps:
+            if gap.log in seeks and self.gaps.rereads(gap.log, gap.key) >= len(self.gaps.pauses_s):
+                log.warning("combee client: %s %d of %s on %s%s still not read after %.0f s; reading again",
+                            NUMBERED.get(gap.log, "record"), gap.missing, gap.key, self.topic_prefix, gap.log,
+                            now - gap.since)
+        return seeks
 
     def scopes(self) -> tuple[str, ...]:
         return (self.playbook_id, *self.ancestors)
