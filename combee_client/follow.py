@@ -6,10 +6,10 @@ served version stays. With ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancesto
 for the composed view.
 
 On Tansu the topics are read with the project's gapless consumer (``streams.broker.gapless_consumer``: a record Tansu
-is still writing is waited for, not stepped over). A version or decision read past all the same (one that arrived
-later than the consumer waits) is never replaced by the next one, which does not count: that log is read again from
-the last record that counted until it is read (``combee_core.serve.missing_numbers``), said in a warning and in
-``FollowState.gaps``."""
+is still writing is waited for, not stepped over). A record read past all the same (one that arrived later than the
+consumer waits) is a hole: the records of a playbook behind it do not count until it is read, and the topic is read
+again from it until it is, or for at most a minute (``combee_core.serve.late_records``); said in warnings and in
+``FollowState.holes``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision, ReviewDecision
-from combee_core.serve.missing_numbers import Gap, GapChange, MissingNumbers
+from combee_core.serve.late_records import HoleChange, LateRecords
 from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain
 from combee_core.serve.served import ServedLog
@@ -42,8 +42,6 @@ FETCH_MAX_WAIT_MS = 100
 (docs/broker.md), so this bounds how late a new version is seen; Kafka answers as soon as one arrives."""
 RETRY_S = (0.5, 1.0, 2.0, 5.0)
 """Waits between attempts to reach the broker (the last one repeats)."""
-NUMBERED: dict[str, str] = {Topic.PLAYBOOK: "version", Topic.PROMOTED: "decision"}
-"""The followed logs whose records are numbered per playbook (the reading rule), and what a number is called."""
 _MODELS: dict[str, type[PlaybookVersion] | type[PromotionDecision] | type[ReviewDecision]] = {
     Topic.PLAYBOOK: PlaybookVersion, Topic.PROMOTED: PromotionDecision, Topic.REVIEW: ReviewDecision}
 
@@ -62,9 +60,9 @@ class FollowState:
         """``time.monotonic()`` when the served version last changed from the log."""
         self.errors = 0
         self.last_error = ""
-        self.gaps: tuple[Gap, ...] = ()
-        """Numbers read past and not read yet (a version or decision the log holds before a later one read): the
-        served version is what the log says without them, and the log is read again until they are read."""
+        self.holes: tuple[tuple[str, int], ...] = ()
+        """(topic, offset) of the records read past and not read yet: the served version is what the topics say
+        without the records behind them, and the topic is read again until they are read (or given up)."""
 
     @property
     def served(self) -> PlaybookVersion | None:
@@ -84,7 +82,7 @@ class FollowState:
     def __repr__(self) -> str:
         version = self.served.version if self.served is not None else 0
         return (f"FollowState(version={version}, source={self.source}, caught_up={self.caught_up}, "
-                f"errors={self.errors}, last_error={self.last_error!r}, gaps={len(self.gaps)})")
+                f"errors={self.errors}, last_error={self.last_error!r}, holes={len(self.holes)})")
 
 
 @dataclass
@@ -109,7 +107,7 @@ class ServedFollower:
     broker_kind: Literal["auto", "kafka", "tansu"] = "auto"
     """``COMBEE_BROKER_KIND``: on Tansu the topics are read with the gapless consumer (auto: asked at each
     connection)."""
-    gaps: MissingNumbers = field(default_factory=MissingNumbers)
+    late: LateRecords = field(default_factory=LateRecords)
 
     def __post_init__(self) -> None:
         self.log_state = self._fresh_log()
@@ -163,12 +161,14 @@ class ServedFollower:
 
     async def _follow(self, consumer: AIOKafkaConsumer) -> None:
         self.log_state = self._fresh_log()  # read from the beginning again: a fresh consumer starts at offset 0
-        self.gaps = MissingNumbers()
-        self.state.caught_up, self.state.gaps = False, ()
+        self.late = LateRecords()
+        self.state.caught_up, self.state.holes = False, ()
         await self._wait_for_topics(consumer)
         tps = [TopicPartition(topic, 0) for topic in self.topics()]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
+        for tp, offset in (await consumer.beginning_offsets(tps)).items():  # a hole at the very first fetch too
+            self.late.moved(tp.topic.removeprefix(self.topic_prefix), offset)
         while True:
             batch = await consumer.getmany(timeout_ms=FETCH_MAX_WAIT_MS * 2)
             now = time.monotonic()
@@ -177,6 +177,7 @@ class ServedFollower:
                     self._take(tp.topic.removeprefix(self.topic_prefix), record.value, record.offset, now)
             for topic, offset in self._rereads(now).items():
                 consumer.seek(TopicPartition(f"{self.topic_prefix}{topic}", 0), offset)
+                self.late.moved(topic, offset)
             ends = [consumer.highwater(tp) for tp in tps]
             if not self.state.caught_up and await _at_ends(consumer, tps, ends):
                 self.state.caught_up = True
@@ -202,18 +203,14 @@ class ServedFollower:
 
     def _take(self, topic: str, value: bytes | None, offset: int | None = None, now: float = 0.0) -> None:
         """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``), read at
-        ``offset`` (None: not known, no gap is looked for) at ``now`` (``time.monotonic()``)."""
-        model = _MODELS.get(topic, ReviewDecision)
-        try:
-            record = model.from_json_bytes(value)
-        except ValueError as error:  # not ours to dead-letter: the pipeline's readers skip it too
-            log.warning("combee client: skipping a record that is not a valid %s: %s", model.__name__,
-                        str(error).splitlines()[0])
-            return
-        if record.playbook_id not in self.scopes():
-            return
+        ``offset`` (None: not known, no hole is looked for) at ``now`` (``time.monotonic()``)."""
+        if offset is not None:
+            self._hole_changed(self.late.passed(topic, offset, now))
+        record = self._record(topic, value)
         if isinstance(record, ReviewDecision):
             self.log_state.take_review(record)
+            return
+        if record is None:
             return
         if offset is not None:
             if isinstance(record, PlaybookVersion):
@@ -221,39 +218,45 @@ class ServedFollower:
                 expected, number = (newest.version if newest else 0) + 1, record.version
             else:
                 expected, number = self.log_state.ledger.next_id(record.playbook_id), record.decision_id
-            reading = self.gaps.read(topic, record.playbook_id, expected, number, offset, now)
-            self._gap_changed(reading.change)
-            if not reading.counts:
+            if not self.late.read(topic, record.playbook_id, expected, number, offset, now):
                 return
         if isinstance(record, PlaybookVersion):
             self.log_state.take_version(record)
         else:
             self.log_state.take_decision(record)
 
-    def _gap_changed(self, change: GapChange | None) -> None:
+    def _record(self, topic: str, value: bytes | None) -> PlaybookVersion | PromotionDecision | ReviewDecision | None:
+        """The record, when it is valid and of the playbook or an ancestor."""
+        model = _MODELS.get(topic, ReviewDecision)
+        try:
+            record = model.from_json_bytes(value)
+        except ValueError as error:  # not ours to dead-letter: the pipeline's readers skip it too
+            log.warning("combee client: skipping a record that is not a valid %s: %s", model.__name__,
+                        str(error).splitlines()[0])
+            return None
+        return record if record.playbook_id in self.scopes() else None
+
+    def _hole_changed(self, change: HoleChange | None) -> None:
         if change is None:
             return
-        gap = change.gap
-        what = NUMBERED.get(gap.log, "record")
-        if change.closed:
-            log.info("combee client: read %s %d of %s on %s%s again (it was read past)", what, gap.missing, gap.key,
-                     self.topic_prefix, gap.log)
+        where = f"{self.topic_prefix}{change.log}"
+        offsets = f"offset {change.first}" if change.first == change.last else f"offsets {change.first}-{change.last}"
+        if change.what == "filled":
+            log.info("combee client: read %s of %s (it had been read past)", offsets, where)
+        elif change.what == "opened":
+            log.warning("combee client: %s of %s read past (a record written later than the consumer waits): the "
+                        "records of a playbook behind it do not count until it is read; reading %s again from it "
+                        "(for at most %.0f s)", offsets, where, where, self.late.give_up_s)
         else:
-            log.warning("combee client: %s%s holds %s %d of %s (offset %d) but %s %d was not read: it does not count "
-                        "until that one is; reading %s%s again from offset %d until it is", self.topic_prefix, gap.log,
-                        what, gap.ahead, gap.key, gap.offset, what, gap.missing, self.topic_prefix, gap.log,
-                        gap.reread_from)
-        self.state.gaps = self.gaps.open()
+            log.warning("combee client: %s of %s still not there after %.0f s: read past for good (a write that "
+                        "never completed), as every reader does", offsets, where, self.late.give_up_s)
+        self.state.holes = self.late.holes()
 
     def _rereads(self, now: float) -> dict[str, int]:
-        """The logs to read again now, and from which offset (a gap open); said once a gap has stayed open for the
-        longest pause."""
-        seeks = self.gaps.due(now)
-        for gap in self.state.gaps:
-            if gap.log in seeks and self.gaps.rereads(gap.log, gap.key) >= len(self.gaps.pauses_s):
-                log.warning("combee client: %s %d of %s on %s%s still not read after %.0f s; reading again",
-                            NUMBERED.get(gap.log, "record"), gap.missing, gap.key, self.topic_prefix, gap.log,
-                            now - gap.since)
+        """The topics to read again now (a hole open or just given up), and from which offset."""
+        seeks, given_up = self.late.due(now)
+        for change in given_up:
+            self._hole_changed(change)
         return seeks
 
     def scopes(self) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
-"""The client's follower and a version (or promotion decision) it read past: it keeps serving what the reading rule
-says (never the record ahead, never an older or repeated one), says so, and reads that log again from the last
-record that counted until the missing one is read (combee_core.serve.missing_numbers)."""
+"""The client's follower and a record it read past (a hole in the offsets, as Tansu shows a record written late):
+the records of a playbook behind the hole do not count until it is read (never the version ahead, never a fenced
+writer's repeat, never an older one), it says so, and reads the topic again from the hole until it is read or given
+up (combee_core.serve.late_records)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from hypothesis import strategies as st
 
 from combee_client.follow import FollowState, ServedFollower
 from combee_core.connection import PLAINTEXT
+from combee_core.log_order import valid_versions
 from combee_core.models import PlaybookEntry, PlaybookVersion, VersionStats
 from combee_core.promote.promotion import PromotionLedger, PromotionRule, operator_decision
-from combee_core.serve.missing_numbers import REREAD_PAUSES_S, MissingNumbers, Reading
+from combee_core.serve.late_records import HOLE_GIVE_UP_S, REREAD_PAUSES_S, HoleChange, LateRecords
 from combee_core.topology import Topic
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -39,96 +41,140 @@ def _follower(promotion: bool = False) -> tuple[ServedFollower, list]:
 
 # ------------------------------------------------------------------------------------------------ the pure decision
 
-def test_a_record_ahead_of_the_next_number_opens_a_gap_read_again_at_once_then_after_growing_pauses():
-    gaps = MissingNumbers()
-    assert gaps.read("playbook", "pb", expected=1, number=1, offset=4, now=0.0) == Reading(counts=True)
-    ahead = gaps.read("playbook", "pb", expected=2, number=3, offset=9, now=10.0)
-    assert not ahead.counts and ahead.change is not None and not ahead.change.closed
-    assert (ahead.change.gap.missing, ahead.change.gap.ahead, ahead.change.gap.offset,
-            ahead.change.gap.reread_from) == (2, 3, 9, 5)
-    assert gaps.read("playbook", "pb", expected=2, number=4, offset=10, now=10.0) == Reading(counts=False)
-    assert gaps.due(10.0) == {"playbook": 5}
-    assert gaps.due(10.0 + REREAD_PAUSES_S[1] - 0.1) == {}
-    assert gaps.due(10.0 + REREAD_PAUSES_S[1]) == {"playbook": 5}
-    assert gaps.rereads("playbook", "pb") == 2
-    found = gaps.read("playbook", "pb", expected=2, number=2, offset=7, now=12.0)  # read again, before the one ahead
-    assert found.counts and found.change is not None and found.change.closed and found.change.gap.missing == 2
-    assert gaps.open() == () and gaps.due(1e9) == {}
+def _read(late: LateRecords, offset: int, expected: int, number: int, now: float = 0.0, key: str = "pb") -> bool:
+    late.passed("playbook", offset, now)
+    return late.read("playbook", key, expected, number, offset, now)
 
 
-def test_the_missing_number_after_the_record_ahead_is_a_fenced_writers_repeat_and_does_not_count():
-    gaps = MissingNumbers()
-    gaps.read("playbook", "pb", expected=1, number=2, offset=1, now=0.0)  # version 1, at offset 0, read past
-    assert gaps.read("playbook", "pb", expected=1, number=1, offset=3, now=0.0) == Reading(counts=False)
-    assert [gap.missing for gap in gaps.open()] == [1] and gaps.due(0.0) == {"playbook": 0}
-    assert gaps.read("playbook", "pb", expected=1, number=1, offset=0, now=0.1).counts
+def test_records_behind_a_hole_do_not_count_until_it_is_read_and_it_is_read_again_at_once_then_after_pauses():
+    late = LateRecords()
+    assert _read(late, 0, expected=1, number=1)
+    assert late.passed("playbook", 3, 10.0) == HoleChange("playbook", 1, 2, "opened")  # offsets 1 and 2 read past
+    assert not late.read("playbook", "pb", 2, 2, 3, 10.0)  # the next number, but a repeat may be all it is
+    assert not _read(late, 4, expected=2, number=3, now=10.0)
+    assert late.due(10.0) == ({"playbook": 1}, [])
+    assert late.due(10.0 + REREAD_PAUSES_S[1] - 0.1) == ({}, [])
+    assert late.due(10.0 + REREAD_PAUSES_S[1]) == ({"playbook": 1}, [])
+    late.moved("playbook", 1)
+    assert late.passed("playbook", 1, 12.0) == HoleChange("playbook", 1, 1, "filled")
+    assert late.read("playbook", "pb", 2, 2, 1, 12.0)  # the first version 2
+    assert late.passed("playbook", 2, 12.0) == HoleChange("playbook", 2, 2, "filled")
+    assert not _read(late, 3, expected=3, number=2, now=12.0)  # the repeat
+    assert _read(late, 4, expected=3, number=3, now=12.0)
+    assert late.holes() == () and late.due(1e9) == ({}, [])
 
 
-def test_older_and_repeated_numbers_are_void_and_open_no_gap():
-    gaps = MissingNumbers()
-    gaps.read("playbook", "pb", expected=1, number=1, offset=0, now=0.0)
-    assert gaps.read("playbook", "pb", expected=2, number=1, offset=1, now=0.0) == Reading(counts=False)
-    assert gaps.open() == () and gaps.due(1e9) == {}
+def test_a_hole_still_open_after_the_give_up_time_is_read_past_for_good_and_the_records_behind_it_count():
+    late = LateRecords()
+    _read(late, 0, expected=1, number=1)
+    assert not _read(late, 2, expected=2, number=2, now=0.0)  # offset 1: a write that never completed
+    assert late.due(HOLE_GIVE_UP_S - 0.1)[0] == {"playbook": 1}
+    late.moved("playbook", 1)
+    assert not _read(late, 2, expected=2, number=2, now=HOLE_GIVE_UP_S - 0.1)
+    assert late.due(HOLE_GIVE_UP_S) == ({"playbook": 1}, [HoleChange("playbook", 1, 1, "given_up")])
+    late.moved("playbook", 1)
+    assert _read(late, 2, expected=2, number=2, now=HOLE_GIVE_UP_S) and late.holes() == ()
 
 
-def test_the_pauses_stop_growing_at_the_last_one():
-    gaps = MissingNumbers(pauses_s=(0.0, 3.0))
-    gaps.read("promoted", "pb", expected=0, number=2, offset=5, now=0.0)
-    times = [t for t in range(0, 20) if gaps.due(float(t))]
-    assert times == [0, 3, 6, 9, 12, 15, 18]
+def test_a_hole_before_a_playbooks_last_counted_record_does_not_hold_its_next_one():
+    late = LateRecords()
+    _read(late, 0, expected=1, number=1, key="a")
+    assert not _read(late, 2, expected=1, number=1, key="b")  # offset 1 read past: b's version 1 may be in it
+    assert _read(late, 3, expected=2, number=2, key="a") is False  # a's too: the hole may hold a's version 2
+    late.moved("playbook", 1)
+    late.passed("playbook", 1, 0.1)  # it held another playbook's record
+    assert _read(late, 2, expected=1, number=1, key="b") and _read(late, 3, expected=2, number=2, key="a")
 
 
-def test_gaps_of_two_playbooks_on_one_log_read_it_again_from_the_lower_offset():
-    gaps = MissingNumbers()
-    gaps.read("playbook", "a", expected=1, number=1, offset=0, now=0.0)
-    gaps.read("playbook", "b", expected=1, number=1, offset=3, now=0.0)
-    gaps.read("playbook", "b", expected=2, number=3, offset=8, now=0.0)
-    gaps.read("playbook", "a", expected=2, number=4, offset=9, now=0.0)
-    assert gaps.due(0.0) == {"playbook": 1}
+def test_a_version_ahead_read_without_a_hole_is_void_as_the_rule_says_and_opens_nothing():
+    late = LateRecords()
+    _read(late, 0, expected=1, number=1)
+    assert not _read(late, 1, expected=2, number=3) and late.holes() == ()
+    assert _read(late, 2, expected=2, number=2)
+
+
+def test_the_pauses_stop_growing_at_the_last_one_and_a_far_jump_is_not_a_hole():
+    late = LateRecords(pauses_s=(0.0, 3.0), give_up_s=1e9)
+    late.passed("promoted", 0, 0.0)
+    late.passed("promoted", 2, 0.0)
+    assert [t for t in range(0, 20) if late.due(float(t))[0]] == [0, 3, 6, 9, 12, 15, 18]
+    other = LateRecords()
+    other.passed("playbook", 0, 0.0)
+    assert other.passed("playbook", 5000, 0.0) is None and other.holes() == ()
 
 
 @st.composite
 def _logs_read_with_holes(draw):
-    """A playbook log (versions 1..n in log order) and the offsets a reader steps over the first time it passes them
-    (records still being written). No fenced writer's repeats: a repeat of the missing number read right after a
-    hole the reader gave up on cannot be told from the record that counts by its number (the gapless consumer's
-    patience is what covers that; docs/client.md says so)."""
-    size = draw(st.integers(1, 30))
-    return list(range(1, size + 1)), draw(st.sets(st.integers(0, size - 1)))
+    """A playbook log in log order (the writers' versions 1, 2, ... with fenced writers' repeats of numbers already
+    written among them), the offsets a reader steps over the first time it passes them (written late) and the
+    offsets never written (torn writes)."""
+    log, newest = [], 0
+    for _ in range(draw(st.integers(1, 30))):
+        if newest and draw(st.booleans()):
+            log.append(draw(st.integers(max(1, newest - 2), newest)))
+        else:
+            newest += 1
+            log.append(newest)
+    offsets = st.integers(0, len(log) - 1)
+    return log, draw(st.sets(offsets)), draw(st.sets(offsets, max_size=2))
 
 
 @settings(max_examples=300, deadline=None)
 @given(_logs_read_with_holes())
-def test_a_reader_that_reads_again_where_it_is_told_ends_with_the_newest_version_and_never_goes_back(case):
-    log, late = case
-    gaps, late, newest, served, position, now = MissingNumbers(), set(late), 0, [], 0, 0.0
-    for _ in range(4 * len(log) + 4):
-        shown = [offset for offset in range(position, len(log)) if offset not in late]
+def test_a_follower_that_reads_again_where_it_is_told_ends_where_the_rule_on_the_log_does_and_never_goes_back(case):
+    log, late_offsets, torn = case
+    late, late_offsets, newest, served, position, now, taken = LateRecords(), set(late_offsets), 0, [], 0, 0.0, []
+    late.moved("playbook", 0)  # the reader starts at the log's beginning
+    while now < 3 * HOLE_GIVE_UP_S:
+        shown = [o for o in range(position, len(log)) if o not in late_offsets and o not in torn]
         for offset in shown:  # a fetch steps over the late records before the last one it shows
-            newest += gaps.read("playbook", "pb", newest + 1, log[offset], offset, now).counts
+            late.passed("playbook", offset, now)
+            if late.read("playbook", "pb", newest + 1, log[offset], offset, now):
+                newest += 1
+                taken.append(offset)
             served.append(newest)
         position = shown[-1] + 1 if shown else position
-        late.clear()  # written by now: there for every later fetch
-        now += 100.0
-        position = gaps.due(now).get("playbook", position)
-    assert newest == len(log) and served == sorted(served) and gaps.open() == ()
+        late_offsets.clear()  # written by now: there for every later fetch
+        now += 1.0
+        seek = late.due(now)[0].get("playbook")
+        if seek is not None:
+            late.moved("playbook", seek)
+            position = seek
+    written = [(offset, n) for offset, n in enumerate(log) if offset not in torn]
+    counted = valid_versions([_version(n, text=str(offset)) for offset, n in written])  # the rule on what exists
+    assert taken == [int(version.entries[0].content) for version in counted]
+    assert served == sorted(served) and late.holes() == ()
 
 
 # ------------------------------------------------------------------------------------------------ the binding
 
-def test_the_follower_does_not_serve_a_version_ahead_says_the_gap_and_serves_it_once_the_missing_one_is_read():
+def test_the_follower_does_not_serve_a_version_ahead_of_a_hole_says_so_and_serves_it_once_the_hole_is_read():
     follower, seen = _follower()
     v1, v2, v3 = _version(1), _version(2), _version(3)
     follower._take(Topic.PLAYBOOK, v1.to_json_bytes(), 0, 0.0)
     follower._take(Topic.PLAYBOOK, v3.to_json_bytes(), 2, 0.0)  # version 2, at offset 1, was stepped over
     follower._publish()
-    assert follower.state.served == v1 and [(g.log, g.missing, g.ahead) for g in follower.state.gaps] == [
-        (Topic.PLAYBOOK, 2, 3)]
+    assert follower.state.served == v1 and follower.state.holes == ((Topic.PLAYBOOK, 1),)
     assert follower._rereads(0.0) == {Topic.PLAYBOOK: 1}
+    follower.late.moved(Topic.PLAYBOOK, 1)
     for offset, version in ((1, v2), (2, v3)):
         follower._take(Topic.PLAYBOOK, version.to_json_bytes(), offset, 0.1)
     follower._publish()
-    assert follower.state.served == v3 and follower.state.gaps == () and seen == [v1, v3]
+    assert follower.state.served == v3 and follower.state.holes == () and seen == [v1, v3]
+
+
+def test_a_fenced_writers_repeat_read_after_a_hole_is_not_served_the_first_version_of_that_number_is():
+    follower, seen = _follower()
+    v1, v2, zombie = _version(1), _version(2), _version(2, "a fenced writer's version 2")
+    follower._take(Topic.PLAYBOOK, v1.to_json_bytes(), 0, 0.0)
+    follower._take(Topic.PLAYBOOK, zombie.to_json_bytes(), 2, 0.0)  # v2, at offset 1, was stepped over
+    follower._publish()
+    assert follower.state.served == v1 and follower._rereads(0.0) == {Topic.PLAYBOOK: 1}
+    follower.late.moved(Topic.PLAYBOOK, 1)
+    for offset, version in ((1, v2), (2, zombie)):
+        follower._take(Topic.PLAYBOOK, version.to_json_bytes(), offset, 0.1)
+    follower._publish()
+    assert follower.state.served == v2 and seen == [v1, v2] and follower.state.holes == ()
 
 
 def test_a_repeated_or_older_version_is_never_served():
@@ -138,7 +184,7 @@ def test_a_repeated_or_older_version_is_never_served():
     for offset, version in enumerate(records):
         follower._take(Topic.PLAYBOOK, version.to_json_bytes(), offset, 0.0)
     follower._publish()
-    assert follower.state.served == v2 and seen == [v2] and follower.state.gaps == ()
+    assert follower.state.served == v2 and seen == [v2] and follower.state.holes == ()
 
 
 def test_a_promotion_decision_read_past_holds_the_pointer_it_had_until_that_decision_is_read():
@@ -154,12 +200,13 @@ def test_a_promotion_decision_read_past_holds_the_pointer_it_had_until_that_deci
     follower._take(Topic.PROMOTED, decisions[0], 0, 0.0)
     follower._take(Topic.PROMOTED, decisions[2], 2, 0.0)
     follower._publish()
-    assert follower.state.served == v1 and [g.missing for g in follower.state.gaps] == [1]
+    assert follower.state.served == v1 and follower.state.holes == ((Topic.PROMOTED, 1),)
     assert follower._rereads(0.0) == {Topic.PROMOTED: 1}
+    follower.late.moved(Topic.PROMOTED, 1)
     follower._take(Topic.PROMOTED, decisions[1], 1, 0.1)
     follower._take(Topic.PROMOTED, decisions[2], 2, 0.1)
     follower._publish()
-    assert follower.state.served == v3 and follower.state.gaps == ()
+    assert follower.state.served == v3 and follower.state.holes == ()
 
 
 class _LateRecordsLog:
@@ -178,6 +225,9 @@ class _LateRecordsLog:
 
     def assign(self, tps) -> None:
         self.at = {tp: 0 for tp in tps}
+
+    async def beginning_offsets(self, tps) -> dict:
+        return dict.fromkeys(tps, 0)
 
     async def seek_to_beginning(self, *tps) -> None:
         self.at.update({tp: 0 for tp in tps})
@@ -219,4 +269,4 @@ async def test_a_version_written_late_is_read_again_and_the_newest_served_where_
         with contextlib.suppress(asyncio.CancelledError):
             await task
     versions = [v.version for v in seen]
-    assert versions[-1] == 3 and versions == sorted(versions) and follower.state.gaps == ()
+    assert versions[-1] == 3 and versions == sorted(versions) and follower.state.holes == ()
