@@ -55,7 +55,8 @@ class FollowState:
         self.current: tuple[PlaybookVersion | None, str, Chain] = (served, source, tuple(inherited))
         """The served version, where it came from, and each ancestor's served version (nearest first)."""
         self.caught_up = False
-        """The log was read to its end at least once since the follower (re)connected."""
+        """The log was read to its end at least once since the follower (re)connected, with no hole open then (a
+        restart never serves, on the way, a version older than the log's because a record was read past)."""
         self.seen_at: float | None = None
         """``time.monotonic()`` when the served version last changed from the log."""
         self.errors = 0
@@ -179,7 +180,7 @@ class ServedFollower:
                 consumer.seek(TopicPartition(f"{self.topic_prefix}{topic}", 0), offset)
                 self.late.moved(topic, offset)
             ends = [consumer.highwater(tp) for tp in tps]
-            if not self.state.caught_up and await _at_ends(consumer, tps, ends):
+            if not self.state.caught_up and not self.state.holes and await _at_ends(consumer, tps, ends):
                 self.state.caught_up = True
                 log.info("combee client: read %s%s to its end; served version %d", self.topic_prefix,
                          self.playbook_id, self._served_from_log()[0])

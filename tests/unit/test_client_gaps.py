@@ -211,10 +211,10 @@ def test_a_promotion_decision_read_past_holds_the_pointer_it_had_until_that_deci
 
 class _LateRecordsLog:
     """In memory, what the follower's consumer sees of Tansu while several producers write: each offset in ``late``
-    is not in the first fetch that passes it (a write in progress), and is there for every later fetch."""
+    is missing from the first ``n`` fetches that pass it (a write in progress), and there for every later fetch."""
 
-    def __init__(self, topics: dict[str, list[bytes]], late: set[tuple[str, int]]) -> None:
-        self.records, self.late, self.at = topics, set(late), {}
+    def __init__(self, topics: dict[str, list[bytes]], late: dict[tuple[str, int], int]) -> None:
+        self.records, self.late, self.at = topics, dict(late), {}
         self._client = SimpleNamespace(force_metadata_update=self._nothing)
 
     async def _nothing(self) -> None:
@@ -241,8 +241,10 @@ class _LateRecordsLog:
         for tp, at in self.at.items():
             records = self.records[tp.topic]
             shown = [SimpleNamespace(offset=offset, value=records[offset]) for offset in range(at, len(records))
-                     if (tp.topic, offset) not in self.late]
-            self.late -= {(tp.topic, offset) for offset in range(at, len(records))}
+                     if not self.late.get((tp.topic, offset))]
+            for offset in range(at, len(records)):
+                if self.late.get((tp.topic, offset)):
+                    self.late[(tp.topic, offset)] -= 1
             self.at[tp] = len(records)
             if shown:
                 fetched[tp] = shown
@@ -258,7 +260,7 @@ class _LateRecordsLog:
 async def test_a_version_written_late_is_read_again_and_the_newest_served_where_before_the_one_before_stayed():
     follower, seen = _follower()
     consumer = _LateRecordsLog({"t.playbook": [_version(n).to_json_bytes() for n in (1, 2, 3)], "t.promoted": []},
-                               late={("t.playbook", 1)})
+                               late={("t.playbook", 1): 1})
     task = asyncio.create_task(follower._follow(consumer))  # type: ignore[arg-type]
     try:
         deadline = time.monotonic() + 5.0
@@ -268,5 +270,24 @@ async def test_a_version_written_late_is_read_again_and_the_newest_served_where_
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    versions = [v.version for v in seen]
-    assert versions[-1] == 3 and versions == sorted(versions) and follower.state.holes == ()
+    assert [v.version for v in seen] == [3] and follower.state.holes == ()  # not version 1 on the way
+
+
+async def test_a_client_started_with_a_cached_version_serves_no_older_one_from_a_log_read_with_a_hole():
+    cached = _version(3)
+    follower = ServedFollower("pb", "t.", False, "agent", "localhost:1", PLAINTEXT,
+                              FollowState(served=cached, source="cache"), None)
+    consumer = _LateRecordsLog({"t.playbook": [_version(n).to_json_bytes() for n in (1, 2, 3)], "t.promoted": []},
+                               late={("t.playbook", 1): 2})  # still missing when read again at once
+    served: list[int] = []
+    follower.on_served = lambda version: served.append(version.version if version else 0)
+    task = asyncio.create_task(follower._follow(consumer))  # type: ignore[arg-type]
+    try:
+        deadline = time.monotonic() + 5.0
+        while follower.state.source != "log" and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert served == [3] and follower.state.served == cached
