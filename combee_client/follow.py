@@ -128,11 +128,12 @@ class ServedFollower:
         """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
         attempt = 0
         while True:
-            consumer = self._consumer(await profile_for(self.bootstrap, self.broker_kind, self.connection))
+            profile = await profile_for(self.bootstrap, self.broker_kind, self.connection)
+            consumer = self._consumer(profile)
             try:
                 await consumer.start()
                 attempt = 0
-                await self._follow(consumer)
+                await self._follow(consumer, holes=profile.kind == "tansu")
             except (KafkaError, OSError) as error:
                 self._failed(error)
             finally:
@@ -160,7 +161,9 @@ class ServedFollower:
     def _version(self) -> int:
         return self.state.served.version if self.state.served is not None else 0
 
-    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+    async def _follow(self, consumer: AIOKafkaConsumer, holes: bool = True) -> None:
+        """Read the topics from their beginning; ``holes``: keep the offsets read past (Tansu; Apache Kafka never
+        shows an offset above what it stored, and a hole there is a transaction marker, not a record)."""
         self.log_state = self._fresh_log()  # read from the beginning again: a fresh consumer starts at offset 0
         self.late = LateRecords()
         self.state.caught_up, self.state.holes = False, ()
@@ -168,14 +171,15 @@ class ServedFollower:
         tps = [TopicPartition(topic, 0) for topic in self.topics()]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
-        for tp, offset in (await consumer.beginning_offsets(tps)).items():  # a hole at the very first fetch too
-            self.late.moved(tp.topic.removeprefix(self.topic_prefix), offset)
+        for tp, offset in (await consumer.beginning_offsets(tps)).items() if holes else ():
+            self.late.moved(tp.topic.removeprefix(self.topic_prefix), offset)  # a hole at the very first fetch too
         while True:
             batch = await consumer.getmany(timeout_ms=FETCH_MAX_WAIT_MS * 2)
             now = time.monotonic()
             for tp, records in batch.items():
                 for record in records:
-                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value, record.offset, now)
+                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value,
+                               record.offset if holes else None, now)
             for topic, offset in self._rereads(now).items():
                 consumer.seek(TopicPartition(f"{self.topic_prefix}{topic}", 0), offset)
                 self.late.moved(topic, offset)

@@ -4,7 +4,7 @@ version the reading rule takes (the same record every reader takes, not a repeat
 where the broker shows none (none said in its log either: a hole taken for one would be read past for good after
 60 s, within the hang guard), and follows a live batch the same way. A record read past (a hole in the offsets)
 cannot be forced on a real broker (the previous session tried with 8 writers and 8 followers); the unit tests in
-tests/unit/test_client_gaps.py drive the follower over one."""
+tests/unit/test_client_late_records.py drive the follower over one."""
 
 from __future__ import annotations
 
