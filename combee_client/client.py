@@ -126,7 +126,8 @@ class CombeeClient:
                      playbook_id, self.cache_path)
         self._follower = ServedFollower(playbook_id, self.topic_prefix, self.promotion, self.agent_id,
                                         self.bootstrap, self.connection, state, self._save,
-                                        ancestors=self.ancestors, review_playbooks=self.review_playbooks)
+                                        ancestors=self.ancestors, review_playbooks=self.review_playbooks,
+                                        broker_kind=settings.broker_kind)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name=f"combee-client-{playbook_id}",
                                         daemon=True)

@@ -3,7 +3,13 @@ review mode, ``COMBEE_REVIEW_PLAYBOOKS``, the ``review`` topic) read from their 
 their reading rules and the served-version rule of every follower (``combee_core.serve.served``: in review mode only
 the reviewed entries, as ``combee serve`` serves them); a broker that is away is retried with backoff while the last
 served version stays. With ancestors (``COMBEE_PLAYBOOK_PARENTS``), each ancestor's served version is followed too,
-for the composed view."""
+for the composed view.
+
+On Tansu the topics are read with the project's gapless consumer (``streams.broker.gapless_consumer``: a record Tansu
+is still writing is waited for, not stepped over). A record read past all the same (one that arrived later than the
+consumer waits) is a hole: the records of a playbook behind it do not count until it is read, and the topic is read
+again from it until it is, or for at most a minute (``combee_core.serve.late_records``); said in warnings and in
+``FollowState.holes``."""
 
 from __future__ import annotations
 
@@ -12,18 +18,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaError
 
 from combee_core.connection import KafkaConnection
 from combee_core.models import PlaybookVersion, PromotionDecision, ReviewDecision
+from combee_core.serve.late_records import HoleChange, LateRecords
 from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain
 from combee_core.serve.served import ServedLog
 from combee_core.serve.serving import etag
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
+from streams.broker.gapless_consumer import GaplessConsumer
+from streams.broker.profile import BrokerProfile, profile_for
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +55,15 @@ class FollowState:
         self.current: tuple[PlaybookVersion | None, str, Chain] = (served, source, tuple(inherited))
         """The served version, where it came from, and each ancestor's served version (nearest first)."""
         self.caught_up = False
-        """The log was read to its end at least once since the follower (re)connected."""
+        """The log was read to its end at least once since the follower (re)connected, with no hole open then (a
+        restart never serves, on the way, a version older than the log's because a record was read past)."""
         self.seen_at: float | None = None
         """``time.monotonic()`` when the served version last changed from the log."""
         self.errors = 0
         self.last_error = ""
+        self.holes: tuple[tuple[str, int], ...] = ()
+        """(topic, offset) of the records read past and not read yet: the served version is what the topics say
+        without the records behind them, and the topic is read again until they are read (or given up)."""
 
     @property
     def served(self) -> PlaybookVersion | None:
@@ -69,7 +83,7 @@ class FollowState:
     def __repr__(self) -> str:
         version = self.served.version if self.served is not None else 0
         return (f"FollowState(version={version}, source={self.source}, caught_up={self.caught_up}, "
-                f"errors={self.errors}, last_error={self.last_error!r})")
+                f"errors={self.errors}, last_error={self.last_error!r}, holes={len(self.holes)})")
 
 
 @dataclass
@@ -91,6 +105,10 @@ class ServedFollower:
     """The playbook's ancestors, nearest first (``combee_core.serve.scopes.scope_chain`` without the playbook)."""
     review_playbooks: str = ""
     """``COMBEE_REVIEW_PLAYBOOKS``: the playbooks whose agents get only reviewed entries."""
+    broker_kind: Literal["auto", "kafka", "tansu"] = "auto"
+    """``COMBEE_BROKER_KIND``: on Tansu the topics are read with the gapless consumer (auto: asked at each
+    connection)."""
+    late: LateRecords = field(default_factory=LateRecords)
 
     def __post_init__(self) -> None:
         self.log_state = self._fresh_log()
@@ -110,19 +128,27 @@ class ServedFollower:
         """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
         attempt = 0
         while True:
-            consumer = AIOKafkaConsumer(**client_kwargs(self.bootstrap, self.connection), group_id=None,
-                                        enable_auto_commit=False, auto_offset_reset="earliest",
-                                        fetch_max_wait_ms=FETCH_MAX_WAIT_MS)
+            profile = await profile_for(self.bootstrap, self.broker_kind, self.connection)
+            consumer = self._consumer(profile)
             try:
                 await consumer.start()
                 attempt = 0
-                await self._follow(consumer)
+                await self._follow(consumer, holes=profile.kind == "tansu")
             except (KafkaError, OSError) as error:
                 self._failed(error)
             finally:
                 await consumer.stop()
             await asyncio.sleep(RETRY_S[min(attempt, len(RETRY_S) - 1)])
             attempt += 1
+
+    def _consumer(self, profile: BrokerProfile) -> AIOKafkaConsumer:
+        """On Tansu the gapless consumer (docs/broker.md); on Apache Kafka aiokafka's own (it never shows an offset
+        above what it stored)."""
+        settings: dict[str, Any] = {"group_id": None, "enable_auto_commit": False, "auto_offset_reset": "earliest",
+                                    "fetch_max_wait_ms": FETCH_MAX_WAIT_MS}
+        if profile.kind == "tansu":
+            return GaplessConsumer(**client_kwargs(self.bootstrap, self.connection), **settings)
+        return AIOKafkaConsumer(**client_kwargs(self.bootstrap, self.connection), **settings)
 
     def _failed(self, error: BaseException) -> None:
         self.state.errors += 1
@@ -135,20 +161,30 @@ class ServedFollower:
     def _version(self) -> int:
         return self.state.served.version if self.state.served is not None else 0
 
-    async def _follow(self, consumer: AIOKafkaConsumer) -> None:
+    async def _follow(self, consumer: AIOKafkaConsumer, holes: bool = True) -> None:
+        """Read the topics from their beginning; ``holes``: keep the offsets read past (Tansu; Apache Kafka never
+        shows an offset above what it stored, and a hole there is a transaction marker, not a record)."""
         self.log_state = self._fresh_log()  # read from the beginning again: a fresh consumer starts at offset 0
-        self.state.caught_up = False
+        self.late = LateRecords()
+        self.state.caught_up, self.state.holes = False, ()
         await self._wait_for_topics(consumer)
         tps = [TopicPartition(topic, 0) for topic in self.topics()]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
+        for tp, offset in (await consumer.beginning_offsets(tps)).items() if holes else ():
+            self.late.moved(tp.topic.removeprefix(self.topic_prefix), offset)  # a hole at the very first fetch too
         while True:
             batch = await consumer.getmany(timeout_ms=FETCH_MAX_WAIT_MS * 2)
+            now = time.monotonic()
             for tp, records in batch.items():
                 for record in records:
-                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value)
+                    self._take(tp.topic.removeprefix(self.topic_prefix), record.value,
+                               record.offset if holes else None, now)
+            for topic, offset in self._rereads(now).items():
+                consumer.seek(TopicPartition(f"{self.topic_prefix}{topic}", 0), offset)
+                self.late.moved(topic, offset)
             ends = [consumer.highwater(tp) for tp in tps]
-            if not self.state.caught_up and await _at_ends(consumer, tps, ends):
+            if not self.state.caught_up and not self.state.holes and await _at_ends(consumer, tps, ends):
                 self.state.caught_up = True
                 log.info("combee client: read %s%s to its end; served version %d", self.topic_prefix,
                          self.playbook_id, self._served_from_log()[0])
@@ -170,23 +206,63 @@ class ServedFollower:
                 said = True
             await asyncio.sleep(RETRY_S[1])
 
-    def _take(self, topic: str, value: bytes | None) -> None:
-        """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``)."""
+    def _take(self, topic: str, value: bytes | None, offset: int | None = None, now: float = 0.0) -> None:
+        """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``), read at
+        ``offset`` (None: not known, no hole is looked for) at ``now`` (``time.monotonic()``)."""
+        if offset is not None:
+            self._hole_changed(self.late.passed(topic, offset, now))
+        record = self._record(topic, value)
+        if isinstance(record, ReviewDecision):
+            self.log_state.take_review(record)
+            return
+        if record is None:
+            return
+        if offset is not None:
+            if isinstance(record, PlaybookVersion):
+                newest = self.log_state.latest.get(record.playbook_id)
+                expected, number = (newest.version if newest else 0) + 1, record.version
+            else:
+                expected, number = self.log_state.ledger.next_id(record.playbook_id), record.decision_id
+            if not self.late.read(topic, record.playbook_id, expected, number, offset, now):
+                return
+        if isinstance(record, PlaybookVersion):
+            self.log_state.take_version(record)
+        else:
+            self.log_state.take_decision(record)
+
+    def _record(self, topic: str, value: bytes | None) -> PlaybookVersion | PromotionDecision | ReviewDecision | None:
+        """The record, when it is valid and of the playbook or an ancestor."""
         model = _MODELS.get(topic, ReviewDecision)
         try:
             record = model.from_json_bytes(value)
         except ValueError as error:  # not ours to dead-letter: the pipeline's readers skip it too
             log.warning("combee client: skipping a record that is not a valid %s: %s", model.__name__,
                         str(error).splitlines()[0])
+            return None
+        return record if record.playbook_id in self.scopes() else None
+
+    def _hole_changed(self, change: HoleChange | None) -> None:
+        if change is None:
             return
-        if record.playbook_id not in self.scopes():
-            return
-        if isinstance(record, PlaybookVersion):
-            self.log_state.take_version(record)
-        elif isinstance(record, PromotionDecision):
-            self.log_state.take_decision(record)
+        where = f"{self.topic_prefix}{change.log}"
+        offsets = f"offset {change.first}" if change.first == change.last else f"offsets {change.first}-{change.last}"
+        if change.what == "filled":
+            log.info("combee client: read %s of %s (it had been read past)", offsets, where)
+        elif change.what == "opened":
+            log.warning("combee client: %s of %s read past (a record written later than the consumer waits): the "
+                        "records of a playbook behind it do not count until it is read; reading %s again from it "
+                        "(for at most %.0f s)", offsets, where, where, self.late.give_up_s)
         else:
-            self.log_state.take_review(record)
+            log.warning("combee client: %s of %s still not there after %.0f s: read past for good (a write that "
+                        "never completed), as every reader does", offsets, where, self.late.give_up_s)
+        self.state.holes = self.late.holes()
+
+    def _rereads(self, now: float) -> dict[str, int]:
+        """The topics to read again now (a hole open or just given up), and from which offset."""
+        seeks, given_up = self.late.due(now)
+        for change in given_up:
+            self._hole_changed(change)
+        return seeks
 
     def scopes(self) -> tuple[str, ...]:
         return (self.playbook_id, *self.ancestors)

@@ -96,6 +96,10 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_every_stage_dead_letters_a_record_it_cannot_read_with_the_reason_and_goes_on",
         "test_the_readers_of_the_served_topics_skip_what_they_cannot_read_and_go_on",
     ),
+    "test_client_late_records.py": (
+        "test_a_follower_that_reads_again_where_it_is_told_ends_where_the_rule_on_the_log_does_and_never_goes_back",
+        "test_a_client_started_with_a_cached_version_serves_no_older_one_from_a_log_read_with_a_hole",  # a 1 s pause
+    ),
     "test_concurrency.py": ("test_limit_stays_within_floor_and_ceiling_and_overload_never_raises",),
     "test_controller_decisions.py": ("test_decisions_are_always_valid_sizes",),
     "test_door_mcp.py": (
