@@ -125,7 +125,7 @@ class ServedFollower:
         return tuple(f"{self.topic_prefix}{topic}" for topic in followed)
 
     async def run(self) -> None:
-        """Follow until cancelled; reconnect with backoff whenever the consumer cannot start."""
+        """Follow until cancelled; reconnect with backoff whenever the consumer cannot start or the follow fails."""
         attempt = 0
         while True:
             profile = await profile_for(self.bootstrap, self.broker_kind, self.connection)
@@ -135,6 +135,9 @@ class ServedFollower:
                 attempt = 0
                 await self._follow(consumer, holes=profile.kind == "tansu")
             except (KafkaError, OSError) as error:
+                self._failed(error)
+            except Exception as error:  # a bug must not end the follow silently: said with its frames, then retried
+                log.exception("combee client: following %s%s failed unexpectedly", self.topic_prefix, self.playbook_id)
                 self._failed(error)
             finally:
                 await consumer.stop()

@@ -243,3 +243,40 @@ def test_in_review_mode_render_puts_only_reviewed_entries_in_the_prompt_and_an_u
         rendering = client.render("a refund request", k=5)
         assert rendering.entry_ids == ("e0",) and "any account" not in rendering.text
     assert json.loads(cache.read_text())["reviewed"] is True
+
+
+async def test_an_unexpected_error_while_following_is_logged_and_the_follower_keeps_going(monkeypatch, caplog):
+    """A bug in reading (here a ValueError from the consumer) must not end the background follow for good, leaving
+    the agent an old version with nothing said: it is logged with its frames, counted, and the follow starts again."""
+    import asyncio
+
+    import combee_client.follow as follow
+    from streams.broker.profile import BrokerProfile
+
+    started = asyncio.Event()
+    attempts: list[int] = []
+
+    class FailingOnce:
+        async def start(self) -> None:
+            attempts.append(1)
+            if len(attempts) == 1:
+                raise ValueError("a bug in reading")
+            started.set()
+            await asyncio.Event().wait()
+
+        async def stop(self) -> None:
+            pass
+
+    async def tansu(*_args, **_kwargs):
+        return BrokerProfile.for_tansu()
+
+    monkeypatch.setattr(follow, "profile_for", tansu)
+    monkeypatch.setattr(follow, "RETRY_S", (0.01,))
+    follower, _ = _follower(False)
+    monkeypatch.setattr(follower, "_consumer", lambda _profile: FailingOnce())
+    task = asyncio.create_task(follower.run())
+    await asyncio.wait_for(started.wait(), timeout=30)
+    task.cancel()
+    assert len(attempts) == 2 and follower.state.errors == 1
+    assert "ValueError: a bug in reading" in follower.state.last_error
+    assert any(r.exc_info and "failed unexpectedly" in r.getMessage() for r in caplog.records)
