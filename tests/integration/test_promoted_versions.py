@@ -15,6 +15,7 @@ from streams.cli.promote import operator_act
 from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
+from streams.topology.worker import ALL_STAGES
 from tests.integration.test_cli import _combee
 from tests.integration.topology_support import (
     SIZE_CLOSES_S,
@@ -27,6 +28,8 @@ from tests.integration.topology_support import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PB = "pb"
+STAGES = tuple(stage for stage in ALL_STAGES if stage != "control")
+"""Every stage but the controller's: without ``auto_batch_size`` it decides nothing and would only tail the metrics."""
 
 
 def poisoned_stream():
@@ -46,7 +49,7 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
     settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005,
                             max_wait_s=SIZE_CLOSES_S)  # 4 batches of 40, each closed by size
     traces, harmful = poisoned_stream()
-    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, STAGES) as run, \
             PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
         found = await wait_decisions(run, 4, timeout_s=180)
