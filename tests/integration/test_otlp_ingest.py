@@ -32,9 +32,16 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 RUNS = 12
 
 
+FEEDBACK_WAIT_S = 60.0
+"""How long a finished run waits for its evaluation. The late evaluation is sent once the stage counts the run as
+waiting (not after a fixed pause), so the window only has to cover one export through the receiver and the broker
+(well under a second idle; it was over 3 s at load, when a 3 s window let the run go on without it): a run that gets
+its evaluation leaves at once, so the width costs nothing, and a join that never happens still fails the test."""
+
+
 def _settings(prefix: str):
     return run_settings(prefix, otlp_ingest=True, otlp_topic=f"{prefix}otlp_spans", otlp_idle_s=1.0,
-                        otlp_feedback_wait_s=3.0, batch_size=RUNS, max_wait_s=2.0, otlp_receiver_port=0)
+                        otlp_feedback_wait_s=FEEDBACK_WAIT_S, batch_size=RUNS, max_wait_s=2.0, otlp_receiver_port=0)
 
 
 def _runs(playbook: str, seed: int = 1):
@@ -62,16 +69,21 @@ async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_
         provider = tracer_provider(exporter)
         late = runs[-1]
 
-        def agent() -> None:  # the SDK exports synchronously (SimpleSpanProcessor): off the event loop
+        def agent():  # the SDK exports synchronously (SimpleSpanProcessor): off the event loop
             for simulated in runs[:-1]:
                 run_agent(provider, simulated, used_entries=("e0",))
-            context = run_agent(provider, late, evaluate=False)
-            time.sleep(1.5)  # the evaluator scores the run after it ended: a delayed-feedback join
+            return run_agent(provider, late, evaluate=False)
+
+        def evaluator_then_agent(context) -> None:
             report_evaluation(provider, context, late)
             silent = _runs("otel-http", seed=9)[0]
             run_agent(provider, silent, capture_content=False)
 
-        await asyncio.to_thread(agent)
+        context = await asyncio.to_thread(agent)
+        # The evaluator scores the run after it ended (a delayed-feedback join): once the stage holds it, finished
+        # and waiting for its evaluation.
+        await run.wait_counter("otlp_runs_waiting_for_feedback", 1, timeout_s=FEEDBACK_WAIT_S)
+        await asyncio.to_thread(evaluator_then_agent, context)
         assert await asyncio.to_thread(exporter.export, []) == SpanExportResult.SUCCESS
         traces, versions = await _learned(run, RUNS)
         dead = await run.dead_letters()
@@ -81,7 +93,8 @@ async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_
     assert len(traces) == RUNS and len({t.trace_id for t in traces}) == RUNS
     assert all(t.metadata["used_entries"] == "e0" for t in traces if t.task_id != late.task_id)
     [joined] = [t for t in traces if t.task_id == late.task_id]
-    assert joined.metadata["otlp.feedback"].startswith(("joined after", "with-run")) and joined.feedback
+    assert joined.metadata["otlp.feedback"].startswith("joined after") and joined.feedback, joined.metadata
+    assert run.counters["otlp_runs_waiting_for_feedback"] >= 1 and "otlp_traces_without_feedback" not in run.counters
     assert [d.stage for d in dead if "content capture is off" in d.reason] == ["ingest-otlp"]
     assert Counter(t for v in versions for t in v.lineage) == {t.trace_id: 1 for t in traces}
     assert any(op.outcome == "applied" for v in versions for op in v.operations) and versions[-1].entries

@@ -3,6 +3,8 @@ operator's rollback reaches subscribers within seconds, and a replay makes the s
 
 from __future__ import annotations
 
+import asyncio
+import re
 import time
 
 import pytest
@@ -10,10 +12,10 @@ import pytest
 from combee_core.promote.promotion import in_canary
 from combee_core.sim.task_suite import build_suite, misleading_trace
 from streams.cli.promote import operator_act
-from streams.runs.replay import ReplayOptions, replay_from_topics
 from streams.topology.follower import PlaybookFollower
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.produce import produce_traces
+from streams.topology.worker import ALL_STAGES
 from tests.integration.test_cli import _combee
 from tests.integration.topology_support import (
     SIZE_CLOSES_S,
@@ -26,6 +28,8 @@ from tests.integration.topology_support import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PB = "pb"
+STAGES = tuple(stage for stage in ALL_STAGES if stage != "control")
+"""Every stage but the controller's: without ``auto_batch_size`` it decides nothing and would only tail the metrics."""
 
 
 def poisoned_stream():
@@ -45,7 +49,7 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
     settings = run_settings(unique_prefix, promotion=True, builtin_evaluator_playbooks=PB, promotion_epsilon=0.005,
                             max_wait_s=SIZE_CLOSES_S)  # 4 batches of 40, each closed by size
     traces, harmful = poisoned_stream()
-    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run, \
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, STAGES) as run, \
             PlaybookFollower(settings, kafka.bootstrap, kafka.profile, check_alive=run.check_alive) as agents:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces)
         found = await wait_decisions(run, 4, timeout_s=180)
@@ -88,15 +92,19 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
         print(f"rollback: command start to the agents on v1 in {rollback_s:.2f} s (Python start-up included)")
         assert rollback_s < 15
 
-        code, out, err = await _combee("status", *common)
+        status, decided, candidates = await asyncio.gather(  # three readers at once: the run idles meanwhile
+            _combee("status", *common),
+            _combee("tail", "--max-versions", "5", *common),  # promoted: the run has decisions
+            _combee("tail", "--candidates", "--max-versions", "4", *common))
+        code, out, err = status
         assert code == 0, err
         assert "incumbent v1, automatic promotion PAUSED; pending candidates: none" in out, out
         assert "last decision: pb decision 4: rollback -> serving v1 (was v4)" in out, out
-        code, out, err = await _combee("tail", "--max-versions", "5", *common)  # promoted: the run has decisions
+        code, out, err = decided
         assert code == 0, err
         assert out.count("decision ") == 5 and "decision 2: reject on candidate v3 -> serving v2" in out, out
         assert "per point]" in out and "following promoted versions" in err
-        code, out, err = await _combee("tail", "--candidates", "--max-versions", "4", *common)
+        code, out, err = candidates
         assert code == 0, err
         assert out.startswith("pb v1 (parent v0, batch 0)") and "pb v4 (parent v2, batch 3)" in out, out
 
@@ -106,17 +114,18 @@ async def test_a_harmful_candidate_is_not_promoted_and_learning_continues_from_t
         await agents.wait_until(lambda: agents.playbook(PB)[0] == 4, 15, "agents on v4 again")
         assert resumed.decision_id == 5 and not resumed.paused and resumed.by == "tester@ci"
 
-    # A replay of the traces into a fresh prefix makes the same decisions, byte for byte (but the time).
-    replay = await replay_from_topics(settings, kafka.bootstrap, kafka.profile, ReplayOptions())
-    again = await InProcessPipeline(replay.settings, kafka.bootstrap, kafka.profile).promotions()
-    assert [d.decision_hash() for d in again] == [d.decision_hash() for d in found[:4]]
-    # `combee replay` compares them too (the operators' rollback and promote are not replayed, nor compared).
+    # A replay of the traces into a fresh prefix makes the same decisions, byte for byte (but the time): `combee
+    # replay` compares them (the operators' rollback and promote are not replayed, nor compared), and all four are
+    # read back from its prefix (one replay: the same replay in process as well would prove nothing more).
     env = env_without_combee(COMBEE_PROMOTION="1", COMBEE_BUILTIN_EVALUATOR_PLAYBOOKS=PB,
                              COMBEE_PROMOTION_EPSILON="0.005", COMBEE_SIM_CLOCK="virtual")
     code, out, err = await _combee("replay", "--prefix", unique_prefix, "--bootstrap", kafka.bootstrap, env=env,
                                    timeout=180)
     assert code == 0, err
     assert "promotion decisions: the same as the recording's" in out, out
+    replayed = InProcessPipeline(settings.model_copy(update={"topic_prefix": re.search(r" into (\S+)\*", out)[1]}),
+                                 kafka.bootstrap, kafka.profile)
+    assert [d.decision_hash() for d in await replayed.promotions()] == [d.decision_hash() for d in found[:4]]
 
 
 async def test_a_canary_that_does_worse_live_is_rejected_with_the_version_built_on_it(kafka, unique_prefix):

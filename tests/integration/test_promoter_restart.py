@@ -29,7 +29,7 @@ from streams.runs.replay import ReplayOptions, replay_from_topics
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.produce import produce_traces
 from streams.topology.topic_reader import read_topic
-from tests.integration.test_promoted_versions import PB, poisoned_stream
+from tests.integration.test_promoted_versions import PB, STAGES, poisoned_stream
 from tests.integration.topology_support import make_traces, run_settings
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -50,13 +50,13 @@ async def test_a_restarted_promoter_resumes_from_its_checkpoints_and_decides_the
                             batch_size=BATCH, max_wait_s=600.0, view_checkpoint_every=2,
                             batch_close="size")  # batches of exactly BATCH
     traces, _ = poisoned_stream()
-    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, STAGES) as run:
         for batch in range(BEFORE):  # one batch at a time: each log's later checkpoints are written past decisions
             await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[BATCH * batch:BATCH * (batch + 1)])
             before = await _decided(run, batch + 1)
     assert [(d.candidate_version, d.action) for d in before] == [(1, "promote"), (2, "promote"), (3, "reject")]
     caplog.clear()
-    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
+    async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile, STAGES) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[BATCH * BEFORE:])
         await _decided(run, BEFORE + AFTER)
         decisions = await read_models(run, Topic.PROMOTED, PromotionDecision)
