@@ -30,15 +30,20 @@ FORBIDDEN_IN_CORE = {"aiokafka", "kafka", "faust", "confluent_kafka", "streams"}
 attempts: list[str] = []
 
 
-def _refuse(*args: object, **kwargs: object) -> None:
-    attempts.append(repr(args[1:] or args)[:200])
+def _refuse_connect(sock: socket.socket, address: object, *args: object) -> None:
+    attempts.append(f"connect {address!r}")
+    raise OSError("network access attempted")
+
+
+def _refuse_lookup(host: object, port: object, *args: object, **kwargs: object) -> None:
+    attempts.append(f"getaddrinfo {host!r} {port!r}")
     raise OSError("network access attempted")
 
 
 def _refuse_network() -> None:
-    socket.socket.connect = _refuse  # type: ignore[method-assign,assignment]
-    socket.socket.connect_ex = _refuse  # type: ignore[method-assign,assignment]
-    socket.getaddrinfo = _refuse  # type: ignore[assignment]
+    socket.socket.connect = _refuse_connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = _refuse_connect  # type: ignore[method-assign,assignment]
+    socket.getaddrinfo = _refuse_lookup  # type: ignore[assignment]
 
 
 def _core_walk() -> dict[str, Any]:
