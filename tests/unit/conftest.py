@@ -10,7 +10,19 @@ examples. A name listed here that its file no longer defines fails the run, so t
 
 from __future__ import annotations
 
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+from tests.hang_guard import SUBPROCESS_HANG_S
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SLOW: dict[str, tuple[str, ...]] = {
     # the static checks: ruff and mypy over the tree, file sizes, layering and import homes (a scan of every module)
@@ -239,3 +251,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         function = getattr(item, "originalname", item.name)
         if "*" in names or function in names:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(scope="session")
+def fresh_import_facts(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What a fresh interpreter imports and does (tests/unit/fresh_interpreter.py), gathered once per run: under
+    pytest-xdist the first worker that asks runs it and the others read its file (each would pay ~10 s of CPU).
+    Run without the ``LITELLM*`` variables of the environment (litellm's offline switch is the project's own)."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the run's directory, above every worker's own
+    facts = shared / "fresh_import_facts.json"
+    with open(shared / "fresh_import_facts.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not facts.exists():
+            env = {k: v for k, v in os.environ.items() if not k.startswith("LITELLM")}
+            done = subprocess.run([sys.executable, "-m", "tests.unit.fresh_interpreter", str(facts)], cwd=ROOT,
+                                  env=env, capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
+            assert done.returncode == 0, done.stdout + done.stderr
+            report = json.loads(facts.read_text())
+            report["stdout"] = done.stdout  # what the stages printed past their own capture (none is expected)
+            facts.write_text(json.dumps(report, indent=1))
+    result: dict[str, Any] = json.loads(facts.read_text())
+    return result

@@ -10,28 +10,19 @@ from tests.hang_guard import SUBPROCESS_HANG_S
 
 CORE = Path(combee_core.__file__).parent
 
-IMPORT_ALL = """
-import importlib, pkgutil, sys
-import combee_core
-names = [m.name for m in pkgutil.walk_packages(combee_core.__path__, "combee_core.")]
-for name in names:
-    importlib.import_module(name)
-print(len(names))
-print(sorted({m.split(".")[0] for m in sys.modules} & {"aiokafka", "kafka", "faust", "confluent_kafka", "streams"}))
-"""
-
-
 def _run(code: str) -> list[str]:
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=SUBPROCESS_HANG_S)
     assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout.strip().splitlines()
 
 
-def test_every_combee_core_module_imports_without_kafka_or_streams():
+def test_every_combee_core_module_imports_without_kafka_or_streams(fresh_import_facts):
+    """Every module under combee_core imported in a fresh interpreter (tests/unit/fresh_interpreter.py)."""
+    walk = fresh_import_facts["core_walk"]
+    assert "error" not in walk, walk["error"]
     modules = [path for path in CORE.rglob("*.py") if path.name != "__init__.py"]
-    imported, forbidden = _run(IMPORT_ALL)[-2:]
-    assert int(imported) >= len(modules)  # every module was imported (packages count too)
-    assert forbidden == "[]"
+    assert walk["facts"]["modules"] >= len(modules)  # every module was imported (packages count too)
+    assert walk["facts"]["forbidden"] == []
 
 
 def test_models_and_settings_import_without_the_llm_layer():
