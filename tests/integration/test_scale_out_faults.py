@@ -1,8 +1,8 @@
 """Scaling out under faults: 2-3 workers each running every stage, traces of 3 playbooks fed at a steady rate with
 real-time simulated LLM latency, while workers join, are killed (-9), restarted (SIGTERM) or paused into zombies. Each
 fault strikes at a condition, not after a fixed delay: more versions count than at the previous fault (the fleet made
-progress since) and acknowledged traces are still on their way; the stream runs until the fleet as the faults left it
-has made a version more, then for a short tail. The invariants are checked from the topics: every trace in exactly
+progress since) and acknowledged traces are still on their way; the stream starts when the first workers are ready and
+ends a short tail after the last fault. The invariants are checked from the topics: every trace in exactly
 one version's lineage or a dead letter, versions contiguous, no version number or batch id with two contents."""
 
 from __future__ import annotations
@@ -20,11 +20,14 @@ from tests.integration.topology_support import make_traces
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 PLAYBOOKS = ("alpha", "beta", "gamma")
-RATE_PER_S = 5.0
+RATE_PER_S = 3.0
+"""About what 2 workers learn at load 10-20 (~3-5 traces/s measured, the version chain's pace with real-time latency):
+traces stay in flight at every fault, and a faster stream only lengthens the drain (at 20/s, 612 traces were in
+flight when the third worker joined; the file's CPU is mostly its workers' and the broker's time, not per trace)."""
 MOST_PER_PLAYBOOK = 1000
-"""The stream's most: 150 s at RATE_PER_S. A run fails if its faults are not over by then."""
-TAIL = 10
-"""Traces sent after the fleet made a version more past the last fault (2 s at RATE_PER_S)."""
+"""The stream's most: 1000 s at RATE_PER_S. A run fails if its faults are not over by then."""
+TAIL = 6
+"""Traces sent after the last fault (2 s at RATE_PER_S): the fleet as the faults left it takes them as it recovers."""
 MOMENT_S = 300.0
 """The longest wait for a moment to strike: first versions came after up to 58 s at load 50 (the durable kill tests);
 five times that."""
@@ -48,8 +51,8 @@ def _interleaved_traces():
 
 async def _run(kafka, prefix: str, tmp_path, first: Sequence[int], faults: Faults, *,
                fenced_writers: bool = False) -> None:
-    """Start workers ``first`` and, once they are ready, the stream; apply ``faults``; wait for a version more with
-    traces in flight, send the tail, wait until every trace is accounted for and check the run."""
+    """Start workers ``first`` and, once they are ready, the stream; apply ``faults``; send the tail, wait until every
+    trace is accounted for and check the run."""
     settings = fleet_settings(prefix)
     fleet = WorkerFleet(kafka, prefix, tmp_path)
     stream = SteadyStream(settings, kafka, _interleaved_traces(), RATE_PER_S)
@@ -62,7 +65,6 @@ async def _run(kafka, prefix: str, tmp_path, first: Sequence[int], faults: Fault
             await fleet.wait_ready(number)
         feeding = asyncio.create_task(stream.run())
         await faults(fleet, moments)
-        await moments.next()
         stream.stop_after(TAIL)
         await feeding
         audit = await wait_accounted(settings, kafka, fleet, stream.acknowledged, SETTLE_S)
@@ -95,7 +97,7 @@ async def test_random_kill_9_and_restart_loses_no_trace(kafka, unique_prefix, tm
     rng = _fault_rng()
 
     async def kills(fleet: WorkerFleet, moments: Moments) -> None:
-        for _ in range(3):
+        for _ in range(2):
             await moments.next()
             victim = rng.choice(sorted(fleet.processes))
             fleet.kill(victim)
@@ -108,7 +110,7 @@ async def test_random_kill_9_and_restart_loses_no_trace(kafka, unique_prefix, tm
 
 async def test_rolling_sigterm_restarts_lose_no_trace(kafka, unique_prefix, tmp_path):
     async def rolling(fleet: WorkerFleet, moments: Moments) -> None:
-        for number in (1, 2, 1):  # like a deployment's rolling update: the next one once this one is ready
+        for number in (1, 2):  # like a deployment's rolling update: the next one once this one is ready
             await moments.next()
             await asyncio.to_thread(fleet.terminate, number)
             moments.mark(f"worker {number} stopped")
@@ -124,7 +126,7 @@ async def test_paused_workers_waking_up_as_zombies_change_nothing_that_counts(ka
     rng = _fault_rng()
 
     async def pauses(fleet: WorkerFleet, moments: Moments) -> None:
-        for _ in range(3):
+        for _ in range(2):
             await moments.next()
             victim = rng.choice(sorted(fleet.processes))
             fleet.pause(victim)
