@@ -24,6 +24,7 @@ from streams.broker.child_process import stop_processes
 from streams.testing.broker_under_test import ResolvedBroker
 from streams.testing.loss_report import explain_missing
 from streams.topology.kafka_clients import start_producer
+from streams.topology.observe import collect_status
 from streams.topology.topic_reader import read_topic
 
 WORKER_SETTINGS = {
@@ -36,6 +37,8 @@ WORKER_SETTINGS = {
 }
 """Real-time simulated latency (a call sleeps a quarter of its modelled time: ~0.1-1 s), so calls are in flight
 whenever a worker joins, dies or stops."""
+PROMPT_STOP_S = 10.0
+"""A worker's stop after SIGTERM on a machine that is not overloaded (more as it is: :attr:`WorkerFleet.exits`)."""
 
 
 def fleet_settings(prefix: str) -> CombeeSettings:
@@ -60,7 +63,8 @@ class WorkerFleet:
     log_dir: Path
     processes: dict[int, subprocess.Popen] = field(default_factory=dict)
     exits: list[tuple[int, int, float, float]] = field(default_factory=list)
-    """(worker number, exit code, seconds from SIGTERM to exit or 0.0, and then :func:`start_up_s` or 0.0)"""
+    """(worker number, exit code, seconds from SIGTERM to exit or 0.0, and then :func:`start_up_s` when that stop took
+    :data:`PROMPT_STOP_S` or more, else 0.0)"""
     logs: dict[int, Path] = field(default_factory=dict)
     extra_env: dict[str, str] = field(default_factory=dict)
     """More ``COMBEE_*`` settings for the workers (over :data:`WORKER_SETTINGS`)."""
@@ -100,7 +104,9 @@ class WorkerFleet:
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=timeout_s)
-        self.exits.append((number, code, time.monotonic() - started, start_up_s()))
+        stop_s = time.monotonic() - started
+        # how slow the machine is (a process start: ~1 CPU-s) matters only to a stop that was not prompt
+        self.exits.append((number, code, stop_s, start_up_s() if stop_s >= PROMPT_STOP_S else 0.0))
 
     def pause(self, number: int) -> None:
         """SIGSTOP: the worker freezes mid-work; after the session timeout its partitions move to the others."""
@@ -167,15 +173,43 @@ async def read_run(settings: CombeeSettings, broker: ResolvedBroker) -> tuple[li
 
 async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet: WorkerFleet, sent: set[str],
                          timeout_s: float) -> RunAudit:
-    """Wait until every sent trace is in a version that counts or a dead letter; then audit the topics."""
+    """Wait until every sent trace is in a version that counts or a dead letter, and every stage the fleet runs has
+    committed all of its input (a stage writes what a record gives before it commits the record, so a late duplicate
+    version or batch is in the topics by then); then audit the topics."""
     deadline = time.monotonic() + timeout_s
     while True:
         fleet.check_alive()
         versions, manifests, dead = await read_run(settings, broker)
         covered = {t for v in valid_versions(versions) for t in v.lineage} | {d.trace_id for d in dead}
         if sent <= covered or time.monotonic() > deadline:
-            await asyncio.sleep(3)  # a late duplicate version or batch would show up here
-            audit = audit_run(sent, *await read_run(settings, broker))
-            audit.explanation += await explain_missing(settings, broker, audit.missing)
-            return audit
+            break
         await asyncio.sleep(1)
+    behind = await _wait_committed(settings, broker, fleet, deadline)
+    audit = audit_run(sent, *await read_run(settings, broker))
+    audit.explanation += await explain_missing(settings, broker, audit.missing)
+    if behind:
+        audit.explanation.append(f"stages with input not committed at the deadline: {behind}")
+    return audit
+
+
+def fleet_stages(fleet: WorkerFleet) -> list[str]:
+    """The stages the fleet's workers run (their ``--stages``, if given, that run under their settings)."""
+    from streams.topology.worker import parse_stages, runnable
+
+    command = list(fleet.command)
+    asked = command[command.index("--stages") + 1] if "--stages" in command else None
+    env = {**WORKER_SETTINGS, **fleet.extra_env, "COMBEE_TOPIC_PREFIX": fleet.prefix}
+    return runnable(parse_stages(asked), CombeeSettings.load(env=env))[0]
+
+
+async def _wait_committed(settings: CombeeSettings, broker: ResolvedBroker, fleet: WorkerFleet,
+                          deadline: float) -> dict[str, int]:
+    """Wait until no stage the fleet runs has input it has not committed (or the deadline); what is left then."""
+    stages = fleet_stages(fleet)
+    while True:
+        fleet.check_alive()
+        lag = (await collect_status(settings, broker.bootstrap, broker.profile)).lag
+        behind = {stage: lag[stage] for stage in stages if lag.get(stage)}
+        if not behind or time.monotonic() > deadline:
+            return behind
+        await asyncio.sleep(0.5)
