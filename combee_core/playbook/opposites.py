@@ -1,4 +1,4 @@
-"""A rule and the rule the judge says contradicts it never both stay active: the evidence settles which one holds.
+"""A rule and the rule the judge says contradicts it, standing side by side: outcomes settle which one holds.
 
 An ADD that contradicts an entry is settled where it is applied (``operations``: a pending challenge, or outcomes and
 evidence when it restates the entry's rival). A contradiction can still come to stand between two *entries*: a
@@ -6,12 +6,17 @@ challenge's winner enters with a new wording that no one compared with the other
 (a merge, an UPDATE, an ADD it wrote) brings in a text the judge would have read as a flip, or both sides were
 created in one version from as many traces. Agents served both follow either (the task's success falls to a coin
 toss), so :func:`standing_contradictions` finds every such pair as it forms (one side new or reworded in this
-version), and :func:`settle` says which side holds: outcomes when both were used enough
-(``outcomes.outcomes_decide``), else the evidence curation already weighs (restatements plus outcome credit,
-``challenges.ChallengeRules.strength``); on a tie both stay, as a tie between an ADD's two sides does, until an ADD
-restating one side settles them. Whatever a reducer call said: its keep-apart decision turns an unconfirmed "same"
-into two lessons, never a contradiction into two lessons. Pure: the same entries, judge and
-rules give the same pairs and the same decisions.
+version), and where outcome data can decide, it does (:func:`settled_pairs`: both sides used by at least
+``min_uses`` traces and their success rates apart by more than ``outcomes.DECISIVE_Z`` sd,
+``outcomes.outcomes_decide``): the side agents fail with more often is superseded. Restated evidence does not settle
+a standing pair here: an entry that stood beside its opposite has outcome credit measured while agents were served
+both (each side's credit dragged down alike), so a new wording with its creation's one trace would outweigh the
+established side (measured: the honest benchmark's union stand-in, seed 2, lost the right rule so), and a
+conflict-check false positive between two lessons would remove one at once instead of through a challenge's
+accumulated traces. Otherwise both stay, as a tie between an ADD's two sides does, until an ADD restating one side
+settles them (:func:`settle`, evidence as well) or their outcomes come apart. Whatever a reducer call said: its
+keep-apart decision turns an unconfirmed "same" into two lessons, never a contradiction into two lessons. Pure: the
+same entries, judge and rules give the same pairs and the same decisions.
 """
 
 from __future__ import annotations
@@ -62,11 +67,12 @@ def standing_contradictions(entries: Sequence[PlaybookEntry], judge: Judge,
     return found
 
 
-def settle(pair: Contradiction, strength: Callable[[PlaybookEntry], Fraction], min_uses: int) -> Settled | None:
+def settle(pair: Contradiction, strength: Callable[[PlaybookEntry], Fraction], min_uses: int,
+           by_evidence: bool = True) -> Settled | None:
     """The side that holds: the one agents succeed with clearly more often when both were used at least
-    ``min_uses`` times, else the one with more ``strength``; None when neither outweighs the other."""
+    ``min_uses`` times, else (``by_evidence``) the one with more ``strength``; None when neither outweighs."""
     winner, by = outcomes_decide(pair.first, pair.second, min_uses), "outcomes"
-    if winner is None:
+    if winner is None and by_evidence:
         first, second = strength(pair.first), strength(pair.second)
         winner, by = (pair.first if first > second else pair.second if second > first else None), "evidence"
     if winner is None:
@@ -87,6 +93,6 @@ def settled_pairs(entries: Mapping[str, PlaybookEntry], judge: Judge, strength: 
         if pair.first.entry_id not in entries or pair.second.entry_id not in entries:
             continue  # one side already lost to another pair
         current = pair._replace(first=entries[pair.first.entry_id], second=entries[pair.second.entry_id])
-        settled = settle(current, strength, min_uses)
+        settled = settle(current, strength, min_uses, by_evidence=False)
         if settled is not None and allowed(settled.loser.entry_id):
             yield settled

@@ -5,6 +5,7 @@ reducer's UPDATE or ADD) is settled by outcomes, else evidence, whatever the red
 from __future__ import annotations
 
 from collections.abc import Sequence
+from fractions import Fraction
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -50,8 +51,8 @@ def _entry(number: int, content: str, helpful: int = 0, uses: int = 0, successes
                          outcome=OutcomeTally(successes=successes * UNIT, failures=(uses - successes) * UNIT))
 
 
-def _strength(entry: PlaybookEntry) -> int:
-    return entry.helpful
+def _strength(entry: PlaybookEntry) -> Fraction:
+    return Fraction(entry.helpful)
 
 
 def test_standing_contradictions_finds_the_pairs_with_a_fresh_side() -> None:
@@ -72,25 +73,34 @@ def test_settle_goes_by_outcomes_when_both_were_used_enough_else_by_evidence() -
     assert settle(Contradiction(_entry(1, RULE, 3), _entry(2, OPPOSITE, 3), "flip"), _strength, 10) is None
 
 
-def test_a_reworded_entry_that_contradicts_another_is_settled_by_evidence() -> None:
-    """An UPDATE (what a reducer call may answer) rewords an entry into the flip of a better-supported rule: the
-    two never stand together; the rule with more evidence holds, the other is superseded with both sides'
+def test_a_reworded_entry_that_contradicts_another_is_settled_by_outcomes() -> None:
+    """An UPDATE (what a reducer call may answer) rewords a used entry into the flip of a rule whose agents succeed
+    clearly more often: the two never stand together; the rule holds, the other is superseded with both sides'
     evidence, and it counts against the change cap."""
-    playbook = Playbook.from_entries("pb", 3, [_entry(1, RULE, helpful=6), _entry(2, OTHER, helpful=1)])
+    playbook = Playbook.from_entries("pb", 3, [_entry(1, RULE, helpful=1, uses=30, successes=28),
+                                               _entry(2, OTHER, helpful=6, uses=30, successes=12)])
     result = apply_operations(playbook, [UpdateOp(entry_id="dat-00002", content=OPPOSITE)], 4, judge=JUDGE)
     assert [e.content for e in result.playbook.entries] == [RULE]
     [record] = result.superseded
-    assert record.entry_id == "dat-00002" and "superseded by dat-00001 (evidence decide): a standing contradiction" \
-        in record.reason and "helpful 6" in record.reason
+    assert record.entry_id == "dat-00002" and "superseded by dat-00001 (outcomes decide): a standing " \
+        "contradiction" in record.reason and "helpful 6" in record.reason
     assert set(result.changed) == {"dat-00002"}
     # the loser an unchanged entry: it counts against the cap, which keeps both when it is spent
-    heavier = Playbook.from_entries("pb", 3, [_entry(1, RULE, helpful=1), _entry(2, OTHER, helpful=6)])
+    heavier = Playbook.from_entries("pb", 3, [_entry(1, RULE, uses=30, successes=12),
+                                              _entry(2, OTHER, uses=30, successes=28)])
     capped = apply_operations(heavier, [UpdateOp(entry_id="dat-00002", content=OPPOSITE)], 4, judge=JUDGE,
                               max_changes=1)
     assert [e.content for e in capped.playbook.entries] == [RULE, OPPOSITE] and not capped.superseded
     uncapped = apply_operations(heavier, [UpdateOp(entry_id="dat-00002", content=OPPOSITE)], 4, judge=JUDGE,
                                 max_changes=2)
     assert [e.content for e in uncapped.playbook.entries] == [OPPOSITE]
+
+
+def test_restated_evidence_alone_does_not_settle_a_standing_pair() -> None:
+    """Outcomes cannot tell them apart (unused): restatements do not decide a standing pair; both stay."""
+    playbook = Playbook.from_entries("pb", 3, [_entry(1, RULE, helpful=6), _entry(2, OTHER, helpful=1)])
+    result = apply_operations(playbook, [UpdateOp(entry_id="dat-00002", content=OPPOSITE)], 4, judge=JUDGE)
+    assert len(result.playbook) == 2 and not result.superseded
 
 
 def test_pairs_that_stood_before_the_version_are_left_to_the_adds_that_restate_them() -> None:
@@ -115,7 +125,8 @@ def contested(draw: st.DrawFn) -> tuple[Playbook, list[UpdateOp | AddOp]]:
     """A playbook of rules (some with their flip among the texts) and operations rewording or adding them."""
     texts = [f"rule {n} holds" for n in range(4)] + [f"rule {n} fails" for n in range(4)]
     chosen = draw(st.lists(st.sampled_from(texts), min_size=1, max_size=5, unique=True))
-    entries = [_entry(n, text, helpful=draw(st.integers(0, 5))) for n, text in enumerate(chosen, 1)]
+    entries = [_entry(n, text, helpful=draw(st.integers(0, 5)), uses=30, successes=draw(st.integers(0, 30)))
+               for n, text in enumerate(chosen, 1)]
     ops: list[UpdateOp | AddOp] = draw(st.lists(st.one_of(
         st.builds(UpdateOp, entry_id=st.sampled_from([e.entry_id for e in entries]), content=st.sampled_from(texts)),
         st.builds(AddOp, section=st.just("dates"), content=st.sampled_from(texts))),
@@ -128,7 +139,7 @@ FLIPS = TableJudge(conflict=[(f"rule {n} holds", f"rule {n} fails") for n in ran
 
 @PROPERTY
 @given(contested())
-def test_no_new_contradiction_stands_unless_its_sides_tie_or_the_cap_keeps_it(
+def test_no_new_contradiction_stands_where_outcomes_decide_it(
         case: tuple[Playbook, list[UpdateOp | AddOp]]) -> None:
     playbook, ops = case
     result = apply_operations(playbook, ops, 4, judge=FLIPS)
@@ -136,4 +147,4 @@ def test_no_new_contradiction_stands_unless_its_sides_tie_or_the_cap_keeps_it(
     work = {e.entry_id: e for e in result.playbook.entries}
     rules = ChallengeRules()
     left = list(settled_pairs(work, FLIPS, rules.strength, rules.min_uses, lambda _: True, before))
-    assert left == []  # every contradiction formed in the version that evidence can decide was decided
+    assert left == []  # every contradiction formed in the version that outcomes can decide was decided
