@@ -22,6 +22,7 @@ from combee_core.models import (
 )
 from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
+from combee_core.playbook.opposites import settled_pairs
 from combee_core.playbook.outcomes import outcomes_decide
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD
 from combee_core.playbook.value import ApplyResult, Playbook, PlaybookError, entry_sort_key, make_entry_id, merged_entry
@@ -54,17 +55,14 @@ class _WorkingPlaybook:
         self.challenges: list[Challenge] = list(playbook.challenges)
         self.max_count = max_count
         self.protected = protected
-        self.gained: dict[tuple[str, str], int] = {}
-        """(entry id, counter) -> what this call's ADDs and TAGs added to it (at most ``max_count``)."""
+        self.gained: dict[tuple[str, str], int] = {}  # (entry id, counter) -> what this call added (<= max_count)
         self.entries: dict[str, PlaybookEntry] = {e.entry_id: e for e in playbook.entries}
         self.original: frozenset[str] = frozenset(self.entries)
         self.max_changes = max_changes
         self.judge = judge
         self.changed: dict[str, None] = {}
-        """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE, superseded), each
-        once."""
-        self.superseded: list[AppliedOperation] = []
-        """DELETEs of rules a conflicting ADD superseded (``ApplyResult.superseded``)."""
+        """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE, superseded), once."""
+        self.superseded: list[AppliedOperation] = []  # DELETEs of superseded rules (``ApplyResult.superseded``)
         self.created: dict[str, int] = {}
         """Entries this call's ADDs created -> the distinct traces of the ADD that created each: within one batch a
         contradiction is settled by the traces behind each side, not by which came first (:meth:`strength`)."""
@@ -168,6 +166,13 @@ class _WorkingPlaybook:
         applied = self._new_entry(op, "added")
         self.created[str(applied.entry_id)] = self.rules.traces(op)
         return applied
+
+    def settle_standing(self) -> None:  # contradictions left standing, settled (``opposites``) within the caps
+        for won in settled_pairs(self.entries, self.judge, self.strength, self.rules.min_uses, lambda loser: (
+                self.over_cap([loser]) is None), {entry.entry_id: entry.content for entry in self.playbook.entries}):
+            self._supersede(won.loser, won.winner.entry_id, (
+                f"superseded by {won.winner.entry_id} ({won.by} decide): a standing contradiction, "
+                f"{self.describe(won.winner)} vs {self.describe(won.loser)} ({won.why})"))
 
     def _supersede(self, loser: PlaybookEntry, winner_id: str, reason: str) -> None:
         self.mark_changed([loser.entry_id])
@@ -360,40 +365,36 @@ def apply_operations(
       :class:`LexicalJudge`: same section, :func:`is_near_duplicate`, with ``paraphrases`` :func:`is_paraphrase`)
       or ``restatement of <id>`` (:class:`SemanticJudge`: by meaning, any section).
     - An ADD that contradicts an entry (the judge says ``conflict``: a flipped order, unit, quantity, polarity,
-      ...) changes neither counter. It joins the entry's pending challenge (``combee_core.playbook.challenges``,
-      weighed by ``rules``), which supersedes the entry once its support (distinct traces, over versions)
-      outweighs the entry's evidence (restatements plus outcome credit): the ADD's reason (``added; supersedes
-      <id> ...``) and a DELETE of the old entry in ``ApplyResult.superseded`` carry the reason and both sides'
-      evidence (the DELETE counts against ``max_changes``); the new entry starts with the evidence it won with;
-      otherwise the ADD is rejected and its challenge stays pending (``Playbook.challenges``). An ADD that
-      restates one entry and contradicts another that contradicts it settles the pair: outcomes decide when both
-      were used enough, else evidence; the loser is superseded. An ADD the judge matches to an entry's text on
-      closeness alone, unconfirmed, is folded (an alias, no counter) and challenges the entry alike.
-    - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed by the operations
-      (UPDATE that changes the content, DELETE, every id a MERGE removes and its kept id when the content changes,
-      a superseded rule; an entry counts once however often it is changed); an op that would change more is
-      rejected with the reason ``change cap: ...``. ADD and TAG change counters, never an entry's text, and are not
-      counted.
-    - ``max_count``: what the ADDs and TAGs of this call add to one counter of one entry is at most this (the
-      distinct traces behind the version: ``combee_core.reduce.counts``); an operation cut by it says so in its
-      reason (``count bound: ...``).
-    - ``protected``: for each limit, at most ``allowed`` of its entries may be rewritten or removed, counted like
+      ...) changes neither counter: it joins the entry's pending challenge (``challenges``, weighed by ``rules``),
+      which supersedes the entry once its support (distinct traces, over versions) outweighs the entry's evidence
+      (restatements plus outcome credit): the ADD's reason (``added; supersedes <id> ...``) and a DELETE of the old
+      entry in ``ApplyResult.superseded`` (counted by ``max_changes``) carry both sides' evidence; the new entry
+      starts with the evidence it won with; else the ADD is rejected, the challenge pending. An ADD restating one
+      entry and contradicting its rival settles the pair (outcomes when both were used enough, else evidence). An
+      ADD matched to an entry's text on closeness alone, unconfirmed, is folded (an alias) and challenges it alike.
+    - After the operations, a contradiction left standing between two entries is settled alike
+      (``combee_core.playbook.opposites``): the loser superseded (a DELETE in ``ApplyResult.superseded``).
+    - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed (UPDATE of the
+      content, DELETE, a MERGE's removed ids and its kept id when the text changes, a superseded rule; each entry
+      once); an op over it is rejected with ``change cap: ...``. ADD and TAG change counters, not texts: not counted.
+    - ``max_count``: what this call's ADDs and TAGs add to one counter of one entry is at most this (the distinct
+      traces behind the version: ``combee_core.reduce.counts``); a cut op says ``count bound: ...``.
+    - ``protected``: per limit, at most ``allowed`` of its entries rewritten or removed, counted like
       ``max_changes`` (the rolling change budget); an op over one is rejected with its ``reason``.
     - UPDATE replaces the content (identical content is applied and changes nothing).
-    - MERGE keeps the first id (its section and ``created_version``) with the new content and the summed
-      counters of all listed entries, and removes the others.
-    - DELETE removes the entry. TAG adds ``count`` to ``helpful`` or ``harmful``; ``neutral`` changes nothing.
-    - An op naming an unknown id (including one removed earlier in the list) or a MERGE listing an id twice is
-      rejected with the reason and changes nothing. Rejected ops have ``entry_id=None``.
+    - MERGE keeps the first id (section, ``created_version``) with the new content and all listed entries' summed
+      counters, and removes the others. DELETE removes the entry. TAG adds ``count`` to ``helpful`` or
+      ``harmful``; ``neutral`` changes nothing. An op naming an unknown id (one removed earlier too) or a MERGE
+      listing an id twice is rejected with the reason and changes nothing (``entry_id=None``).
 
-    Each op sees the result of the ones before it. Every changed entry gets ``updated_version=new_version``.
-    Raises :class:`PlaybookError` only when ``new_version`` is below the playbook's version.
+    Each op sees the result of the ones before it; every changed entry gets ``updated_version=new_version``. Raises
+    :class:`PlaybookError` only when ``new_version`` is below the playbook's version.
     """
     if new_version < playbook.version:
         raise PlaybookError(f"new_version {new_version} is below the playbook's version {playbook.version}")
-    if judge is None:
-        judge = LexicalJudge(near_duplicate_threshold, paraphrases)
+    judge = LexicalJudge(near_duplicate_threshold, paraphrases) if judge is None else judge
     work = _WorkingPlaybook(playbook, new_version, judge, max_changes, rules, max_count, protected)
     applied = [work.apply(op) for op in operations]
+    work.settle_standing()
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
                        superseded=work.superseded)

@@ -17,6 +17,9 @@ counts or restatements); each counts only from ``min_evidence`` (decayed) uses o
 (:func:`use_value`), so fewer traces cannot evict or protect an entry. Restatement (an ADD reinforcing an entry) is
 support: a tie-breaker among equal values, never value; then the fewer uses go first, then the newest entry (an
 entry no evidence tells apart from another: the one agents have run with longer stays; never oldest-first).
+**A lesson's last entry goes last.** With a ``judge``, eviction first takes only entries another remaining entry
+restates (the judge calls them one lesson), in that ranking; a lesson's last entry is reached only when no such
+entry can go (:mod:`combee_core.playbook.eviction`): a lesson held twice costs tokens, a lesson lost is never served.
 Evictions of existing entries count against the change cap and never remove a majority of the previous version's
 entries; entries new in this version are not existing entries and may always be evicted. When neither
 kind can go, the version stays over budget and the caller warns.
@@ -31,6 +34,8 @@ from fractions import Fraction
 
 from combee_core.models import AppliedOperation, DeleteOp, OutcomeTally, PlaybookEntry
 from combee_core.playbook import Playbook, entry_sort_key, playbook_tokens
+from combee_core.playbook.eviction import is_spare, restated_by
+from combee_core.playbook.meaning import Judge
 from combee_core.playbook.outcomes import UNIT, credit
 
 DEFAULT_BUDGET_TOKENS = 8_000
@@ -104,12 +109,14 @@ def eviction_allowance(entries_before: int, removed_before: int, changes_left: i
 def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, int] | None = None, *,
                   existing: Collection[str] = (), allowance: int | None = None,
                   min_evidence: int = DEFAULT_MIN_EVIDENCE,
-                  protected: Sequence[tuple[frozenset[str], int]] = ()) -> Fitted:
+                  protected: Sequence[tuple[frozenset[str], int]] = (), judge: Judge | None = None) -> Fitted:
     """The playbook within ``budget_tokens`` if the caps allow: entries evicted one by one, lowest
-    :func:`eviction_key` first (``support`` per entry id), until it fits. Of the ``existing`` entries (those of the
-    previous version) at most ``allowance`` are evicted (None: no limit); past it they are skipped, recorded in
-    ``blocked``, and the next candidates go; so is an entry of a ``protected`` set once that set's allowance is
-    spent (the rolling change budget, ``combee_core.reduce.rolling``). Unchanged when it fits."""
+    :func:`eviction_key` first (``support`` per entry id), until it fits; with a ``judge``, entries another
+    remaining entry restates first, a lesson's last entry only when none of those can go
+    (:mod:`combee_core.playbook.eviction`). Of the ``existing`` entries (those of the previous version) at most
+    ``allowance`` are evicted (None: no limit); past it they are skipped, recorded in ``blocked``, and the next
+    candidates go; so is an entry of a ``protected`` set once that set's allowance is spent (the rolling change
+    budget, ``combee_core.reduce.rolling``). Unchanged when it fits."""
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
     tokens = playbook_tokens(playbook)
@@ -117,36 +124,48 @@ def fit_to_budget(playbook: Playbook, budget_tokens: int, support: Mapping[str, 
         return Fitted(playbook, [], [], False)
     support = support or {}
     existing = frozenset(existing)
+    restated = {} if judge is None else restated_by(playbook.entries, judge)
     left = [allowed for _, allowed in protected]
     applied: list[AppliedOperation] = []
     blocked: list[str] = []
     remaining = list(playbook.entries)
+    kept = {entry.entry_id for entry in playbook.entries}
     evicted_existing = 0
-    for entry in sorted(playbook.entries,
-                        key=lambda e: eviction_key(e, support.get(e.entry_id, 0), min_evidence, playbook.baseline)):
-        is_existing = entry.entry_id in existing
-        guarded = [n for n, (ids, _) in enumerate(protected) if entry.entry_id in ids]
-        if (is_existing and allowance is not None and evicted_existing >= allowance) or any(
-                left[n] <= 0 for n in guarded):
-            blocked.append(entry.entry_id)
-            continue
-        evicted_existing += is_existing
-        for n in guarded:
-            left[n] -= 1
-        remaining = [e for e in remaining if e.entry_id != entry.entry_id]
-        applied.append(AppliedOperation(
-            operation=DeleteOp(entry_id=entry.entry_id),
-            outcome="applied",
-            reason=(f"evicted: the version was over its {budget_tokens}-token budget ({tokens} tokens); lowest value "
-                    f"(outcome {credit(entry.outcome, playbook.baseline).describe()}, counted from {min_evidence} "
-                    f"uses; use {use_value(entry, min_evidence):+.2f} from helpful {entry.used_helpful} / harmful "
-                    f"{entry.used_harmful} traces, counted from {min_evidence}; support "
-                    f"{support.get(entry.entry_id, 0)}; created in v{entry.created_version})"),
-            entry_id=entry.entry_id,
-        ))
-        tokens = playbook_tokens(replace(playbook, entries=tuple(remaining)))
-        if tokens <= budget_tokens:
-            break
+    ranked = sorted(playbook.entries,
+                    key=lambda e: eviction_key(e, support.get(e.entry_id, 0), min_evidence, playbook.baseline))
+    for spare_only in ((True, False) if restated else (False,)):
+        for entry in ranked:
+            if tokens <= budget_tokens:
+                break
+            if entry.entry_id not in kept or entry.entry_id in blocked:
+                continue
+            spare = is_spare(entry.entry_id, kept, restated)
+            if spare_only and not spare:
+                continue
+            is_existing = entry.entry_id in existing
+            guarded = [n for n, (ids, _) in enumerate(protected) if entry.entry_id in ids]
+            if (is_existing and allowance is not None and evicted_existing >= allowance) or any(
+                    left[n] <= 0 for n in guarded):
+                blocked.append(entry.entry_id)
+                continue
+            evicted_existing += is_existing
+            for n in guarded:
+                left[n] -= 1
+            kept.discard(entry.entry_id)
+            remaining = [e for e in remaining if e.entry_id != entry.entry_id]
+            lesson = ("; another entry states its lesson" if spare else
+                      "; no entry that another restates could go" if restated else "")
+            applied.append(AppliedOperation(
+                operation=DeleteOp(entry_id=entry.entry_id),
+                outcome="applied",
+                reason=(f"evicted: the version was over its {budget_tokens}-token budget ({tokens} tokens); lowest "
+                        f"value (outcome {credit(entry.outcome, playbook.baseline).describe()}, counted from "
+                        f"{min_evidence} uses; use {use_value(entry, min_evidence):+.2f} from helpful "
+                        f"{entry.used_helpful} / harmful {entry.used_harmful} traces, counted from {min_evidence}; "
+                        f"support {support.get(entry.entry_id, 0)}; created in v{entry.created_version}){lesson}"),
+                entry_id=entry.entry_id,
+            ))
+            tokens = playbook_tokens(replace(playbook, entries=tuple(remaining)))
     fitted = replace(playbook, entries=tuple(remaining))
     return Fitted(fitted, applied, blocked, tokens > budget_tokens)
 

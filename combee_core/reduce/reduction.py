@@ -21,7 +21,7 @@ from combee_core.models import (
 )
 from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbook_tokens
 from combee_core.playbook.challenges import ChallengeRules, standing
-from combee_core.playbook.meaning import Judge
+from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.outcomes import DEFAULT_DECAY, DEMOTION_Z, MIN_USES, distinct_outcomes, with_outcomes
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.reduce.counts import bound_counts, count_limit
@@ -298,6 +298,7 @@ def build_version(
                                        None if cap is None else cap - len(result.changed) - len(demoted))
         fitted = fit_to_budget(result.playbook, budget_tokens, added_support(result.applied),
                                existing=playbook.entry_ids, allowance=allowance, min_evidence=min_evidence,
+                               judge=judge or LexicalJudge(),
                                **({} if rolling is None else rolling.eviction_limit([*result.changed, *demoted])))
         if fitted.blocked:
             warnings.append(f"eviction: {len(fitted.blocked)} entr(ies) of v{playbook.version} kept from eviction "
