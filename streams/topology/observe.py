@@ -208,7 +208,8 @@ class RunStatus:
     dead_letter_kinds: list[DeadLetterKind] = field(default_factory=list)
     waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
-    """Per playbook, the batches closed and not yet a version (one being built, the others waiting for it)."""
+    """Per playbook, the batches closed and not yet a version (1 + context_lag being built, the others waiting)."""
+    context_lag: int = 0
     """playbook -> (traces batched but not yet in a version, age in seconds of the oldest such batch)"""
     stall_warning_s: float = 180.0
     promotion: dict[str, PromotionDecision] = field(default_factory=dict)
@@ -267,7 +268,8 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     One consumer does all the reading: one metadata fetch, the end offsets of every partition in one call, then
     ``playbook``, ``batches``, ``control`` and ``dlq`` read up to those ends; the groups' committed offsets are
     asked for concurrently meanwhile."""
-    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion)
+    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion,
+                       context_lag=settings.context_lag)
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     reader = TopicReader(bootstrap, profile, what="the status consumer")
     await asyncio.gather(admin.start(), reader.start())
@@ -353,7 +355,9 @@ def format_status(status: RunStatus) -> str:
             traces, age = status.waiting[playbook]
             line += f"; {traces} trace(s) batched, not yet in a version (oldest batch {age:.0f} s ago)"
             if playbook in status.pending:
-                line += f"; batches: 1 being built, {batches_waiting(status.pending[playbook])} waiting for the chain"
+                closed, lag = status.pending[playbook], status.context_lag
+                line += f"; batches: {min(closed, 1 + lag)} being built, {batches_waiting(closed, lag)} waiting " \
+                        "for the chain"
             if age > status.stall_warning_s:
                 line += f" STALLED? (over {status.stall_warning_s:.0f} s)"
         lines.append(line)

@@ -20,10 +20,11 @@ from combee_core.settings import CombeeSettings
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0, close_held: bool = True) -> Batcher:
-    return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2), batch_size=batch_size, dedupe_horizon=10_000,
-                                 max_wait_s=max_wait_s,
-                                 pacing=ChainPacing(cap, close_held) if cap is not None else None))
+def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0, close_held: bool = True,
+             lag: int = 0) -> Batcher:
+    return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2, context_lag=lag), batch_size=batch_size,
+                                 dedupe_horizon=10_000, max_wait_s=max_wait_s,
+                                 pacing=ChainPacing(cap, close_held, lag=lag) if cap is not None else None))
 
 
 def _reflection(number: int, playbook_id: str = "pb") -> Reflection:
@@ -130,10 +131,13 @@ def test_without_pacing_batches_close_on_size_however_many_wait():
 
 def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quality_bound_with_the_controller():
     load = CombeeSettings.load
-    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == ChainPacing(160)
-    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == \
+        ChainPacing(160, lag=1)
+    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False, lag=1)
     assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_objective="delay")) == \
-        ChainPacing(160, close_held=False)
+        ChainPacing(160, close_held=False, lag=1)
+    assert pacing_of(load(env={"COMBEE_CONTEXT_LAG": "0"}, fleet_mode="async", batch_size=30)) == \
+        ChainPacing(30, close_held=False)
     assert pacing_of(load(env={}, fleet_mode="sync")) is None
     assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
     with pytest.raises(ValueError, match="at least 1 trace"):
@@ -144,7 +148,7 @@ def test_the_quality_bound_is_160_in_async_fleets_and_100_in_sync_ones_unless_se
     """§12e: 160 is the largest batch within 1 point of sequential at fan-in 6; the sync round-time objective keeps
     100 (docs/architecture.md, "The quality bound")."""
     load = CombeeSettings.load
-    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160, lag=1)
     assert load(env={}, fleet_mode="async").batch_size_bound == 160
     assert load(env={}, fleet_mode="sync").batch_size_bound == 100
     assert load(env={"COMBEE_CONTROLLER_BS_MAX": "120"}, fleet_mode="sync").batch_size_bound == 120
@@ -159,15 +163,15 @@ EVENTS = st.lists(st.one_of(st.tuples(st.just("trace"), st.integers(1, 30)), st.
                             st.tuples(st.just("tick"), st.floats(0.1, 8.0))), max_size=60)
 
 
-def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True,
+def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True, lag: int = 0,
          ) -> tuple[list[BatchManifest], EffectLog, int]:
     """Drive a paced batcher with ``events``, then let the chain drain everything; the most batches ever waiting."""
-    batcher, log = _batcher(batch_size=batch_size, cap=cap, close_held=close_held), EffectLog()
+    batcher, log = _batcher(batch_size=batch_size, cap=cap, close_held=close_held, lag=lag), EffectLog()
     now, sent, built, most_waiting = 0.0, 0, 0, 0
 
     def step() -> None:
         nonlocal most_waiting
-        most_waiting = max(most_waiting, batches_waiting(batcher.accumulator.pending("pb")))
+        most_waiting = max(most_waiting, batches_waiting(batcher.accumulator.pending("pb"), lag))
 
     for event in events:
         if event[0] == "trace":
@@ -191,10 +195,11 @@ def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True
 
 
 @settings(max_examples=150, deadline=None)
-@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20), close_held=st.booleans())
+@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20), close_held=st.booleans(),
+       lag=st.integers(0, 1))
 def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_inputs_give_the_same_batches(
-        events: list[tuple], batch_size: int, cap: int, close_held: bool):
-    manifests, log, most_waiting = _run(events, batch_size, cap, close_held)
+        events: list[tuple], batch_size: int, cap: int, close_held: bool, lag: int):
+    manifests, log, most_waiting = _run(events, batch_size, cap, close_held, lag)
     sent = sum(event[1] for event in events if event[0] == "trace")
     assert most_waiting <= 1
     batched = [t for m in manifests for t in m.trace_ids]
@@ -202,7 +207,8 @@ def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_
     assert [t for m in manifests for t in m.trace_ids] == [f"t{n}" for n in range(sent)]  # arrival order kept
     assert all(m.n <= max(cap, m.target_batch_size) for m in manifests)
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(sent))
-    again, _, _ = _run(events, batch_size, cap, close_held)
+    assert all(m.context_lag == lag for m in manifests)  # whatever the timing: the version read is max(0, b - lag)
+    again, _, _ = _run(events, batch_size, cap, close_held, lag)
     assert [(m.trace_ids, m.seed, m.subgroup_sizes) for m in again] == \
         [(m.trace_ids, m.seed, m.subgroup_sizes) for m in manifests]
 
