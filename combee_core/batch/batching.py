@@ -138,7 +138,7 @@ class _PlaybookBatches:
     applied: int = 0
     """Batches that are versions (the newest version's batch id + 1): what the chain has built."""
     held: bool = False
-    """The open batch took reflections while the chain was busy (chain pacing closes it once the chain is free)."""
+    """The open batch took reflections while a batch was in flight (chain pacing closes it once its context exists)."""
 
 
 class BatchAccumulator:
@@ -246,7 +246,7 @@ class BatchAccumulator:
         if self._pacing is None:
             return self._close(reflection.playbook_id, "size", wall_time, now) if due else None
         pending = self.pending(reflection.playbook_id)
-        state.held = state.held or self._pacing.busy(pending)
+        state.held = state.held or self._pacing.holds(pending)
         if self._pacing.may_close(len(state.open_reflections), due=due, pending=pending,
                                   target=state.target_batch_size, held=state.held):
             return self._close(reflection.playbook_id, "size", wall_time, now)

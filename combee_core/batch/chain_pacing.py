@@ -12,10 +12,15 @@ version b, so they need not wait for the version being built; 0: they read versi
 - a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain can take
   it: when its context version exists, ``pending <= lag`` (with lag 0, the chain is free; with lag 1, at most the
   batch before it is being built, and this one's aggregation overlaps that one's reduce). So does a batch that was
-  *held*, i.e. took reflections while ``pending > lag``, whatever its size, when the streaming controller sets the
-  size (``close_held``): it holds what arrived while the previous version was built (waiting for the controller's
-  target would leave the chain idle while traces wait; a stopped stream's trailing batch closes as soon as its
-  context exists, not after the idle rule, and is aggregated while the version before it is reduced). A fixed
+  *held*, i.e. took reflections while any batch was in flight (``pending > 0``, whatever the lag), whatever its
+  size, when the streaming controller sets the size (``close_held``): it holds what arrived while the previous
+  version was built (waiting for the controller's target would leave the chain idle while traces wait; a stopped
+  stream's trailing batch closes as soon as its context exists, not after the idle rule, and is aggregated while
+  the version before it is reduced). With lag 1, counting only what arrived while ``pending > lag`` left the open
+  batch unheld once the chain was down to one batch in flight, so it waited for the controller's target, which
+  assumes batches built one after another (issue 44, run 3: 160 every 8 s, the chain idle half the time); the cost
+  of counting every batch in flight is an occasional small batch (a trace arriving just after a batch closed on an
+  idle chain closes at once, alone, to be aggregated while that batch is reduced). A fixed
   ``batch_size``, or the controller profiling sizes (``controller_objective=delay``), keeps the size asked for;
 - while it cannot, it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max`` with the
   controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting for its
@@ -40,7 +45,7 @@ class ChainPacing:
 
     cap: int
     close_held: bool = True
-    """Close a held batch once the chain is free, whatever its size (the streaming controller's batches); False: a
+    """Close a held batch once its context exists, whatever its size (the streaming controller's batches); False: a
     held batch still waits to be due (a fixed batch size, or the controller profiling sizes, asked for that size)."""
 
     lag: int = 0
@@ -59,13 +64,19 @@ class ChainPacing:
 
     def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: bool = False) -> bool:
         """May the open batch close now? ``due``: by its target size, ``max_wait_s`` or idle; ``pending``: the
-        playbook's batches closed and not yet a version; ``held``: the open batch took reflections while it could
-        not close (:meth:`busy`)."""
+        playbook's batches closed and not yet a version; ``held``: the open batch took reflections while a batch
+        was in flight (:meth:`holds`)."""
         if open_count == 0:
             return False
         if not self.busy(pending):
             return due or (held and self.close_held)
         return open_count >= max(self.cap, target) and pending <= self.lag + 1
+
+    def holds(self, pending: int) -> bool:
+        """Does a reflection taken now make the open batch *held*: is any batch in flight (closed, not yet a
+        version)? Whatever the lag: with lag 1 a batch opened while one batch is in flight is what the chain takes
+        next, and waiting for the controller's target would idle half of the pipeline."""
+        return pending > 0
 
     def busy(self, pending: int) -> bool:
         """Can a batch closed now not start at once: its context version (b - lag) is not a version yet?"""
