@@ -137,8 +137,8 @@ class _PlaybookBatches:
     """Smoothed gap between the playbook's reflections (across batches)."""
     applied: int = 0
     """Batches that are versions (the newest version's batch id + 1): what the chain has built."""
-    held: bool = False
-    """The open batch took reflections while a batch was in flight (chain pacing closes it once its context exists)."""
+    held: int = 0
+    """The most batches in flight when the open batch took a reflection (chain pacing closes it once fewer are)."""
 
 
 class BatchAccumulator:
@@ -183,7 +183,7 @@ class BatchAccumulator:
             state.seen_trace_ids.release_open()
             state.open_reflections = []
             state.opened_at = None
-            state.held = False
+            state.held = 0
 
     def forget_playbook(self, playbook_id: str) -> None:
         """Drop everything known of a playbook (before rebuilding it from the ``batches`` log); keeps its target."""
@@ -246,7 +246,7 @@ class BatchAccumulator:
         if self._pacing is None:
             return self._close(reflection.playbook_id, "size", wall_time, now) if due else None
         pending = self.pending(reflection.playbook_id)
-        state.held = state.held or self._pacing.holds(pending)
+        state.held = max(state.held, pending)
         if self._pacing.may_close(len(state.open_reflections), due=due, pending=pending,
                                   target=state.target_batch_size, held=state.held):
             return self._close(reflection.playbook_id, "size", wall_time, now)
@@ -321,7 +321,7 @@ class BatchAccumulator:
         state.next_batch_id += 1
         state.open_reflections = held[n:]
         state.opened_at = now if state.open_reflections else None
-        state.held = bool(state.open_reflections)  # what is left arrived while a batch waited: the chain is busy
+        state.held = state.held if state.open_reflections else 0  # what is left arrived while batches waited
         return batch
 
 

@@ -12,16 +12,17 @@ version b, so they need not wait for the version being built; 0: they read versi
 - a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain can take
   it: when its context version exists, ``pending <= lag`` (with lag 0, the chain is free; with lag 1, at most the
   batch before it is being built, and this one's aggregation overlaps that one's reduce). So does a batch that was
-  *held*, i.e. took reflections while any batch was in flight (``pending > 0``, whatever the lag), whatever its
-  size, when the streaming controller sets the size (``close_held``): it holds what arrived while the previous
-  version was built (waiting for the controller's target would leave the chain idle while traces wait; a stopped
-  stream's trailing batch closes as soon as its context exists, not after the idle rule, and is aggregated while
-  the version before it is reduced). With lag 1, counting only what arrived while ``pending > lag`` left the open
-  batch unheld once the chain was down to one batch in flight, so it waited for the controller's target, which
-  assumes batches built one after another (issue 44, run 3: 160 every 8 s, the chain idle half the time); the cost
-  of counting every batch in flight is an occasional small batch (a trace arriving just after a batch closed on an
-  idle chain closes at once, alone, to be aggregated while that batch is reduced). A fixed
-  ``batch_size``, or the controller profiling sizes (``controller_objective=delay``), keeps the size asked for;
+  *held*, i.e. took reflections while batches were in flight (``pending > 0``, whatever the lag), whatever its size,
+  when the streaming controller sets the size (``close_held``), once fewer batches are in flight than when it took
+  them (and its context exists): it holds what arrived while the previous version was built (waiting for the
+  controller's target would leave the chain idle while traces wait; a stopped stream's trailing batch closes as soon
+  as its context exists, not after the idle rule, and is aggregated while the version before it is reduced). With
+  lag 1: a batch that took reflections while two batches were in flight closes when one is left; one that took them
+  while one was in flight closes when none is left (the chain is free), or when due. Counting only what arrived
+  while ``pending > lag`` (the first rule of the lag) left the latter waiting for the controller's target, which
+  assumes batches built one after another (issue 44, run 3: 160 every 8 s, the chain idle half the time); closing it
+  as soon as its context exists made every other batch one trace, which then held the trailing batch behind it. A
+  fixed ``batch_size``, or the controller profiling sizes (``controller_objective=delay``), keeps the size asked for;
 - while it cannot, it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max`` with the
   controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting for its
   context (``pending <= lag + 1``), else what arrives waits, unbatched and uncommitted, for the next batch.
@@ -62,21 +63,15 @@ class ChainPacing:
         below the playbook's target, so a target above the cap is not cut short)."""
         return min(open_count, max(self.cap, target))
 
-    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: bool = False) -> bool:
+    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: int = 0) -> bool:
         """May the open batch close now? ``due``: by its target size, ``max_wait_s`` or idle; ``pending``: the
-        playbook's batches closed and not yet a version; ``held``: the open batch took reflections while a batch
-        was in flight (:meth:`holds`)."""
+        playbook's batches closed and not yet a version; ``held``: the most batches that were in flight when the
+        open batch took a reflection (0: none)."""
         if open_count == 0:
             return False
         if not self.busy(pending):
-            return due or (held and self.close_held)
+            return due or (self.close_held and held > pending)
         return open_count >= max(self.cap, target) and pending <= self.lag + 1
-
-    def holds(self, pending: int) -> bool:
-        """Does a reflection taken now make the open batch *held*: is any batch in flight (closed, not yet a
-        version)? Whatever the lag: with lag 1 a batch opened while one batch is in flight is what the chain takes
-        next, and waiting for the controller's target would idle half of the pipeline."""
-        return pending > 0
 
     def busy(self, pending: int) -> bool:
         """Can a batch closed now not start at once: its context version (b - lag) is not a version yet?"""
