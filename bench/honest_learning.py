@@ -30,6 +30,9 @@ a 1,000-token budget). Variants:
   opposite cites the side it followed (docs/simulator.md, "An agent holding both rules cites the one it followed");
 - combee bs N (``--batch-sizes``): combee at batch N instead of 100, the rest as combee (the quality bound on
   ``controller_bs_max``, docs/benchmarks-history.md §12e).
+- X pipelined: X with ``COMBEE_CONTEXT_LAG`` = 1, every batch's aggregators reading the version before the one it
+  applies to (the production default since issue 44's context lag); every other variant runs with lag 0, the
+  aggregators reading the version the batch applies to, as all the figures before it were measured.
 
 A row passes when its mean held-out accuracy is within 1 point of sequential's at the same capacity, its entries
 per distinct lesson is <= 1.2, and every version of every seed is within the budget. A control row *fails as it
@@ -121,8 +124,12 @@ ORACLE = "oracle consolidation"
 BATCH_PREFIX = "combee bs "
 
 
+PIPELINED = " pipelined"
+
+
 def variant_spec(variant: str) -> Spec:
     """A named variant, or ``combee bs N``: combee (default configuration) at batch N."""
+    variant = variant.removesuffix(PIPELINED)  # X pipelined: X with context lag 1 (one())
     if variant.startswith(BATCH_PREFIX):
         return Spec(batch=int(variant.removeprefix(BATCH_PREFIX)), p=2, subgroups="sqrt", reflection="honest")
     return VARIANTS[variant]
@@ -191,12 +198,12 @@ def realised_rates(suite: TaskSuite, run: Any) -> dict[str, float]:
 
 
 async def one(variant: str, capacity: int, seed: int, *, traces: int, budget: int) -> dict[str, Any]:
-    spec = variant_spec(variant)
+    spec, lag = variant_spec(variant), 1 if variant.endswith(PIPELINED) else 0
     suite = build_suite(seed=7, feedback="honest", honest=spec.environment)
     sim = SimulatorConfig(seed=seed, capacity=capacity, mode="virtual", reflection=spec.reflection,
                           suite_seed=suite.seed, suite_families=len(suite.families))
     fan_in = capacity if spec.fan_in_at_capacity else CombeeSettings.load(env={}).max_fan_in
-    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in, p=spec.p,
+    settings = CombeeSettings.load(env={}, playbook_budget_tokens=budget, max_fan_in=fan_in, p=spec.p, context_lag=lag,
                                    subgroups=spec.subgroups, run_seed=seed, llm_context=True)
     run = await fleet(suite, sim, settings, batch=spec.batch, traces=traces, seed=seed,
                       rewrite=oracle_rewrite(suite) if variant == ORACLE else None,

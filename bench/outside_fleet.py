@@ -20,7 +20,8 @@ last trace sent) in cycles; the out rate (traces learned per second from the fir
 sizes; a batch's close -> its version (``stats.delay_s``: waiting for the chain included) and the LLM critical path of
 its version (p50); lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``, from the fleet's start
 to the last version); the load average before and after; the tail's versions (batch size, closed, seen, its last
-trace sent, in seconds from the stream's last trace: where a slow drain's cause shows). Targets (issue 44.4): last
+trace sent, in seconds from the stream's last trace, and whether it closed ahead of the chain, before the version
+before it was seen, which the context lag allows: where a slow drain's cause shows). Targets (issue 44.4): last
 fifth p50 <= 1.5 x first fifth + 10 s, first fifth p50 <= 20 s, drained within 1.6 cycles; ``--targets`` prints one
 PASS/FAIL line per target and case. CPU per version by stage needs ``--split-stages`` (case ``20x1-split``).
 """
@@ -232,9 +233,11 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
     sizes = [v.stats.batch_size for _, v in (seen[n] for n in sorted(seen))]
     close_to_version = percentile([v.stats.delay_s for _, v in seen.values()], 0.5)
     critical_path = percentile([v.stats.llm_critical_path_s or 0.0 for _, v in seen.values()], 0.5)
+    # ahead: the batch closed before the version before it was seen (the context lag, chain_pacing)
     tail = [dict(version=n[1], batch=v.batch_id, size=v.stats.batch_size,
                  closed_s=round(at - v.stats.delay_s - stream_end, 1), seen_s=round(at - stream_end, 1),
-                 last_sent_s=round(max((sent[t] for t in v.lineage if t in sent), default=stream_end) - stream_end, 1))
+                 last_sent_s=round(max((sent[t] for t in v.lineage if t in sent), default=stream_end) - stream_end, 1),
+                 ahead=bool(at - v.stats.delay_s < seen.get((n[0], n[1] - 1), (0.0,))[0]))
             for n, (at, v) in sorted(seen.items(), key=lambda item: item[1][0]) if at - stream_end > -2 * cycle]
     lines = []
     for path in sorted(log_dir.glob("*.log")):

@@ -7,7 +7,8 @@ batch of traces from the playbook's version v to version v+1:
 2. **shuffle** (augmented shuffling): ``p`` copies of each reflection dealt into ``k`` subgroups, k = floor(sqrt(n))
    when a subgroup's copies fit one call of ``max_fan_in`` items, else the fewest that fit
    (``batch.batching.deal_batch``, the batcher's deal; ``batch.shuffle.aggregation_shape``);
-3. **aggregate**: one aggregator call per subgroup, reading version v as context (``aggregate.processor``);
+3. **aggregate**: one aggregator call per subgroup, reading version v - ``context_lag`` (at least 0) as context, as
+   the batch's copies say (``aggregate.processor.context_version``; the default lag 1 reads the version before v);
 4. **reduce** (parallel scan aggregation): the k partials merged through a tree of fan-in ``max_fan_in`` and applied
    to v, with the curation, budget and caps of the reducer stage (``reduce.processor``, ``reduce.reduction``);
 5. **control** (the dynamic batch-size controller, paper §3.3): the version's delay sample, and with
@@ -121,6 +122,8 @@ class Method:
                                 embedder_from(self.settings)))
         self.logs = ReducerLogs()
         self.controller = Controller(self.settings)
+        self._before: dict[str, Playbook] = {}
+        """Per playbook, the version before the newest (the aggregators' context with ``context_lag`` 1)."""
 
     def playbook(self, playbook_id: str) -> Playbook:
         """The playbook's newest version (empty before its first round)."""
@@ -161,7 +164,7 @@ class Method:
         return batch
 
     async def aggregate(self, batch: ClosedBatch) -> tuple[list[PartialUpdate], list[Effect]]:
-        """One aggregator call per subgroup window, concurrently, with the batch's base version as context."""
+        """One aggregator call per subgroup window, concurrently, with the version its copies name as context."""
         aggregator = Aggregator(AggregatorConfig(model=self.settings.aggregator_model,
                                                  window_timeout_s=self.settings.window_timeout_s))
         effects: list[Effect] = []
@@ -171,11 +174,9 @@ class Method:
             effects += taken
             if window is not None:
                 ready.append(window)
-        playbook = self.playbook(batch.manifest.playbook_id)
-        context = render_playbook(playbook, self.settings.llm_context_tokens).text if self.settings.llm_context else ""
-
-        async def as_context(playbook_id: str, base_version: int) -> str:
-            return context
+        async def as_context(playbook_id: str, version: int) -> str:
+            playbook = self._at(playbook_id, version)
+            return render_playbook(playbook, self.settings.llm_context_tokens).text if self.settings.llm_context else ""
 
         for answered in await asyncio.gather(*(aggregator.aggregate(w, self.lm.aggregate, as_context)
                                                for w in ready)):
@@ -206,8 +207,16 @@ class Method:
                                                    manifest=manifest, previous_at=previous_at, now=now)
         [version] = published(effects, Topic.PLAYBOOK)
         assert isinstance(version, PlaybookVersion)
+        self._before[playbook_id] = self.playbook(playbook_id)
         self.logs.take_version(version)
         return version, effects
+
+    def _at(self, playbook_id: str, version: int) -> Playbook:
+        """Version ``version`` of the playbook: the newest or the one before (a round reads no other)."""
+        for playbook in (self.playbook(playbook_id), self._before.get(playbook_id)):
+            if playbook is not None and playbook.version == version:
+                return playbook
+        raise RoundError(f"{playbook_id} v{version} is neither the newest version nor the one before")
 
     def control(self, metrics: BatchMetrics, *, now: datetime) -> tuple[ControlDecision | None, list[Effect]]:
         """The controller's sample of the version, and its decision when it chose a new batch size."""

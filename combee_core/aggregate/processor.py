@@ -1,7 +1,8 @@
 """The aggregators' decisions: which copies a window takes (redelivered and late ones are acknowledged and
 ignored), when a window is ready (complete, or closed by its timeout), and the partial it publishes.
 
-The aggregator LLM role and the context (the playbook version the batch will be applied to, rendered) are injected.
+The aggregator LLM role and the context (the playbook version the batch's copies name, rendered: the one before the
+version it will be applied to with the default ``context_lag`` 1, that version itself with 0) are injected.
 A call that fails after retries gives a dead letter naming the window's traces and an empty partial with ``error``,
 so the batch still completes at the reducer. The stage launches one task per ready window and performs its effects.
 """
@@ -40,7 +41,7 @@ AggregateRole = Callable[[Sequence[Reflection], str], Awaitable[Proposal]]
 ``LLMError``)."""
 
 PlaybookContext = Callable[[str, int], Awaitable[str]]
-"""(playbook_id, base_version) -> that version rendered for the prompt ("" without context)."""
+"""(playbook_id, version) -> that version rendered for the prompt ("" without context)."""
 
 
 def use_tags(reflections: Sequence[Reflection]) -> list[UseTag]:
@@ -49,6 +50,13 @@ def use_tags(reflections: Sequence[Reflection]) -> list[UseTag]:
     found = {(tag.entry_id, tag.tag, r.trace_id) for r in reflections for tag in r.entry_tags if tag.tag != "neutral"}
     return [UseTag(entry_id=entry_id, tag=tag, trace_id=trace_id)  # neutral excluded above
             for entry_id, tag, trace_id in sorted(found)]
+
+
+def context_version(copy: ShuffledReflection) -> int:
+    """The version a batch's aggregators read as context: ``context_lag`` versions before the one it will be applied
+    to, at least version 0 (the first batch reads version 0 whatever the lag). The lag is the copy's, as the batch's
+    manifest recorded it, so every run, replay and restart of the same batches reads the same versions."""
+    return max(0, copy.base_version - copy.context_lag)
 
 
 @dataclass(frozen=True)
@@ -114,7 +122,7 @@ class Aggregator:
         )
         effects: list[Effect] = []
         try:
-            result = await role(reflections, await context(first.playbook_id, first.base_version))
+            result = await role(reflections, await context(first.playbook_id, context_version(first)))
             partial = PartialUpdate(
                 operations=result.operations,
                 reflection_ids=sorted(distinct),

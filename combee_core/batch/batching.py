@@ -47,6 +47,9 @@ class ShuffleConfig:
     p: int = 2
     max_fan_in: int = DEFAULT_CALL_CAPACITY
     subgroups: SubgroupRule = "sqrt"
+    context_lag: int = 0
+    """Batch b's aggregators read version max(0, b - context_lag) (``combee_core.batch.chain_pacing``, "Context
+    lag"); recorded in its manifest and copies, so a replay or a re-send reads the same version."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,7 @@ def deal_batch(
     k: int | None = None,
 ) -> ClosedBatch:
     """Augmented shuffle of one batch: p copies of each reflection dealt to k subgroups (``k``: as given, else by the
-    config's rule), seeded by the batch."""
+    config's rule), seeded by the batch; its aggregators read version ``batch_id - config.context_lag`` (at least 0)."""
     n = len(reflections)
     if n == 0:
         raise ValueError("cannot deal an empty batch")
@@ -95,6 +98,7 @@ def deal_batch(
                     p=config.p,
                     batch_size=n,
                     base_version=base_version,
+                    context_lag=config.context_lag,
                     position=position,
                     batch_closed_at=closed_at,
                     reflection=reflections[item],
@@ -104,6 +108,7 @@ def deal_batch(
         playbook_id=playbook_id,
         batch_id=batch_id,
         base_version=base_version,
+        context_lag=config.context_lag,
         trace_ids=[r.trace_id for r in reflections],
         reflection_ids=[r.reflection_id for r in reflections],
         n=n,
@@ -132,8 +137,8 @@ class _PlaybookBatches:
     """Smoothed gap between the playbook's reflections (across batches)."""
     applied: int = 0
     """Batches that are versions (the newest version's batch id + 1): what the chain has built."""
-    held: bool = False
-    """The open batch took reflections while the chain was busy (chain pacing closes it once the chain is free)."""
+    held: int = 0
+    """The most batches in flight when the open batch took a reflection (chain pacing closes it once fewer are)."""
 
 
 class BatchAccumulator:
@@ -178,7 +183,7 @@ class BatchAccumulator:
             state.seen_trace_ids.release_open()
             state.open_reflections = []
             state.opened_at = None
-            state.held = False
+            state.held = 0
 
     def forget_playbook(self, playbook_id: str) -> None:
         """Drop everything known of a playbook (before rebuilding it from the ``batches`` log); keeps its target."""
@@ -241,7 +246,7 @@ class BatchAccumulator:
         if self._pacing is None:
             return self._close(reflection.playbook_id, "size", wall_time, now) if due else None
         pending = self.pending(reflection.playbook_id)
-        state.held = state.held or pending > 0
+        state.held = max(state.held, pending)
         if self._pacing.may_close(len(state.open_reflections), due=due, pending=pending,
                                   target=state.target_batch_size, held=state.held):
             return self._close(reflection.playbook_id, "size", wall_time, now)
@@ -316,7 +321,7 @@ class BatchAccumulator:
         state.next_batch_id += 1
         state.open_reflections = held[n:]
         state.opened_at = now if state.open_reflections else None
-        state.held = bool(state.open_reflections)  # what is left arrived while a batch waited: the chain is busy
+        state.held = state.held if state.open_reflections else 0  # what is left arrived while batches waited
         return batch
 
 
@@ -324,10 +329,12 @@ def deal_as_manifest(manifest: BatchManifest, reflections: Mapping[str, Reflecti
                      closed_at: datetime) -> ClosedBatch:
     """Deal a batch again exactly as its manifest says: its traces in its order, its p and its k, whatever the
     settings are now (a fan-in changed between a crash and the restart, or a plan recorded under another one, would
-    otherwise deal other copies than the aggregators already hold)."""
+    otherwise deal other copies than the aggregators already hold), and its context lag (the version its aggregators
+    read is the recorded one, whatever ``context_lag`` is set now)."""
     return deal_batch(manifest.playbook_id, manifest.batch_id, [reflections[t] for t in manifest.trace_ids],
-                      replace(config, p=manifest.p), target_batch_size=manifest.target_batch_size,
-                      closed_by=manifest.closed_by, closed_at=closed_at, k=manifest.k)
+                      replace(config, p=manifest.p, context_lag=manifest.context_lag),
+                      target_batch_size=manifest.target_batch_size, closed_by=manifest.closed_by, closed_at=closed_at,
+                      k=manifest.k)
 
 
 class UnconfirmedBatches:

@@ -6,22 +6,32 @@ batch, a cycle later. Closing by size alone at a rate the chain does not keep up
 at the size chosen when they closed (issue 44: 24 batches of 40 queued while the controller had moved to 100).
 
 The rule, per playbook, with ``pending`` the batches closed but not yet a version (``next batch id - batches that
-are versions``; one of them is being built, the others wait):
+are versions``) and ``lag`` the context lag (``context_lag``, default 1: batch b's aggregators read version b-1, not
+version b, so they need not wait for the version being built; 0: they read version b):
 
-- a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain is free
-  (``pending == 0``), and so does a batch that was *held*, i.e. took reflections while the chain was busy, whatever
-  its size, when the streaming controller sets the size (``close_held``): it holds what arrived while the previous
-  version was built, and the chain is free for it (waiting for the controller's target would leave the chain idle
-  while traces wait; a stopped stream's tail closes as soon as the chain can take it, not after the idle rule). A
+- a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain can take
+  it: when its context version exists, ``pending <= lag`` (with lag 0, the chain is free; with lag 1, at most the
+  batch before it is being built, and this one's aggregation overlaps that one's reduce). So does a batch that was
+  *held*, i.e. took reflections while batches were in flight (``pending > 0``, whatever the lag), whatever its size,
+  when the streaming controller sets the size (``close_held``), once fewer batches are in flight than when it took
+  them (and its context exists): it holds what arrived while the previous version was built (waiting for the
+  controller's target would leave the chain idle while traces wait; a stopped stream's trailing batch closes as soon
+  as its context exists, not after the idle rule, and is aggregated while the version before it is reduced). With
+  lag 1: a batch that took reflections while two batches were in flight closes when one is left; one that took them
+  while one was in flight closes when none is left (the chain is free), or when due. Counting only what arrived
+  while ``pending > lag`` (the first rule of the lag) left the latter waiting for the controller's target, which
+  assumes batches built one after another (issue 44, run 3: 160 every 8 s, the chain idle half the time); closing it
+  as soon as its context exists made every other batch one trace, which then held the trailing batch behind it. A
   fixed ``batch_size``, or the controller profiling sizes (``controller_objective=delay``), keeps the size asked for;
-- while the chain is busy it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max``
-  with the controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting
-  (``pending <= 1``), else what arrives waits, unbatched and uncommitted, for the next batch.
+- while it cannot, it keeps taking what arrives, up to the ``cap`` (the quality bound: ``controller_bs_max`` with the
+  controller, else the fixed ``batch_size``); at the cap it closes if that leaves at most one batch waiting for its
+  context (``pending <= lag + 1``), else what arrives waits, unbatched and uncommitted, for the next batch.
 
 So the batch size follows the arrival rate (what arrived during one cycle, up to the cap) without a controller round
-trip, at most one closed batch ever waits behind the one being built, and a controller's new size applies to every
-batch not yet closed. The decision uses only what the batcher was given (reflections, versions' batch ids, times):
-the same inputs give the same batches, and a replay follows the recorded manifests anyway.
+trip, at most one closed batch ever waits for its context, and a controller's new size applies to every batch not yet
+closed. The decision uses only what the batcher was given (reflections, versions' batch ids, times): the same inputs
+give the same batches. Which version a batch's aggregators read does not depend on it at all: it is
+``max(0, b - lag)`` for every batch, recorded in the manifest (a replay follows the recorded manifests anyway).
 """
 
 from __future__ import annotations
@@ -36,10 +46,15 @@ class ChainPacing:
 
     cap: int
     close_held: bool = True
-    """Close a held batch once the chain is free, whatever its size (the streaming controller's batches); False: a
+    """Close a held batch once its context exists, whatever its size (the streaming controller's batches); False: a
     held batch still waits to be due (a fixed batch size, or the controller profiling sizes, asked for that size)."""
 
+    lag: int = 0
+    """The context lag of the batches (``ShuffleConfig.context_lag``): a batch may close once version b - lag exists."""
+
     def __post_init__(self) -> None:
+        if self.lag < 0:
+            raise ValueError(f"the context lag must be at least 0, got {self.lag}")
         if self.cap < 1:
             raise ValueError(f"the cap on a batch must be at least 1 trace, got {self.cap}")
 
@@ -48,20 +63,25 @@ class ChainPacing:
         below the playbook's target, so a target above the cap is not cut short)."""
         return min(open_count, max(self.cap, target))
 
-    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: bool = False) -> bool:
+    def may_close(self, open_count: int, *, due: bool, pending: int, target: int, held: int = 0) -> bool:
         """May the open batch close now? ``due``: by its target size, ``max_wait_s`` or idle; ``pending``: the
-        playbook's batches closed and not yet a version; ``held``: the open batch took reflections while the chain
-        was busy (``pending > 0``)."""
+        playbook's batches closed and not yet a version; ``held``: the most batches that were in flight when the
+        open batch took a reflection (0: none)."""
         if open_count == 0:
             return False
-        if pending <= 0:
-            return due or (held and self.close_held)
-        return open_count >= max(self.cap, target) and pending <= 1
+        if not self.busy(pending):
+            return due or (self.close_held and held > pending)
+        return open_count >= max(self.cap, target) and pending <= self.lag + 1
+
+    def busy(self, pending: int) -> bool:
+        """Can a batch closed now not start at once: its context version (b - lag) is not a version yet?"""
+        return pending > self.lag
 
 
-def batches_waiting(pending: int) -> int:
-    """Closed batches waiting for the chain: the pending ones but the one being built."""
-    return max(0, pending - 1)
+def batches_waiting(pending: int, lag: int = 0) -> int:
+    """Closed batches waiting for the chain: the pending ones but those being built (the one reduced next and, with a
+    context lag, the ``lag`` after it, whose aggregators read versions that exist)."""
+    return max(0, pending - 1 - lag)
 
 
 ASYNC_QUALITY_BOUND = 160

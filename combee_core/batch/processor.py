@@ -51,7 +51,7 @@ class BatcherConfig:
         """The batcher stage's configuration."""
         return cls(
             shuffle=ShuffleConfig(run_seed=settings.run_seed, p=settings.p, max_fan_in=settings.max_fan_in,
-                                  subgroups=settings.subgroups),
+                                  subgroups=settings.subgroups, context_lag=settings.context_lag),
             batch_size=settings.batch_size, dedupe_horizon=settings.dedupe_horizon,
             max_staleness=settings.max_staleness, max_wait_s=settings.max_wait_s, idle_s=settings.batch_idle_s,
             plan_name=settings.batch_plan_topic, pacing=pacing_of(settings),
@@ -66,7 +66,7 @@ def pacing_of(settings: CombeeSettings) -> ChainPacing | None:
         return None
     streams = settings.auto_batch_size and settings.controller_objective == "stream"
     return ChainPacing(cap=settings.batch_size_bound if settings.auto_batch_size else settings.batch_size,
-                       close_held=streams)
+                       close_held=streams, lag=settings.context_lag)
 
 
 class Batcher:

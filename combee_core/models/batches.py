@@ -16,6 +16,9 @@ class BatchManifest(CombeeModel):
     playbook_id: PlaybookId
     batch_id: int = Field(ge=0)
     base_version: int = Field(ge=0)
+    context_lag: int = Field(default=0, ge=0, description="The aggregators read version max(0, base_version - "
+                             "context_lag) as context (the setting context_lag when the batch closed; 0 in batches "
+                             "recorded before it existed). Replays and re-sends keep it.")
     trace_ids: list[str] = Field(description="Traces of the batch, in batch order.")
     reflection_ids: list[str]
     n: int = Field(ge=1)

@@ -21,5 +21,6 @@ class ViewCheckpoint(CombeeModel):
     position: int = Field(ge=0, description="Offset to resume reading from.")
     nexts: dict[str, int] = Field(description="Per playbook, the number the next valid record must carry there.")
     latest: dict[str, int] = Field(default_factory=dict, description="Per playbook, offset of the record to load "
-                                   "before resuming (the playbook view: the latest valid version).")
+                                   "before resuming (the playbook view: the latest valid version, and under "
+                                   "'<playbook>~' the one before, the aggregators' context with context_lag 1).")
     written_at: Timestamp

@@ -85,6 +85,9 @@ class ShuffledReflection(CombeeModel):
     p: int = Field(ge=1, description="Copies made of every reflection.")
     batch_size: int = Field(ge=1, description="Number of distinct reflections in the batch.")
     base_version: int = Field(ge=0, description="Playbook version the batch will be applied to.")
+    context_lag: int = Field(default=0, ge=0, description="The aggregators read version max(0, base_version - "
+                             "context_lag) as context (the setting context_lag when the batch closed; 0 in batches "
+                             "recorded before it existed). Replays and re-sends keep it.")
     position: int = Field(ge=0, description="Order of this copy inside its subgroup (set by the seeded shuffle).")
     batch_closed_at: Timestamp = Field(description="When the batcher closed the batch (delay measurement).")
     reflection: Reflection

@@ -27,7 +27,8 @@ from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
 from streams.topology.readable import readable
-from streams.topology.tail_review import ReviewSoFar, review_so_far
+from streams.topology.tail_follow import follow_lines
+from streams.topology.tail_review import review_so_far
 from streams.topology.topic_reader import TopicReader
 
 
@@ -119,8 +120,9 @@ async def tail_versions(
                 lines.append(described(decision.served))
             return lines
 
-        return await _follow(bootstrap, profile, settings.topic(Topic.PROMOTED), decision_lines, limit=limit, stop=stop,
-                             out=out, on_following=on_following, review=review, playbook_id=playbook_id)
+        return await follow_lines(bootstrap, profile, settings.topic(Topic.PROMOTED), decision_lines, limit=limit,
+                                  stop=stop, out=out, on_following=on_following, review=review,
+                                  playbook_id=playbook_id)
     gate = ContiguousNumbers[str](start=1)
 
     def version_lines(record: ConsumerRecord) -> list[str]:
@@ -134,40 +136,8 @@ async def tail_versions(
             return []
         return [described(version)]
 
-    return await _follow(bootstrap, profile, settings.topic(Topic.PLAYBOOK), version_lines, limit=limit, stop=stop,
-                         out=out, on_following=on_following, review=review, playbook_id=playbook_id)
-
-
-async def _follow(bootstrap: str, profile: BrokerProfile, topic: str,
-                  lines_for: Callable[[ConsumerRecord], list[str]], *, limit: int | None, stop: asyncio.Event,
-                  out: TextIO, on_following: Callable[[str], None] | None, review: ReviewSoFar | None = None,
-                  playbook_id: str | None = None) -> int:
-    """Print ``lines_for(record)`` for every record of single-partition ``topic`` from its beginning, until ``stop``
-    or ``limit`` records that printed something; returns how many did. With ``review``, each new review decision
-    is a line too (not counted)."""
-    printed = 0
-    async with TopicReader(bootstrap, profile, what="the tail consumer") as reader:
-        start: dict[TopicPartition, int | None] = {TopicPartition(topic, 0): None}
-        if review is not None:
-            start[review.tp] = review.end
-        await reader.assign(start)
-        if on_following is not None:
-            on_following(topic)
-        async for records in reader.follow(stop, timeout_ms=250):
-            for record in records:
-                if review is not None and record.topic == review.tp.topic:
-                    for line in review.lines(record, playbook_id):
-                        print(line, file=out, flush=True)
-                    continue
-                lines = lines_for(record)
-                if not lines:
-                    continue
-                for line in lines:
-                    print(line, file=out, flush=True)
-                printed += 1
-                if limit is not None and printed >= limit:
-                    return printed
-    return printed
+    return await follow_lines(bootstrap, profile, settings.topic(Topic.PLAYBOOK), version_lines, limit=limit,
+                              stop=stop, out=out, on_following=on_following, review=review, playbook_id=playbook_id)
 
 
 @dataclass(frozen=True)
@@ -208,7 +178,8 @@ class RunStatus:
     dead_letter_kinds: list[DeadLetterKind] = field(default_factory=list)
     waiting: dict[str, tuple[int, float]] = field(default_factory=dict)
     pending: dict[str, int] = field(default_factory=dict)
-    """Per playbook, the batches closed and not yet a version (one being built, the others waiting for it)."""
+    """Per playbook, the batches closed and not yet a version (1 + context_lag being built, the others waiting)."""
+    context_lag: int = 0
     """playbook -> (traces batched but not yet in a version, age in seconds of the oldest such batch)"""
     stall_warning_s: float = 180.0
     promotion: dict[str, PromotionDecision] = field(default_factory=dict)
@@ -267,7 +238,8 @@ async def collect_status(settings: CombeeSettings, bootstrap: str, profile: Brok
     One consumer does all the reading: one metadata fetch, the end offsets of every partition in one call, then
     ``playbook``, ``batches``, ``control`` and ``dlq`` read up to those ends; the groups' committed offsets are
     asked for concurrently meanwhile."""
-    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion)
+    status = RunStatus(stall_warning_s=settings.stall_warning_s, promotion_on=settings.promotion,
+                       context_lag=settings.context_lag)
     admin = AIOKafkaAdminClient(**client_kwargs(bootstrap, profile.connection))
     reader = TopicReader(bootstrap, profile, what="the status consumer")
     await asyncio.gather(admin.start(), reader.start())
@@ -353,7 +325,9 @@ def format_status(status: RunStatus) -> str:
             traces, age = status.waiting[playbook]
             line += f"; {traces} trace(s) batched, not yet in a version (oldest batch {age:.0f} s ago)"
             if playbook in status.pending:
-                line += f"; batches: 1 being built, {batches_waiting(status.pending[playbook])} waiting for the chain"
+                closed, lag = status.pending[playbook], status.context_lag
+                line += f"; batches: {min(closed, 1 + lag)} being built, {batches_waiting(closed, lag)} waiting " \
+                        "for the chain"
             if age > status.stall_warning_s:
                 line += f" STALLED? (over {status.stall_warning_s:.0f} s)"
         lines.append(line)

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 
 KEEP_VERSIONS = 64
 """Versions of each playbook kept (raw bytes, validated on first use): a trace may name any of the last 64."""
+RESTART_VERSIONS = 2
+"""Versions of each playbook a restart loads from the checkpoint: the newest and the one before (the aggregators'
+context with ``context_lag`` 1, ``combee_core.aggregate.processor.context_version``)."""
 SAY_EVERY_S = 60.0
 """A context condition many calls meet at once (waiting for a version, falling back from one) is logged once with
 how many calls meet it, then at most once per this many seconds (``combee_core.log_limit``)."""
@@ -53,6 +56,7 @@ class PlaybookVersions:
         self._state = GatedState(ContiguousNumbers[str](start=1), load=self._load)
         self._raw: dict[str, dict[int, bytes]] = {}
         self._cache: dict[tuple[str, int], Playbook] = {}
+        self._offsets: dict[str, dict[int, int]] = {}
         self._waiters: list[tuple[str, int, asyncio.Future[None]]] = []
         self._said: RepeatLimit[tuple[str, str, int]] = RepeatLimit(say_every_s)
         """(condition, playbook, version) -> when it was last logged: one line per condition, not per call."""
@@ -99,7 +103,7 @@ class PlaybookVersions:
         for old in [v for v in kept if v <= version - KEEP_VERSIONS]:
             del kept[old]
             self._cache.pop((playbook_id, old), None)
-        self._state.latest[playbook_id] = record.offset
+        self._remember(playbook_id, version, record.offset)
         self._said.end(("waiting", playbook_id, version))
         waiting = []
         for waiter in self._waiters:
@@ -109,6 +113,17 @@ class PlaybookVersions:
             else:
                 waiting.append(waiter)
         self._waiters = waiting
+
+    def _remember(self, playbook_id: str, version: int, offset: int) -> None:
+        """Checkpoint the offsets of the playbook's newest :data:`RESTART_VERSIONS` versions (loaded in any order at
+        a restart): with a context lag the aggregators read the version before the newest."""
+        offsets = self._offsets.setdefault(playbook_id, {})
+        offsets[version] = offset
+        for rank, kept in enumerate(sorted(offsets, reverse=True)):
+            if rank >= RESTART_VERSIONS:
+                del offsets[kept]
+            else:
+                self._state.latest[playbook_id + "~" * rank] = offsets[kept]  # "pb": newest, "pb~": the one before
 
     def latest_version(self, playbook_id: str) -> int:
         """The newest version of ``playbook_id`` applied so far (0 when none)."""

@@ -1,6 +1,6 @@
 """In an async fleet a batch closes when the version chain can take it (docs/architecture.md, "When a batch
 closes"): a burst far larger than the batch size is never planned far ahead of the chain. At most one closed batch
-waits behind the one being built, so batch b closes only once batch b-2 is a version."""
+waits for its context version (b - context_lag, default 1), so batch b closes only once batch b-2-lag is a version."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ async def test_a_burst_is_batched_as_the_chain_takes_it_with_at_most_one_batch_w
     learned = [t for v in versions if v.playbook_id == PLAYBOOK for t in v.lineage]
     assert sorted(learned) == sorted(t.trace_id for t in traces)  # each once
     assert all(m.n <= BATCH for m in manifests), [m.n for m in manifests]  # the cap: the fixed size
-    early = [(m.batch_id, (published[m.batch_id - 2] - m.closed_at).total_seconds())
-             for m in manifests if m.batch_id >= 2 and m.closed_at < published[m.batch_id - 2]]
-    assert not early, f"batches closed before the batch two before them was a version (batch, s early): {early}"
+    behind = 2 + settings.context_lag
+    assert all(m.context_lag == settings.context_lag == 1 for m in manifests)
+    early = [(m.batch_id, (published[m.batch_id - behind] - m.closed_at).total_seconds())
+             for m in manifests if m.batch_id >= behind and m.closed_at < published[m.batch_id - behind]]
+    assert not early, f"batches closed before the batch {behind} before them was a version (batch, s early): {early}"

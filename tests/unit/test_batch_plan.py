@@ -76,3 +76,14 @@ def test_unplanned_traces_and_broken_plans_are_refused():
     twice = recorded[1].manifest.model_copy(update={"trace_ids": ["t-0", "t-4", "t-5"]})
     with pytest.raises(BatchPlanError, match="trace t-0 is in batches 0 and 1"):
         PlannedBatches(CONFIG, [recorded[0].manifest, twice])
+
+
+def test_a_replay_deals_each_batch_with_its_recorded_context_lag_whatever_the_setting_is_now():
+    """Issue 44: the version a batch's aggregators read is the recorded manifest's (``context_lag``), not the
+    replay's setting: the replay's copies name the same version for the aggregators."""
+    recorded = recorded_batches(6, [3, 3])
+    ahead = recorded[1].manifest.model_copy(update={"context_lag": 1})
+    plan = PlannedBatches(CONFIG, [recorded[0].manifest, ahead])
+    released = [batch for i in range(6) for batch in plan.add(reflection(i), LATER)]
+    assert [b.manifest.context_lag for b in released] == [0, 1]
+    assert {c.base_version - c.context_lag for c in released[1].copies} == {0}

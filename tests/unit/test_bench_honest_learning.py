@@ -79,3 +79,11 @@ def test_reducer_standins_answer_as_documented():
     assert adds("oracle") == [(right, 4), (distinct, 1)]
     assert adds("adversarial") == [(wrong, 2)]  # the opposite kept, and merged with the other family's rule
     assert tag in scripted_operations("oracle", REGISTRY, children)
+
+
+def test_a_pipelined_variant_is_its_variant_with_context_lag_1():
+    """Issue 44: ``X pipelined`` runs X with the production default lag 1; the other rows keep lag 0."""
+    from bench.honest_learning import VARIANTS, variant_spec
+
+    assert variant_spec("combee pipelined") == VARIANTS["combee"]
+    assert variant_spec("combee bs 160 pipelined").batch == 160

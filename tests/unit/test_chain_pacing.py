@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from combee_core.batch.batching import ShuffleConfig
@@ -20,10 +20,11 @@ from combee_core.settings import CombeeSettings
 WALL = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0, close_held: bool = True) -> Batcher:
-    return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2), batch_size=batch_size, dedupe_horizon=10_000,
-                                 max_wait_s=max_wait_s,
-                                 pacing=ChainPacing(cap, close_held) if cap is not None else None))
+def _batcher(batch_size: int = 4, cap: int | None = 10, max_wait_s: float = 5.0, close_held: bool = True,
+             lag: int = 0) -> Batcher:
+    return Batcher(BatcherConfig(shuffle=ShuffleConfig(run_seed=1, p=2, context_lag=lag), batch_size=batch_size,
+                                 dedupe_horizon=10_000, max_wait_s=max_wait_s,
+                                 pacing=ChainPacing(cap, close_held, lag=lag) if cap is not None else None))
 
 
 def _reflection(number: int, playbook_id: str = "pb") -> Reflection:
@@ -111,6 +112,28 @@ def test_a_batch_held_while_the_chain_was_busy_closes_below_the_controllers_targ
     assert [m.n for m in _manifests(log)] == [100]
 
 
+def test_with_context_lag_1_a_batch_opened_while_one_batch_is_in_flight_closes_below_the_target_once_none_is():
+    """Issue 44, run 3: with lag 1, counting as held only what arrived while the context was missing, a batch opened
+    with one batch in flight waited for the controller's target (160, chosen as if batches were built one after
+    another): one every 8 s, the chain idle half the time. Closing it as soon as its context exists instead made every
+    other batch a single trace (measured: 40, 1, 160, 1, 99, 1, ...)."""
+    batcher, log = _batcher(batch_size=160, cap=160, max_wait_s=10.0, lag=1), EffectLog()
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=0, batch_size=4, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    _feed(batcher, log, range(4))  # the chain was idle: batch 0 closes at the target
+    batcher.take_decision(ControlDecision(playbook_id="pb", decision_id=1, batch_size=160, phase="fitted", tau=0.016,
+                                          reason="test", decided_at=WALL))
+    _feed(batcher, log, range(4, 44), now=1.0)  # 40 while batch 0 is built, below the target: no batch of one
+    _tick(batcher, log, 2.0)
+    assert [m.n for m in _manifests(log)] == [4]
+    batcher.take_version("pb", 0)  # the chain is free: the held 40 close without waiting for 160
+    _tick(batcher, log, 2.1)
+    assert [(m.n, m.target_batch_size) for m in _manifests(log)] == [(4, 4), (40, 160)]
+    assert log.acknowledged() == [f"pb:{n}" for n in range(44)]
+    _feed(batcher, log, range(44, 54), now=2.5)  # 10 more with batch 1 in flight: they wait for it, not alone
+    assert [m.n for m in _manifests(log)] == [4, 40]
+
+
 def test_the_controllers_new_size_applies_to_the_batch_not_yet_closed():
     batcher, log = _batcher(batch_size=4, cap=20), EffectLog()
     _feed(batcher, log, range(4))
@@ -130,10 +153,13 @@ def test_without_pacing_batches_close_on_size_however_many_wait():
 
 def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quality_bound_with_the_controller():
     load = CombeeSettings.load
-    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == ChainPacing(160)
-    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == \
+        ChainPacing(160, lag=1)
+    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False, lag=1)
     assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_objective="delay")) == \
-        ChainPacing(160, close_held=False)
+        ChainPacing(160, close_held=False, lag=1)
+    assert pacing_of(load(env={"COMBEE_CONTEXT_LAG": "0"}, fleet_mode="async", batch_size=30)) == \
+        ChainPacing(30, close_held=False)
     assert pacing_of(load(env={}, fleet_mode="sync")) is None
     assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
     with pytest.raises(ValueError, match="at least 1 trace"):
@@ -144,7 +170,7 @@ def test_the_quality_bound_is_160_in_async_fleets_and_100_in_sync_ones_unless_se
     """§12e: 160 is the largest batch within 1 point of sequential at fan-in 6; the sync round-time objective keeps
     100 (docs/architecture.md, "The quality bound")."""
     load = CombeeSettings.load
-    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160, lag=1)
     assert load(env={}, fleet_mode="async").batch_size_bound == 160
     assert load(env={}, fleet_mode="sync").batch_size_bound == 100
     assert load(env={"COMBEE_CONTROLLER_BS_MAX": "120"}, fleet_mode="sync").batch_size_bound == 120
@@ -159,19 +185,24 @@ EVENTS = st.lists(st.one_of(st.tuples(st.just("trace"), st.integers(1, 30)), st.
                             st.tuples(st.just("tick"), st.floats(0.1, 8.0))), max_size=60)
 
 
-def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True,
-         ) -> tuple[list[BatchManifest], EffectLog, int]:
-    """Drive a paced batcher with ``events``, then let the chain drain everything; the most batches ever waiting."""
-    batcher, log = _batcher(batch_size=batch_size, cap=cap, close_held=close_held), EffectLog()
-    now, sent, built, most_waiting = 0.0, 0, 0, 0
+def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True, lag: int = 0,
+         ) -> tuple[list[BatchManifest], EffectLog, int, int]:
+    """Drive a paced batcher with ``events``, then let the chain drain everything; the most batches ever waiting, and
+    how many times the timers ran with room for a batch (``pending <= lag``) while the open batch held a trace that
+    arrived with more batches in flight than now."""
+    batcher, log = _batcher(batch_size=batch_size, cap=cap, close_held=close_held, lag=lag), EffectLog()
+    now, sent, built, most_waiting, idle_room = 0.0, 0, 0, 0, 0
+    in_flight_at_arrival: list[int] = []
 
     def step() -> None:
         nonlocal most_waiting
-        most_waiting = max(most_waiting, batches_waiting(batcher.accumulator.pending("pb")))
+        most_waiting = max(most_waiting, batches_waiting(batcher.accumulator.pending("pb"), lag))
 
     for event in events:
         if event[0] == "trace":
-            _feed(batcher, log, range(sent, sent + event[1]), now)
+            for number in range(sent, sent + event[1]):
+                in_flight_at_arrival.append(batcher.accumulator.pending("pb"))
+                _feed(batcher, log, range(number, number + 1), now)
             sent += event[1]
         elif event[0] == "version" and built < len(_manifests(log)):
             batcher.take_version("pb", built)
@@ -179,6 +210,10 @@ def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True
         elif event[0] == "tick":
             now += event[1]
             _tick(batcher, log, now)
+            batched = sum(m.n for m in _manifests(log))  # arrival order is kept: the open traces are the newest
+            pending = batcher.accumulator.pending("pb")
+            if pending <= lag and any(in_flight > pending for in_flight in in_flight_at_arrival[batched:sent]):
+                idle_room += 1
         step()
     for _ in range(10 * sent + 2):  # the stream stopped: the chain builds every batch, the timers close the rest
         if built < len(_manifests(log)):
@@ -187,22 +222,29 @@ def _run(events: list[tuple], batch_size: int, cap: int, close_held: bool = True
         now += 5.0
         _tick(batcher, log, now)
         step()
-    return _manifests(log), log, most_waiting
+    return _manifests(log), log, most_waiting, idle_room
 
 
 @settings(max_examples=150, deadline=None)
-@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20), close_held=st.booleans())
+@given(events=EVENTS, batch_size=st.integers(1, 12), cap=st.integers(1, 20), close_held=st.booleans(),
+       lag=st.integers(0, 1))
+@example(events=[("trace", 4), ("trace", 3), ("version",), ("tick", 0.5)], batch_size=4, cap=10, close_held=True,
+         lag=1)
 def test_at_most_one_batch_waits_no_trace_is_lost_or_batched_twice_and_the_same_inputs_give_the_same_batches(
-        events: list[tuple], batch_size: int, cap: int, close_held: bool):
-    manifests, log, most_waiting = _run(events, batch_size, cap, close_held)
+        events: list[tuple], batch_size: int, cap: int, close_held: bool, lag: int):
+    manifests, log, most_waiting, idle_room = _run(events, batch_size, cap, close_held, lag)
     sent = sum(event[1] for event in events if event[0] == "trace")
     assert most_waiting <= 1
+    if close_held:  # the streaming controller's batches: what arrived while more batches were in flight than now (lag
+        # 1: even one, the batch whose reduce the next one's aggregation overlaps) never waits for a target
+        assert idle_room == 0
     batched = [t for m in manifests for t in m.trace_ids]
     assert sorted(batched) == sorted(f"t{n}" for n in range(sent)) and len(set(batched)) == len(batched)
     assert [t for m in manifests for t in m.trace_ids] == [f"t{n}" for n in range(sent)]  # arrival order kept
     assert all(m.n <= max(cap, m.target_batch_size) for m in manifests)
     assert sorted(log.acknowledged()) == sorted(f"pb:{n}" for n in range(sent))
-    again, _, _ = _run(events, batch_size, cap, close_held)
+    assert all(m.context_lag == lag for m in manifests)  # whatever the timing: the version read is max(0, b - lag)
+    again, _, _, _ = _run(events, batch_size, cap, close_held, lag)
     assert [(m.trace_ids, m.seed, m.subgroup_sizes) for m in again] == \
         [(m.trace_ids, m.seed, m.subgroup_sizes) for m in manifests]
 

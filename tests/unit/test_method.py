@@ -68,6 +68,7 @@ class StagesInMemory:
         self.reducer = Reducer(ReducerConfig.from_settings(settings), self._reduce)
         self.logs = ReducerLogs()
         self.controller = Controller(settings)
+        self.before: Playbook | None = None
 
     async def _reduce(self, children, context):  # type: ignore[no-untyped-def]
         result = await self.roles.reduce(children, context)
@@ -83,9 +84,9 @@ class StagesInMemory:
         self.logs.take_manifest(manifest)
         playbook = self.logs.playbook("pb")
 
-        async def context(playbook_id: str, base_version: int) -> str:
-            assert base_version == playbook.version
-            return render_playbook(playbook, self.settings.llm_context_tokens).text
+        async def context(playbook_id: str, version: int) -> str:  # the version the copies name (context lag)
+            [named] = [p for p in (playbook, self.before) if p is not None and p.version == version]
+            return render_playbook(named, self.settings.llm_context_tokens).text
 
         windows = []
         for copy in EffectLog(batch).published(Topic.SHUFFLE):
@@ -107,6 +108,7 @@ class StagesInMemory:
         [version] = EffectLog(effects).published(Topic.PLAYBOOK)
         [metrics] = EffectLog(effects).published(Topic.METRICS)
         assert isinstance(version, PlaybookVersion) and isinstance(metrics, BatchMetrics)
+        self.before = playbook
         self.logs.take_version(version)
         self.log.extend(self.controller.take(metrics, metrics, NOW))
         return version

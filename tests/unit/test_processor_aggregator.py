@@ -121,3 +121,20 @@ def test_windows_of_one_batch_closed_by_timeout_are_said_in_one_line(caplog):
     assert len(due) == len(first_of_each) > 1
     [line] = [r.getMessage() for r in caplog.records]
     assert line.startswith(f"pb batch 3: {len(due)} window(s) closed by timeout after 10 s with {len(due)} of 72")
+
+
+def test_a_batch_is_aggregated_on_the_version_its_copies_name_and_applied_to_its_base_version():
+    """Issue 44: with context lag 1, batch 3 reads version 2 (which exists while batch 2 is reduced), not version 3,
+    which it would otherwise wait for; it is still applied to version 3."""
+    reflections = [Reflection(reflection_id=f"r{i}", trace_id=f"t{i}", playbook_id="pb", seen_version=2, model="m",
+                              insights=[Insight(section="tools", content=f"lesson {i}")]) for i in range(3)]
+    for lag, read in ((1, "pb v2"), (0, "pb v3")):
+        batch = deal_batch("pb", 3, reflections, ShuffleConfig(p=1, subgroups="single", context_lag=lag),
+                           target_batch_size=3, closed_by="idle", closed_at=NOW)
+        aggregator, log = Aggregator(AggregatorConfig(model="sim")), EffectLog()
+        ready = [aggregator.take(copy, f"c{n}", now=0.0)[1] for n, copy in enumerate(batch.copies)][-1]
+        assert ready is not None
+        log.extend(asyncio.run(aggregator.aggregate(ready, _answer, _context)))
+        [partial] = log.published("partials")
+        assert isinstance(partial, PartialUpdate) and partial.base_version == 3
+        assert partial.operations[0].content == f"3 items, context {read!r}"  # type: ignore[union-attr]

@@ -50,15 +50,16 @@ class AggregatorStage(Stage):
         if self.playbooks is not None:
             await self.playbooks.start()
 
-    async def context(self, playbook_id: str, base_version: int) -> str:
-        """The version the batch will be applied to, rendered within the context budget ("" without context). It
-        waits for that version (the previous batch's) however long the versions before it take, since aggregating
-        with any other would make the prompt, and so the result, depend on timing; the reducer cannot build past it
-        without this batch anyway. A warning every ``window_timeout_s`` says it still waits."""
+    async def context(self, playbook_id: str, version: int) -> str:
+        """The version the batch's copies name (``combee_core.aggregate.processor.context_version``: with the
+        default context lag 1, the one before the version it will be applied to), rendered within the context budget
+        ("" without context). It waits for that version however long the versions before it take, since aggregating
+        with any other would make the prompt, and so the result, depend on timing (with chain pacing and lag 1 it is
+        a version when the batch closes, ``combee_core.batch.chain_pacing``, so this waits only for the view to read
+        it). A warning every ``window_timeout_s`` says it still waits."""
         if self.playbooks is None:
             return ""
-        playbook = await self.playbooks.at(playbook_id, base_version, None,
-                                           warn_every_s=self.settings.window_timeout_s)
+        playbook = await self.playbooks.at(playbook_id, version, None, warn_every_s=self.settings.window_timeout_s)
         return render_playbook(playbook, self.settings.llm_context_tokens).text
 
     async def on_revoked(self, revoked: set[TopicPartition]) -> None:
