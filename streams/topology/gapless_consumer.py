@@ -3,7 +3,8 @@
 Every consumer of the project is made by :func:`new_consumer` (the stages' group members and every
 ``TopicReader``); on Tansu it is a :class:`GaplessConsumer`: a fetch whose records skip an offset is cut at the hole,
 the consumer seeks back to it and the next fetch reads it again, until the record arrives or the hole has stayed
-open ``GAP_PATIENCE_S`` (then it reads on, with one warning line per hole).
+open ``GAP_PATIENCE_S`` (then it reads on, with one warning line per hole). Its fetch wait backs off while it is
+idle (``combee_core.fetch_wait``, up to the profile's ``idle_fetch_max_wait_ms``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.fetch_wait import IdleFetchWait
 from combee_core.log_order import OffsetGaps
 from streams.broker.profile import BrokerProfile
 from streams.topology.kafka_clients import consumer_config
@@ -48,16 +50,23 @@ class _ForgetOnRebalance(ConsumerRebalanceListener):
 
 
 class GaplessConsumer(AIOKafkaConsumer):
-    """:class:`aiokafka.AIOKafkaConsumer` whose fetches stop at a hole in the offsets and read it again."""
+    """:class:`aiokafka.AIOKafkaConsumer` whose fetches stop at a hole in the offsets and read it again, and whose
+    fetch wait lengthens while its fetches come back empty, up to ``idle_fetch_max_wait_ms`` (none: no back-off)."""
 
-    def __init__(self, *args: Any, gaps: OffsetGaps[TopicPartition] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gaps: OffsetGaps[TopicPartition] | None = None,
+                 idle_fetch_max_wait_ms: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gaps: OffsetGaps[TopicPartition] = gaps if gaps is not None else OffsetGaps()
+        floor_ms = int(kwargs.get("fetch_max_wait_ms", 500))
+        self.fetch_wait = IdleFetchWait(floor_ms, idle_fetch_max_wait_ms if idle_fetch_max_wait_ms else floor_ms)
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         fetched = await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
         now, wall_ms = time.monotonic(), time.time() * 1000
+        wait_ms = self.fetch_wait.observe(bool(fetched), now)
+        if self._fetcher is not None:  # aiokafka's fetcher reads it for each fetch request it builds
+            self._fetcher._fetch_max_wait_ms = wait_ms
         result: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp, records in fetched.items():
             admitted = self.gaps.admit(tp, [record.offset for record in records], now,
@@ -108,5 +117,6 @@ def new_consumer(bootstrap: str, profile: BrokerProfile, group_id: str | None, *
     """A consumer built by ``kafka_clients.consumer_config`` (then ``overrides``): gapless on Tansu, aiokafka's own
     on Kafka."""
     if profile.kind == "tansu":
-        return GaplessConsumer(**{**consumer_config(bootstrap, profile, group_id), **overrides})
+        return GaplessConsumer(**{**consumer_config(bootstrap, profile, group_id), **overrides},
+                               idle_fetch_max_wait_ms=profile.idle_fetch_max_wait_ms)
     return AIOKafkaConsumer(**{**consumer_config(bootstrap, profile, group_id), **overrides})
