@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from combee_core.errors import CombeeError
+from combee_core.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS
 
 CONNECTION_ENV_PREFIX = "COMBEE_KAFKA_"
 
@@ -210,6 +211,11 @@ class BrokerSettings(BaseModel):
     )
     broker_kind: Literal["auto", "kafka", "tansu"] = Field(
         default="auto", description="Which broker profile to use; auto -> tansu when embedded, kafka otherwise."
+    )
+    tansu_idle_fetch_wait_ms: int = Field(
+        default=TANSU_IDLE_FETCH_WAIT_MS, ge=1, le=10_000, description="On Tansu, how long a consumer whose fetches "
+        "have come back empty for a second lets the broker hold a fetch (it returns to 50 ms at the first record): "
+        "less CPU while idle; the first record after a quiet spell waits up to this at each hop (docs/broker.md)."
     )
     broker_connect_timeout_s: float = Field(
         default=5.0, gt=0, le=600, description="How long a command waits for the broker to answer when it starts; "

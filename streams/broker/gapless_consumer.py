@@ -2,9 +2,10 @@
 
 A fetch whose records skip an offset is cut at the hole, the consumer seeks back to it and the next fetch reads it
 again, until the record arrives or the hole has stayed open ``GAP_PATIENCE_S`` (then it reads on, with one warning
-line per hole). The pipeline's consumers are made by ``streams.topology.gapless_consumer.new_consumer`` (this class
-on Tansu, aiokafka's own on Kafka); ``combee_client``'s follower builds one the same way (this module imports nothing
-of the pipeline).
+line per hole). Its fetch wait backs off while it is idle (``combee_core.fetch_wait``, up to
+``idle_fetch_max_wait_ms``; none: no back-off). The pipeline's consumers are made by
+``streams.topology.gapless_consumer.new_consumer`` (this class on Tansu, aiokafka's own on Kafka);
+``combee_client``'s follower builds one the same way (this module imports nothing of the pipeline).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
+from combee_core.fetch_wait import IdleFetchWait
 from combee_core.log_order import OffsetGaps
 
 __all__ = ["GaplessConsumer"]
@@ -47,16 +49,23 @@ class _ForgetOnRebalance(ConsumerRebalanceListener):
 
 
 class GaplessConsumer(AIOKafkaConsumer):
-    """:class:`aiokafka.AIOKafkaConsumer` whose fetches stop at a hole in the offsets and read it again."""
+    """:class:`aiokafka.AIOKafkaConsumer` whose fetches stop at a hole in the offsets and read it again, and whose
+    fetch wait lengthens while its fetches come back empty, up to ``idle_fetch_max_wait_ms`` (none: no back-off)."""
 
-    def __init__(self, *args: Any, gaps: OffsetGaps[TopicPartition] | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, gaps: OffsetGaps[TopicPartition] | None = None,
+                 idle_fetch_max_wait_ms: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.gaps: OffsetGaps[TopicPartition] = gaps if gaps is not None else OffsetGaps()
+        floor_ms = int(kwargs.get("fetch_max_wait_ms", 500))
+        self.fetch_wait = IdleFetchWait(floor_ms, idle_fetch_max_wait_ms if idle_fetch_max_wait_ms else floor_ms)
 
     async def getmany(self, *partitions: TopicPartition, timeout_ms: int = 0,
                       max_records: int | None = None) -> dict[TopicPartition, list[ConsumerRecord]]:
         fetched = await super().getmany(*partitions, timeout_ms=timeout_ms, max_records=max_records)
         now, wall_ms = time.monotonic(), time.time() * 1000
+        wait_ms = self.fetch_wait.observe(bool(fetched), now)
+        if self._fetcher is not None:  # aiokafka's fetcher reads it for each fetch request it builds
+            self._fetcher._fetch_max_wait_ms = wait_ms
         result: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp, records in fetched.items():
             admitted = self.gaps.admit(tp, [record.offset for record in records], now,

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from combee_core.connection import PLAINTEXT, KafkaConnection
+from combee_core.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """The producer's largest request, on either broker: traces up to 1 MiB and dead letters of larger ones."""
@@ -35,11 +36,21 @@ class BrokerProfile(BaseModel):
     """How long the broker may hold a fetch that has no data. Kafka answers a held fetch as soon as a record arrives;
     Tansu holds it for the whole wait (measured: a record produced to a caught-up consumer is read ~200 ms later at
     500 ms, ~10 ms at 20 ms), so on Tansu every hop between stages would cost up to that wait."""
+    idle_fetch_max_wait_ms: int | None = None
+    """On Tansu, the ceiling the fetch wait of an idle consumer backs off to (``combee_core.fetch_wait``; the
+    ``tansu_idle_fetch_wait_ms`` setting): a fetch every 50 ms per consumer costs CPU in the client and the broker
+    while nothing flows. None (Kafka, which answers a held fetch when a record arrives): no back-off."""
     connection: KafkaConnection = PLAINTEXT
     """How clients reach this broker (TLS, SASL); plaintext for a broker this machine runs."""
 
     def with_connection(self, connection: KafkaConnection) -> BrokerProfile:
         return self.model_copy(update={"connection": connection})
+
+    def with_idle_fetch_wait(self, ceiling_ms: int) -> BrokerProfile:
+        """This profile with the idle back-off up to ``ceiling_ms`` on Tansu (the same profile on Kafka)."""
+        if self.kind != "tansu":
+            return self
+        return self.model_copy(update={"idle_fetch_max_wait_ms": ceiling_ms})
 
     @classmethod
     def for_tansu(cls) -> BrokerProfile:
@@ -50,6 +61,7 @@ class BrokerProfile(BaseModel):
             latest_offsets_reliable=False,
             rebalance_timeout_ms=6000,
             fetch_max_wait_ms=50,
+            idle_fetch_max_wait_ms=TANSU_IDLE_FETCH_WAIT_MS,
         )
 
     @classmethod

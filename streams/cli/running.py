@@ -68,7 +68,8 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False,
               file=sys.stderr)
     if bootstrap:
         await check_broker(bootstrap, timeout_s=settings.broker_connect_timeout_s, connection=connection)
-        yield bootstrap, await profile_for(bootstrap, settings.broker_kind, connection)
+        profile = await profile_for(bootstrap, settings.broker_kind, connection)
+        yield bootstrap, profile.with_idle_fetch_wait(settings.tansu_idle_fetch_wait_ms)
         return
     refuse_unused(settings.kafka, "the throwaway embedded broker (--embedded)")
     broker = EmbeddedBroker()
@@ -76,7 +77,7 @@ async def broker_for(settings: CombeeSettings, *, embedded: bool = False,
     print(f"Started a throwaway embedded broker (Tansu) at {broker.bootstrap}. Its data lives in memory only, for as "
           f"long as this command runs.", file=sys.stderr)
     try:
-        yield broker.bootstrap, BrokerProfile.for_tansu()
+        yield broker.bootstrap, BrokerProfile.for_tansu().with_idle_fetch_wait(settings.tansu_idle_fetch_wait_ms)
     finally:
         await asyncio.to_thread(broker.stop)
 

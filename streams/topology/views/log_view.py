@@ -29,7 +29,9 @@ log = logging.getLogger(__name__)
 M = TypeVar("M", bound=CombeeModel)
 
 VIEW_FETCH_WAIT_MS = 50
-"""Long-poll wait of the view's fetches: bounds how long a confirmation waits for a record that is already written."""
+"""Long-poll wait of the view's fetches: bounds how long a confirmation waits for a record that is already written. On
+Tansu a view idle for a second backs off from it up to the profile's ``idle_fetch_max_wait_ms`` (the first fetch that
+brings a record returns to it; ``streams.topology.gapless_consumer``)."""
 
 
 class LogViewTimeout(CombeeError, TimeoutError):
