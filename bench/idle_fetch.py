@@ -1,5 +1,5 @@
-"""The idle back-off of the fetch wait on Tansu (``combee_core.fetch_wait``): what an idle worker and its broker cost,
-and what the first record after a quiet spell pays, for each ceiling of ``tansu_idle_fetch_wait_ms``.
+"""The idle back-off of the fetch wait on Tansu (``combee_core.partitions.fetch_wait``): what an idle worker and its
+broker cost, and what the first record after a quiet spell pays, for each ceiling of ``tansu_idle_fetch_wait_ms``.
 
     python -m bench.idle_fetch [--ceilings 50,250,500] [--idle-s 30] [--quiet-s 10] [--samples 3]
                                [--out bench/results/idle_fetch.json]

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from combee_core.errors import CombeeError
-from combee_core.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS
+from combee_core.partitions.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS
 
 CONNECTION_ENV_PREFIX = "COMBEE_KAFKA_"
 

@@ -2,7 +2,7 @@
 
 A fetch whose records skip an offset is cut at the hole, the consumer seeks back to it and the next fetch reads it
 again, until the record arrives or the hole has stayed open ``GAP_PATIENCE_S`` (then it reads on, with one warning
-line per hole). Its fetch wait backs off while it is idle (``combee_core.fetch_wait``, up to
+line per hole). Its fetch wait backs off while it is idle (``combee_core.partitions.fetch_wait``, up to
 ``idle_fetch_max_wait_ms``; none: no back-off). The pipeline's consumers are made by
 ``streams.topology.gapless_consumer.new_consumer`` (this class on Tansu, aiokafka's own on Kafka);
 ``combee_client``'s follower builds one the same way (this module imports nothing of the pipeline).
@@ -18,8 +18,8 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import ConsumerRecord
 
-from combee_core.fetch_wait import IdleFetchWait
 from combee_core.log_order import OffsetGaps
+from combee_core.partitions.fetch_wait import IdleFetchWait
 
 __all__ = ["GaplessConsumer"]
 

@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from combee_core.connection import PLAINTEXT, KafkaConnection
-from combee_core.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS
+from combee_core.partitions.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS
 
 MAX_REQUEST_BYTES = 8 * 1024 * 1024
 """The producer's largest request, on either broker: traces up to 1 MiB and dead letters of larger ones."""
@@ -37,7 +37,7 @@ class BrokerProfile(BaseModel):
     Tansu holds it for the whole wait (measured: a record produced to a caught-up consumer is read ~200 ms later at
     500 ms, ~10 ms at 20 ms), so on Tansu every hop between stages would cost up to that wait."""
     idle_fetch_max_wait_ms: int | None = None
-    """On Tansu, the ceiling the fetch wait of an idle consumer backs off to (``combee_core.fetch_wait``; the
+    """On Tansu, the ceiling the fetch wait of an idle consumer backs off to (``combee_core.partitions.fetch_wait``; the
     ``tansu_idle_fetch_wait_ms`` setting): a fetch every 50 ms per consumer costs CPU in the client and the broker
     while nothing flows. None (Kafka, which answers a held fetch when a record arrives): no back-off."""
     connection: KafkaConnection = PLAINTEXT

@@ -1,5 +1,6 @@
 """On Tansu an idle consumer lets the broker hold its fetches longer (less CPU in the client and the broker) and is
-back to the short wait at the first record (combee_core/fetch_wait.py, streams/topology/gapless_consumer.py)."""
+back to the short wait at the first record (combee_core/partitions/fetch_wait.py, streams/broker/gapless_consumer.py).
+"""
 
 import asyncio
 import time

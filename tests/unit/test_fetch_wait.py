@@ -1,4 +1,5 @@
-"""The idle back-off of the fetch wait (combee_core.fetch_wait) and where the profile and settings carry it."""
+"""The idle back-off of the fetch wait (combee_core.partitions.fetch_wait) and where the profile and settings carry
+it."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS, IdleFetchWait
+from combee_core.partitions.fetch_wait import TANSU_IDLE_FETCH_WAIT_MS, IdleFetchWait
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.topology.gapless_consumer import new_consumer
