@@ -1,4 +1,6 @@
-"""What the client's follower does about a record it read past (no Kafka).
+"""What a reader of a numbered log does about a record it read past (no Kafka): the one rule for the client's
+follower (``combee_client.follow``), the pipeline's followers (``combee serve``, ``combee tail``, a run's waits:
+``streams.topology.late_reading``).
 
 The ``playbook`` and ``promoted`` logs are read with the reading rule of ``combee_core.log_order``: per playbook, a
 record counts only when it carries the next number (version 1, 2, 3, ...; decision 0, 1, 2, ...), the first record
@@ -14,8 +16,11 @@ what the rule says without the records behind a hole (never a record ahead, alth
 playbook: it need not be the one that counts, and ``combee serve`` and the stages keep to the rule too), and the log
 is read again from its first hole: at once, then after growing pauses (:data:`REREAD_PAUSES_S`). A hole still open
 after :data:`HOLE_GIVE_UP_S` is a write that never completed (a torn write, ``streams.broker.torn_tails``): it is
-taken as a hole for good, as every reader of the project takes it, and the log is read again past it. A record at
-or below the last number taken is void: the follower never goes back. Pure: offsets, numbers and the clock are given.
+taken as a hole for good, as every reader of the project takes it, and the log is read again past it; so is a hole
+whose next record was written that long ago already (an old torn write met by a reader that starts now: no minute's
+wait at each start). A record at or below the last number taken is void: the follower never goes back. A reader of
+a log whose records are not numbered (dead letters, control decisions) takes each record once
+(:meth:`LateRecords.seen_before` says which are read again). Pure: offsets, numbers and the clock are given.
 """
 
 from __future__ import annotations
@@ -59,16 +64,26 @@ class LateRecords:
     _rereads: dict[str, tuple[int, float]] = field(default_factory=dict)
     """log -> (re-reads done, clock time the next one is due)"""
     _after: dict[tuple[str, str], int] = field(default_factory=dict)
+    _high: dict[str, int] = field(default_factory=dict)
+    """log -> the offset after the highest record read"""
 
     def moved(self, log: str, offset: int) -> None:
         """The reader of ``log`` was moved to ``offset`` (a seek): the next record read should be there."""
         self._next[log] = offset
 
-    def passed(self, log: str, offset: int, now: float) -> HoleChange | None:
-        """A record of ``log`` read at ``offset`` (every record, whatever its playbook or validity); the holes it
-        shows (offsets read past) or fills."""
+    def seen_before(self, log: str, offset: int) -> bool:
+        """Whether the record at ``offset`` was read before (a re-read from a hole reads the records after it again);
+        ask before :meth:`passed`. A hole's record is new when it comes."""
+        return offset < self._high.get(log, 0) and offset not in self._holes.get(log, {})
+
+    def passed(self, log: str, offset: int, now: float, age_s: float = 0.0) -> HoleChange | None:
+        """A record of ``log`` read at ``offset`` (every record, whatever its playbook or validity), written
+        ``age_s`` ago (by its timestamp); the holes it shows (offsets read past) or fills. Holes behind a record
+        written ``give_up_s`` ago or more are taken for good at once (a write in progress is younger than the
+        record after it)."""
         expected, holes = self._next.get(log), self._holes.setdefault(log, {})
         self._next[log] = offset + 1
+        self._high[log] = max(self._high.get(log, 0), offset + 1)
         if offset in holes:
             del holes[offset]
             if not holes:
@@ -79,6 +94,9 @@ class LateRecords:
         new = [o for o in range(expected, offset) if o not in holes and o not in self._for_good.get(log, ())]
         if not new:
             return None
+        if age_s >= self.give_up_s:
+            self._for_good.setdefault(log, set()).update(new)
+            return HoleChange(log, new[0], new[-1], "given_up")
         holes.update(dict.fromkeys(new, now))
         self._rereads.setdefault(log, (0, now + self.pauses_s[0]))
         return HoleChange(log, new[0], new[-1], "opened")

@@ -1,6 +1,10 @@
 """A subscriber of the topology's outputs, as an agent fleet or a test would be one: follows the playbook, control,
 ``promoted`` and dead-letter topics from their beginning, and says which playbook version an agent should run and
-which traces have reached a version."""
+which traces have reached a version.
+
+On Tansu a record read past (written later than the gapless consumer waits) does not make the follower step over it
+for good: the records of a playbook behind it do not count until it is read, and the topic is read again from it
+(``streams.topology.late_reading``, the rule the client's follower keeps too)."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import TopicPartition
+from aiokafka.structs import ConsumerRecord
 
 from combee_core.errors import one_line
 from combee_core.models import (
@@ -30,6 +35,7 @@ from combee_core.serve.served import served_playbook, served_to_agents
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
+from streams.topology.late_reading import LateReading
 from streams.topology.topic_reader import TopicReader
 
 _MODELS: dict[str, type[CombeeModel]] = {Topic.PLAYBOOK: PlaybookVersion, Topic.PROMOTED: PromotionDecision,
@@ -76,7 +82,7 @@ class PlaybookFollower:
     covered: set[str] = field(default_factory=set)
     dead_letters: list[DeadLetter] = field(default_factory=list)
     read_to: dict[TopicPartition, int] = field(default_factory=dict)
-    """Per partition, the offset after the last record read (``combee serve`` waits until it reaches the end)."""
+    """Per partition, the offset after the highest record read (``combee serve`` waits until it reaches the end)."""
     review: ReviewBook = field(default_factory=ReviewBook)
     """The ``review`` log (followed when ``settings.review_playbooks`` names any playbook)."""
     unreadable: int = 0
@@ -84,6 +90,7 @@ class PlaybookFollower:
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task | None = None
     _reader: TopicReader | None = None
+    _late: LateReading | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def __aenter__(self) -> PlaybookFollower:
@@ -95,7 +102,9 @@ class PlaybookFollower:
         dlq = self.settings.topic(Topic.DLQ)
         tps += await reader.partitions(dlq, refresh=True) or [TopicPartition(dlq, 0)]
         await reader.assign(tps)
-        self._task = asyncio.create_task(self._follow(reader))
+        self._late = LateReading(reader, "playbook follower")
+        await self._late.started(dict.fromkeys(tps))
+        self._task = asyncio.create_task(self._follow(reader, self._late))
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -106,27 +115,55 @@ class PlaybookFollower:
         if self._reader is not None:
             await self._reader.stop()
 
-    async def _follow(self, reader: TopicReader) -> None:
+    async def _follow(self, reader: TopicReader, late: LateReading) -> None:
         followed = (Topic.PLAYBOOK, Topic.CONTROL, Topic.PROMOTED, Topic.DLQ, Topic.REVIEW)
         topics = {self.settings.topic(name): name for name in followed}
-        async for records in reader.follow(self._stop, timeout_ms=200):
-            for record in records:
-                self._take(topics[record.topic], record.value)
-                self.read_to[TopicPartition(record.topic, record.partition)] = record.offset + 1
-            self._changed.set()
+        while not self._stop.is_set():
+            batch = await reader.fetch(timeout_ms=200)
+            now = time.monotonic()
+            for tp, records in batch.items():
+                for record in records:
+                    self._take(topics[record.topic], record.value, record, now)
+                    self.read_to[tp] = max(self.read_to.get(tp, 0), record.offset + 1)
+            late.reread(now)
+            if batch:
+                self._changed.set()
 
-    def _take(self, topic: str, value: bytes) -> None:
-        """One record of a followed topic; one that cannot be read is skipped, counted and logged (not this reader's
-        to dead-letter; a foreign writer's record must not stop ``combee serve``)."""
+    def holes(self) -> tuple[tuple[str, int], ...]:
+        """("topic[partition]", offset) of the records read past and not read yet (Tansu): the served versions are
+        what the topics say without the records behind them, and the topics are read again until they are read."""
+        return self._late.holes() if self._late is not None else ()
+
+    def _take(self, topic: str, value: bytes, record: ConsumerRecord | None = None, now: float = 0.0) -> None:
+        """One record of a followed topic (``record``: as read, for its offset; None: no hole is looked for); one that
+        cannot be read is skipped, counted and logged (not this reader's to dead-letter; a foreign writer's record
+        must not stop ``combee serve``). A record read again after a hole counts only if it did not before (numbered
+        topics) or is not taken again (the others)."""
         if topic == Topic.DLQ and not self.history:
             return  # dead letters matter only to a run's waits
-        try:
-            record = _MODELS.get(topic, DeadLetter).from_json_bytes(value)
-        except Exception as error:  # any failure to read the bytes is about them (RecursionError, TypeError ...)
-            self.unreadable += 1
-            log.warning("playbook follower: skipping an unreadable record of %s: %s", topic, one_line(error))
+        late = self._late if record is not None else None
+        new = late.new(record, now) if late is not None and record is not None else True
+        if not new and topic not in (Topic.PLAYBOOK, Topic.PROMOTED):
             return
-        self._apply(topic, record)
+        try:
+            read = _MODELS.get(topic, DeadLetter).from_json_bytes(value)
+        except Exception as error:  # any failure to read the bytes is about them (RecursionError, TypeError ...)
+            if new:
+                self.unreadable += 1
+                log.warning("playbook follower: skipping an unreadable record of %s: %s", topic, one_line(error))
+            return
+        if late is not None and record is not None and isinstance(read, PlaybookVersion | PromotionDecision):
+            number = read.version if isinstance(read, PlaybookVersion) else read.decision_id
+            expected = self._next_number(read)
+            if not late.counts(record, read.playbook_id, expected, number, number == expected, now):
+                return  # behind a record read past (or not the next number: void either way)
+        self._apply(topic, read)
+
+    def _next_number(self, read: PlaybookVersion | PromotionDecision) -> int:
+        if isinstance(read, PromotionDecision):
+            return self.ledger.next_id(read.playbook_id)
+        current = self.latest.get(read.playbook_id)
+        return (current.version if current else 0) + 1
 
     def _apply(self, topic: str, record: Any) -> None:
         if topic == Topic.PLAYBOOK:

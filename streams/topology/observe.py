@@ -27,7 +27,7 @@ from streams.broker.admin import close_client
 from streams.broker.connection import client_kwargs
 from streams.broker.profile import BrokerProfile
 from streams.topology.readable import readable
-from streams.topology.tail_follow import follow_lines
+from streams.topology.tail_follow import Counts, follow_lines
 from streams.topology.tail_review import review_so_far
 from streams.topology.topic_reader import TopicReader
 
@@ -108,13 +108,16 @@ async def tail_versions(
     if promoted:
         ledger = PromotionLedger()
 
-        def decision_lines(record: ConsumerRecord) -> list[str]:
+        def decision_lines(record: ConsumerRecord, counts: Counts) -> list[str]:
             decisions = readable([record], PromotionDecision)
             if not decisions:
                 return []
             decision = decisions[0]
-            if not ledger.apply(decision) or (playbook_id and decision.playbook_id != playbook_id):
-                return []  # the first record of each decision id counts
+            if not counts(decision.playbook_id, ledger.next_id(decision.playbook_id), decision.decision_id):
+                return []  # the first record of each decision id counts, and none behind a record read past
+            ledger.apply(decision)
+            if playbook_id and decision.playbook_id != playbook_id:
+                return []
             lines = [describe_decision(decision)]
             if decision.served is not None and decision.served_version != decision.previous_version:
                 lines.append(described(decision.served))
@@ -125,13 +128,15 @@ async def tail_versions(
                                   playbook_id=playbook_id)
     gate = ContiguousNumbers[str](start=1)
 
-    def version_lines(record: ConsumerRecord) -> list[str]:
+    def version_lines(record: ConsumerRecord, counts: Counts) -> list[str]:
         versions = readable([record], PlaybookVersion)
         if not versions:
             return []
         version = versions[0]
-        if not gate.accept(version.playbook_id, version.version):
-            return []  # a fenced writer's duplicate: the first record of each version counts
+        if not counts(version.playbook_id, gate.next(version.playbook_id), version.version):
+            return []  # a fenced writer's duplicate (the first record of each version counts), or behind a record
+            # read past
+        gate.accept(version.playbook_id, version.version)
         if playbook_id and version.playbook_id != playbook_id:
             return []
         return [described(version)]

@@ -109,6 +109,10 @@ class TopicReader:
             if batch:
                 yield [record for records in batch.values() for record in records]
 
+    async def beginning_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The first offset each partition holds now."""
+        return dict(await self._consumer.beginning_offsets(list(tps)))
+
     async def position(self, tp: TopicPartition) -> int:
         return int(await self._consumer.position(tp))
 

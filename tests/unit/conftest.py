@@ -112,6 +112,9 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_a_follower_that_reads_again_where_it_is_told_ends_where_the_rule_on_the_log_does_and_never_goes_back",
         "test_a_client_started_with_a_cached_version_serves_no_older_one_from_a_log_read_with_a_hole",  # a 1 s pause
     ),
+    "test_late_records_readers.py": (
+        "test_a_reader_that_reads_again_where_it_is_told_takes_every_record_exactly_once",
+    ),
     "test_concurrency.py": ("test_limit_stays_within_floor_and_ceiling_and_overload_never_raises",),
     "test_controller_decisions.py": ("test_decisions_are_always_valid_sizes",),
     "test_door_mcp.py": (
