@@ -1,7 +1,8 @@
-"""The pipeline's followers on a real Tansu whose ``playbook`` log shows a version late: below offsets already read,
-after the gapless consumer gave up waiting for it (docs/broker.md). ``combee serve`` and ``combee tail`` read it when
-it comes and count the versions behind it; before, they stepped over it for good and voided every later version
-(``combee serve`` served version 1 for good).
+"""The pipeline's readers on a real Tansu whose ``playbook`` log shows a version late: below offsets already read,
+after the gapless consumer gave up waiting for it (docs/broker.md). ``combee serve``, ``combee tail`` and a stage's
+view of the log (the reducer's, ``NumberedLog``) read it when it comes and count the versions behind it; before, they
+stepped over it for good and voided every later version (``combee serve`` served version 1 for good; the reducer's
+own next version was "lost" to a record that does not count, so it rebuilt and lost again).
 
 How the late record is made on a real broker: a durable broker (``s3://`` storage) stores each produce as an object
 ``records/<base offset>.batch`` and answers a fetch with the batches that exist. Version 2's object is taken out of
@@ -18,12 +19,15 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from aiokafka import TopicPartition
 
 from combee_core.log_order import GAP_PATIENCE_S
 from combee_core.models import PlaybookEntry, PlaybookVersion, VersionStats
+from combee_core.processors.effects import Publish
 from combee_core.serve.late_records import HOLE_GIVE_UP_S
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
@@ -34,6 +38,7 @@ from streams.broker.torn_tails import BucketClient
 from streams.serving.served import ServedPlaybooks
 from streams.topology.kafka_clients import start_producer
 from streams.topology.observe import tail_versions
+from streams.topology.views.numbered_log import NumberedLog
 from streams.topology.worker import ensure_topics
 from tests.integration.durable_support import until
 
@@ -157,3 +162,53 @@ async def test_combee_tail_prints_a_version_written_late_and_every_version_after
             tailing.cancel()
     heads = [line.split(" (")[0] for line in out.getvalue().splitlines() if line.startswith(PB)]
     assert printed == 4 and heads[:4] == [f"{PB} v{n}" for n in (1, 2, 3, 4)], out.getvalue()
+
+
+class _Stage:
+    """What a view uses of its stage (``streams.topology.views.host.ViewHost``), on the real broker: a reducer's
+    ``playbook`` view, unguarded and without checkpoints."""
+
+    name = "reduce"
+    spec = None
+
+    def __init__(self, late_log: LateLog) -> None:
+        self.settings = late_log.settings
+        self.views: list[Any] = []
+        self.tasks: list[asyncio.Task] = []
+        self.counted: list[str] = []
+        self._late_log = late_log
+        self.ctx = SimpleNamespace(bootstrap=late_log.broker.bootstrap, profile=PROFILE, count=self.counted.append,
+                                   send=self._send)
+
+    async def _send(self, topic: str, key: str, value: bytes, *, wait: bool = False) -> Any:
+        producer = await start_producer(self._late_log.broker.bootstrap, PROFILE)
+        try:
+            return await producer.send_and_wait(self.settings.topic(topic), value, key=key.encode())
+        finally:
+            await producer.stop()
+
+    def spawn(self, coro: Any, name: str | None = None, *, service: bool = False) -> asyncio.Task:
+        self.tasks.append(asyncio.create_task(coro, name=name))
+        return self.tasks[-1]
+
+    def read_state(self, record: Any, model: Any) -> Any:
+        return model.from_json_bytes(record.value)
+
+
+async def test_a_stages_view_takes_a_version_written_late_in_log_order_and_its_own_next_version_counts(
+        late_log, caplog):
+    caplog.set_level(logging.INFO, logger="streams.broker.gapless_consumer")
+    stage = _Stage(late_log)
+    taken: list[int] = []
+    versions = NumberedLog[PlaybookVersion](stage, Topic.PLAYBOOK, lambda version, _: taken.append(version.version))
+    await versions.start()
+    try:
+        await until(lambda: _read_past(caplog), READ_PAST_S, "the view to read version 3 past the missing version 2")
+        late_log.put_back()
+        written = await asyncio.wait_for(versions.write(Publish(Topic.PLAYBOOK, PB, _version(4), number=(PB, 4))),
+                                         FOUND_S)
+        assert taken == [1, 2, 3, 4] and written, f"took {taken}; counted {stage.counted}"
+        assert "void_versions" not in stage.counted and versions.view.holes() == ()
+    finally:
+        versions.view.close()
+        await asyncio.gather(*stage.tasks, return_exceptions=True)

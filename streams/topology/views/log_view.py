@@ -3,6 +3,14 @@
 Stages keep their state as a view of the logs they (and their predecessors as owners) write: the batcher of
 ``batches``, the reducer of ``playbook``. The view lets its owner wait until a given offset has been applied (to
 confirm that a record it wrote is the first of its number) or until the topic's current end has (on assignment).
+
+On Tansu a record can show late, below offsets already read (written later than the gapless consumer waits,
+docs/broker.md). A view applies its records strictly in log order all the same: a record read past is a hole
+(``combee_core.serve.late_records``, the rule the followers of the served topics keep), the view applies nothing after
+it until it is read (its position stays at the hole, so a write behind it, a catch-up and a checkpoint wait too), and
+reads the topic again from it at once, then after 1-20 s pauses; a hole still open after a minute is read past for
+good, as every reader takes it. Each record is applied once, in offset order, whatever the re-reads. Holding the whole
+log, not only the playbook behind the hole, keeps every owner's rule as it is (each reads its records in log order).
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from combee_core.errors import CombeeError
 from combee_core.log_order import ContiguousNumbers, ResumePoints
 from combee_core.models import CombeeModel, ViewCheckpoint, utc_now
 from combee_core.topology import Topic
+from streams.topology.late_reading import LateReading
 from streams.topology.topic_reader import TopicReader
 from streams.topology.views.host import ViewHost
 
@@ -104,6 +113,7 @@ class LogView:
         self._advanced = asyncio.Condition()
         self._closed = asyncio.Event()
         self._reader: TopicReader | None = None
+        self._late: LateReading | None = None
         self._probe: TopicReader | None = None
         """Measures the topic's end for :meth:`catch_up` (kept open: a catch-up is one request, not a new client)."""
 
@@ -121,17 +131,28 @@ class LogView:
             self.position = self._checkpointed = checkpoint.position
             self._reader.seek(self._tp, checkpoint.position)
             log.info("%s: resumed from its checkpoint at offset %d", self.name, checkpoint.position)
+        self._late = LateReading(self._reader, f"view {self.name}")
+        await self._late.started({self._tp: checkpoint.position if checkpoint is not None else None})
         self._stage.spawn(self._follow(), name=f"{self._stage.name}-view-{self.topic}", service=True)
         self._stage.views.append(self)
 
     async def _follow(self) -> None:
-        assert self._reader is not None
+        assert self._reader is not None and self._late is not None
+        reader, late = self._reader, self._late
         try:
-            async for records in self._reader.follow(self._closed):
+            while not self._closed.is_set():
+                records = (await reader.fetch(self._tp)).get(self._tp, [])
+                now = time.monotonic()
                 for record in records:
+                    late.new(record, now)
+                    if record.offset < self.position or any(hole < record.offset for _, hole in late.holes()):
+                        continue  # applied before, or behind a record read past: applied once that one is
                     self._apply(record)
                     self.position = record.offset + 1
-                self.applied += len(records)
+                    self.applied += 1
+                late.reread(now)
+                if not records:
+                    continue
                 async with self._advanced:
                     self._advanced.notify_all()
                 if self._state is not None and self.position - self._checkpointed >= self._every:
@@ -189,13 +210,29 @@ class LogView:
         self._closed.set()
 
     async def reached(self, offset: int, timeout_s: float = 30.0) -> None:
-        """Wait until the record at ``offset`` (and every one before it) has been applied."""
+        """Wait until the record at ``offset`` (and every one before it) has been applied; ``timeout_s``, and while a
+        record read past holds the view, as long as it is waited for (``HOLE_GIVE_UP_S`` more)."""
+        waited = timeout_s
         async with self._advanced:
             try:
                 await asyncio.wait_for(self._advanced.wait_for(lambda: self.position > offset), timeout_s)
+                return
+            except TimeoutError as error:
+                if not self.holes():
+                    raise LogViewTimeout(f"{self.topic}: view at offset {self.position}, did not reach {offset} "
+                                         f"within {timeout_s:.0f} s") from error
+            assert self._late is not None  # a record read past holds the view: as long as every reader waits for it
+            waited += self._late.late.give_up_s
+            try:
+                await asyncio.wait_for(self._advanced.wait_for(lambda: self.position > offset),
+                                       self._late.late.give_up_s)
             except TimeoutError as error:
                 raise LogViewTimeout(f"{self.topic}: view at offset {self.position}, did not reach {offset} within "
-                                     f"{timeout_s:.0f} s") from error
+                                     f"{waited:.0f} s (a record read past: {self.holes()})") from error
+
+    def holes(self) -> tuple[tuple[str, int], ...]:
+        """("topic[0]", offset) of the records read past and not read yet: the view applies nothing after them."""
+        return self._late.holes() if self._late is not None else ()
 
     async def catch_up(self, timeout_s: float = 30.0) -> None:
         """Wait until every record written before this call has been applied."""
