@@ -1,6 +1,7 @@
 """What a reader of a numbered log does about a record it read past (no Kafka): the one rule for the client's
 follower (``combee_client.follow``), the pipeline's followers (``combee serve``, ``combee tail``, a run's waits:
-``streams.topology.late_reading``).
+``streams.topology.late_reading``) and the stages' views (``streams.topology.views.log_view``, which hold the whole
+log at a hole, not only the playbook behind it).
 
 The ``playbook`` and ``promoted`` logs are read with the reading rule of ``combee_core.log_order``: per playbook, a
 record counts only when it carries the next number (version 1, 2, 3, ...; decision 0, 1, 2, ...), the first record

@@ -1,5 +1,6 @@
-"""A follower of the pipeline's logs that never steps over a record written late for good: ``combee serve``'s
-follower (``streams.topology.follower``) and ``combee tail`` (``streams.topology.tail_follow``).
+"""A reader of the pipeline's logs that never steps over a record written late for good: ``combee serve``'s
+follower (``streams.topology.follower``), ``combee tail`` (``streams.topology.tail_follow``) and the stages' views
+(``streams.topology.views.log_view``, which apply nothing after a hole until it is read).
 
 On Tansu a record can become readable below offsets already read (docs/broker.md): the gapless consumer waits for
 it ``GAP_PATIENCE_S``, then reads on. :class:`LateReading` binds the rule for what then
