@@ -182,7 +182,7 @@ class ServedFollower:
             for tp, records in batch.items():
                 for record in records:
                     self._take(tp.topic.removeprefix(self.topic_prefix), record.value,
-                               record.offset if holes else None, now)
+                               record.offset if holes else None, now, _age_s(record.timestamp))
             for topic, offset in self._rereads(now).items():
                 consumer.seek(TopicPartition(f"{self.topic_prefix}{topic}", 0), offset)
                 self.late.moved(topic, offset)
@@ -209,11 +209,12 @@ class ServedFollower:
                 said = True
             await asyncio.sleep(RETRY_S[1])
 
-    def _take(self, topic: str, value: bytes | None, offset: int | None = None, now: float = 0.0) -> None:
+    def _take(self, topic: str, value: bytes | None, offset: int | None = None, now: float = 0.0,
+              age_s: float = 0.0) -> None:
         """One record of ``topic`` (its name without the prefix: ``playbook``, ``promoted`` or ``review``), read at
-        ``offset`` (None: not known, no hole is looked for) at ``now`` (``time.monotonic()``)."""
+        ``offset`` (None: not known, no hole is looked for) at ``now`` (``time.monotonic()``), written ``age_s`` ago."""
         if offset is not None:
-            self._hole_changed(self.late.passed(topic, offset, now))
+            self._hole_changed(self.late.passed(topic, offset, now, age_s))
         record = self._record(topic, value)
         if isinstance(record, ReviewDecision):
             self.log_state.take_review(record)
@@ -297,6 +298,11 @@ class ServedFollower:
         if current is not None and not self._says(scope):
             return current
         return self.log_state.served(scope, promotion=self.promotion, agent_id=self.agent_id)
+
+
+def _age_s(timestamp_ms: int | None) -> float:
+    """Seconds since a record was written, by its timestamp (0: none)."""
+    return max(0.0, time.time() - timestamp_ms / 1000) if timestamp_ms is not None else 0.0
 
 
 async def _at_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition], ends: list[int | None]) -> bool:

@@ -242,8 +242,8 @@ class _LateRecordsLog:
         fetched = {}
         for tp, at in self.at.items():
             records = self.records[tp.topic]
-            shown = [SimpleNamespace(offset=offset, value=records[offset]) for offset in range(at, len(records))
-                     if not self.late.get((tp.topic, offset))]
+            shown = [SimpleNamespace(offset=offset, value=records[offset], timestamp=None)
+                     for offset in range(at, len(records)) if not self.late.get((tp.topic, offset))]
             for offset in range(at, len(records)):
                 if self.late.get((tp.topic, offset)):
                     self.late[(tp.topic, offset)] -= 1
