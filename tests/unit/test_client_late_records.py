@@ -165,6 +165,16 @@ def test_the_follower_does_not_serve_a_version_ahead_of_a_hole_says_so_and_serve
     assert follower.state.served == v3 and follower.state.holes == () and seen == [v1, v3]
 
 
+def test_a_hole_behind_a_version_written_a_minute_ago_is_read_past_at_once_and_that_version_served():
+    """An old torn write met at a start (the record after the hole was written HOLE_GIVE_UP_S ago): no minute's
+    wait, as the pipeline's readers (streams.topology.late_reading)."""
+    follower, _ = _follower()
+    follower._take(Topic.PLAYBOOK, _version(1).to_json_bytes(), 0, 0.0)
+    follower._take(Topic.PLAYBOOK, _version(2).to_json_bytes(), 2, 0.0, HOLE_GIVE_UP_S)  # offset 1: never written
+    follower._publish()
+    assert follower.state.served == _version(2) and follower.state.holes == ()
+
+
 def test_a_fenced_writers_repeat_read_after_a_hole_is_not_served_the_first_version_of_that_number_is():
     follower, seen = _follower()
     v1, v2, zombie = _version(1), _version(2), _version(2, "a fenced writer's version 2")
