@@ -80,8 +80,7 @@ async def test_a_promoter_that_loses_the_playbook_while_deciding_does_not_write_
         await asyncio.wait_for(held.decided.wait(), 120)  # decision 1 computed, held before its write
         others = [InProcessPipeline(settings, kafka.bootstrap, kafka.profile, stages=("promote",)) for _ in range(3)]
         try:
-            for other in others:
-                await other.__aenter__()
+            await asyncio.gather(*(other.__aenter__() for other in others))  # they join while the decision is held
             await produce_traces(settings, kafka.bootstrap, kafka.profile, traces[40:60])
             found = await wait_decisions(run, 3, timeout_s=120)
             await asyncio.wait_for(held.attempted.wait(), HOLD_S + 60)
