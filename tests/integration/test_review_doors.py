@@ -10,14 +10,12 @@ import io
 from types import SimpleNamespace
 
 import aiohttp
-import mcp.types as types
 import pytest
 
 from combee_core.models import AddOp, AppliedOperation, PlaybookVersion, ReviewDecision, utc_now
 from combee_core.serve.review import items_for
 from streams.review.log import write_decision
 from streams.serving.http import ServeHttp
-from streams.serving.mcp_server import TOOL, PlaybookMcp
 from streams.serving.served import ServedPlaybooks
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from streams.topology.observe import tail_versions
@@ -56,6 +54,10 @@ async def _reviewed_run(kafka, prefix: str, **values: object):
 
 
 async def test_http_and_mcp_serve_only_the_approved_entries_and_a_decision_refreshes_them(kafka, unique_prefix):
+    import mcp.types as types  # here, not at collection: the MCP SDK costs ~2 CPU-s per xdist worker
+
+    from streams.serving.mcp_server import TOOL, PlaybookMcp
+
     settings, v1 = await _reviewed_run(kafka, unique_prefix, serve_port=0)
     unreviewed = [e.content for e in v1.entries if e.entry_id not in ("pb-0", "pb-4")]
     async with ServedPlaybooks(settings, kafka.bootstrap, kafka.profile) as served, \

@@ -9,18 +9,19 @@ import contextlib
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
-import mcp.types as types
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.subscriptions import ResourceUpdated
 
 from combee_core.playbook import rank_for_task
 from combee_core.serve.serving import as_playbook
 from streams.testing.playbooks import create_run_topics, make_version, publish_versions
 from tests.integration.test_serve_http import announced
 from tests.integration.topology_support import env_without_combee, run_settings
+
+if TYPE_CHECKING:  # the MCP SDK is imported by the tests that use it: ~2 CPU-s at every xdist worker's collection
+    from mcp import Client, StdioServerParameters
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +32,16 @@ NOTIFIED_WITHIN_S = 30.0
 
 
 def stdio_server(kafka, prefix: str) -> StdioServerParameters:
+    from mcp import StdioServerParameters
+
     return StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=env_without_combee(),
                                  args=["-m", "streams.cli", "serve", "--mcp", "stdio", "--bootstrap", kafka.bootstrap,
                                        "--prefix", prefix])
 
 
 async def check_tool(client: Client, version: int) -> None:
+    import mcp.types as types
+
     result = await client.call_tool("context_for_task", {"playbook_id": "pb", "task": TASK, "k": 2})
     assert not result.is_error, result.content
     found = result.structured_content
@@ -48,6 +53,9 @@ async def check_tool(client: Client, version: int) -> None:
 
 
 async def test_an_mcp_client_lists_subscribes_is_notified_and_gets_context_over_stdio(kafka, unique_prefix):
+    from mcp import Client
+    from mcp.client.subscriptions import ResourceUpdated
+
     settings = run_settings(unique_prefix)
     await create_run_topics(settings, kafka)
     await publish_versions(settings, kafka, make_version(1))
@@ -67,6 +75,9 @@ async def test_an_mcp_client_lists_subscribes_is_notified_and_gets_context_over_
 
 
 async def test_a_handshake_era_client_subscribes_and_is_notified(kafka, unique_prefix):
+    import mcp.types as types
+    from mcp import Client
+
     settings = run_settings(unique_prefix)
     await create_run_topics(settings, kafka)
     await publish_versions(settings, kafka, make_version(1))
@@ -91,6 +102,9 @@ async def test_a_handshake_era_client_subscribes_and_is_notified(kafka, unique_p
 
 
 async def test_mcp_over_streamable_http_needs_the_token_and_notifies(kafka, unique_prefix):
+    from mcp import Client
+    from mcp.client.subscriptions import ResourceUpdated
+
     settings = run_settings(unique_prefix)
     await create_run_topics(settings, kafka)
     await publish_versions(settings, kafka, make_version(1))

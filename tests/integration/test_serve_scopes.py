@@ -16,8 +16,6 @@ from pathlib import Path
 import aiohttp
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
-from mcp.client.subscriptions import ResourceUpdated
 
 from combee_client import CombeeClient
 from combee_client.cache import ClientCache
@@ -140,6 +138,9 @@ async def test_a_child_is_served_its_own_then_its_parents_entries_and_a_parents_
 
 
 async def test_an_mcp_subscriber_of_a_child_is_notified_when_only_its_parent_changes(kafka, unique_prefix):
+    from mcp import Client, StdioServerParameters  # here, not at collection: ~2 CPU-s per xdist worker
+    from mcp.client.subscriptions import ResourceUpdated
+
     settings = run_settings(unique_prefix)
     await create_run_topics(settings, kafka)
     await publish_versions(settings, kafka, parent(1), child(1))
