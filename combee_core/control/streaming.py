@@ -27,6 +27,13 @@ said 100 took 11.3 traces/s while versions of 100 came every 4.1-4.7 s (21-24 tr
 to be over capacity only on the bound's measured cycle: until then the choice is the bound, to measure it. The
 arrival rate is the traces of the recent batches over the time between their closes.
 
+**The floor.** No size is modelled faster than the fastest version measured (``CycleModel.floor_s``, the smallest of
+the recent cycles): a version has costs that do not shrink with its batch (at least one aggregator call, the reduce,
+curation, publication), which ``c * bs**beta`` extrapolated below the sizes measured ignores. With beta fitted at
+1 (the outside fleet at load ~30, issue 44: a backlog, arrivals at the batcher measured at 3 traces/s, the cycle
+fitted as 0.252 * bs) every size took the same traces per second and 1 minimised the latency; floored, a size must
+hold what arrives during the fastest version.
+
 With two batches built at once the chain's period and a batch's own time differ (a version every ``C(bs)``, each
 batch ``W(bs)`` ~ 2 * C(bs) from its start to its version): ``C`` gives the utilisation and the queue, ``W`` (fitted
 and measured the same way, from :attr:`~combee_core.control.chain_costs.VersionCost.own_s`) takes the place of the
@@ -50,18 +57,21 @@ SHUFFLE_BETA = 0.5
 
 @dataclass(frozen=True)
 class CycleModel:
-    """``C(bs) = c * bs**beta`` seconds per version."""
+    """``C(bs) = max(c * bs**beta, floor_s)`` seconds per version."""
 
     c: float
     beta: float
     fitted: bool
+    floor_s: float = 0.0
+    """The fastest version measured: no size is modelled faster (module docstring, "The floor")."""
 
     def cycle_s(self, batch_size: int) -> float:
-        return float(self.c * batch_size**self.beta)
+        return max(float(self.c * batch_size**self.beta), self.floor_s)
 
     def describe(self) -> str:
         how = "fitted" if self.fitted else f"one size measured, beta {SHUFFLE_BETA:g} assumed"
-        return f"cycle {self.c:.3g}*bs^{self.beta:.2f} s ({how})"
+        floor = f", at least {self.floor_s:.3g} s" if self.floor_s > 0 else ""
+        return f"cycle {self.c:.3g}*bs^{self.beta:.2f} s{floor} ({how})"
 
 
 @dataclass(frozen=True)
@@ -190,9 +200,9 @@ def _fit_times(samples: deque[tuple[int, float]]) -> CycleModel | None:
         beta = min(1.0, max(0.0, -fit.alpha))
         # refit c with beta fixed (least squares in log space): the mean of log(seconds / bs**beta)
         c = math.exp(statistics.fmean(math.log(seconds / size**beta) for size, seconds in samples))
-        return CycleModel(c, beta, fitted=True)
+        return CycleModel(c, beta, fitted=True, floor_s=min(seconds for _, seconds in samples))
     c = statistics.fmean(seconds / size**SHUFFLE_BETA for size, seconds in samples)
-    return CycleModel(c, SHUFFLE_BETA, fitted=False)
+    return CycleModel(c, SHUFFLE_BETA, fitted=False, floor_s=min(seconds for _, seconds in samples))
 
 
 def _measured(samples: deque[tuple[int, float]], batch_size: int, window: int) -> float | None:
