@@ -15,15 +15,24 @@ Settings: the project's defaults plus ``COMBEE_AUTO_BATCH_SIZE=true`` and ``COMB
 at its default real, slept latency), and any ``--set`` (e.g. ``batch_close=size`` for the rule before issue 44).
 
 Reported: p50 latency (trace sent -> the outside subscriber sees the first version whose lineage has it) over the
-first and last fifth of the traces sent; the cycle (median gap between versions seen); the drain (last version seen -
-last trace sent) in cycles; the out rate (traces learned per second from the first send to the last version); batch
-sizes; a batch's close -> its version (``stats.delay_s``: waiting for the chain included) and the LLM critical path of
-its version (p50); lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``, from the fleet's start
-to the last version); the load average before and after; the tail's versions (batch size, closed, seen, its last
-trace sent, in seconds from the stream's last trace, and whether it closed ahead of the chain, before the version
-before it was seen, which the context lag allows: where a slow drain's cause shows). Targets (issue 44.4): last
-fifth p50 <= 1.5 x first fifth + 10 s, first fifth p50 <= 20 s, drained within 1.6 cycles; ``--targets`` prints one
-PASS/FAIL line per target and case. CPU per version by stage needs ``--split-stages`` (case ``20x1-split``).
+first and last fifth of the traces sent; the cycle, and the gap between versions; the drain (last version seen -
+last trace sent) in cycles and in gaps; the out rate (traces learned per second from the first send to the last
+version); batch sizes; a batch's close -> its version (``stats.delay_s``: waiting for the chain included) and the
+LLM critical path of its version (p50); lost traces; CPU seconds per version of each process (``/proc/<pid>/stat``,
+from the fleet's start to the last version); the load average before and after; the tail's versions (batch size,
+closed, seen, its last trace sent, in seconds from the stream's last trace, and whether it closed ahead of the
+chain, before the version before it was seen, which the context lag allows: where a slow drain's cause shows).
+Targets (issue 44.4): last fifth p50 <= 1.5 x first fifth + 10 s, first fifth p50 <= 20 s, drained within 1.6
+cycles; ``--targets`` prints one PASS/FAIL line per target and case. CPU per version by stage needs
+``--split-stages`` (case ``20x1-split``).
+
+**A cycle** is the p50 of a batch's own time: from when it could start (closed, and its context version out) to its
+version (``combee_core.control.chain_costs``, ``own_s``; from each version's ``published_at`` and ``stats.delay_s``,
+with the run's context lag). Built one after another (lag 0) that is the gap between versions when the chain is
+busy; with two batches at once (lag 1, the default) versions come about twice as often as a batch takes, so the gap
+(``gap_s``, the median gap between versions seen, the earlier sessions' "cycle") halves while the trailing batch's
+own time, which a drain always contains, does not (docs/architecture.md, "Context lag"). Both are reported, and the
+drain in both; the target counts cycles. Also reported: the controller's targets, from the worker logs.
 """
 
 from __future__ import annotations
@@ -224,7 +233,9 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
     for playbook in {key[0] for key in seen}:
         mine = sorted(at for key, (at, _) in seen.items() if key[0] == playbook)
         gaps += [b - a for a, b in zip(mine, mine[1:])]
-    cycle = statistics.median(gaps) if gaps else float("nan")
+    gap = statistics.median(gaps) if gaps else float("nan")
+    own = batch_cycles(seen, context_lag(overrides))
+    cycle = statistics.median(own) if own else float("nan")
     drain = times[-1] - stream_end if times else float("nan")
     first, last = p50(order[:fifth]), p50(order[-fifth:])
     versions = len(seen)
@@ -239,13 +250,17 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
                  last_sent_s=round(max((sent[t] for t in v.lineage if t in sent), default=stream_end) - stream_end, 1),
                  ahead=bool(at - v.stats.delay_s < seen.get((n[0], n[1] - 1), (0.0,))[0]))
             for n, (at, v) in sorted(seen.items(), key=lambda item: item[1][0]) if at - stream_end > -2 * cycle]
-    lines = []
+    lines, chosen = [], []
     for path in sorted(log_dir.glob("*.log")):
-        lines += [line for line in path.read_text(errors="replace").splitlines() if "WARNING" in line]
+        text = path.read_text(errors="replace")
+        lines += [line for line in text.splitlines() if "WARNING" in line]
+        chosen += [int(n) for n in re.findall(r"controller: \S+ batch size -> (\d+)", text)]
     return dict(
         rate=rate, seconds=seconds, split_stages=split, settings=overrides, traces=len(order), versions=versions,
         first_fifth_p50_s=round(first, 1), last_fifth_p50_s=round(last, 1), cycle_s=round(cycle, 1),
-        drain_s=round(drain, 1), drain_cycles=round(drain / cycle, 2) if cycle == cycle and cycle > 0 else None,
+        gap_s=round(gap, 1), drain_s=round(drain, 1),
+        drain_cycles=round(drain / cycle, 2) if cycle == cycle and cycle > 0 else None,
+        drain_gaps=round(drain / gap, 2) if gap == gap and gap > 0 else None, controller_targets=chosen,
         out_rate=round(len(landed) / (times[-1] - min(sent.values())), 2) if times else 0.0,
         lost=len(set(sent) - set(landed)), batch_sizes=sizes,
         close_to_version_p50_s=round(close_to_version, 1), llm_critical_path_p50_s=round(critical_path, 1),
@@ -256,6 +271,26 @@ def summarise(rate, seconds, split, sent, seen, stream_end, started, cpu_start, 
         load_before=[round(x, 2) for x in load_before], load_after=[round(x, 2) for x in os.getloadavg()],
         logs=str(log_dir),
     )
+
+
+def context_lag(overrides: dict[str, str]) -> int:
+    """The run's context lag: the default, or ``--set context_lag=N``."""
+    from combee_core.settings import CombeeSettings
+
+    return CombeeSettings.load(env={f"COMBEE_{k.upper()}": v for k, v in overrides.items()
+                                    if k == "context_lag"}).context_lag
+
+
+def batch_cycles(seen: dict[tuple[str, int], tuple[float, Any]], lag: int) -> list[float]:
+    """Each version's batch's own time (closed or context out -> published), per playbook in version order."""
+    from combee_core.control.chain_costs import ChainTimes
+
+    own, chains = [], {}
+    for (playbook, _), (_, version) in sorted(seen.items()):
+        published = version.published_at.timestamp()
+        chain = chains.setdefault(playbook, ChainTimes())
+        own.append(chain.cost(version.batch_id, published - version.stats.delay_s, published, None, lag).own_s)
+    return own
 
 
 async def run_fleet(rate: float, seconds: float, sent_file: Path, bootstrap: str, playbook: str = PLAYBOOK) -> None:
@@ -289,7 +324,7 @@ playbooks of 20/s each), then the first again with one process per stage, for th
 
 def verdict(name: str, row: dict[str, Any]) -> list[str]:
     """The target lines of one run, each PASS or FAIL with its figures."""
-    first, last, cycle = row["first_fifth_p50_s"], row["last_fifth_p50_s"], row["cycle_s"]
+    first, last, cycle, gap = row["first_fifth_p50_s"], row["last_fifth_p50_s"], row["cycle_s"], row["gap_s"]
     targets = row["targets"]
 
     def mark(ok: bool) -> str:
@@ -303,7 +338,9 @@ def verdict(name: str, row: dict[str, Any]) -> list[str]:
             f"  {mark(targets['last_vs_first'])} last fifth p50 {last} s <= 1.5 x {first} + 10 = "
             f"{1.5 * first + 10:.1f} s",
             f"  {mark(targets['drained_within_1_6_cycles'])} drain {row['drain_s']} s = {row['drain_cycles']} cycles "
-            f"of {cycle} s <= 1.6",
+            f"of {cycle} s <= 1.6 (a batch's own close -> version; {row['drain_gaps']} gaps between versions of "
+            f"{gap} s)",
+            f"  controller targets: {row['controller_targets']}",
             "  CPU s per version: " + ", ".join(f"{k} {v}" for k, v in row["cpu_s_per_version"].items())]
 
 

@@ -62,10 +62,10 @@ class CombeeSettings(BrokerSettings, OtlpSettings, ServeSettings):
         "sooner for a fast stream, after 10 of its mean gaps between reflections but at least 1 s; none: off. "
         "For streams, e.g. 3."
     )
-    context_lag: int = Field(default=0, ge=0, le=1, description="Batch b's aggregators read version b - this as "
-        "context (at least 0): 0, they wait for version b; 1, a batch is aggregated while the one before is reduced "
-        "(docs/architecture.md, 'Context lag'; not the default while the controller fits its cycle to the gaps "
-        "between versions). Kept in each manifest (replays keep it).")
+    context_lag: int = Field(default=1, ge=0, le=1, description="Batch b's aggregators read version b - this as "
+        "context (at least 0): 0, they wait for version b; 1 (the default), a batch is aggregated while the one "
+        "before is reduced (docs/architecture.md, 'Context lag'; the controller costs overlapping versions). Kept "
+        "in each manifest (replays keep it).")
     max_fan_in: int = Field(
         default=DEFAULT_CALL_CAPACITY, ge=2, description="What the aggregator and reducer model holds: the most items "
         "(reflection copies, partials) one call reads; k rises above floor(sqrt(n)) until no aggregator call reads "

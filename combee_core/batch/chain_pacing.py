@@ -6,7 +6,7 @@ batch, a cycle later. Closing by size alone at a rate the chain does not keep up
 at the size chosen when they closed (issue 44: 24 batches of 40 queued while the controller had moved to 100).
 
 The rule, per playbook, with ``pending`` the batches closed but not yet a version (``next batch id - batches that
-are versions``) and ``lag`` the context lag (``context_lag``, 0 by default; with 1 batch b's aggregators read
+are versions``) and ``lag`` the context lag (``context_lag``, 1 by default; with 1 batch b's aggregators read
 version b-1, not version b, so they need not wait for the version being built; 0: they read version b):
 
 - a batch that is *due* by the usual rules (its target size, ``max_wait_s``, idle) closes when the chain can take

@@ -3,7 +3,8 @@
 
 **The capacity model.** A trace costs one reflector call; a worker's reflector takes ``concurrency / latency``
 traces/s (:func:`combee_core.control.concurrency.reflector_capacity`), and reflection spreads over workers by partition.
-One playbook's versions are made one after the other, a batch per cycle: ``batch / cycle`` traces/s
+One playbook's versions are made one after the other, a batch per cycle (two batches built at once with the context
+lag, the cycle then costed by :mod:`combee_core.control.chain_costs`): ``batch / cycle`` traces/s
 (:func:`combee_core.control.concurrency.version_chain_capacity`), whatever the number of workers. A playbook keeps up
 when its rate is below both.
 """
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from combee_core.control.backlog import Backlog
+from combee_core.control.chain_costs import version_cost
 from combee_core.control.concurrency import reflector_capacity, version_chain_capacity
 
 __all__ = ["CapacityModel", "rate_until_now", "recent_rate", "status_backlog", "version_cycles"]
@@ -64,10 +66,13 @@ def rate_until_now(times: Sequence[float], now: float, window_s: float) -> float
     return (len(times) - 1) / (now - times[0]) if len(times) >= 2 and now > times[0] else None
 
 
-def version_cycles(published_s: Sequence[float], delays_s: Sequence[float]) -> list[float]:
-    """Each version's own time: batch closed or previous version out, whichever is later -> published."""
-    return [min(delay, published - previous)
-            for previous, published, delay in zip(published_s, published_s[1:], delays_s[1:], strict=False)]
+def version_cycles(published_s: Sequence[float], delays_s: Sequence[float], lag: int = 0) -> list[float]:
+    """Each version's cycle, versions in order (:func:`combee_core.control.chain_costs.version_cost`'s period): with
+    lag 0, batch closed or previous version out, whichever is later -> published; with the context lag, at least
+    half the batch's own time (two batches are built at once)."""
+    return [version_cost(published - delay, published, published_s[i - 1],
+                         published_s[i - 1 - lag] if i - 1 - lag >= 0 else None, lag).period_s
+            for i, (published, delay) in enumerate(zip(published_s, delays_s, strict=False)) if i >= 1]
 
 
 OUTRUN_MARGIN = 0.1

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Sequence
 from datetime import datetime
 
+from combee_core.control.chain_costs import ChainTimes, VersionCost
 from combee_core.control.controller import BatchSizeController, ControllerConfig, Decision
 from combee_core.control.delay_model import clock_description, sample_delay, sample_rollout
 from combee_core.control.streaming import StreamChoice, StreamingObjective
@@ -55,6 +56,8 @@ class Controller:
         self.streaming: dict[str, StreamingObjective] = {}
         """Per playbook, the streaming objective (async fleets with ``controller_objective="stream"``)."""
         self.over_capacity: dict[str, bool] = {}
+        self.chain_times: dict[str, ChainTimes] = {}
+        """Per playbook, the recent versions' publication times (a version's cost with the context lag)."""
 
     @property
     def samples_kept(self) -> int:
@@ -96,16 +99,20 @@ class Controller:
         rollout = sample_rollout(self.settings, metrics, delay)
         self.controller(metrics.playbook_id).observe(metrics.batch_size, delay, rollout)
         if self.streams and metrics.batch_closed_at is not None:
-            self.stream(metrics.playbook_id).observe(metrics.batch_size, metrics.batch_closed_at.timestamp(),
-                                                     self._cycle_s(metrics))
+            closed = metrics.batch_closed_at.timestamp()
+            cost = self._cost(metrics, closed)
+            self.stream(metrics.playbook_id).observe(metrics.batch_size, closed, cost.period_s, cost.own_s)
         return True
 
-    def _cycle_s(self, metrics: BatchMetrics) -> float:
-        """The version's own time (module ``combee_core.control.streaming``): on the wall clock its delay less its wait
-        for the previous version (the round, when shorter); modelled, the LLM critical path."""
+    def _cost(self, metrics: BatchMetrics, closed: float) -> VersionCost:
+        """The version's cycle and its batch's own time (``combee_core.control.chain_costs``): on the wall clock from
+        the batch's close and the chain's publication times, two batches at once with the context lag; modelled,
+        the LLM critical path."""
         if self.settings.controller_clock == "modelled":
-            return metrics.llm_critical_path_s
-        return min(metrics.delay_s, metrics.round_s) if metrics.round_s is not None else metrics.delay_s
+            return VersionCost(metrics.llm_critical_path_s, metrics.llm_critical_path_s)
+        times = self.chain_times.setdefault(metrics.playbook_id, ChainTimes())
+        return times.cost(metrics.batch_id, closed, closed + metrics.delay_s, metrics.round_s,
+                          self.settings.context_lag)
 
     def take(self, metrics: BatchMetrics, token: object, now: datetime) -> list[Effect]:
         """A new metric: its sample, and with ``auto_batch_size`` a decision when the size or the phase changes."""

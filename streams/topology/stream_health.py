@@ -110,7 +110,7 @@ async def collect_stream_health(settings: CombeeSettings, bootstrap: str, profil
         health.capacity[playbook] = CapacityModel(
             latency, settings.llm_concurrency, settings.llm_concurrency_max,
             lineages[-1] if lineages else None,
-            median_or_none(version_cycles(published, delays)[-RECENT_VERSIONS:]))
+            median_or_none(version_cycles(published, delays, settings.context_lag)[-RECENT_VERSIONS:]))
     return health
 
 

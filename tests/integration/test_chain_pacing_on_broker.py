@@ -1,6 +1,6 @@
 """In an async fleet a batch closes when the version chain can take it (docs/architecture.md, "When a batch
 closes"): a burst far larger than the batch size is never planned far ahead of the chain. At most one closed batch
-waits for its context version (b - context_lag, 0 by default), so batch b closes only once batch b-2-lag is a
+waits for its context version (b - context_lag, 1 by default), so batch b closes only once batch b-2-lag is a
 version."""
 
 from __future__ import annotations

@@ -19,6 +19,14 @@ def test_a_version_s_cycle_excludes_its_wait_for_the_previous_one() -> None:
     assert version_cycles([100.0, 104.0, 108.5], [3.0, 9.0, 4.0]) == [4.0, 4.0]
 
 
+def test_with_the_context_lag_a_version_right_after_another_is_not_a_free_cycle() -> None:
+    """Lag 1: the third batch closed at 104, its version came 0.5 s after the second's: its cycle is half its
+    own 4.5 s, not the 0.5 s gap (combee status's chain capacity would read 9x too high)."""
+    published, delays = [100.0, 108.0, 108.5], [4.0, 6.0, 4.5]
+    assert version_cycles(published, delays) == [6.0, 0.5]
+    assert version_cycles(published, delays, lag=1) == [6.0, 2.25]
+
+
 def test_status_says_falling_behind_only_on_measured_rates_or_an_old_trace() -> None:
     behind = status_backlog("pb", 400, oldest_sent_s=70.0, now=100.0, rate_in=20.0, rate_out=11.0,
                             warn_after_s=120, window_s=20)

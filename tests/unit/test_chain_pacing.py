@@ -154,12 +154,12 @@ def test_without_pacing_batches_close_on_size_however_many_wait():
 def test_pacing_is_for_async_fleets_with_batch_close_chain_and_caps_at_the_quality_bound_with_the_controller():
     load = CombeeSettings.load
     assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_bs_max=160)) == \
-        ChainPacing(160)
-    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False)
+        ChainPacing(160, lag=1)
+    assert pacing_of(load(env={}, fleet_mode="async", batch_size=30)) == ChainPacing(30, close_held=False, lag=1)
     assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True, controller_objective="delay")) == \
-        ChainPacing(160, close_held=False)
-    assert pacing_of(load(env={"COMBEE_CONTEXT_LAG": "1"}, fleet_mode="async", batch_size=30)) == \
-        ChainPacing(30, close_held=False, lag=1)
+        ChainPacing(160, close_held=False, lag=1)
+    assert pacing_of(load(env={"COMBEE_CONTEXT_LAG": "0"}, fleet_mode="async", batch_size=30)) == \
+        ChainPacing(30, close_held=False, lag=0)
     assert pacing_of(load(env={}, fleet_mode="sync")) is None
     assert pacing_of(load(env={}, fleet_mode="async", batch_close="size")) is None
     with pytest.raises(ValueError, match="at least 1 trace"):
@@ -170,7 +170,7 @@ def test_the_quality_bound_is_160_in_async_fleets_and_100_in_sync_ones_unless_se
     """§12e: 160 is the largest batch within 1 point of sequential at fan-in 6; the sync round-time objective keeps
     100 (docs/architecture.md, "The quality bound")."""
     load = CombeeSettings.load
-    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160)
+    assert pacing_of(load(env={}, fleet_mode="async", auto_batch_size=True)) == ChainPacing(160, lag=1)
     assert load(env={}, fleet_mode="async").batch_size_bound == 160
     assert load(env={}, fleet_mode="sync").batch_size_bound == 100
     assert load(env={"COMBEE_CONTROLLER_BS_MAX": "120"}, fleet_mode="sync").batch_size_bound == 120

@@ -58,9 +58,11 @@ def test_every_batch_but_the_first_reads_the_version_before_the_one_it_builds_an
             assert {context_version(copy) for copy in batch.copies} == {version}, (lag, batch_id)
 
 
-def test_the_default_lag_is_0_set_by_combee_context_lag_and_a_lag_above_1_is_refused_in_one_line():
-    assert CombeeSettings.load(env={}).context_lag == 0
-    assert BatcherConfig.from_settings(CombeeSettings.load(env={"COMBEE_CONTEXT_LAG": "1"})).shuffle.context_lag == 1
+def test_the_default_lag_is_1_set_by_combee_context_lag_and_a_lag_above_1_is_refused_in_one_line():
+    """Lag 1 is the default since the controller costs overlapping versions (combee_core/control/chain_costs.py)."""
+    assert CombeeSettings.load(env={}).context_lag == 1
+    assert BatcherConfig.from_settings(CombeeSettings.load(env={})).shuffle.context_lag == 1
+    assert BatcherConfig.from_settings(CombeeSettings.load(env={"COMBEE_CONTEXT_LAG": "0"})).shuffle.context_lag == 0
     with pytest.raises(SettingsError, match="COMBEE_CONTEXT_LAG"):
         CombeeSettings.load(env={"COMBEE_CONTEXT_LAG": "2"})
 

@@ -172,3 +172,14 @@ def test_a_fast_stream_that_stops_closes_its_batch_at_its_own_pace_once_the_refl
     accumulator.add(_reflection(500), last + 60.0, T0)  # a minute's pause: the pace it knew no longer holds
     accumulator.add(_reflection(501), last + 60.05, T0)
     assert accumulator.close_expired(last + 62.0, max_wait_s=60.0, wall_time=T0, idle_s=3.0, drained={"pb"}) == []
+
+
+def test_no_size_is_modelled_faster_than_the_fastest_version_measured() -> None:
+    """The outside fleet at load ~30 (issue 44, docs/benchmarks.md "Controller ... seventh session"): a backlog,
+    arrivals at the batcher at ~3 traces/s, cycles proportional to the batch (0.252 * bs, beta fitted at 1): every
+    size took the same traces per second and 1 minimised the latency. A version of 1 trace is not 0.25 s when none
+    measured was under 3 s: floored at the fastest version, the size holds what arrives during one."""
+    choice = fed(3.14, lambda bs: 0.252 * bs, sizes=(12, 40, 52, 12, 40, 52)).choose()
+    assert choice is not None and choice.cycle.beta == pytest.approx(1.0)
+    assert choice.cycle.floor_s == pytest.approx(0.252 * 12) and "at least 3.02 s" in choice.cycle.describe()
+    assert choice.batch_size >= 12 and 3.14 * choice.cycle.cycle_s(choice.batch_size) / choice.batch_size < 0.8
