@@ -20,7 +20,7 @@ from combee_core.models import (
     TagOp,
     UpdateOp,
 )
-from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, standing
+from combee_core.playbook.challenges import ChallengeRules, accrue, describe_challenge, own_wording, restating, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.opposites import settled_pairs
 from combee_core.playbook.outcomes import outcomes_decide
@@ -241,6 +241,10 @@ class _WorkingPlaybook:
         than ``closer_than``) or opens one, which supersedes ``old`` (a DELETE with both sides' evidence, then the
         ADD) once it outweighs ``old``'s evidence (``combee_core.playbook.challenges``); else the ADD is rejected
         (folded when unconfirmed) and the challenge pends. An unconfirmed winner keeps ``old``'s wordings as aliases."""
+        if (own := own_wording(old, op.content)) is not None and restating(
+                self.challenges, old.entry_id, op, self.judge, closer_than) is None:  # never a challenge to itself
+            return self._fold(op, old, why, f"; it restates {old.entry_id}'s own wording {own!r}, which never "
+                              "challenges the entry")
         traces, bound = self.gain(old.entry_id, "challenge support", self.rules.traces(op))
         folded = closer_than is not None
         if traces == 0:  # the corrections of this version already stand for every trace behind it
