@@ -4,10 +4,11 @@ Everything here is pure and deterministic: the same playbook and operations give
 Nothing iterates over a ``set`` or a hash-ordered structure, and no randomness is used. Import from this package;
 its modules, one job each: ``value`` (ids, :class:`Playbook` and its invariants), ``similarity`` (near-duplicates
 and paraphrases), ``embedding`` (the embedder seam, the offline model, the cache), ``conflict`` (when two rules
-contradict), ``meaning`` (the judges curation consults), ``operations`` (the operation algebra), ``dedupe``
-(near-identical entries merged), ``aliases`` (wordings folded into an entry unconfirmed), ``outcomes`` (each entry's
-outcome credit from the traces), ``challenges`` (contradictions settled by accumulated evidence and outcomes),
-``render`` (prompt text, tokens), ``retrieval`` (the entries one task needs).
+contradict), ``meaning`` (the judges curation consults), ``operations`` (the operation algebra, applied in order;
+its parts ``working_playbook``, ``additions``, ``supersession``, ``edits``), ``dedupe`` (near-identical entries
+merged), ``aliases`` (wordings folded into an entry unconfirmed), ``outcomes`` (each entry's outcome credit from the
+traces), ``challenges`` (contradictions settled by accumulated evidence and outcomes), ``render`` (prompt text,
+tokens), ``retrieval`` (the entries one task needs).
 """
 
 from combee_core.playbook.dedupe import deduplicate, deduplication_operations

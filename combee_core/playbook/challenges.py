@@ -9,8 +9,10 @@ it by the batch's, ``combee_core.reduce.counts``), summed over versions, kept in
 evidence (its support) outweighs the entry's: the entry's restatements (:func:`entry_evidence`) plus its outcome
 credit (``combee_core.playbook.outcomes``: successes above the baseline among its uses, negative when agents that used
 it fail more often). The winner inherits the evidence
-it won with (``helpful = support - 1``, its creation counting one), so the old wording restated once more does not
-take the slot back: it is a challenge against the winner in turn.
+it won with (``helpful = support - 1``, its creation counting one). An entry's own wordings (its text, its aliases)
+restated word for word never open a challenge against it (:func:`own_wording`), so the old wording, kept as the
+winner's alias, does not take the slot back, and one lesson's wordings do not replace one another in turn; a
+challenger folded in as an alias still joins its own pending challenge.
 
 An ADD the judge matches to an entry on closeness alone, unconfirmed by the reducer call
 (``combee_core.playbook.uncertain``), is a rewording or a reversal the judge cannot see: it is folded (an alias, no
@@ -31,6 +33,7 @@ from fractions import Fraction
 from combee_core.models import AddOp, Challenge, OutcomeTally, PlaybookEntry
 from combee_core.playbook.meaning import Judge
 from combee_core.playbook.outcomes import MIN_USES, credit
+from combee_core.playbook.similarity import normalise_text
 
 MAX_WHY_CHARS = 500
 
@@ -92,6 +95,14 @@ def restating(challenges: Sequence[Challenge], entry_id: str, op: AddOp, judge: 
         if verdict.kind == "same" and (closer_than is None or verdict.score > closer_than):
             return index
     return None
+
+
+def own_wording(entry: PlaybookEntry, text: str) -> str | None:
+    """The wording of ``entry`` (its text or one of its aliases) that ``text`` restates word for word (compared
+    normalised), or None. Such an ADD is the entry's own lesson restated: it never opens a challenge against the
+    entry (it may still join one pending whose correction it restates: a challenger folded in as an alias)."""
+    wanted = normalise_text(text)
+    return next((wording for wording in (entry.content, *entry.aliases) if normalise_text(wording) == wanted), None)
 
 
 def accrue(challenges: list[Challenge], entry: PlaybookEntry, op: AddOp, traces: int, version: int,

@@ -20,7 +20,7 @@ from typing import Any
 
 from combee_core.models import AddOp, AppliedOperation, ChangedEntry, KeptApart, PlaybookEntry, VersionChanges
 from combee_core.playbook import Playbook
-from combee_core.playbook.operations import ProtectedLimit
+from combee_core.playbook.working_playbook import ProtectedLimit
 
 DEFAULT_ROLLING_SHARE = 0.4
 """Default share of the entries before the window that the window's versions may change together: less than half, so

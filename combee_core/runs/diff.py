@@ -1,9 +1,10 @@
 """Compare the playbook version sequences of two runs and say where they first part.
 
-Versions are compared by ``content_hash`` (everything a reproducible rerun must reproduce: entries, operations,
-lineage, version numbers, batch id; not timestamps or timing stats). The first difference is the lowest version
-number at which some playbook differs (ties: playbook id order); for it the report names the first operation, the
-first entry and the first lineage trace that differ.
+Versions are compared by ``content_hash`` (everything a reproducible rerun must reproduce: entries with their outcome
+counts, operations, lineage, version numbers, batch id, the outcome baseline and the pending challenges; not
+timestamps or timing stats). The first difference is the lowest version number at which some playbook differs
+(ties: playbook id order); for it the report names the first operation, the first entry, the first lineage trace,
+the baseline and the first pending challenge that differ.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from combee_core.models import AppliedOperation, PlaybookEntry, PlaybookVersion
+from combee_core.models import AppliedOperation, Challenge, PlaybookEntry, PlaybookVersion
 
-Aspect = Literal["missing", "batch", "lineage", "operation", "entry", "hash"]
+Aspect = Literal["missing", "batch", "lineage", "operation", "entry", "baseline", "challenge", "hash"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,13 @@ def compare_versions(a: PlaybookVersion | None, b: PlaybookVersion | None) -> li
     entry = first_entry_difference(a.entries, b.entries)
     if entry is not None:
         found.append(entry)
+    if a.baseline != b.baseline:
+        found.append(Difference("baseline", f"outcome baseline {a.baseline.successes}/{a.baseline.failures} vs "
+                                            f"{b.baseline.successes}/{b.baseline.failures} (successes/failures, "
+                                            "thousandths of a trace)"))
+    challenge = first_challenge_difference(a.challenges, b.challenges)
+    if challenge is not None:
+        found.append(challenge)
     if not found:
         found.append(Difference("hash", "content hashes differ but no compared field does (hash from another "
                                         "format version?)"))
@@ -175,6 +183,24 @@ def first_entry_difference(a: Sequence[PlaybookEntry], b: Sequence[PlaybookEntry
     if [e.entry_id for e in a] != [e.entry_id for e in b]:
         return Difference("entry", "same entries in a different order")
     return None
+
+
+def first_challenge_difference(a: Sequence[Challenge], b: Sequence[Challenge]) -> Difference | None:
+    """The first pending challenge (in the version's order) that differs, or one run's extra ones."""
+    for index in range(max(len(a), len(b))):
+        ca = a[index] if index < len(a) else None
+        cb = b[index] if index < len(b) else None
+        if ca != cb:
+            entry_id = (ca.entry_id if ca else None) or (cb.entry_id if cb else None)
+            return Difference("challenge", f"#{index}: {_render_challenge(ca)} vs {_render_challenge(cb)}", entry_id)
+    return None
+
+
+def _render_challenge(challenge: Challenge | None) -> str:
+    if challenge is None:
+        return "(none)"
+    return (f"{challenge.entry_id} by {_clip(challenge.content)!r} (support {challenge.support}, "
+            f"v{challenge.first_version}-v{challenge.last_version})")
 
 
 def _render_op(applied: AppliedOperation | None) -> str:

@@ -1,5 +1,5 @@
 """Within one batch, a rule and its correction are settled by the distinct traces behind each side, not by which one
-is applied first (``combee_core.playbook.operations``: an entry a version's ADD created counts that ADD's traces
+is applied first (``combee_core.playbook.working_playbook``: an entry a version's ADD created counts that ADD's traces
 against a contradiction in the same version)."""
 
 from __future__ import annotations

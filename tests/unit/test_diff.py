@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from combee_core.models import AddOp, AppliedOperation, PlaybookEntry, PlaybookVersion, VersionStats
+from combee_core.models import (
+    AddOp,
+    AppliedOperation,
+    Challenge,
+    OutcomeTally,
+    PlaybookEntry,
+    PlaybookVersion,
+    VersionStats,
+)
 from combee_core.runs.diff import diff_versions
 
 NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -78,3 +86,26 @@ def test_conflicting_republished_version_is_noted():
     other = version("alpha", 2, ["lesson 1", "other"])
     report = diff_versions(a, [*a, other])
     assert report.identical and any("published twice with different content" in n for n in report.notes)
+
+
+def test_a_difference_only_in_the_outcome_baseline_or_a_pending_challenge_is_named() -> None:
+    a = run("alpha")
+    last = a[-1]
+    baseline = OutcomeTally(successes=1980, failures=990)
+    challenge = Challenge(entry_id="gen-00001", entry_content="lesson 1", section="general", content="not lesson 1",
+                          support=2, first_version=2, last_version=3)
+
+    def rehashed(**update: object) -> PlaybookVersion:
+        changed = last.model_copy(update=update)
+        return changed.model_copy(update={"content_hash": PlaybookVersion.compute_hash(
+            changed.playbook_id, changed.version, changed.parent_version, changed.batch_id, changed.entries,
+            changed.operations, changed.lineage, changed.baseline, changed.challenges)})
+
+    report = diff_versions(a, [*a[:-1], rehashed(baseline=baseline)])
+    assert report.first is not None and [d.aspect for d in report.first.differences] == ["baseline"]
+    assert "outcome baseline 0/0 vs 1980/990" in report.describe()
+    report = diff_versions([*a[:-1], rehashed(challenges=[challenge])],
+                           [*a[:-1], rehashed(challenges=[challenge.model_copy(update={"support": 3})])])
+    assert report.first is not None and [d.aspect for d in report.first.differences] == ["challenge"]
+    assert "gen-00001 by 'not lesson 1' (support 2, v2-v3) vs gen-00001 by 'not lesson 1' (support 3" in \
+        report.describe()

@@ -87,14 +87,13 @@ def test_a_rewording_of_the_challenger_adds_to_it_and_one_as_close_to_the_rule_d
     assert [e.content for e in playbook.entries] == [FIX2] and "support 2" in reasons[-2]
 
 
-def test_the_old_wording_restated_challenges_the_winner_in_turn() -> None:
+def test_the_old_wording_restated_is_the_winners_alias_and_never_takes_the_slot_back() -> None:
     playbook, _ = _batches(_rule(), [FIX, FIX])
     [winner] = playbook.entries
-    assert (winner.content, winner.helpful) == (FIX, 1)  # evidence 2
-    playbook, _ = _batches(playbook, [RULE, RULE])
-    assert [e.content for e in playbook.entries] == [FIX] and playbook.entries[0].helpful == 1
-    playbook, _ = _batches(playbook, [RULE])
-    assert [e.content for e in playbook.entries] == [RULE] and playbook.entries[0].helpful == 2
+    assert (winner.content, winner.helpful, winner.aliases) == (FIX, 1, [RULE])  # evidence 2
+    playbook, reasons = _batches(playbook, [RULE, RULE, RULE])  # once a challenge in turn: the slot swapped back
+    assert [(e.content, e.helpful) for e in playbook.entries] == [(FIX, 1)] and playbook.challenges == ()
+    assert all(f"restates {winner.entry_id}'s own wording" in reason for reason in reasons)
 
 
 def test_the_winner_keeps_the_entrys_wordings_as_aliases() -> None:
