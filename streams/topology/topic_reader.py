@@ -29,9 +29,11 @@ from streams.topology.gapless_consumer import new_consumer
 __all__ = ["TopicReadTimeout", "TopicReader", "TopicTail", "end_offsets", "read_topic"]
 
 
-FOLLOW_WAIT_MS = 1000
+FOLLOW_WAIT_MS = 250
 """How long a follower's fetch waits for records before it returns empty (records and the stop end it sooner): an
-idle view woke every 100 ms before, ~0.1 ms of CPU each, ten views a worker."""
+idle view woke every 100 ms before, ~0.1 ms of CPU each, ten views a worker. Not longer: the gapless consumer's idle
+back-off counts empty returns, and at 1 s a view took ~4 s after each record to back off (more fetches, each dearer
+than a wake-up, in a worker that sees a record every few seconds)."""
 
 
 class TopicReadTimeout(CombeeError, TimeoutError):
