@@ -48,6 +48,7 @@ from combee_core.promote.evaluation import (
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.connection import client_kwargs
+from streams.broker.group_leave import leave_on_stop
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +133,7 @@ class Evaluator:
             try:
                 await self._loop(consumer, producer, max_results)
             finally:
+                leave_on_stop(consumer)  # on Tansu too (its first generation is 0): the next evaluator need not wait
                 await consumer.stop()
         finally:
             await producer.stop()

@@ -3,7 +3,8 @@
 A fetch whose records skip an offset is cut at the hole, the consumer seeks back to it and the next fetch reads it
 again, until the record arrives or the hole has stayed open ``GAP_PATIENCE_S`` (then it reads on, with one warning
 line per hole). Its fetch wait backs off while it is idle (``combee_core.partitions.fetch_wait``, up to
-``idle_fetch_max_wait_ms``; none: no back-off). The pipeline's consumers are made by
+``idle_fetch_max_wait_ms``; none: no back-off). Its stop leaves its group at every generation
+(``streams.broker.group_leave``: aiokafka's does not at Tansu's first). The pipeline's consumers are made by
 ``streams.topology.gapless_consumer.new_consumer`` (this class on Tansu, aiokafka's own on Kafka);
 ``combee_client``'s follower builds one the same way (this module imports nothing of the pipeline).
 """
@@ -20,6 +21,7 @@ from aiokafka.structs import ConsumerRecord
 
 from combee_core.log_order import OffsetGaps
 from combee_core.partitions.fetch_wait import IdleFetchWait
+from streams.broker.group_leave import leave_on_stop
 
 __all__ = ["GaplessConsumer"]
 
@@ -81,6 +83,10 @@ class GaplessConsumer(AIOKafkaConsumer):
             if admitted.take:
                 result[tp] = records[:admitted.take]
         return result
+
+    async def stop(self) -> None:
+        leave_on_stop(self)  # a member of Tansu's first generation (0) leaves its group too
+        await super().stop()
 
     def seek(self, partition: TopicPartition, offset: int) -> None:
         super().seek(partition, offset)

@@ -37,6 +37,8 @@ __all__ = ["Stage", "StageFailed", "cancel_tasks"]
 
 log = logging.getLogger(__name__)
 REBUILD_RETRY_S = 1.0  # between two tries of a rebuild the broker did not answer
+MIN_FETCH_WAIT_MS = 10
+"""The shortest a stage's main loop waits for records when its tick is due or late (no loop spins on ticks)."""
 
 M = TypeVar("M", bound=CombeeModel)
 
@@ -103,6 +105,8 @@ class Stage(RecordReading):
         self._background: set[asyncio.Task] = set()
         self._services: set[asyncio.Task] = set()
         self._failure: BaseException | None = None
+        self._partition_of: dict[tuple[str, int], int] = {}
+        """(key, partition count) -> the partition the key lands on: one entry per playbook seen."""
 
     def spawn(self, coro, name: str | None = None, *, service: bool = False) -> asyncio.Task:
         """Run ``coro`` in the background; an unexpected error in it stops this stage (and so the worker) with
@@ -191,7 +195,11 @@ class Stage(RecordReading):
         """The input partition records keyed ``key`` arrive on (stages consuming one keyed topic)."""
         topic = self.settings.topic(self.consumes[0])
         count = len(self._consumer.partitions_for_topic(topic) or ()) if self._consumer is not None else 0
-        return TopicPartition(topic, partition_for(key, count or self.settings.partitions))
+        count = count or self.settings.partitions
+        partition = self._partition_of.get((key, count))
+        if partition is None:  # murmur2 in Python (~25 us): each tick asks it of every playbook in several stages
+            partition = self._partition_of[(key, count)] = partition_for(key, count)
+        return TopicPartition(topic, partition)
 
     def owns_key(self, key: str) -> bool:
         return self.ownership.owns(self.owner_partition(key))
@@ -348,13 +356,15 @@ class Stage(RecordReading):
     async def _consume(self, consumer: AIOKafkaConsumer) -> None:
         last_tick = 0.0
         while not self.ctx.stop.is_set():
-            batch = await consumer.getmany(timeout_ms=100, max_records=self.fetch_limit())
+            # records end the wait as they arrive; an idle stage wakes only for its next tick (it woke every 100 ms)
+            wait_ms = max(MIN_FETCH_WAIT_MS, int(1000 * (last_tick + self.tick_interval_s - time.monotonic())))
+            batch = await consumer.getmany(timeout_ms=wait_ms, max_records=self.fetch_limit())
             await self.rebuild()
             for tp, records in batch.items():
                 await self.take_fetch(tp, records)
             await self.reset_stale()
             now = time.monotonic()
-            if now - last_tick >= self.tick_interval_s:
+            if now - last_tick >= self.tick_interval_s - MIN_FETCH_WAIT_MS / 1000:  # asyncio wakes a timer a hair early
                 last_tick = now
                 await self.tick(now)
                 await self.commit()
