@@ -5,7 +5,9 @@ When the reducer call is a real model and says nothing of a pair the judge calls
 is kept as an alias of the entry (``PlaybookEntry.aliases``, in the version, so a replay reproduces it): a later ADD
 that the judge finds distinct from the entry's text but the same as one of its aliases is folded into the entry too,
 and raises no counter either (its match rests on a match no one confirmed). An ADD the judge finds *contradicting*
-an alias is not folded through the aliases (it is judged against the entry's text alone). When no single wording
+an alias is not folded through the aliases (it is judged against the entry's text alone), nor is one the judge sets
+apart from the entry's text for a stated reason (``Judgement.apart``: another scope, another subject): an alias rests
+on a match no one confirmed and cannot overrule what the entry's own text says. When no single wording
 is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
 entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
 Aliases do not chain: a wording matched only through an alias (or the aliases together) is folded but not stored as
@@ -37,7 +39,11 @@ __all__ = ["ALIAS_REASON", "MAX_ALIASES", "alias_texts", "judge_aliases", "with_
 
 def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | None:
     """A non-reinforcing "same" when ``op`` states the lesson of one of ``entry``'s aliases (the closest, ties to the
-    first stored), None when it matches none or contradicts any of them."""
+    first stored), None when it matches none or contradicts any of them, or when the judge sets ``op`` apart from the
+    entry's own text (``Judgement.apart``: another scope, another subject; an alias rests on a match no one
+    confirmed and cannot overrule what the entry's text says)."""
+    if judge.judge(op.content, op.section, entry.content, entry.section).apart:
+        return None
     best: tuple[float, str, str] | None = None
     for alias in entry.aliases:
         verdict = judge.judge(op.content, op.section, alias, entry.section)
