@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from combee_core.models import AddOp, PlaybookEntry
 from combee_core.playbook import Playbook, apply_operations
-from combee_core.playbook.aliases import judge_aliases
+from combee_core.playbook.aliases import actions_differ, judge_aliases
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import Judgement, SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
@@ -109,3 +109,49 @@ def test_an_add_set_apart_from_an_entrys_text_is_never_folded_into_it(aliases: l
     assert kept is not None and kept.helpful == 3 and kept.aliases == aliases
     [applied] = result.applied
     assert applied.entry_id != ENTRY
+
+
+LABELS = "For shipping labels, print the address in capital letters."
+WEIGH = "Shipping labels: weigh the parcel before printing the label."  # another action, folded in as an alias
+COURIER = "When a task involves courier parcels, weigh the package before printing."  # WEIGH's action
+
+
+def test_the_judge_sets_the_action_pairs_as_the_case_needs(minilm: UncertainJudge) -> None:
+    """The premise: the alias is the entry's lesson by closeness (so it is not split off), the ADD restates the
+    alias and only misses the entry's text by closeness (nothing sets it apart), and the two actions alone differ."""
+    minilm.prepare([LABELS, WEIGH, COURIER])
+    assert minilm.judge(WEIGH, "general", LABELS, "general").kind == "same"
+    assert minilm.judge(COURIER, "general", WEIGH, "general").kind == "same"
+    verdict = minilm.judge(COURIER, "general", LABELS, "general")
+    assert verdict.kind == "distinct" and not verdict.apart
+    why = actions_differ(minilm, _add(COURIER), _entry(LABELS, [WEIGH]))
+    assert why is not None and why.startswith("another action")
+
+
+def test_another_action_under_a_close_scope_is_not_folded_through_an_alias(minilm: UncertainJudge) -> None:
+    result = apply_operations(_playbook(LABELS, [WEIGH]), [_add(COURIER)], 2, judge=minilm)
+    kept = result.playbook.get(ENTRY)
+    assert kept is not None and (kept.content, kept.aliases, kept.helpful) == (LABELS, [WEIGH], 3)
+    [new] = [e for e in result.playbook.entries if e.entry_id != ENTRY]
+    assert new.content == COURIER
+
+
+def test_the_action_test_says_nothing_when_a_text_states_no_scope() -> None:
+    """Without a stated scope the action is the whole text, which the judge has read: aliases match as before."""
+    judge = TableJudge(same=[("Weigh parcels before printing.", "alias")], apart=[])
+    entry = _entry("For shipping labels, print the address in capital letters.", ["alias"])
+    assert actions_differ(judge, _add("Weigh parcels before printing."), entry) is None
+    assert judge_aliases(judge, _add("Weigh parcels before printing."), entry) is not None
+
+
+def test_an_alias_carries_the_entrys_action_to_another_wording_of_its_scope() -> None:
+    """Both scoped, the actions one by the judge: the ADD is matched through the alias it restates."""
+    new, text = "For courier parcels, print the address in capitals.", "For shipping labels, print the address in caps."
+    judge = TableJudge(same=[(new, "alias"), ("print the address in capitals.", "print the address in caps.")],
+                       apart=[])
+    assert judge_aliases(judge, _add(new), _entry(text, ["alias"])) is not None
+
+
+def _entry(content: str, aliases: Sequence[str]) -> PlaybookEntry:
+    return PlaybookEntry(entry_id=ENTRY, section="general", content=content, helpful=3, created_version=1,
+                         updated_version=1, aliases=list(aliases))
