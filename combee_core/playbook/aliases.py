@@ -5,7 +5,12 @@ When the reducer call is a real model and says nothing of a pair the judge calls
 is kept as an alias of the entry (``PlaybookEntry.aliases``, in the version, so a replay reproduces it): a later ADD
 that the judge finds distinct from the entry's text but the same as one of its aliases is folded into the entry too,
 and raises no counter either (its match rests on a match no one confirmed). An ADD the judge finds *contradicting*
-an alias is not folded through the aliases (it is judged against the entry's text alone). When no single wording
+an alias is not folded through the aliases (it is judged against the entry's text alone), nor is one the judge sets
+apart from the entry's text for a stated reason (``Judgement.apart``: another scope, another subject): an alias rests
+on a match no one confirmed and cannot overrule what the entry's own text says. Nor is one that, like the entry's
+text, states a scope and says to do something else there (:func:`actions_differ`: the judge on the two actions
+alone): an alias may carry the entry's lesson to other wordings of its scope, not another action into the entry.
+When no single wording
 is close enough, a judge that can (:class:`~combee_core.playbook.meaning.GroupJudge`) compares the ADD with the
 entry's text and its aliases together (their mean direction, at its own threshold): a "same" there folds it alike.
 Aliases do not chain: a wording matched only through an alias (or the aliases together) is folded but not stored as
@@ -23,21 +28,33 @@ also the lesson of the entry's other wordings stays folded.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from combee_core.models import MAX_ALIASES, AddOp, PlaybookEntry
+from combee_core.playbook.embedding import EmbeddingError
 from combee_core.playbook.meaning import GroupJudge, Judge, Judgement, compares_groups
+from combee_core.playbook.scope import split_scope
+
+logger = logging.getLogger(__name__)
 
 ALIAS_REASON = "alias"
 """How a verdict reached through an alias begins its reason."""
 
-__all__ = ["ALIAS_REASON", "MAX_ALIASES", "alias_texts", "judge_aliases", "with_alias", "merged_aliases",
-           "split_alias"]
+__all__ = ["ALIAS_REASON", "MAX_ALIASES", "actions_differ", "alias_texts", "judge_aliases", "with_alias",
+           "merged_aliases", "split_alias"]
 
 
 def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | None:
     """A non-reinforcing "same" when ``op`` states the lesson of one of ``entry``'s aliases (the closest, ties to the
-    first stored), None when it matches none or contradicts any of them."""
+    first stored), None when it matches none or contradicts any of them, or when the judge sets ``op`` apart from the
+    entry's own text (``Judgement.apart``: another scope, another subject; an alias rests on a match no one
+    confirmed and cannot overrule what the entry's text says)."""
+    if judge.judge(op.content, op.section, entry.content, entry.section).apart:
+        return None
+    if (why := actions_differ(judge, op, entry)) is not None:
+        logger.debug("%r not matched through the aliases of %s: %s", op.content, entry.entry_id, why)
+        return None
     best: tuple[float, str, str] | None = None
     for alias in entry.aliases:
         verdict = judge.judge(op.content, op.section, alias, entry.section)
@@ -55,6 +72,25 @@ def judge_aliases(judge: Judge, op: AddOp, entry: PlaybookEntry) -> Judgement | 
         return None
     return Judgement("same", verdict.score, f"{ALIAS_REASON}es of {entry.entry_id} with its text, together "
                      f"({verdict.reason}): folded on a match no one confirmed", reinforces=False)
+
+
+def actions_differ(judge: Judge, op: AddOp, entry: PlaybookEntry) -> str | None:
+    """Why ``op`` does not say to do what ``entry``'s text says (or None): both state a scope, and the judge, reading
+    what each says to do there alone (the scopes taken off: ``scope.split_scope``), does not call it one. An alias
+    may carry the entry's lesson to other wordings of its scope, not to another action under a close scope; when
+    either text states no scope the rest would be the whole text, judged already, so nothing is said."""
+    mine, theirs = split_scope(op.content), split_scope(entry.content)
+    if mine is None or theirs is None:
+        return None
+    try:
+        judge.prepare([mine[1], theirs[1]])
+        verdict = judge.judge(mine[1], op.section, theirs[1], entry.section)
+    except EmbeddingError as error:
+        logger.warning("action test skipped: %s", error)
+        return None
+    if verdict.kind == "same":
+        return None
+    return f"another action: {mine[1]!r} vs {theirs[1]!r} ({verdict.kind}: {verdict.reason})"
 
 
 def with_alias(entry: PlaybookEntry, wording: str, new_version: int) -> tuple[PlaybookEntry, str]:

@@ -76,6 +76,10 @@ class Judgement:
     reinforces: bool = True
     """For "same": whether the entry's counters rise by the ADD's support (False: the ADD is folded into the entry
     and raises nothing, a match by closeness alone that no one confirmed: ``combee_core.playbook.uncertain``)."""
+    apart: bool = False
+    """For "distinct": whether the judge found what sets the lessons apart (another stated scope, different things
+    named, one frame about a different subject, a reducer call's keep-both), rather than only not close enough in
+    meaning. No wording matched on closeness alone (an alias) may overrule it (``combee_core.playbook.aliases``)."""
 
 
 class Judge(Protocol):
@@ -194,7 +198,7 @@ class SemanticJudge:
         if score < self.same_meaning:
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning} to the prototype")
         if (why := self._scopes_differ(new, texts)) is not None:
-            return Judgement("distinct", score, why)
+            return Judgement("distinct", score, why, apart=True)
         for text in texts:
             if (why := self._features.conflict(new, text)) is not None:
                 return Judgement("conflict", score, why)
@@ -208,15 +212,16 @@ class SemanticJudge:
         one frame about different subjects, or the same lesson. Stated scopes that differ come first: "For A, X" and
         "For B, not X" are two lessons, not a contradiction."""
         if (why := self._scopes_differ(new, [old])) is not None:
-            return Judgement("distinct", score, why)
+            return Judgement("distinct", score, why, apart=True)
         if (why := self._features.conflict(new, old)) is not None:
             return Judgement("conflict", score, why)
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
-            return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}")
+            return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}",
+                             apart=True)
         first, second = sorted((new, old))  # the frame tests do not depend on which text is the new one
         if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
-            return Judgement("distinct", score, swap)
+            return Judgement("distinct", score, swap, apart=True)
         return Judgement("same", score, f"same meaning ({score:.2f})")
 
     def _scopes_differ(self, new: str, texts: Sequence[str]) -> str | None:

@@ -55,12 +55,21 @@ class Scope:
 
 def scope_of(text: str) -> Scope | None:
     """The scope ``text`` states, or None when it states none (or only framing words)."""
+    found = split_scope(text)
+    return None if found is None else found[0]
+
+
+def split_scope(text: str) -> tuple[Scope, str] | None:
+    """The scope ``text`` states and the rest of it (what the rule says to do there: "For invoice totals, round
+    each line" -> "round each line"), or None when it states no scope."""
     for pattern in (_LEADING, _TRAILING):
         if (match := pattern.search(text)) is not None and (scope := _scope(match.group("scope"))) is not None:
-            return scope
+            rest = text[match.end() - 1:] if pattern is _LEADING else text[:match.start()]
+            return scope, rest.strip()
     match = _LABEL.match(text)
     if match is not None and len(_WORD.findall(match.group("scope").lower())) <= LABEL_MAX:
-        return _scope(match.group("scope"))
+        scope = _scope(match.group("scope"))
+        return None if scope is None else (scope, text[match.end() - 1:].strip())
     return None
 
 

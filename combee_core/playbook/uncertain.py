@@ -70,7 +70,8 @@ class UncertainJudge:
         if self.mode == "contest":
             return Judgement("conflict", verdict.score, f"uncertain ({verdict.reason}): the reducer call reads both")
         if (new, old) in self.kept or (old, new) in self.kept:
-            return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both")
+            return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both",
+                             apart=True)
         return Judgement("same", verdict.score, f"uncertain ({verdict.reason}): the reducer call said nothing of the "
                          "pair, so it is one lesson by the judge, unconfirmed", reinforces=False)  # silence
 
@@ -87,7 +88,8 @@ class UncertainJudge:
         if self.mode == "contest":
             return Judgement("conflict", verdict.score, f"uncertain ({verdict.reason}): the reducer call reads both")
         if any((new, text) in self.kept or (text, new) in self.kept for text in texts):
-            return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both")
+            return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both",
+                             apart=True)
         return Judgement("same", verdict.score, f"uncertain ({verdict.reason}): unconfirmed", reinforces=False)
 
 
