@@ -57,13 +57,15 @@ async def combee_timed(*args: str, port: int, clock: Path, env: dict[str, str], 
     started = time.monotonic()
     process = await asyncio.create_subprocess_exec(sys.executable, "-c", FIRST_CONNECT, str(port), str(clock), *args,
                                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = await asyncio.wait_for(process.communicate(), timeout_s)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise AssertionError(f"combee {args[0]} still running after {timeout_s:.0f} s") from None
+    talk = asyncio.create_task(process.communicate())
+    done, _ = await asyncio.wait([talk], timeout=timeout_s)
     exited = time.monotonic()
+    if not done:
+        process.kill()
+        _, err = await talk  # what it wrote before it was killed
+        raise AssertionError(f"combee {args[0]} still running after {timeout_s:.0f} s; its stderr: "
+                             f"{err.decode()[-3000:]}")
+    out, err = talk.result()
     assert clock.exists(), f"combee {args[0]} never tried to connect to port {port}: {err.decode()[-2000:]}"
     assert process.returncode is not None
     return TimedRun(process.returncode, out.decode(), err.decode(), started, float(clock.read_text()), exited)
