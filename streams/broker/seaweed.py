@@ -139,10 +139,18 @@ FILER_CONF_PATH = "/etc/seaweedfs/filer.conf"
 which every filer reloads when it changes."""
 
 
-def filer_conf(fsync: bool, bucket: str = BUCKET) -> bytes:
+CONF_MARKER = "combee/conf-"
+"""Where each start's marker rule points (a key prefix in the bucket, ``combee/conf-<ns>/``): written read-only with
+the rules, so that a write refused there proves the filer applies this start's rules (see :func:`apply_fsync`)."""
+
+
+def filer_conf(fsync: bool, bucket: str = BUCKET, marker: str | None = None) -> bytes:
     """The per-path rules: with ``fsync``, every write under the bucket is synced to disk (``fsync(2)`` of the volume
-    file) before SeaweedFS answers it; without, no rule (the kernel writes it back when it chooses)."""
-    locations = [{"locationPrefix": f"/buckets/{bucket}/", "fsync": True}] if fsync else []
+    file) before SeaweedFS answers it; without, no such rule (the kernel writes it back when it chooses). With
+    ``marker``, a read-only rule on the bucket's ``marker/`` keys too."""
+    locations: list[dict[str, object]] = [{"locationPrefix": f"/buckets/{bucket}/", "fsync": True}] if fsync else []
+    if marker:
+        locations.append({"locationPrefix": f"/buckets/{bucket}/{marker}/", "readOnly": True})
     return json.dumps({"version": 1, "locations": locations}).encode()
 
 
@@ -165,16 +173,33 @@ def read_filer_conf(host: str, filer_port: int, timeout_s: float = 5.0) -> bytes
     return got[1] if got[0] == 200 else b""
 
 
-def apply_fsync(host: str, filer_port: int, fsync: bool, timeout_s: float = 5.0) -> None:
+def apply_fsync(host: str, filer_port: int, fsync: bool, timeout_s: float = 5.0, *, s3_port: int | None = None,
+                in_effect_within_s: float = 60.0) -> None:
     """Write the rules (:func:`filer_conf`) to the filer and read them back; BrokerStartError when they do not
-    read back as written."""
-    wanted = filer_conf(fsync)
+    read back as written. With ``s3_port``, then wait until the filer applies them: it reloads its rules when its
+    own change feed brings the new file, some time after the write (after the rule was removed, 2 of the next 5
+    writes were still synced at load 25-30); a write to this start's read-only marker refused by the S3 gateway
+    shows that the whole new set is in effect (BrokerStartError after ``in_effect_within_s``)."""
+    marker = f"{CONF_MARKER}{time.time_ns()}" if s3_port is not None else None
+    wanted = filer_conf(fsync, marker=marker)
     put = _request(host, filer_port, "PUT", FILER_CONF_PATH, wanted, timeout_s)
     stored = read_filer_conf(host, filer_port, timeout_s)
     if put is None or put[0] not in (200, 201) or stored is None or fsync_in_conf(stored) != fsync:
         raise BrokerStartError(
             f"SeaweedFS did not take the fsync {'on' if fsync else 'off'} rule at http://{host}:{filer_port}"
             f"{FILER_CONF_PATH} (write answered {put[0] if put else 'nothing'}; read back {stored!r})")
+    if s3_port is None:
+        return
+    deadline = time.monotonic() + in_effect_within_s
+    while True:  # until refused: a write accepted before (an empty object under the marker) stays, one per start
+        got = _request(host, s3_port, "PUT", f"/{BUCKET}/{marker}/probe", b"", timeout_s)
+        if got is not None and got[0] >= 400:
+            return
+        if time.monotonic() > deadline:
+            raise BrokerStartError(
+                f"SeaweedFS stored the fsync {'on' if fsync else 'off'} rule but did not apply it within "
+                f"{in_effect_within_s:.0f} s (a write under its read-only marker {marker}/ was still accepted)")
+        time.sleep(0.05)
 
 
 def directory_bytes(path: Path) -> int:
@@ -261,7 +286,8 @@ class SeaweedStorage:
         self.spawn()
         while time.monotonic() < t0 + self.startup_timeout_s:
             if self.check_once():
-                apply_fsync(self.host, self.ports["filer"], self.fsync)
+                apply_fsync(self.host, self.ports["filer"], self.fsync, s3_port=self.ports["s3"],
+                            in_effect_within_s=max(t0 + self.startup_timeout_s - time.monotonic(), 5.0))
                 self.startup_seconds = time.monotonic() - t0
                 return self
             time.sleep(0.1)
@@ -275,7 +301,9 @@ class SeaweedStorage:
         try:
             while time.monotonic() < t0 + self.startup_timeout_s:
                 if await asyncio.to_thread(self.check_once):
-                    await asyncio.to_thread(apply_fsync, self.host, self.ports["filer"], self.fsync)
+                    await asyncio.to_thread(apply_fsync, self.host, self.ports["filer"], self.fsync,
+                                            s3_port=self.ports["s3"],
+                                            in_effect_within_s=max(t0 + self.startup_timeout_s - time.monotonic(), 5.0))
                     self.startup_seconds = time.monotonic() - t0
                     return self
                 await asyncio.sleep(0.1)

@@ -3,6 +3,7 @@ directory's lock, and what `combee status` says about storage."""
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 
@@ -101,6 +102,11 @@ def test_the_fsync_rule_covers_the_bucket_only_when_it_syncs():
     assert fsync_in_conf(b'{"locations":[{"locationPrefix":"/buckets/","fsync":true}]}')  # a parent path covers it
     assert not fsync_in_conf(b'{"locations":[{"locationPrefix":"/buckets/other/","fsync":true}]}')
     assert not fsync_in_conf(b'{"locations":[{"locationPrefix":"","fsync":true}]}')
+    # a start's read-only marker (what shows the rules applied) changes neither
+    marked = [filer_conf(on, marker="combee/conf-1") for on in (True, False)]
+    assert fsync_in_conf(marked[0]) and not fsync_in_conf(marked[1])
+    assert all({"locationPrefix": "/buckets/tansu/combee/conf-1/", "readOnly": True} in json.loads(conf)["locations"]
+               for conf in marked)
 
 
 def test_no_fsync_is_refused_with_memory_or_storage(capsys):
