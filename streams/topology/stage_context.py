@@ -16,7 +16,7 @@ from aiokafka.structs import RecordMetadata
 from combee_core.ingest.redaction import RedactionConfig
 from combee_core.log_limit import RepeatLimit
 from combee_core.models import CombeeModel, DeadLetter
-from combee_core.resend import ResendBudget
+from combee_core.processors.resend import ResendBudget
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -117,16 +117,16 @@ class StageContext:
     async def _send_until_acked(self, topic: str, payload: bytes, key: bytes, headers: tuple[tuple[str, bytes], ...],
                                 *, refused: str | None) -> RecordMetadata:
         """Send until acknowledged, backing off 0.5 s doubling to 5 s between attempts, for at most
-        ``settings.broker_loss_grace_s`` from the first refusal (``combee_core.resend``): then the send raises
-        :class:`~combee_core.resend.RecordRefused` naming the topic and how long it was tried, and its stage fails
-        (a broker that answers every produce with a refusal never trips the watchdog; without the bound the stage
-        waited for ever). Within the budget: a send the producer cancelled is sent again (unless this task itself
-        is being cancelled: the stage is stopping); a broker's refusal (KafkaError) when ``refused`` says the record
-        was refused once already, or when the error is retriable (the broker away or restarting: NodeNotReadyError,
-        a connection lost) or the broker's UnknownError (:func:`_worth_another_try`); a waited send raises any other
-        refusal to its stage. A stray cancel (one this task was not sent) in the back-off ends the send like any
-        other: the worker runs the stage again as a new instance (``streams.topology.worker._run_stage``) and the
-        records it had not committed are delivered again."""
+        ``settings.broker_loss_grace_s`` from the first refusal (``combee_core.processors.resend``): then the send
+        raises :class:`~combee_core.processors.resend.RecordRefused` naming the topic and how long it was tried, and
+        its stage fails (a broker that answers every produce with a refusal never trips the watchdog; without the
+        bound the stage waited for ever). Within the budget: a send the producer cancelled is sent again (unless
+        this task itself is being cancelled: the stage is stopping); a broker's refusal (KafkaError) when
+        ``refused`` says the record was refused once already, or when the error is retriable (the broker away or
+        restarting: NodeNotReadyError, a connection lost) or the broker's UnknownError (:func:`_worth_another_try`);
+        a waited send raises any other refusal to its stage. A stray cancel (one this task was not sent) in the
+        back-off ends the send like any other: the worker runs the stage again as a new instance
+        (``streams.topology.worker._run_stage``) and the records it had not committed are delivered again."""
         budget = ResendBudget(self.settings.broker_loss_grace_s)
         while True:
             if refused is not None:

@@ -12,7 +12,7 @@ from aiokafka.errors import MessageSizeTooLargeError, UnknownError
 from hypothesis import given
 from hypothesis import strategies as st
 
-from combee_core.resend import RecordRefused, ResendBudget
+from combee_core.processors.resend import RecordRefused, ResendBudget
 from combee_core.settings import CombeeSettings
 from streams.broker.profile import BrokerProfile
 from streams.topology.stage_context import StageContext
