@@ -130,6 +130,15 @@ class WorkerFleet:
         """The log of worker ``number``'s latest start."""
         return self.logs[number].read_text(errors="replace")
 
+    def owned(self, number: int, stage: str) -> set[int]:
+        """The partitions of ``stage``'s input that worker ``number`` says it owns now (its log's ``owns`` and
+        ``released`` lines)."""
+        owned: set[int] = set()
+        for change, listed in re.findall(rf" {stage}: (owns|released) (.*)", self.log_text(number)):
+            partitions = {int(p) for p in re.findall(r"\[(\d+)\]", listed)}
+            owned = owned | partitions if change == "owns" else owned - partitions
+        return owned
+
     def stop_all(self) -> None:
         stop_processes(self.processes.values(), timeout_s=20)
         self.processes.clear()
@@ -171,11 +180,16 @@ async def read_run(settings: CombeeSettings, broker: ResolvedBroker) -> tuple[li
             await models(Topic.DLQ, DeadLetter))
 
 
+class StagesBehind(AssertionError):
+    """A stage the fleet runs still had input it had not committed at the deadline (one line: which, how many)."""
+
+
 async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet: WorkerFleet, sent: set[str],
                          timeout_s: float) -> RunAudit:
     """Wait until every sent trace is in a version that counts or a dead letter, and every stage the fleet runs has
     committed all of its input (a stage writes what a record gives before it commits the record, so a late duplicate
-    version or batch is in the topics by then); then audit the topics."""
+    version or batch is in the topics by then); then audit the topics. A stage with input still not committed at
+    the deadline fails the wait (:class:`StagesBehind`): the audit would read topics that are still changing."""
     deadline = time.monotonic() + timeout_s
     while True:
         fleet.check_alive()
@@ -185,10 +199,11 @@ async def wait_accounted(settings: CombeeSettings, broker: ResolvedBroker, fleet
             break
         await asyncio.sleep(1)
     behind = await _wait_committed(settings, broker, fleet, deadline)
+    if behind:
+        raise StagesBehind(f"{timeout_s:.0f} s after the wait began, stage(s) still behind: " + ", ".join(
+            f"{stage} has {count} record(s) of input not committed" for stage, count in sorted(behind.items())))
     audit = audit_run(sent, *await read_run(settings, broker))
     audit.explanation += await explain_missing(settings, broker, audit.missing)
-    if behind:
-        audit.explanation.append(f"stages with input not committed at the deadline: {behind}")
     return audit
 
 

@@ -16,6 +16,7 @@ from aiokafka.structs import RecordMetadata
 from combee_core.ingest.redaction import RedactionConfig
 from combee_core.log_limit import RepeatLimit
 from combee_core.models import CombeeModel, DeadLetter
+from combee_core.processors.resend import ResendBudget
 from combee_core.settings import CombeeSettings
 from combee_core.topology import Topic
 from streams.broker.profile import BrokerProfile
@@ -115,36 +116,42 @@ class StageContext:
 
     async def _send_until_acked(self, topic: str, payload: bytes, key: bytes, headers: tuple[tuple[str, bytes], ...],
                                 *, refused: str | None) -> RecordMetadata:
-        """Send until acknowledged, backing off 0.5 s doubling to 5 s between attempts. A send the producer
-        cancelled is always sent again (unless this task itself is being cancelled: the stage is stopping); a
-        broker's refusal (KafkaError) when ``refused`` says the record was refused once already, or when the error is
-        retriable (the broker away or restarting: NodeNotReadyError, a connection lost; the worker's watchdog bounds
-        how long it may stay away) or the broker's UnknownError (:func:`_worth_another_try`); a waited send raises any
-        other refusal to its stage. A stray cancel (one this task was not sent) in the back-off ends the send like
-        any other: the worker runs the stage again as a new instance (``streams.topology.worker._run_stage``) and
-        the records it had not committed are delivered again."""
-        delay, attempt = 0.5, 0
+        """Send until acknowledged, backing off 0.5 s doubling to 5 s between attempts, for at most
+        ``settings.broker_loss_grace_s`` from the first refusal (``combee_core.processors.resend``): then the send
+        raises :class:`~combee_core.processors.resend.RecordRefused` naming the topic and how long it was tried, and
+        its stage fails (a broker that answers every produce with a refusal never trips the watchdog; without the
+        bound the stage waited for ever). Within the budget: a send the producer cancelled is sent again (unless
+        this task itself is being cancelled: the stage is stopping); a broker's refusal (KafkaError) when
+        ``refused`` says the record was refused once already, or when the error is retriable (the broker away or
+        restarting: NodeNotReadyError, a connection lost) or the broker's UnknownError (:func:`_worth_another_try`);
+        a waited send raises any other refusal to its stage. A stray cancel (one this task was not sent) in the
+        back-off ends the send like any other: the worker runs the stage again as a new instance
+        (``streams.topology.worker._run_stage``) and the records it had not committed are delivered again."""
+        budget = ResendBudget(self.settings.broker_loss_grace_s)
         while True:
             if refused is not None:
-                attempt += 1
-                log.warning("a record to %s was refused (%s); sending it again (attempt %d)", topic, refused, attempt)
+                log.warning("a record to %s was refused (%s); sending it again (attempt %d)", topic, refused,
+                            budget.refusals + 1)
             try:
                 return await self.producer.send_and_wait(topic, payload, key=key, headers=list(headers) or None)
             except KafkaError as failed:
                 if refused is None and not _worth_another_try(failed):
                     raise  # no retry cures it (a record too large, a topic not authorized): the stage decides
-                refused = repr(failed)
+                refused = last = repr(failed)
             except asyncio.CancelledError:
                 task = asyncio.current_task()
                 if task is not None and task.cancelling():  # the stage itself is being stopped
                     raise
+                last = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
                 if refused is None:
                     log.warning("a record to %s was cancelled by the producer (a broker loss?); sending it again",
                                 topic)
                 else:
-                    refused = "the producer cancelled it"  # aiokafka cancels a batch's futures on some broker losses
+                    refused = last
+            delay = budget.refused(time.monotonic())
+            if delay is None:
+                raise budget.gave_up(topic, time.monotonic(), last)
             await asyncio.sleep(delay)
-            delay = min(5.0, delay * 2)
 
     async def dead_letter(self, letter: DeadLetter) -> None:
         """Publish a dead letter (always waits: a dead letter must never be lost), redacted before it is logged or

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
+import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 
 import pytest
 
+from combee_core.log_order import valid_manifests, valid_versions
 from streams.testing.fault_stream import Moments, SteadyStream
-from streams.testing.worker_fleet import PROMPT_STOP_S, WorkerFleet, fleet_settings, wait_accounted
+from streams.testing.worker_fleet import PROMPT_STOP_S, WorkerFleet, fleet_settings, read_run, wait_accounted
+from streams.topology.kafka_clients import partition_for
 from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -31,6 +37,10 @@ TAIL = 6
 MOMENT_S = 300.0
 """The longest wait for a moment to strike: first versions came after up to 58 s at load 50 (the durable kill tests);
 five times that."""
+PAUSES = 2
+"""Zombies per run: pauses until one of them wrote a numbered record late, at least this many."""
+MOST_PAUSES = 5
+"""At most this many pauses (a victim may have had no open batch: 0-3 records written late per pause seen)."""
 SETTLE_S = 300.0
 """After the stream: measured ~20-60 s to drain on 2 cores; five times that before the test gives up."""
 
@@ -121,17 +131,108 @@ async def test_rolling_sigterm_restarts_lose_no_trace(kafka, unique_prefix, tmp_
 
 
 async def test_paused_workers_waking_up_as_zombies_change_nothing_that_counts(kafka, unique_prefix, tmp_path):
-    """SIGSTOP a worker past the session timeout (its partitions move), then SIGCONT: it finishes calls for
-    partitions it no longer owns. Whatever it writes late must be void for every reader."""
+    """SIGSTOP the worker that batches a playbook, keep it stopped until the others have taken its partitions over
+    and written that playbook's next batch and version, then SIGCONT: it wakes up believing it still owns them and
+    writes what it had in hand (an open batch's manifest, the next version from partials it fetches), each with a
+    number already taken. Whatever it writes late must be void for every reader. Paused again until a zombie has
+    written such a record (a run where none did proves nothing and fails)."""
     rng = _fault_rng()
+    settings = fleet_settings(unique_prefix)
+    late: list[int] = []
 
     async def pauses(fleet: WorkerFleet, moments: Moments) -> None:
-        for _ in range(2):
+        while len(late) < MOST_PAUSES and not (len(late) >= PAUSES and sum(late)):
             await moments.next()
-            victim = rng.choice(sorted(fleet.processes))
-            fleet.pause(victim)
-            moments.mark(f"worker {victim} paused")
-            await asyncio.sleep(kafka.profile.session_timeout_ms / 1000 + rng.uniform(1, 4))
-            fleet.resume(victim)
+            playbook = rng.choice(PLAYBOOKS)
+            before, victim = await _batcher_of(fleet, partition_for(playbook, settings.partitions), settings, kafka)
+            late.append(await _zombie(fleet, victim, playbook, before, moments, settings, kafka))
+            print(f"pause {len(late)}: {moments.marks[-1]}")
 
     await _run(kafka, unique_prefix, tmp_path, (1, 2), pauses, fenced_writers=True)
+    assert sum(late) > 0, f"no zombie wrote a numbered record late in {len(late)} pause(s): the test proved nothing"
+    versions, manifests, _ = await read_run(settings, kafka)
+    assert not (counted := _late_that_count(versions, manifests)), f"records of a number already taken count: {counted}"
+
+
+def _late_that_count(versions: list, manifests: list) -> list[str]:
+    """Records of a number already taken (a later record of a version or batch id in the log) that count by the
+    reading rule every reader applies (``combee_core.log_order``)."""
+    counted = {id(r) for r in [*valid_versions(versions), *valid_manifests(manifests)]}
+    written: dict[tuple[str, str, int], list] = {}
+    for kind, number, records in (("v", "version", versions), ("batch ", "batch_id", manifests)):
+        for record in records:
+            written.setdefault((kind, record.playbook_id, getattr(record, number)), []).append(record)
+    return [f"{pb} {kind}{n}: record {i + 1} of {len(rs)}" for (kind, pb, n), rs in sorted(written.items())
+            for i, r in enumerate(rs) if i and id(r) in counted]
+
+
+@dataclass(frozen=True)
+class _Numbers:
+    """Per playbook, how many versions and batches count; and how many records took a number already taken."""
+
+    versions: Counter[str]
+    batches: Counter[str]
+    written_twice: int
+
+    def counted(self, playbook: str) -> str:
+        return f"{self.versions[playbook]} versions, {self.batches[playbook]} batches"
+
+    def took_over(self, before: _Numbers, playbook: str) -> bool:
+        return self.versions[playbook] > before.versions[playbook] and self.batches[playbook] > before.batches[
+            playbook]
+
+
+async def _numbers(settings, kafka) -> _Numbers:
+    versions, manifests, _ = await read_run(settings, kafka)
+    numbers = [("v", v.playbook_id, v.version) for v in versions] + [("b", m.playbook_id, m.batch_id)
+                                                                      for m in manifests]
+    return _Numbers(Counter(v.playbook_id for v in valid_versions(versions)),
+                    Counter(m.playbook_id for m in valid_manifests(manifests)), len(numbers) - len(set(numbers)))
+
+
+async def _batcher_of(fleet: WorkerFleet, partition: int, settings, kafka) -> tuple[_Numbers, int]:
+    """The numbers now and the worker whose batch stage owns ``partition`` (its open batches are what a zombie writes
+    on waking: it closes them at once, their ``max_wait_s`` long past); waits while the partition is between
+    owners."""
+    deadline = time.monotonic() + MOMENT_S
+    while True:
+        before = await _numbers(settings, kafka)
+        owner = next((n for n in sorted(fleet.processes) if partition in fleet.owned(n, "batch")), None)
+        if owner is not None:
+            return before, owner
+        assert time.monotonic() < deadline, f"no worker's batch stage owned partition {partition} in {MOMENT_S:.0f} s"
+        await asyncio.sleep(0.5)
+
+
+async def _zombie(fleet: WorkerFleet, victim: int, playbook: str, before: _Numbers, moments: Moments, settings,
+                  kafka) -> int:
+    """Pause ``victim`` (it batches ``playbook`` now) until the others have written ``playbook``'s next batch and
+    version and the session timed out, then wake it; once its batch stage has noticed the rebalance (it released or
+    took partitions): how many records it wrote late."""
+    noticed = len(_BATCHER_CHANGES.findall(fleet.log_text(victim)))
+    paused_at = time.monotonic()
+    fleet.pause(victim)
+    moments.mark(f"worker {victim} paused (batches {playbook}: {before.counted(playbook)})")
+    await _until(lambda now: now.took_over(before, playbook)
+                 and time.monotonic() - paused_at > kafka.profile.session_timeout_ms / 1000,
+                 settings, kafka, f"the others taking over {playbook} from worker {victim}")
+    fleet.resume(victim)
+    await _until(lambda _: len(_BATCHER_CHANGES.findall(fleet.log_text(victim))) > noticed, settings, kafka,
+                 f"worker {victim} noticing the rebalance")  # what it wrote before is acknowledged by then
+    late = (await _numbers(settings, kafka)).written_twice - before.written_twice
+    moments.mark(f"worker {victim} woke up after {time.monotonic() - paused_at:.0f} s: {late} numbered record(s) "
+                 "written late")
+    return late
+
+
+_BATCHER_CHANGES = re.compile(r" batch: (?:released|owns) ")
+
+
+async def _until(condition: Callable[[_Numbers], bool], settings, kafka, what: str) -> _Numbers:
+    deadline = time.monotonic() + MOMENT_S
+    while True:
+        now = await _numbers(settings, kafka)
+        if condition(now):
+            return now
+        assert time.monotonic() < deadline, f"no {what} within {MOMENT_S:.0f} s"
+        await asyncio.sleep(0.5)
