@@ -132,9 +132,9 @@ async def test_combee_broker_says_it_is_stopping_and_stops_within_its_grace_with
                 await asyncio.to_thread(process.wait, 30)
     await asyncio.to_thread(reader.join, 30)
     err = "".join(line for _, line in said)
+    assert code == 0 and "(up to 2 s while clients are connected)" in err and "Broker stopped.\n" in err, err
     [stopping] = [at for at, line in said if line.startswith("Stopping the broker at")]
     [stopped] = [at for at, line in said if line == "Broker stopped.\n"]
-    assert code == 0 and "(up to 2 s while clients are connected)" in err, err
     # Its grace is what it promises: from saying it stops to saying it stopped, Tansu (a client attached, so it does
     # not stop at SIGTERM) gets 2 s, then SIGKILL. The bound is the grace it must not wait in memory (5 s, the stored
     # one; a silent ~7 s before): the 3 s beyond the 2 are for the kill, the reaping and two lines (0.01-0.02 s at
