@@ -16,6 +16,10 @@ from tests.integration.topology_support import env_without_combee
 
 pytestmark = [pytest.mark.integration]
 
+START_S = 120.0
+"""The most a wait on a process's start gets: every `combee` start took 15-30 s of wall at load 23-38
+(docs/benchmarks.md, "The suite's run time"). The wait ends on the condition."""
+
 
 async def _get(port: int, path: str) -> tuple[int, bytes]:
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -79,9 +83,14 @@ async def test_worker_with_health_port_is_alive_then_ready_and_stops_on_sigterm(
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     try:
+        # Timed from the door's opening, which the worker says on stderr once its port is bound (first thing after
+        # its imports): the interpreter's start before it took 30 s and more at load 25-35, and 30 s from the spawn
+        # failed the suite so. That start gets the most a process's start gets, ending on the line; the door then
+        # answered in 0.01-0.02 s at load 11.
+        await _stderr_until(process, f"worker: health on :{port} ", START_S)
         status, body = await _poll(port, "/healthz", 30, process)
         assert status == 200 and b"alive" in body
-        status, body = await _poll(port, "/readyz", 60, process)
+        status, body = await _poll(port, "/readyz", START_S, process)  # the rest of its start: topics, groups
         assert status == 200, body
         for stage in ("reflect", "batch", "aggregate", "reduce", "control"):
             assert f'"{stage}":"consuming"'.encode() in body

@@ -96,11 +96,20 @@ async def test_diff_of_topic_prefixes_uses_the_broker_combee_broker_recorded(kaf
 
 async def test_combee_broker_says_it_is_stopping_and_stops_within_its_grace_with_a_worker_attached(tmp_path):
     import signal
+    import threading
     import time
 
     env = env_without_combee(COMBEE_STATE_DIR=str(tmp_path))
     broker = subprocess.Popen([sys.executable, "-m", "streams.cli", "broker", "--memory"], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said: list[tuple[float, str]] = []  # the broker's stderr lines, each with the moment this test read it
+
+    def read_said() -> None:
+        for line in broker.stderr:
+            said.append((time.monotonic(), line))
+
+    reader = threading.Thread(target=read_said, daemon=True)
+    reader.start()
     worker = None
     try:
         bootstrap = (await asyncio.to_thread(broker.stdout.readline)).strip()
@@ -112,16 +121,23 @@ async def test_combee_broker_says_it_is_stopping_and_stops_within_its_grace_with
             while "worker: ready" not in (line := worker.stderr.readline()):
                 assert line, "the worker exited before it was ready"
 
-        await asyncio.wait_for(asyncio.to_thread(ready), 60)
-        started = time.monotonic()
+        # Ends on the condition; the most a process's start gets (15-30 s of wall at load 23-38).
+        await asyncio.wait_for(asyncio.to_thread(ready), 120)
         broker.send_signal(signal.SIGTERM)
         code = await asyncio.to_thread(broker.wait, 30)
-        took = time.monotonic() - started
     finally:
         for process in (worker, broker):
             if process is not None and process.poll() is None:
                 process.send_signal(signal.SIGTERM)
                 await asyncio.to_thread(process.wait, 30)
-    err = broker.stderr.read()
-    assert code == 0 and "Stopping the broker at" in err and "Broker stopped." in err, err
-    assert took < 2.0 + 4.0, took  # the 2 s grace, then SIGKILL, plus its own exit: a bound (it took ~7 s before)
+    await asyncio.to_thread(reader.join, 30)
+    err = "".join(line for _, line in said)
+    assert code == 0 and "(up to 2 s while clients are connected)" in err and "Broker stopped.\n" in err, err
+    [stopping] = [at for at, line in said if line.startswith("Stopping the broker at")]
+    [stopped] = [at for at, line in said if line == "Broker stopped.\n"]
+    # Its grace is what it promises: from saying it stops to saying it stopped, Tansu (a client attached, so it does
+    # not stop at SIGTERM) gets 2 s, then SIGKILL. The bound is the grace it must not wait in memory (5 s, the stored
+    # one; a silent ~7 s before): the 3 s beyond the 2 are for the kill, the reaping and two lines (0.01-0.02 s at
+    # load 9-10, the broker at nice 19). Not timed: the signal's way to its loop and the interpreter's exit, seconds
+    # at load 25-35 (the whole took 6.2 s once), bounded by the 30 s wait above.
+    assert stopped - stopping < 5.0, f"{stopped - stopping:.2f} s from 'Stopping the broker' to 'Broker stopped.'"
