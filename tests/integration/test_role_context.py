@@ -36,9 +36,10 @@ def _requests(server: FakeOpenAIServer, task: str) -> list[dict]:
     return found
 
 
-async def test_after_version_1_every_role_prompt_carries_the_playbook(kafka, unique_prefix, server):
+@pytest.mark.parametrize("lag", [0, 1])
+async def test_after_version_1_every_role_prompt_carries_the_playbook(kafka, unique_prefix, server, lag):
     settings = run_settings(
-        unique_prefix, batch_size=4, p=1, max_wait_s=30.0, reflector_model="openai/tiny",
+        unique_prefix, context_lag=lag, batch_size=4, p=1, max_wait_s=30.0, reflector_model="openai/tiny",
         aggregator_model="openai/tiny", reducer_model="openai/tiny", llm_api_base=server.api_base,
         llm_api_key="local-no-key", llm_max_retries=1,
         deterministic_merge=False,  # every batch goes through the reducer call, whose prompt is checked
@@ -63,10 +64,12 @@ async def test_after_version_1_every_role_prompt_carries_the_playbook(kafka, uni
     aggregations = _requests(server, "aggregate")
     reductions = _requests(server, "reduce")
     assert len(aggregations) == 4 and len(reductions) == 2  # k = floor(sqrt(4)) = 2 per batch, one reduce each
-    # Batch 0 was aggregated and reduced with the empty version 0; batch 1 with version 1, every entry in it.
+    # Batch 0 was aggregated and reduced with the empty version 0; batch 1 reduced with version 1, every entry in it,
+    # and aggregated with version 1 - lag (docs/architecture.md, "Context lag": with lag 1 the version before).
     assert [d["playbook"] for d in aggregations[:2] + reductions[:1]] == ["", "", ""]
-    for data in aggregations[2:] + reductions[1:]:
+    for data in (aggregations[2:] if lag == 0 else []) + reductions[1:]:
         assert all(line in data["playbook"] for line in lines), data["playbook"]
+    assert lag == 0 or [d["playbook"] for d in aggregations[2:]] == ["", ""]
     # The reflector read the content of the entries each agent used (not only their ids).
     by_trace = {d["trace"]["trace_id"]: d for d in _requests(server, "reflect")}
     v1_by_id = {e.entry_id: e for e in v1.entries}
