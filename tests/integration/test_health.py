@@ -12,13 +12,10 @@ import pytest
 
 from streams.broker.child_process import find_free_port
 from streams.topology.health import HealthServer, WorkerReadiness
+from tests.integration.durable_support import START_S  # the most a wait on a process's start gets
 from tests.integration.topology_support import env_without_combee
 
 pytestmark = [pytest.mark.integration]
-
-START_S = 120.0
-"""The most a wait on a process's start gets: every `combee` start took 15-30 s of wall at load 23-38
-(docs/benchmarks.md, "The suite's run time"). The wait ends on the condition."""
 
 
 async def _get(port: int, path: str) -> tuple[int, bytes]:
