@@ -165,8 +165,10 @@ _EMAIL = (
     r"(?<![\w.%+'-])[\w%+'-](?:[\w.%+'-]{0,62}[\w%+'-])?@"
     r"(?:[^\W_](?:[\w-]{0,61}[^\W_])?\.)+(?:[^\W\d_]{2,63}|xn--[a-z0-9-]{2,59})(?![\w-])"
 )
-# Digits in groups joined by up to three spaces (any: no-break, thin, figure), dashes, dots or slashes.
-_CARD = r"(?<![\d-])\d(?:(?:[^\S\r\n]|[/._-]){0,3}\d){12,18}(?!\d)"
+# Digits in groups joined by up to three spaces (any: no-break, thin, figure), dashes, dots or slashes, standing
+# alone: not inside a longer run of letters and digits (a hex trace id or digest holds a Luhn-valid, card-prefixed run
+# of 16 digits about once in 2,000; presidio's card recognizer asks for word boundaries too).
+_CARD = r"(?<![^\W_])(?<!-)\d(?:(?:[^\S\r\n]|[/._-]){0,3}\d){12,18}(?![^\W_])"
 _PHONE = (
     r"(?<![\w+])\+\d{1,3}(?:(?:[^\S\r\n]|[.-])?\(?\d{1,4}\)?){2,5}(?![\w-])"
     r"|(?<![\w+.-])\(?0?\d{2,4}\)?(?:[^\S\r\n]|[.-])\d{3,4}(?:[^\S\r\n]|[.-])\d{4}(?![\w-])"

@@ -9,7 +9,7 @@ this order (docs/redaction.md):
   ``"db_password": "..."``), headers, URL passwords, private key blocks, keys of known shapes;
 - ``EMAIL``: ``local@domain.tld``, letters of any script;
 - ``CARD``: 13 to 19 digits (any spaces, dashes, dots or slashes between groups) with a card network's prefix that
-  pass the Luhn check;
+  pass the Luhn check, not inside a longer run of letters and digits (a hex id);
 - ``PHONE``: ``+`` and 8 to 15 digits, or a national number written in groups (``(415) 555-0134``,
   ``020 7946 0958``).
 
