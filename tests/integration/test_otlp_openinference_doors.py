@@ -61,7 +61,7 @@ def _agent(provider, runs: list[Trace]) -> None:
     run_openinference_agent(provider, masked, masked=True)
 
 
-def _learned(traces: list[Trace], redaction: RedactionConfig) -> set[str]:
+def learned_ids(traces: list[Trace], redaction: RedactionConfig) -> set[str]:
     """The ids the traces are learned under: each trace's id as the reflector's redaction leaves it."""
     return {Redactor(redaction).identifier(t.trace_id) for t in traces}
 
@@ -75,7 +75,7 @@ def _check(traces: list[Trace], versions: list[PlaybookVersion], dead: list[Dead
     [late] = [t for t in traces if t.task_id == runs[RUNS - 1].task_id]
     assert late.input == runs[RUNS - 1].input and late.metadata["otlp.feedback"].startswith(("joined", "with-run"))
     lineage = {t for v in versions for t in v.lineage}
-    assert lineage == _learned(traces, redaction)
+    assert lineage == learned_ids(traces, redaction)
     carded = f"otel:{CARD_IN_ID:032x}"  # learned under a pseudonym: the card number is in no lineage
     assert carded in {t.trace_id for t in traces} and not any("4111111111111111" in t for t in lineage)
     assert any(v.entries for v in versions)
@@ -112,7 +112,7 @@ async def test_one_worker_command_with_otlp_learns_openinference_runs_over_http(
         while True:
             traces = await _read(kafka, f"{unique_prefix}traces", Trace)
             versions = await _read(kafka, f"{unique_prefix}playbook", PlaybookVersion)
-            missing = _learned(traces, RedactionConfig()) - {t for v in versions for t in v.lineage}
+            missing = learned_ids(traces, RedactionConfig()) - {t for v in versions for t in v.lineage}
             if len(traces) == RUNS and not missing:
                 break
             assert process.poll() is None and time.monotonic() < deadline, \
@@ -153,7 +153,7 @@ async def test_collector_kafka_records_of_openinference_runs_learn(kafka, unique
             run.check_alive()
             assert time.monotonic() < deadline, f"{len(traces)} of {RUNS} traces"
             await asyncio.sleep(0.5)
-        versions = await run.wait_for_lineage(_learned(traces, RedactionConfig.from_settings(settings)),
+        versions = await run.wait_for_lineage(learned_ids(traces, RedactionConfig.from_settings(settings)),
                                               timeout_s=120)
         dead = await run.dead_letters()
     _check(traces, versions, dead, runs, RedactionConfig.from_settings(settings))
