@@ -11,23 +11,44 @@ feedback carries the ``LESSON[section]: ...`` lines the offline simulator learns
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
+from opentelemetry.sdk.trace.id_generator import IdGenerator
 
 from combee_core.models import Trace
 
 MODEL = "toy-model"
 
 
-def tracer_provider(exporter: SpanExporter, service: str = "toy-agent", **resource: str) -> TracerProvider:
-    """A provider exporting every span as it ends (``SimpleSpanProcessor``)."""
-    provider = TracerProvider(resource=Resource.create({"service.name": service, **resource}))
+def tracer_provider(exporter: SpanExporter, service: str = "toy-agent", *, id_generator: IdGenerator | None = None,
+                    **resource: str) -> TracerProvider:
+    """A provider exporting every span as it ends (``SimpleSpanProcessor``); ``id_generator``: the trace and span
+    ids (None: the SDK's random ones)."""
+    provider = TracerProvider(resource=Resource.create({"service.name": service, **resource}),
+                              id_generator=id_generator)
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     return provider
+
+
+class SeededIds(IdGenerator):
+    """Trace and span ids from a seeded RNG, the first trace ids as given: a test's runs get the same ids every
+    time (a random OTel trace id holds a card-shaped number now and then, which the reflector's redaction turns into
+    a pseudonym in the id its reflections and versions' lineages carry: docs/redaction.md)."""
+
+    def __init__(self, seed: int, first_trace_ids: Sequence[int] = ()) -> None:
+        self._rng = random.Random(seed)
+        self._first = list(first_trace_ids)
+
+    def generate_span_id(self) -> int:
+        return self._rng.getrandbits(64) or 1
+
+    def generate_trace_id(self) -> int:
+        return self._first.pop(0) if self._first else self._rng.getrandbits(128) or 1
 
 
 def _messages(role: str, text: str) -> str:

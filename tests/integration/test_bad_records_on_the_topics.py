@@ -11,13 +11,15 @@ import time
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from combee_core.ingest.redaction import RedactionConfig
 from combee_core.models import PlaybookVersion, Trace
 from combee_core.otlp.wire import encode_request
-from streams.testing.otel_agent import export_request, run_agent, tracer_provider
+from streams.testing.otel_agent import SeededIds, export_request, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline
 from streams.topology.topic_reader import read_topic
 from tests.integration.test_otlp_ingest import RUNS, _runs, _settings
+from tests.integration.test_otlp_openinference_doors import learned_ids
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -37,7 +39,7 @@ def _attribute_bomb(record: bytes) -> bytes:
 async def _learned(run: InProcessPipeline, count: int, timeout_s: float = 120.0
                    ) -> tuple[list[Trace], list[PlaybookVersion]]:
     """Wait for ``count`` readable traces on the traces topic (the bad records written there are skipped), then until
-    each is in a version's lineage."""
+    each is in a version's lineage (under its id as the reflector's redaction leaves it)."""
     deadline = time.monotonic() + timeout_s
     while True:
         run.check_alive()
@@ -51,14 +53,15 @@ async def _learned(run: InProcessPipeline, count: int, timeout_s: float = 120.0
             break
         assert time.monotonic() < deadline, f"{len(traces)} of {count} traces after {timeout_s:.0f} s"
         await asyncio.sleep(0.5)
-    return traces, await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
+    learned = learned_ids(traces, RedactionConfig.from_settings(run.settings))
+    return traces, await run.wait_for_lineage(learned, timeout_s=timeout_s)
 
 
 async def test_recursion_bombs_on_the_otlp_and_traces_topics_are_dead_letters_and_ingest_goes_on(kafka,
                                                                                                  unique_prefix):
     settings = _settings(unique_prefix)
     exporter = InMemorySpanExporter()
-    provider = tracer_provider(exporter)
+    provider = tracer_provider(exporter, id_generator=SeededIds(seed=1))
     bombed = _runs(PLAYBOOK, seed=11)[0]
     run_agent(provider, bombed)
     mapped_bomb = _attribute_bomb(encode_request(export_request(exporter.get_finished_spans()), "otlp_json"))

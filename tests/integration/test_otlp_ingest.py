@@ -1,7 +1,8 @@
 """OpenTelemetry in, playbook versions out, on the real broker: a toy agent instrumented with the OpenTelemetry SDK
 (GenAI conventions) exporting OTLP/HTTP to ``combee otlp-receiver``'s server, and the same kind of spans written to
 the OTLP topic as the Collector's Kafka exporter writes them (``otlp_proto`` and ``otlp_json``, one record per batch
-of spans), both become traces and then a playbook version through the ingest-otlp stage."""
+of spans), both become traces and then a playbook version through the ingest-otlp stage. The runs' OTel ids are
+seeded; a trace is learned under its id as the reflector's redaction leaves it (``learned_ids``)."""
 
 from __future__ import annotations
 
@@ -18,13 +19,15 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from combee_core.ingest.redaction import RedactionConfig
 from combee_core.models import Trace
 from combee_core.otlp.wire import decode_spans, encode_request
 from combee_core.sim.task_suite import build_suite, train_traces
-from streams.testing.otel_agent import export_request, report_evaluation, run_agent, tracer_provider
+from streams.testing.otel_agent import SeededIds, export_request, report_evaluation, run_agent, tracer_provider
 from streams.topology.kafka_clients import start_producer
 from streams.topology.pipeline import InProcessPipeline, read_models
 from streams.topology.topic_reader import read_topic
+from tests.integration.test_otlp_openinference_doors import learned_ids
 from tests.integration.topology_support import env_without_combee, run_settings, serving_receiver
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -55,7 +58,8 @@ async def _learned(run: InProcessPipeline, count: int, timeout_s: float = 90.0) 
         run.check_alive()
         assert time.monotonic() < deadline, f"{len(traces)} of {count} traces after {timeout_s:.0f} s"
         await asyncio.sleep(0.5)
-    versions = await run.wait_for_lineage({t.trace_id for t in traces}, timeout_s=timeout_s)
+    redaction = RedactionConfig.from_settings(run.settings)
+    versions = await run.wait_for_lineage(learned_ids(traces, redaction), timeout_s=timeout_s)
     return traces, versions
 
 
@@ -66,7 +70,7 @@ async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_
                                                                                    "aggregate", "reduce"]) as run,
                 serving_receiver(settings, kafka) as served):
         exporter = OTLPSpanExporter(endpoint=served.url)
-        provider = tracer_provider(exporter)
+        provider = tracer_provider(exporter, id_generator=SeededIds(seed=1))
         late = runs[-1]
 
         def agent():  # the SDK exports synchronously (SimpleSpanProcessor): off the event loop
@@ -96,7 +100,8 @@ async def test_a_toy_agent_exporting_otlp_http_to_the_receiver_makes_a_playbook_
     assert joined.metadata["otlp.feedback"].startswith("joined after") and joined.feedback, joined.metadata
     assert run.counters["otlp_runs_waiting_for_feedback"] >= 1 and "otlp_traces_without_feedback" not in run.counters
     assert [d.stage for d in dead if "content capture is off" in d.reason] == ["ingest-otlp"]
-    assert Counter(t for v in versions for t in v.lineage) == {t.trace_id: 1 for t in traces}
+    learned = learned_ids(traces, RedactionConfig.from_settings(settings))
+    assert Counter(t for v in versions for t in v.lineage) == dict.fromkeys(learned, 1) and len(learned) == RUNS
     assert any(op.outcome == "applied" for v in versions for op in v.operations) and versions[-1].entries
 
 
@@ -104,9 +109,9 @@ async def test_collector_kafka_records_in_otlp_proto_and_otlp_json_make_playbook
     settings = _settings(unique_prefix)
     records: list[bytes] = []
     expected: dict[str, set[str]] = {}
-    for encoding, playbook in (("otlp_proto", "otel-proto"), ("otlp_json", "otel-json")):
+    for seed, (encoding, playbook) in enumerate((("otlp_proto", "otel-proto"), ("otlp_json", "otel-json")), 1):
         exporter = InMemorySpanExporter()
-        provider = tracer_provider(exporter)
+        provider = tracer_provider(exporter, id_generator=SeededIds(seed))
         for simulated in _runs(playbook):
             run_agent(provider, simulated)
         spans = exporter.get_finished_spans()
@@ -127,7 +132,8 @@ async def test_collector_kafka_records_in_otlp_proto_and_otlp_json_make_playbook
     assert by_playbook == {"otel-proto": RUNS, "otel-json": RUNS}
     for playbook, trace_ids in expected.items():
         assert {t.trace_id for t in traces if t.playbook_id == playbook} == trace_ids
-        assert {t for v in versions if v.playbook_id == playbook for t in v.lineage} == trace_ids
+        assert {t for v in versions if v.playbook_id == playbook for t in v.lineage} == learned_ids(
+            [t for t in traces if t.playbook_id == playbook], RedactionConfig.from_settings(settings))
         assert any(v.entries for v in versions if v.playbook_id == playbook)
     assert all(t.metadata["otlp.feedback"] == "with-run" and t.feedback for t in traces)
 
