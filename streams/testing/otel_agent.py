@@ -37,8 +37,7 @@ def tracer_provider(exporter: SpanExporter, service: str = "toy-agent", *, id_ge
 
 class SeededIds(IdGenerator):
     """Trace and span ids from a seeded RNG, the first trace ids as given: a test's runs get the same ids every
-    time (a random OTel trace id holds a card-shaped number now and then, which the reflector's redaction turns into
-    a pseudonym in the id its reflections and versions' lineages carry: docs/redaction.md)."""
+    time, and a test can give a run an id of a shape it must survive (a card-shaped run inside the hex)."""
 
     def __init__(self, seed: int, first_trace_ids: Sequence[int] = ()) -> None:
         self._rng = random.Random(seed)
