@@ -9,7 +9,9 @@ be absent, the other that a thing must be present, and the two things are one th
 :func:`requirements_of` reads, per clause, the thing after a marker of absence ("without X", "no X", "skip X",
 "omit X", "leave out X", "forgo X", or a verb of presence negated: "never set X", "do not add X") or of presence
 ("needs X", "requires X", "set X", "add X", "include X", "with X", ...; a verb of presence in a negated clause asks
-nothing); a marker of absence in a negated clause ("do not call it without a timeout") asks for presence. The thing is
+nothing, nor one right after a relative pronoun: "amounts that already include tax" describes); a marker of absence in
+a negated clause ("do not call it without a timeout") asks for presence, and a clause opening with "without" is a
+condition ("Without a retry budget, a job loops for ever") that asks for nothing. The thing is
 the words after the marker (determiners skipped, at most :data:`MAX_THING_WORDS`, up to the first function word).
 
 :func:`requirement_flip` compares two texts' requirements with a similarity of things supplied by the caller (the
@@ -39,6 +41,12 @@ _PRESENCE_VERBS = ("need|needs|require|requires|set|add|give|pass|include|includ
 _PRESENT = re.compile(rf"\b({_PRESENCE_VERBS})\s+(.*)")
 _NEGATED_PRESENT = re.compile(rf"\b(never|not|don't|dont|avoid|no need to)\s+(?:\w+ly\s+)?({_PRESENCE_VERBS})\s+(.*)")
 _ABSENT = re.compile(r"\b(without|skip|skipping|omit|omitting|forgo|forgoing|leave out|leaving out|no)\s+(.*)")
+_CONDITION = re.compile(r"^(?:and |but |so |or )?without\b")
+"""A clause that opens with "without" states a condition and its consequence follows ("Without a retry budget, a
+failing job loops for ever"): it argues for the thing, it does not ask for its absence."""
+_DESCRIBED = re.compile(rf"\b(that|which|who)\s+(?:already\s+|also\s+|\w+ly\s+)?({_PRESENCE_VERBS})\b")
+"""A verb of presence right after a relative pronoun describes a thing ("net amounts that already include tax"),
+it does not ask for one."""
 _NOT_A_THING = re.compile(r"(more|less|fewer|later|earlier|longer|matter|one|need|out|no|without)\b")
 """Words after "no" / "with" that are not a thing ("no more than", "no matter", "with no", "with out")."""
 _DETERMINERS = frozenset("a an the any every each some all its their your our this that these those".split())
@@ -59,7 +67,10 @@ def requirements_of(text: str) -> tuple[Requirement, ...]:
     """The things ``text`` requires present or absent, clause by clause, in order, without repeats."""
     found: list[Requirement] = []
     for clause in _clauses(text.lower().replace("\u2019", "'")):
+        if _CONDITION.match(clause):
+            continue
         negated = _NEGATED.search(clause) is not None
+        described = {match.start(2) for match in _DESCRIBED.finditer(clause)}
         for match in _NEGATED_PRESENT.finditer(clause):
             _note(found, "absent", match.group(3))
         for match in _ABSENT.finditer(clause):
@@ -69,7 +80,7 @@ def requirements_of(text: str) -> tuple[Requirement, ...]:
             _note(found, "present" if double else "absent", match.group(2))
         if not negated:
             for match in _PRESENT.finditer(clause):
-                if not _NOT_A_THING.match(match.group(2)):
+                if match.start() not in described and not _NOT_A_THING.match(match.group(2)):
                     _note(found, "present", match.group(2))
     return tuple(found)
 

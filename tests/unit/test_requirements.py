@@ -56,6 +56,9 @@ def _words_alike(a: str, b: str) -> bool:
     ("There is no need to add a changelog entry.", [("absent", "changelog entry")]),
     ("Wait no more than 5 seconds for a reply.", []),  # a bound, not a thing
     ("Skip the cover page when counting pages.", [("absent", "cover page")]),
+    ("Without a retry budget, a failing job loops for ever.", []),  # a condition: it argues for the budget
+    ("Report totals as net amounts that already include shipping.", []),  # "that ... include" describes
+    ("Make sure that every request has a timeout.", [("present", "timeout")]),  # "that" opening a clause asks
 ])
 def test_what_a_rule_requires_present_or_absent(text: str, expected: list[tuple[str, str]]) -> None:
     assert [(r.polarity, r.thing) for r in requirements_of(text)] == expected
