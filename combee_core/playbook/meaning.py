@@ -21,6 +21,7 @@ import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
+from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
 from combee_core.playbook.scope import Scope, scope_of
 from combee_core.playbook.similarity import (
     _STOPWORDS,
@@ -63,6 +64,13 @@ def model_same_meaning(embedder: object) -> float:
     (a hosted model's must be measured: ``docs/models.md``, "Embeddings")."""
     value = getattr(embedder, "same_meaning", None)
     return float(value) if isinstance(value, int | float) else SAME_MEANING
+
+
+def model_related(embedder: object) -> float | None:
+    """The cosine from which two lessons are about one subject under ``embedder`` (its ``related`` attribute, measured
+    on the dev sets), or None: a model that names none (a hosted one, until measured) gets no requirement check."""
+    value = getattr(embedder, "related", None)
+    return float(value) if isinstance(value, int | float) else None
 
 
 Kind = Literal["same", "conflict", "distinct"]
@@ -111,6 +119,12 @@ class _Features:
         self._rules: dict[str, RuleFeatures] = {}
         self._texts: dict[str, ComparableText] = {}
         self._scopes: dict[str, Scope | None] = {}
+        self._requirements: dict[str, tuple[Requirement, ...]] = {}
+
+    def requirements(self, text: str) -> tuple[Requirement, ...]:
+        if text not in self._requirements:
+            self._requirements[text] = requirements_of(text)
+        return self._requirements[text]
 
     def scope(self, text: str) -> Scope | None:
         if text not in self._scopes:
@@ -164,12 +178,16 @@ class LexicalJudge:
 
 
 class SemanticJudge:
-    """Closeness in meaning by cosine of embeddings (across sections), the conflict check on every close pair."""
+    """Closeness in meaning by cosine of embeddings (across sections), the conflict check on every close pair; a pair
+    about one subject (from the model's ``related`` cosine, below the threshold too) is a conflict when one requires
+    absent what the other requires present, the two things one in meaning (:mod:`~combee_core.playbook.requirements`:
+    "without a timeout" / "needs a time limit")."""
 
     def __init__(self, cache: EmbeddingCache, same_meaning: float | None = None) -> None:
         """``same_meaning``: None for the model's own (its ``same_meaning`` attribute, else :data:`SAME_MEANING`)."""
         self.cache = cache
         self.same_meaning = same_meaning if same_meaning is not None else model_same_meaning(cache.embedder)
+        self.related = model_related(cache.embedder)
         self._features = _Features()
 
     def prepare(self, texts: Sequence[str]) -> None:
@@ -183,8 +201,28 @@ class SemanticJudge:
     def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
         score = self.score(new, old)
         if score < self.same_meaning:
+            if (why := self._requirement_flip(score, new, old)) is not None:
+                return Judgement("conflict", score, why)
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning}")
         return self._checked(score, new, old)
+
+    def _requirement_flip(self, score: float, new: str, old: str) -> str | None:
+        """Why two texts about one subject (at least :attr:`related`) require one thing with opposite polarity (the
+        things' cosine at least the threshold: the judge would call them one), or None; texts about other stated
+        scopes are two lessons whatever they require."""
+        if self.related is None or score < self.related:
+            return None
+        mine, theirs = self._features.requirements(new), self._features.requirements(old)
+        if not mine or not theirs or self._scopes_differ(new, [old]) is not None:
+            return None
+        try:
+            self.cache.ensure([r.thing for r in (*mine, *theirs)])
+        except EmbeddingError as error:
+            logger.warning("requirement test skipped: %s", error)
+            return None
+        why = requirement_flip(mine, theirs, lambda a, b: float(
+            np.dot(self.cache.vector(a), self.cache.vector(b))) >= self.same_meaning)
+        return None if why is None else f"{why} (meaning {score:.2f}, one subject from {self.related})"
 
     def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement:
         """``new`` against the lesson that ``texts`` (an entry's own text first, then its aliases) all state: its
@@ -213,7 +251,7 @@ class SemanticJudge:
         "For B, not X" are two lessons, not a contradiction."""
         if (why := self._scopes_differ(new, [old])) is not None:
             return Judgement("distinct", score, why, apart=True)
-        if (why := self._features.conflict(new, old)) is not None:
+        if (why := self._features.conflict(new, old) or self._requirement_flip(score, new, old)) is not None:
             return Judgement("conflict", score, why)
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):

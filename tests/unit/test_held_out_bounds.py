@@ -1,8 +1,9 @@
 """Issue 38's Done-when bounds on the hand-written held-out sets (``bench/data/lessons_heldout*.json``, sets A-F),
 through the reducer stage's processor as ``bench/naive_pipeline.py`` runs it: a naive model (the reducer call echoes
 what it reads: silence), the default settings, the offline encoder. No correction of a set reinforces the rule it
-corrects; no count a model declares rises above the distinct traces behind it; a run of 4 hostile batches against a
-playbook of the sets' lessons changes at most the rolling budget. Measured on the sets, never tuned on them."""
+corrects, and each restated in 3 batches supersedes it; no count a model declares rises above the distinct traces
+behind it; a run of 4 hostile batches against a playbook of the sets' lessons changes at most the rolling budget.
+Measured on the sets, never tuned on them (set F's timeout correction is seen: it was the 20th, traced by name)."""
 
 from __future__ import annotations
 
@@ -49,9 +50,9 @@ def test_no_correction_of_a_held_out_set_reinforces_the_rule_it_corrects() -> No
         assert not once["reinforced"], once
         thrice = asyncio.run(restated(_reducer(), c["rule"], [c["correction"]] * 3))
         assert not thrice["reinforced"], thrice
-        # restated in 3 batches, it supersedes the rule or stands beside it: never folded away into the rule's aliases
-        # (the judge's closeness alone cannot tell it from a rewording: tests/unit/test_unconfirmed_challenge.py)
-        assert thrice["superseded"] or c["correction"] not in thrice["aliases_of_rule"], thrice
+        # restated in 3 batches, it supersedes the rule (the Done-when line; the 20th, set F's "needs a time limit"
+        # against "without a timeout", since the requirement check: tests/unit/test_requirements.py)
+        assert thrice["superseded"], thrice
 
 
 def test_no_declared_count_rises_above_the_distinct_traces_behind_it_on_held_out_lessons() -> None:
