@@ -1,7 +1,7 @@
-"""The root reducer's decisions: which partials count (one per (batch, node), none of a batch already applied), when
-a batch is ready, and what its version publishes: the version itself (a numbered record), a dead letter for each
-trace of the batch that no partial read, the batch's metrics for the controller, then the acknowledgement of its
-partials.
+"""The root reducer's decisions: which partials count (one per (batch, node), none of a batch already applied or being
+applied), when a batch is ready, and what its version publishes: the version itself (a numbered record), a dead letter
+for each trace of the batch that no partial read, the batch's metrics for the controller, then the acknowledgement of
+its partials.
 
 Pure but for the reducer LLM role, which is injected (``reduce(children, context)``); a failed call is replaced by
 the union of its children's operations and a dead letter saying so, so a batch is never lost. The stage keeps the

@@ -149,10 +149,14 @@ class PendingPartials:
 
     def __init__(self) -> None:
         self._batches: dict[int, _BatchPartials] = {}
+        self._taken_below = 0
+        """Batches based on a version below this were taken as ready (:meth:`pop_ready`): a partial of one of them
+        that comes while its version is still being made (the reduce call, the version's write) is a redelivery,
+        not the first partial of a batch that would never be ready (its record would never be acknowledged)."""
 
     def add(self, partial: PartialUpdate, current_version: int) -> bool:
-        """Keep a partial; False when it is a redelivery or belongs to a batch already applied."""
-        if partial.base_version < current_version:
+        """Keep a partial; False when it is a redelivery or belongs to a batch already applied or being applied."""
+        if partial.base_version < max(current_version, self._taken_below):
             return False
         batch = self._batches.setdefault(partial.batch_id, _BatchPartials(k=partial.k))
         if partial.node in batch.nodes:
@@ -166,6 +170,7 @@ class PendingPartials:
             first = next(iter(batch.nodes.values()))
             if first.base_version == current_version and len(batch.nodes) == batch.k:
                 del self._batches[batch_id]
+                self._taken_below = max(self._taken_below, current_version + 1)
                 return [batch.nodes[node] for node in sorted(batch.nodes)]
         return None
 

@@ -18,9 +18,19 @@ from dataclasses import dataclass
 import pytest
 
 from combee_core.log_order import valid_manifests, valid_versions
+from combee_core.topology import Topic
 from streams.testing.fault_stream import Moments, SteadyStream
-from streams.testing.worker_fleet import PROMPT_STOP_S, WorkerFleet, fleet_settings, read_run, wait_accounted
-from streams.topology.kafka_clients import partition_for
+from streams.testing.worker_fleet import (
+    PROMPT_STOP_S,
+    StagesBehind,
+    WorkerFleet,
+    feed,
+    fleet_settings,
+    read_run,
+    wait_accounted,
+)
+from streams.topology.kafka_clients import partition_for, start_producer
+from streams.topology.topic_reader import read_topic
 from tests.integration.topology_support import make_traces
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -152,6 +162,37 @@ async def test_paused_workers_waking_up_as_zombies_change_nothing_that_counts(ka
     assert sum(late) > 0, f"no zombie wrote a numbered record late in {len(late)} pause(s): the test proved nothing"
     versions, manifests, _ = await read_run(settings, kafka)
     assert not (counted := _late_that_count(versions, manifests)), f"records of a number already taken count: {counted}"
+
+
+async def test_a_stopped_stage_with_input_left_fails_the_wait_until_it_commits(kafka, unique_prefix, tmp_path):
+    """The wait's strictness measured both ways on one run: with every trace accounted for, a partial written again
+    while the worker is stopped (SIGSTOP) leaves the reduce stage one record behind, and the wait fails naming it;
+    once the worker runs again its reducer acknowledges the redelivery and commits it, and the wait passes."""
+    settings = fleet_settings(unique_prefix)
+    fleet = WorkerFleet(kafka, unique_prefix, tmp_path)
+    traces = make_traces(6, "alpha")
+    sent = {trace.trace_id for trace in traces}
+    try:
+        fleet.start(1)
+        await fleet.wait_ready(1)
+        await feed(settings, kafka, traces, RATE_PER_S)
+        assert not (await wait_accounted(settings, kafka, fleet, sent, SETTLE_S)).problems()
+        fleet.pause(1)
+        topic = settings.topic(Topic.PARTIALS)
+        first = (await read_topic(kafka.bootstrap, kafka.profile, topic))[0]
+        producer = await start_producer(kafka.bootstrap, kafka.profile)
+        try:
+            await producer.send_and_wait(topic, first.value, key=first.key, partition=first.partition)
+        finally:
+            await producer.stop()
+        with pytest.raises(StagesBehind, match=r"stage\(s\) still behind: reduce has 1 record\(s\) of input not"):
+            await wait_accounted(settings, kafka, fleet, sent, 5.0)
+        fleet.resume(1)
+        assert not (await wait_accounted(settings, kafka, fleet, sent, SETTLE_S)).problems()
+    finally:
+        if 1 in fleet.processes:
+            fleet.resume(1)  # a stopped process would sit out its SIGTERM
+        fleet.stop_all()
 
 
 def _late_that_count(versions: list, manifests: list) -> list[str]:

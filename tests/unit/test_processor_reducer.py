@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from combee_core.llm.errors import LLMCallError
 from combee_core.models import AddOp, BatchManifest, BatchMetrics, Operation, PartialUpdate, PlaybookVersion, Usage
 from combee_core.playbook import Playbook
@@ -58,6 +61,63 @@ def test_a_batch_is_ready_once_its_k_partials_are_in_and_a_redelivered_partial_i
     assert [p.node for p in reducer.ready("pb", 0) or []] == [0, 1]
     stale = reducer.take(_partial(0, 0, 2), "late", current_version=1)  # batch 0 is in version 1 already
     assert stale is not None and log.extend(stale)[-1].tokens == ("late",)  # type: ignore[union-attr]
+
+
+def test_a_partial_redelivered_while_its_batch_is_being_applied_is_acknowledged_at_once():
+    """A duplicate partial that arrives after its batch was taken as ready but before the batch's version counts
+    (the reduce call and the version's write take that long) was kept as the first partial of a new batch that never
+    became ready: its record was never acknowledged, and the stage's group never committed past it (the zombie fault
+    test, 4-5 records of ``partials`` left uncommitted for good)."""
+    reducer, log = _reducer(Roles()), EffectLog()
+    for node in (0, 1):
+        reducer.take(_partial(0, node, 2), f"p{node}", current_version=0)
+    partials = reducer.ready("pb", 0)
+    assert partials is not None
+    during = reducer.take(_partial(0, 1, 2), "p1-again", current_version=0)  # version 1 does not count yet
+    assert during is not None and log.extend(during)[-1].tokens == ("p1-again",)  # type: ignore[union-attr]
+    log.extend(asyncio.run(reducer.next_version(Playbook.empty("pb"), partials, parent_version=None, manifest=None,
+                                                previous_at=None, now=NOW)))
+    assert sorted(log.acknowledged()) == ["p0", "p1", "p1-again"]  # type: ignore[type-var]
+    assert reducer.pending["pb"].waiting() == {}, "nothing of batch 0 is left waiting"
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_every_partial_taken_is_acknowledged_once_whatever_the_order_and_duplicates(data):
+    """Partials of 3 batches (k 1-3) arrive in any order, each node once or more (redeliveries, an aggregator's
+    redone window), and each version counts some arrivals after its batch was taken as ready: once every batch is
+    in a version, every record taken has been acknowledged exactly once (so the stage commits to its input's end)."""
+    ks = data.draw(st.lists(st.integers(1, 3), min_size=3, max_size=3))
+    arrivals = [(b, n) for b, k in enumerate(ks) for n in range(k)]
+    arrivals += data.draw(st.lists(st.sampled_from(arrivals), max_size=6))
+    arrivals = data.draw(st.permutations(arrivals))
+    reducer, log = _reducer(Roles()), EffectLog()
+    current, taken = 0, []
+    writing: list | None = None
+    """The effects of the version being written (built before its write; it counts when the write is seen)."""
+
+    def apply_ready() -> list | None:
+        partials = reducer.ready("pb", current)
+        return None if partials is None else asyncio.run(reducer.next_version(
+            Playbook.empty("pb"), partials, parent_version=None, manifest=None, previous_at=None, now=NOW))
+
+    def counts() -> None:
+        nonlocal current, writing
+        assert writing is not None
+        log.extend(writing)
+        current, writing = current + 1, None
+
+    for number, (batch, node) in enumerate(arrivals):
+        taken.append(token := f"{number}:b{batch}n{node}")
+        log.extend(reducer.take(_partial(batch, node, ks[batch]), token, current) or [])
+        if writing is None:
+            writing = apply_ready()
+        elif data.draw(st.booleans(), label="the version counts now"):
+            counts()
+    while writing is not None or (writing := apply_ready()) is not None:
+        counts()
+    assert current == len(ks)
+    assert sorted(log.acknowledged()) == sorted(taken)  # type: ignore[type-var]
 
 
 def test_a_version_is_published_numbered_then_its_metrics_then_its_partials_are_acknowledged():
