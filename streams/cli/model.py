@@ -28,7 +28,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     serve.add_argument("--port", type=int, help="port (default: a free one)")
     serve.add_argument("--alias", default=DEFAULT_ALIAS, help=f"model name the server answers to ({DEFAULT_ALIAS})")
     serve.add_argument("--n-ctx", type=int, default=4096, help="context window in tokens (4096)")
-    serve.add_argument("--n-threads", type=int, help="CPU threads (default: llama.cpp's choice)")
+    serve.add_argument("--n-threads", type=int,
+                       help="CPU threads, for reading prompts and writing answers (default: llama.cpp's choice)")
     serve.set_defaults(handler=cmd_model_serve)
 
 

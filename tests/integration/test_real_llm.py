@@ -151,7 +151,8 @@ async def test_traces_through_every_stage_with_a_real_model(kafka, unique_prefix
                f"{sum(c.error is not None for c in run.calls)} failed), {elapsed:.0f}s of a {deadline_s:.0f}s deadline "
                f"(warm-up {local_model.warm_up_s:.1f}s: {1000 * local_model.prompt_s:.0f} ms a prompt token, "
                f"{1000 * local_model.answer_s:.0f} ms an answer token, slowest call {local_model.call_s:.0f}s; "
-               f"max_wait {settings.max_wait_s:.0f}s, call timeout {settings.llm_timeout_s:.0f}s)")
+               f"max_wait {settings.max_wait_s:.0f}s, call timeout {settings.llm_timeout_s:.0f}s; tokens read/written "
+               f"per call: {[(c.role, c.usage.prompt_tokens, c.usage.completion_tokens) for c in run.calls]})")
 
     # At least one version, built by the real model's calls.
     assert versions, f"no version published: {summary}"

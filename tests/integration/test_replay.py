@@ -18,7 +18,10 @@ from tests.integration.topology_support import SIZE_CLOSES_S, make_traces, run_s
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-TRACES = make_traces(200)
+TRACES = make_traces(120)
+"""3 batches of 40: the first two make the offset-range replay (2b), the third a version past that range. 200 (5
+batches) proved nothing more at ~5/3 of the CPU (the run and its four replays, docs/benchmarks.md, "The suite's time,
+eighth session")."""
 
 
 def hashes(versions) -> list[tuple[str, int, str]]:
@@ -30,16 +33,16 @@ async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, u
     # Aggregator calls of 14 copies (fan-in 32) on the simulator's capacity of 12: what they keep depends on the seed,
     # so the replay under another seed (part 3) makes other versions. At the default fan-in (6) no call is over the
     # capacity, nothing is dropped at random, and another seed reproduces the same versions.
-    settings = run_settings(unique_prefix, max_fan_in=32, max_wait_s=SIZE_CLOSES_S)  # 5 batches of 40, closed by size
+    settings = run_settings(unique_prefix, max_fan_in=32, max_wait_s=SIZE_CLOSES_S)  # 3 batches of 40, closed by size
     async with InProcessPipeline(settings, kafka.bootstrap, kafka.profile) as run:
         await produce_traces(settings, kafka.bootstrap, kafka.profile, TRACES)
-        original = await run.wait_for(lambda vs: len(vs) >= 5, timeout_s=120, what="5 versions")
+        original = await run.wait_for(lambda vs: len(vs) >= 3, timeout_s=120, what="3 versions")
         manifests = await run.manifests()
-    assert [v.version for v in original] == [1, 2, 3, 4, 5]
+    assert [v.version for v in original] == [1, 2, 3]
 
     archive_path = tmp_path / "run.jsonl"
     exported = await export_run(settings, kafka.bootstrap, kafka.profile, archive_path)
-    assert exported.counts["traces"] == 200 and exported.counts["playbook"] == 5 and exported.counts["llm-calls"] > 200
+    assert exported.counts["traces"] == 120 and exported.counts["playbook"] == 3 and exported.counts["llm-calls"] > 120
     archive = read_archive(archive_path)
     assert hashes(archive.versions()) == hashes(original)
 
@@ -80,7 +83,7 @@ async def test_replays_reproduce_every_version_and_changes_show_in_diff(kafka, u
 
     # `combee diff` agrees: an archive against a topic prefix on the broker.
     code = await _cli("diff", str(archive_path), from_topic.settings.topic_prefix, "--bootstrap", kafka.bootstrap)
-    assert code == 0 and "identical: 5 version(s)" in capsys.readouterr().out
+    assert code == 0 and "identical: 3 version(s)" in capsys.readouterr().out
 
     # 3. Another seed (calling the simulator again): other versions, and diff says where.
     other_seed = await replay_archive(archive, kafka.bootstrap, kafka.profile,

@@ -33,8 +33,10 @@ from tests.integration.topology_support import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TRACES = make_traces(300)
-_SINGLE_RUN_HASHES: dict[str, list[str]] = {}
-"""Content hashes of one single-process run of TRACES, per broker: the reference the other tests compare with."""
+_SINGLE_RUNS: dict[str, tuple] = {}
+"""One single-process run of TRACES per broker (what ``_run_300`` returns): the 300-trace test's assertions read it,
+and its versions are the reference the other tests compare with. One run per worker process instead of one for the
+reference and another for that test (~11 CPU-s each, docs/benchmarks.md, "The suite's time, eighth session")."""
 _SINGLE_RUN_S: dict[str, float] = {}
 """Seconds that run took (from its start to its 8th version), per broker: the machine's speed at that work."""
 READY_PER_START_UP = 10
@@ -47,13 +49,18 @@ RUN_PER_REFERENCE = 3
 they are ready: the same work, with more hops between processes and the stages in two groups of processes."""
 
 
-async def _reference_hashes(kafka, prefix: str) -> list[str]:
-    if kafka.bootstrap not in _SINGLE_RUN_HASHES:
+async def _single_run(kafka, prefix: str) -> tuple:
+    """This worker process's single-process run of TRACES on ``kafka`` (made under ``prefix`` by its first caller)."""
+    if kafka.bootstrap not in _SINGLE_RUNS:
         started = time.monotonic()
-        _, versions, *_ = await _run_300(kafka, prefix)
+        _SINGLE_RUNS[kafka.bootstrap] = await _run_300(kafka, prefix)
         _SINGLE_RUN_S[kafka.bootstrap] = time.monotonic() - started
-        _SINGLE_RUN_HASHES[kafka.bootstrap] = [v.content_hash for v in versions]
-    return _SINGLE_RUN_HASHES[kafka.bootstrap]
+    return _SINGLE_RUNS[kafka.bootstrap]
+
+
+async def _reference_hashes(kafka, prefix: str) -> list[str]:
+    _, versions, *_ = await _single_run(kafka, prefix)
+    return [v.content_hash for v in versions]
 
 
 def _run_deadline_s(kafka) -> float:
@@ -103,18 +110,14 @@ async def _run_300(kafka, prefix: str, *, send_twice: bool = False):
 
 
 async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_copies(kafka, unique_prefix):
-    started = time.monotonic()
-    run, versions, partials, manifests, dead = await _run_300(kafka, unique_prefix)
-    if kafka.bootstrap not in _SINGLE_RUN_HASHES:
-        _SINGLE_RUN_S[kafka.bootstrap] = time.monotonic() - started
-        _SINGLE_RUN_HASHES[kafka.bootstrap] = [v.content_hash for v in versions]
+    run, versions, partials, manifests, dead = await _single_run(kafka, unique_prefix)
 
     assert_contiguous(versions, "pb", 8)
     # The last 20: on the reflector's word that nothing is left, once the chain is free (an async fleet's chain
     # pacing, docs/architecture.md "When a batch closes"), else after max_wait_s.
     assert [m.closed_by for m in manifests][:7] == ["size"] * 7 and manifests[7].closed_by in ("idle", "max_wait")
     assert [m.n for m in manifests] == [40] * 7 + [20]
-    fan_in = run_settings(unique_prefix).max_fan_in  # floor(sqrt(n)), raised so no call reads more than the fan-in
+    fan_in = run.settings.max_fan_in  # floor(sqrt(n)), raised so no call reads more than the fan-in
     assert [v.stats.k for v in versions] == [subgroup_count(m.n, m.p, fan_in) for m in manifests]
     counts = lineage_counts(versions)
     assert set(counts) == {t.trace_id for t in TRACES} and set(counts.values()) == {1}
@@ -138,7 +141,7 @@ async def test_300_traces_make_8_contiguous_versions_with_exact_lineage_and_p_co
     assert roles["reflector"] == 300
     assert roles["aggregator"] == sum(m.k for m in manifests)
     assert sum(c.items_read for c in run.calls if c.role == "aggregator" and c.error is None) == 600
-    settings = run_settings(unique_prefix)
+    settings = run.settings  # the run may have been made by another test (``_single_run``), under its prefix
     assert max(call.items_read for call in run.calls) <= settings.max_fan_in
     # ...and on the llm-calls topic, for the audit trail.
     recorded = await read_topic(kafka.bootstrap, kafka.profile, settings.topic("llm-calls"))

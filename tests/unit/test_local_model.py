@@ -47,7 +47,7 @@ def test_command_line_and_settings_point_every_role_at_the_server(tmp_path):
     assert cmd[1:3] == ["-m", "llama_cpp.server"]
     flags = dict(zip(cmd[3::2], cmd[4::2]))
     assert flags == {"--model": str(tmp_path / "m.gguf"), "--model_alias": "tiny", "--host": "127.0.0.1",
-                     "--port": "8765", "--n_ctx": "1024", "--n_threads": "2"}
+                     "--port": "8765", "--n_ctx": "1024", "--n_threads": "2", "--n_threads_batch": "2"}
     assert server.api_base == "http://127.0.0.1:8765/v1" and server.litellm_model == "openai/tiny"
 
     config = LLMConfig.from_settings(CombeeSettings.load(env=server.environment()))
