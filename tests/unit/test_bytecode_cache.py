@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -23,21 +22,11 @@ def test_a_child_started_by_a_test_finds_the_projects_bytecode_compiled():
     assert out.strip() == "True", out
 
 
-def test_only_missing_bytecode_is_written_and_the_session_end_removes_exactly_that(tmp_path: Path):
-    package = tmp_path / "pkg"
-    (package / "sub").mkdir(parents=True)
-    for name, text in {"a.py": "A = 1\n", "sub/b.py": "B = 2\n", "test_c.py": "def test(): pass\n",
-                       "conftest.py": "", "broken.py": "def (\n"}.items():
-        (package / name).write_text(text)
-    kept = Path(importlib.util.cache_from_source(str(package / "sub" / "b.py")))
-    kept.parent.mkdir()
-    kept.write_bytes(b"a developer's own bytecode")
-
-    written = bytecode_cache.compile_missing(("pkg",), root=tmp_path)
-    a_pyc = Path(importlib.util.cache_from_source(str(package / "a.py")))
-    assert set(written) == {a_pyc, a_pyc.parent}  # pytest's own files and the broken one are left out
-    assert bytecode_cache.compile_missing(("pkg",), root=tmp_path) == []
-
-    bytecode_cache.remove(written)
-    assert not a_pyc.parent.exists()
-    assert kept.read_bytes() == b"a developer's own bytecode"
+def test_compiling_writes_only_under_the_prefix_and_leaves_pytests_own_files_out(tmp_path: Path):
+    prefix = tmp_path / "pyc"
+    assert bytecode_cache.compile_into(prefix, ("streams/topology", "tests/integration"))
+    mirrored = prefix / bytecode_cache.ROOT.relative_to(bytecode_cache.ROOT.anchor)
+    assert list((mirrored / "streams" / "topology").glob("pipeline.*.pyc"))
+    assert list((mirrored / "tests" / "integration").glob("topology_support.*.pyc"))
+    assert not list((mirrored / "tests").rglob("test_*.pyc")) and not list((mirrored / "tests").rglob("conftest.*"))
+    assert sys.pycache_prefix != str(prefix)  # the caller's own prefix is restored
