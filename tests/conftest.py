@@ -11,13 +11,7 @@ from hypothesis import HealthCheck, settings
 
 from streams.broker.state import STATE_DIR_ENV
 from streams.testing.broker_under_test import ResolvedBroker, resolve_test_bootstrap
-from tests.bytecode_cache import cache_for_the_session
 from tests.scheduling import longest_first, read_longest
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Bytecode for every process of the session under ``PYTHONDONTWRITEBYTECODE`` too (``tests/bytecode_cache.py``)."""
-    cache_for_the_session(config)
 
 
 @pytest.hookimpl(trylast=True)
