@@ -21,7 +21,7 @@ import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
-from combee_core.playbook.scope import Scope, scope_of
+from combee_core.playbook.scope import FRAMING, Scope, scope_of, split_scope
 from combee_core.playbook.similarity import (
     _STOPWORDS,
     NEAR_DUPLICATE_THRESHOLD,
@@ -219,7 +219,7 @@ class SemanticJudge:
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
             return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}",
                              apart=True)
-        first, second = sorted((new, old))  # the frame tests do not depend on which text is the new one
+        first, second = sorted(_actions(new, old))  # the frame tests do not depend on which text is the new one
         if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
             return Judgement("distinct", score, swap, apart=True)
         return Judgement("same", score, f"same meaning ({score:.2f})")
@@ -289,5 +289,19 @@ class SemanticJudge:
         return None
 
 
+def _actions(a: str, b: str) -> tuple[str, str]:
+    """What the frame tests compare: when both texts state one scope in the same content words, what each says to do
+    there (the scopes taken off: ``scope.split_scope``), else the texts. A scope both state alike is not a part
+    either could have swapped, yet its words count towards a shared frame: "Refunds over 30 days: count the end
+    date" and "Refunds over 30 days: treat the final date as ..." share most words only through the label, and the
+    verbs left over would read as two subjects of one frame."""
+    split_a, split_b = split_scope(a), split_scope(b)
+    if split_a is None or split_b is None or split_a[0].words != split_b[0].words:
+        return a, b
+    return split_a[1], split_b[1]
+
+
 def _content(words: Sequence[str]) -> list[str]:
-    return [w for w in words if w not in _STOPWORDS and w not in _PRONOUNS]
+    """The words of a frame test's parts that can name a subject: not stopwords, pronouns or the words that frame a
+    scope ("the question is about" / "a task involves" name nothing: ``scope.FRAMING``)."""
+    return [w for w in words if w not in _STOPWORDS and w not in _PRONOUNS and w not in FRAMING]
