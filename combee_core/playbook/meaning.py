@@ -263,8 +263,8 @@ class SemanticJudge:
         shared = _content(words_a[run.a:run.a + run.size])
         if len(shared) < max(MOVED_FRAME_MIN, MOVED_FRAME_SHARE * min(len(_content(words_a)), len(_content(words_b)))):
             return None
-        rest_a = _content(words_a[:run.a] + words_a[run.a + run.size:])
-        rest_b = _content(words_b[:run.b] + words_b[run.b + run.size:])
+        rest_a = _named(words_a[:run.a] + words_a[run.a + run.size:])
+        rest_b = _named(words_b[:run.b] + words_b[run.b + run.size:])
         if not rest_a or not rest_b or len(rest_a) > MOVED_FRAME_SUBJECT or len(rest_b) > MOVED_FRAME_SUBJECT:
             return None
         return self._subjects_differ(rest_a, rest_b)
@@ -281,7 +281,7 @@ class SemanticJudge:
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "replace":
                 continue
-            part_a, part_b = _content(words_a[i1:i2]), _content(words_b[j1:j2])
+            part_a, part_b = _named(words_a[i1:i2]), _named(words_b[j1:j2])
             if not part_a or not part_b or len(part_a) > 3 or len(part_b) > 3:
                 continue
             if (why := self._subjects_differ(part_a, part_b)) is not None:
@@ -302,6 +302,15 @@ def _actions(a: str, b: str) -> tuple[str, str]:
 
 
 def _content(words: Sequence[str]) -> list[str]:
-    """The words of a frame test's parts that can name a subject: not stopwords, pronouns or the words that frame a
-    scope ("the question is about" / "a task involves" name nothing: ``scope.FRAMING``)."""
-    return [w for w in words if w not in _STOPWORDS and w not in _PRONOUNS and w not in FRAMING]
+    return [w for w in words if w not in _STOPWORDS and w not in _PRONOUNS]
+
+
+def _named(words: Sequence[str]) -> list[str]:
+    """The words of a frame test's part that can name a subject: its content words after the words that frame a
+    scope at its start ("the question is about" / "a task involves" / "how" name nothing: ``scope.FRAMING``); one
+    inside a name is part of it ("upper case")."""
+    found = _content(words)
+    start = 0
+    while start < len(found) and found[start] in FRAMING:
+        start += 1
+    return found[start:]

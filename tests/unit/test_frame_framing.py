@@ -7,6 +7,9 @@ subject. Two slips kept one lesson in two entries (every reducer stand-in and th
   under it ("count the end date as included" / "treat the last date as part of the span") read as one frame with
   their verbs swapped. Now the frame tests read what each says to do there alone (``meaning._actions``).
 
+A framing word inside a scope's name is part of the name ("upper case", "support requests"): only a leading
+frame is dropped, in the scope test and in the frame tests alike (before, "letter case" was compared as "letter").
+
 A swapped part that names something (another noun, another verb in an action that is a frame by itself) still sets
 the texts apart. Every wording here is this test's own (parcels, invoices, ledgers), written for it; none is from
 the simulator's registry or a held-out set."""
@@ -20,6 +23,7 @@ from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
+from combee_core.playbook.scope import scope_of
 
 ONE_LESSON = [
     # one scope, framed differently: only framing words differ
@@ -27,6 +31,9 @@ ONE_LESSON = [
      "When a task involves parcel weights, convert pounds to kilograms first."),
     ("Rounding invoice totals: add the tax before rounding.",
      "How invoice totals are rounded: add the tax before rounding."),
+    # a framing word inside a scope's name is part of it ("upper case" is not "upper")
+    ("For upper case, strip accents before comparing names.",
+     "Strip accents before comparing names in tasks about capital letters."),
     # one scope in the same words, one action in other words
     ("Renewing a parcel locker rental: count the start day as paid.",
      "Renewing a parcel locker rental: treat the first day as part of the rental."),
@@ -43,6 +50,17 @@ TWO_LESSONS = [
     # two scopes in one frame
     ("For parcel weights, round up to the next gram.", "For invoice totals, round up to the next gram."),
 ]
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("For upper case, strip accents before comparing names.", ("upper", "case")),
+    ("Support requests: reply in the customer's language.", ("support", "requests")),
+    ("When a task involves parcel weights, convert pounds first.", ("parcel", "weights")),
+    ("Reply in the customer's language in tasks about help desk tickets.", ("help", "desk", "tickets")),
+])
+def test_a_scope_is_named_by_its_words_after_its_frame(text: str, words: tuple[str, ...]) -> None:
+    scope = scope_of(text)
+    assert scope is not None and scope.words == words
 
 
 @pytest.fixture(scope="module")
