@@ -9,7 +9,8 @@ the differences that flip a rule:
 - **axes** with opposite poles: sort direction, position (first/last), recency, time zone (UTC/local), scope
   (final/intermediate), keep/remove, case, bounds (at most/at least), missing/zero, and units (km/miles,
   seconds/milliseconds, ...): both texts name a pole of the axis and no pole in common. A pole negated in its own
-  clause ("not intermediate values", "do not remove") counts as its opposite (binary axes) or not at all (units);
+  clause ("not intermediate values", "do not remove"; in a prohibition, anywhere in it: "never count a cancelled
+  order in the report as the number zero") counts as its opposite (binary axes) or not at all (units);
 - **quantity**: both texts state quantities and they differ ("at most 3 times" / "at most 5 times"; "two" = "2"; a
   number not followed by what it counts, as in "sum 1." or "April 1, so", names a thing and is not compared);
 - **order**: one text puts X before Y and the other Y before X ("before", "after", "then", "first", "once").
@@ -236,7 +237,7 @@ class RuleFeatures:
                 elif word in _NUMBER_WORDS and counts:
                     numbers.add(_NUMBER_WORDS[word])
             for axis, pole, position in found:
-                if negated and _negation_before(clause, position):
+                if negated and (_negation_before(clause, position) or _is_prohibition(clause)):
                     if axis in _BINARY and len(_BINARY[axis]) == 2:
                         pole = next(p for p in _BINARY[axis] if p != pole)
                     else:

@@ -22,7 +22,7 @@ import numpy as np
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
 from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
-from combee_core.playbook.scope import Scope, scope_of
+from combee_core.playbook.scope import FRAMING, Scope, scope_of, split_scope
 from combee_core.playbook.similarity import (
     _STOPWORDS,
     NEAR_DUPLICATE_THRESHOLD,
@@ -257,7 +257,7 @@ class SemanticJudge:
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
             return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}",
                              apart=True)
-        first, second = sorted((new, old))  # the frame tests do not depend on which text is the new one
+        first, second = sorted(_actions(new, old))  # the frame tests do not depend on which text is the new one
         if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
             return Judgement("distinct", score, swap, apart=True)
         return Judgement("same", score, f"same meaning ({score:.2f})")
@@ -301,8 +301,8 @@ class SemanticJudge:
         shared = _content(words_a[run.a:run.a + run.size])
         if len(shared) < max(MOVED_FRAME_MIN, MOVED_FRAME_SHARE * min(len(_content(words_a)), len(_content(words_b)))):
             return None
-        rest_a = _content(words_a[:run.a] + words_a[run.a + run.size:])
-        rest_b = _content(words_b[:run.b] + words_b[run.b + run.size:])
+        rest_a = _named(words_a[:run.a] + words_a[run.a + run.size:])
+        rest_b = _named(words_b[:run.b] + words_b[run.b + run.size:])
         if not rest_a or not rest_b or len(rest_a) > MOVED_FRAME_SUBJECT or len(rest_b) > MOVED_FRAME_SUBJECT:
             return None
         return self._subjects_differ(rest_a, rest_b)
@@ -319,7 +319,7 @@ class SemanticJudge:
         for tag, i1, i2, j1, j2 in matcher.get_opcodes():
             if tag != "replace":
                 continue
-            part_a, part_b = _content(words_a[i1:i2]), _content(words_b[j1:j2])
+            part_a, part_b = _named(words_a[i1:i2]), _named(words_b[j1:j2])
             if not part_a or not part_b or len(part_a) > 3 or len(part_b) > 3:
                 continue
             if (why := self._subjects_differ(part_a, part_b)) is not None:
@@ -327,5 +327,28 @@ class SemanticJudge:
         return None
 
 
+def _actions(a: str, b: str) -> tuple[str, str]:
+    """What the frame tests compare: when both texts state one scope in the same content words, what each says to do
+    there (the scopes taken off: ``scope.split_scope``), else the texts. A scope both state alike is not a part
+    either could have swapped, yet its words count towards a shared frame: "Refunds over 30 days: count the end
+    date" and "Refunds over 30 days: treat the final date as ..." share most words only through the label, and the
+    verbs left over would read as two subjects of one frame."""
+    split_a, split_b = split_scope(a), split_scope(b)
+    if split_a is None or split_b is None or split_a[0].words != split_b[0].words:
+        return a, b
+    return split_a[1], split_b[1]
+
+
 def _content(words: Sequence[str]) -> list[str]:
     return [w for w in words if w not in _STOPWORDS and w not in _PRONOUNS]
+
+
+def _named(words: Sequence[str]) -> list[str]:
+    """The words of a frame test's part that can name a subject: its content words after the words that frame a
+    scope at its start ("the question is about" / "a task involves" / "how" name nothing: ``scope.FRAMING``); one
+    inside a name is part of it ("upper case")."""
+    found = _content(words)
+    start = 0
+    while start < len(found) and found[start] in FRAMING:
+        start += 1
+    return found[start:]

@@ -33,16 +33,17 @@ _TRAILING = re.compile(r"\s(?:in|for)\s+(?:any\s+|all\s+)?(?:tasks?|questions?|c
                        re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(?P<scope>[^,;:.]+?)\s*:\s+\S")
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
-_FRAMING = frozenset(
+FRAMING = frozenset(
     "task tasks question questions problem problems case cases request requests query queries involve involves"
     " involving involved about concerning concerns deal deals dealing work works working handle handles handling"
-    " asked asks ask given there".split())
-"""Words that frame a scope ("when a task involves X", "if the question is about X") rather than name it."""
+    " asked asks ask given there how".split())
+"""Words that frame a scope ("when a task involves X", "if the question is about X", "how X is done: ...") rather
+than name it; what a rule is about is never one of them (the frame tests of ``meaning`` skip them too)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """The scope a lesson states: its phrase as written and its content words (framing words dropped)."""
+    """The scope a lesson states: its phrase as written and its content words (its leading frame dropped)."""
 
     phrase: str
     words: tuple[str, ...]
@@ -74,7 +75,14 @@ def split_scope(text: str) -> tuple[Scope, str] | None:
 
 
 def _scope(phrase: str) -> Scope | None:
-    words = tuple(w for w in _WORD.findall(phrase.lower()) if w not in _STOPWORDS and w not in _FRAMING)
+    """The scope ``phrase`` names: its content words after its leading frame (stopwords and :data:`FRAMING` words:
+    "a task involves", "the question is about"); a framing word inside the name is part of it ("letter case",
+    "support requests")."""
+    tokens = _WORD.findall(phrase.lower())
+    start = 0
+    while start < len(tokens) and (tokens[start] in _STOPWORDS or tokens[start] in FRAMING):
+        start += 1
+    words = tuple(w for w in tokens[start:] if w not in _STOPWORDS)
     if not words or len(words) > TRAILING_MAX:
         return None
     return Scope(phrase.strip(), words)
