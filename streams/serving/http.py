@@ -121,8 +121,11 @@ class ServeHttp:
         return await handler(request)
 
     async def healthz(self, request: web.Request) -> web.Response:
+        """200 while the follower runs; ``pending`` lists the records read past and still missing (the versions
+        behind each are not served until it is read or given up)."""
         self.served.check_following()
-        return web.json_response({"status": "ok"})
+        pending = [{"log": where, "offset": offset} for where, offset in self.served.pending()]
+        return web.json_response({"status": "ok", "pending": pending})
 
     async def playbooks(self, request: web.Request) -> web.Response:
         listed = [self.served.summary(pid).model_dump(mode="json")

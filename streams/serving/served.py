@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 
 from combee_core.models import PlaybookVersion, PromotionDecision
+from combee_core.serve.late_records import HOLE_GIVE_UP_S
 from combee_core.serve.review import review_on
 from combee_core.serve.scoped_serving import Chain, affected, chain_etag
 from combee_core.serve.scopes import parse_parents, scope_chain
@@ -35,8 +36,11 @@ log = logging.getLogger(__name__)
 
 CATCH_UP_TIMEOUT_S = 120.0
 """Longest ``combee serve`` reads the topics' existing records before answering (then it fails, one line). It
-answers once they are read with no record read past still missing (on Tansu; one is waited for up to
-``HOLE_GIVE_UP_S``, ``streams.topology.late_reading``), so a restart never serves a version older than the log's."""
+answers once they are read to their end, a record read past and still missing included (on Tansu, a write in
+progress or torn: ``streams.topology.late_reading``): each playbook is then served the last version before the hole,
+never one behind it, and the versions behind it are served in order once it is read (or given up after
+``HOLE_GIVE_UP_S``); :meth:`ServedPlaybooks.pending` names the holes meanwhile (``/healthz``). Before, a start waited
+for every hole, up to a minute after a torn write."""
 
 
 @dataclass(eq=False)
@@ -84,16 +88,24 @@ class ServedPlaybooks:
         await self.follower.__aenter__()
         try:
             await self.follower.wait_until(
-                lambda: all(self.follower.read_to.get(tp, 0) >= end for tp, end in ends.items())
-                and not self.follower.holes(),
+                lambda: all(self.follower.read_to.get(tp, 0) >= end for tp, end in ends.items()),
                 self._catch_up_timeout_s, f"the {', '.join(followed)} topics to be read to their end")
         except BaseException:
             await self.follower.__aexit__(None, None, None)
             raise
+        for where, offset in self.pending():
+            log.warning("%s: offset %d is not there yet (a write in progress, or torn by a kill): serving the versions "
+                        "before it; those behind it are served once it is read (or given up, within %.0f s)", where,
+                        offset, HOLE_GIVE_UP_S)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
         await self.follower.__aexit__(*exc)
+
+    def pending(self) -> tuple[tuple[str, int], ...]:
+        """("topic[partition]", offset) of each record read past and still missing: the versions behind it are not
+        served yet (empty on Apache Kafka, and on Tansu once every record is read or given up)."""
+        return self.follower.holes()
 
     def served(self, playbook_id: str) -> PlaybookVersion | None:
         """The served version (None: none yet, the empty version 0)."""
