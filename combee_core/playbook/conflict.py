@@ -181,7 +181,7 @@ class RuleFeatures:
     def of(cls, text: str) -> RuleFeatures:
         lowered = text.lower().replace("\u2019", "'")
         poles: dict[str, set[str]] = {}
-        clauses = _clauses(lowered)
+        clauses = split_clauses(lowered)
         prohibits, instructs = False, False
         numbers: set[str] = set()
         names: set[str] = set()
@@ -260,7 +260,9 @@ def _is_prohibition(clause: str) -> bool:
     return clause.startswith(_PROHIBITION_STARTS) or any(f" {m} " in f" {clause} " for m in _MODAL_PROHIBITIONS)
 
 
-def _clauses(text: str) -> list[str]:
+def split_clauses(text: str) -> list[str]:
+    """``text``'s clauses (at punctuation, "but", "rather than", "instead of"), the rejected side of "rather than" /
+    "instead of" marked "not ": what the conflict and requirement checks read clause by clause."""
     parts = re.split(r"[.;:!?]|,| but | rather than | instead of ", text)
     clauses = [p.strip() for p in parts if p.strip()]
     # keep "rather than"/"instead of" on the negated side: the part after it is what is rejected

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from combee_core.playbook.conflict import _clauses
+from combee_core.playbook.conflict import split_clauses
 
 Polarity = Literal["present", "absent"]
 
@@ -66,7 +66,7 @@ class Requirement:
 def requirements_of(text: str) -> tuple[Requirement, ...]:
     """The things ``text`` requires present or absent, clause by clause, in order, without repeats."""
     found: list[Requirement] = []
-    for clause in _clauses(text.lower().replace("\u2019", "'")):
+    for clause in split_clauses(text.lower().replace("\u2019", "'")):
         if _CONDITION.match(clause):
             continue
         negated = _NEGATED.search(clause) is not None
