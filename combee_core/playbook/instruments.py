@@ -45,6 +45,9 @@ _STOP = frozenset(
     " this these those".split())
 _DETERMINERS = frozenset("a an the any every each some all its their your our".split())
 _LISTING = frozenset({"or", "and", ","})
+_AUXILIARIES = frozenset("is are was were be been being must should shall will would can could may might need needs"
+                         " has have had get gets got".split())
+_ADVERBS = frozenset("always please only also still just".split())
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,9 @@ class Tool:
     action: str
     names: frozenset[str]
     rejected: bool = False
+    thing: str = ""
+    """What the action is done on: the action's words after its verb ("hash passwords" -> "passwords"), or before
+    its auxiliary in a passive or modal clause ("session tokens should be signed" -> "session tokens")."""
 
 
 def is_name(word: str) -> bool:
@@ -75,9 +81,16 @@ def tools_of(text: str) -> tuple[Tool, ...]:
             names = _names(clause[match.end():])
             if names:
                 rejected = _NEGATED.search(before) is not None or lowered.startswith("not ")
-                found.append(Tool(" ".join(w for w in before.split() if not _NEGATED.fullmatch(w)), names, rejected))
+                action = [w for w in before.split() if not _NEGATED.fullmatch(w) and w not in _ADVERBS]
+                found.append(Tool(" ".join(action), names, rejected, _object(action)))
             break  # the first instrument of a clause is its action's; later ones belong to the instrument
     return tuple(found)
+
+
+def _object(action: list[str]) -> str:
+    auxiliary = next((i for i, w in enumerate(action) if w in _AUXILIARIES), None)
+    words = action[:auxiliary] if auxiliary else action[1:]
+    return " ".join(w for w in words if w not in _DETERMINERS)
 
 
 def _names(rest: str) -> frozenset[str]:
@@ -92,7 +105,7 @@ def _names(rest: str) -> frozenset[str]:
         if lowered in _DETERMINERS and not words:
             continue
         words += 1
-        if is_name(token):
+        if is_name(token) and not token.isdigit():  # a bare number counts (the conflict check's quantities)
             names.add(lowered)
         if words == MAX_TOOL_WORDS:
             break
@@ -100,8 +113,10 @@ def _names(rest: str) -> frozenset[str]:
 
 
 def tool_swap(a: tuple[Tool, ...], b: tuple[Tool, ...], alike: Callable[[str, str], bool]) -> str | None:
-    """Why ``a`` and ``b`` do one action (``alike`` says two actions are one) with different named tools, or with a
-    tool one asks and the other rejects; None when they name one tool or none."""
+    """Why ``a`` and ``b`` do one action on one thing (``alike`` says two phrases are one: the actions and the things
+    they are done on, each) with different named tools, or with a tool one asks and the other rejects; None when
+    they name one tool or none. Another thing is another lesson ("Encrypt backups with AES-256" / "Encrypt emails
+    with AES-128")."""
     for mine in a:
         for theirs in b:
             if mine.rejected and theirs.rejected:
@@ -111,7 +126,8 @@ def tool_swap(a: tuple[Tool, ...], b: tuple[Tool, ...], alike: Callable[[str, st
                 swapped = bool(shared)  # "hash with MD5" / "never hash with MD5"
             else:
                 swapped = not shared  # "hash with MD5" / "hash with argon2"
-            if swapped and alike(mine.action, theirs.action):
+            if swapped and mine.thing and theirs.thing and alike(mine.thing, theirs.thing) and alike(
+                    mine.action, theirs.action):
                 how = "asked and rejected" if mine.rejected != theirs.rejected else "swapped"
                 return (f"instrument {how}: {_listed(mine)} vs {_listed(theirs)} for one action ({mine.action!r} / "
                         f"{theirs.action!r})")

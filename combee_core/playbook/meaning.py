@@ -245,7 +245,7 @@ class SemanticJudge:
         if not mine or not theirs:
             return None
         try:
-            self.cache.ensure([t.action for t in (*mine, *theirs)])
+            self.cache.ensure([p for t in (*mine, *theirs) for p in (t.action, t.thing) if p])
         except EmbeddingError as error:
             logger.warning("instrument test skipped: %s", error)
             return None
