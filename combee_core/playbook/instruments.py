@@ -8,18 +8,21 @@ object, done with one tool or with another. What sets this apart from two lesson
 that contain spaces" / "Quote arguments that contain spaces", a swapped *object*) is the slot: the thing swapped is
 what the action is done *with* ("with / using / via / as X"), and the action on its object stays.
 
-:func:`tools_of` reads, per clause, the action (the clause's words before the marker) and the *names* in the
-instrument phrase after it (up to the first function word other than "or" / "and", at most :data:`MAX_TOOL_WORDS`
-words). A name is a word written with a digit ("md5", "argon2", "sha-256", "utf-8") or with a capital after its
-first letter ("MD5", "PostgreSQL", "JSON"): a tool's, format's or algorithm's name, which has no synonym to be
-reworded into, so two different names are two different tools. A common word in the slot ("with a timeout" / "with
-retries": two things a request can have at once; "as missing values" / "as null": one thing reworded) is not read:
-an embedding cannot tell those apart, a name needs no embedding. "such as X", "as soon / well / long as" are no
-instruments. A clause that forbids (negated) rejects its tools ("never keep passwords as MD5").
+:func:`tools_of` reads, per clause, the action (the clause's words before its first marker), the thing it is done
+on (the action's words after its verb, or before the auxiliary of a passive or modal clause) and the *names* in the
+instrument phrase after the marker (up to the first function word other than "or" / "and", at most
+:data:`MAX_TOOL_WORDS` words). A name is a word written with a digit ("md5", "argon2", "sha-256", "utf-8"; a bare
+number counts, it does not name) or with a capital after its first letter ("MD5", "PostgreSQL", "JSON"): a tool's,
+format's or algorithm's name, which has no synonym to be reworded into, so two different names are two tools. A
+common word in the slot ("with a timeout" / "with retries": two things a request can have at once; "as missing
+values" / "as null": one thing reworded) is not read: an embedding cannot tell those apart, a name needs no
+embedding. "such as X", "as soon / well / long as" are no instruments. A clause that forbids (negated) rejects its
+tools ("never keep passwords as MD5").
 
-:func:`tool_swap` compares two texts' tools with a similarity of actions supplied by the caller (the judge's
-embedding): a swap is one action (alike) asked with tools that share no name, or asked with a tool the other text's
-same action rejects. Pure and deterministic; no model here.
+:func:`tool_swap` compares two texts' tools with a similarity of phrases supplied by the caller (the judge's
+embedding): a swap is one action on one thing (both alike) asked with tools that share no name
+(:func:`same_name`: "UTF-8" is "utf8"), or asked with a tool the other text's same action rejects. Pure and
+deterministic; no model here.
 """
 
 from __future__ import annotations
@@ -66,6 +69,13 @@ class Tool:
 def is_name(word: str) -> bool:
     """Whether ``word`` (as written) names a tool: a digit in it, or a capital after its first letter."""
     return any(ch.isdigit() for ch in word) or any(ch.isupper() for ch in word[1:])
+
+
+def same_name(a: str, b: str) -> bool:
+    """Whether two names name one tool: their letters and digits alike, or one's a prefix of the other's ("UTF-8" /
+    "utf8", "argon2" / "argon2id", "SHA-1" / "sha1"; "AES-128" / "AES-256" are two)."""
+    key_a, key_b = re.sub(r"[^a-z0-9]", "", a.lower()), re.sub(r"[^a-z0-9]", "", b.lower())
+    return key_a.startswith(key_b) or key_b.startswith(key_a)
 
 
 def tools_of(text: str) -> tuple[Tool, ...]:
@@ -121,7 +131,7 @@ def tool_swap(a: tuple[Tool, ...], b: tuple[Tool, ...], alike: Callable[[str, st
         for theirs in b:
             if mine.rejected and theirs.rejected:
                 continue
-            shared = mine.names & theirs.names
+            shared = any(same_name(x, y) for x in mine.names for y in theirs.names)
             if mine.rejected != theirs.rejected:
                 swapped = bool(shared)  # "hash with MD5" / "never hash with MD5"
             else:

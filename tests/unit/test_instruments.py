@@ -37,6 +37,13 @@ def test_a_name_is_written_with_a_digit_or_an_inner_capital() -> None:
         True, True, True, True, False, False, False]
 
 
+@pytest.mark.parametrize(("a", "b", "one"), [("utf-8", "utf8", True), ("argon2", "argon2id", True),
+                                              ("sha-1", "sha1", True), ("aes-128", "aes-256", False)])
+def test_one_name_spelt_two_ways_is_one_tool(a: str, b: str, one: bool) -> None:
+    first, second = (Tool("encode exports", frozenset({name}), thing="exports") for name in (a, b))
+    assert (tool_swap((first,), (second,), _words_alike) is None) == one
+
+
 def test_a_swap_is_one_action_on_one_thing_with_no_tool_in_common() -> None:
     hs = Tool("sign tokens", frozenset({"hs256"}), thing="tokens")
     rs = Tool("sign tokens", frozenset({"rs256"}), thing="tokens")
