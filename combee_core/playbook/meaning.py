@@ -21,6 +21,7 @@ import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
+from combee_core.playbook.instruments import Tool, tool_swap, tools_of
 from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
 from combee_core.playbook.scope import FRAMING, Scope, scope_of, split_scope
 from combee_core.playbook.similarity import (
@@ -120,6 +121,12 @@ class _Features:
         self._texts: dict[str, ComparableText] = {}
         self._scopes: dict[str, Scope | None] = {}
         self._requirements: dict[str, tuple[Requirement, ...]] = {}
+        self._tools: dict[str, tuple[Tool, ...]] = {}
+
+    def tools(self, text: str) -> tuple[Tool, ...]:
+        if text not in self._tools:
+            self._tools[text] = tools_of(text)
+        return self._tools[text]
 
     def requirements(self, text: str) -> tuple[Requirement, ...]:
         if text not in self._requirements:
@@ -201,27 +208,48 @@ class SemanticJudge:
     def judge(self, new: str, new_section: str, old: str, old_section: str) -> Judgement:
         score = self.score(new, old)
         if score < self.same_meaning:
-            if (why := self._requirement_flip(score, new, old)) is not None:
+            if (why := self._reworded_flip(score, new, old)) is not None:
                 return Judgement("conflict", score, why)
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning}")
         return self._checked(score, new, old)
 
-    def _requirement_flip(self, score: float, new: str, old: str) -> str | None:
-        """Why two texts about one subject (at least :attr:`related`) require one thing with opposite polarity (the
-        things' cosine at least the threshold: the judge would call them one), or None; texts about other stated
-        scopes are two lessons whatever they require."""
-        if self.related is None or score < self.related:
+    def _reworded_flip(self, score: float, new: str, old: str) -> str | None:
+        """Why two texts about one subject (at least :attr:`related`) flip a rule in words the conflict check cannot
+        read: a requirement with opposite polarity (:meth:`_requirement_flip`) or one action done with another named
+        tool (:meth:`_tool_swap`), or None; texts about other stated scopes are two lessons whatever they say."""
+        if self.related is None or score < self.related or self._scopes_differ(new, [old]) is not None:
             return None
+        return self._requirement_flip(score, new, old) or self._tool_swap(score, new, old)
+
+    def _alike(self, a: str, b: str) -> bool:
+        return float(np.dot(self.cache.vector(a), self.cache.vector(b))) >= self.same_meaning
+
+    def _requirement_flip(self, score: float, new: str, old: str) -> str | None:
+        """Why the texts require one thing with opposite polarity (the things' cosine at least the threshold: the
+        judge would call them one), or None."""
         mine, theirs = self._features.requirements(new), self._features.requirements(old)
-        if not mine or not theirs or self._scopes_differ(new, [old]) is not None:
+        if not mine or not theirs:
             return None
         try:
             self.cache.ensure([r.thing for r in (*mine, *theirs)])
         except EmbeddingError as error:
             logger.warning("requirement test skipped: %s", error)
             return None
-        why = requirement_flip(mine, theirs, lambda a, b: float(
-            np.dot(self.cache.vector(a), self.cache.vector(b))) >= self.same_meaning)
+        why = requirement_flip(mine, theirs, self._alike)
+        return None if why is None else f"{why} (meaning {score:.2f}, one subject from {self.related})"
+
+    def _tool_swap(self, score: float, new: str, old: str) -> str | None:
+        """Why the texts do one action (the actions' cosine at least the threshold) with different named tools
+        (:mod:`~combee_core.playbook.instruments`), or None."""
+        mine, theirs = self._features.tools(new), self._features.tools(old)
+        if not mine or not theirs:
+            return None
+        try:
+            self.cache.ensure([p for t in (*mine, *theirs) for p in (t.action, t.thing) if p])
+        except EmbeddingError as error:
+            logger.warning("instrument test skipped: %s", error)
+            return None
+        why = tool_swap(mine, theirs, self._alike)
         return None if why is None else f"{why} (meaning {score:.2f}, one subject from {self.related})"
 
     def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement:
@@ -251,7 +279,7 @@ class SemanticJudge:
         "For B, not X" are two lessons, not a contradiction."""
         if (why := self._scopes_differ(new, [old])) is not None:
             return Judgement("distinct", score, why, apart=True)
-        if (why := self._features.conflict(new, old) or self._requirement_flip(score, new, old)) is not None:
+        if (why := self._features.conflict(new, old) or self._reworded_flip(score, new, old)) is not None:
             return Judgement("conflict", score, why)
         names_new, names_old = self._features.rule(new).names, self._features.rule(old).names
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
