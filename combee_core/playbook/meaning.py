@@ -20,7 +20,7 @@ from typing import Literal, Protocol, runtime_checkable
 import numpy as np
 
 from combee_core.playbook.conflict import RuleFeatures, conflict_between
-from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError
+from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, Vectors
 from combee_core.playbook.instruments import Tool, tool_swap, tools_of
 from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
 from combee_core.playbook.scope import FRAMING, Scope, scope_of, split_scope
@@ -106,6 +106,14 @@ class GroupJudge(Protocol):
     aliases: :mod:`~combee_core.playbook.aliases`)."""
 
     def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement: ...
+
+
+@runtime_checkable
+class LessonsJudge(Protocol):
+    """A judge that can also tell whether one entry's wordings (its text and aliases) state another's lesson
+    (:mod:`~combee_core.playbook.consolidation`)."""
+
+    def judge_lessons(self, texts: Sequence[str], others: Sequence[str]) -> Judgement: ...
 
 
 def compares_groups(judge: object) -> bool:
@@ -257,10 +265,7 @@ class SemanticJudge:
         cosine with their mean direction (the lesson's prototype; one wording is a noisy sample of the lesson, their
         mean a better estimate) at the judge's own threshold, then the checks :meth:`judge` makes, against the first
         text; a conflict with any of them is a conflict."""
-        vectors = np.stack([self.cache.vector(text) for text in texts])
-        centre = vectors.mean(axis=0)
-        norm = float(np.linalg.norm(centre))
-        score = float(np.dot(self.cache.vector(new), centre / norm)) if norm > 0 else 0.0
+        score = float(np.dot(self.cache.vector(new), self._prototype(texts)))
         if score < self.same_meaning:
             return Judgement("distinct", score, f"meaning {score:.2f} < {self.same_meaning} to the prototype")
         if (why := self._scopes_differ(new, texts)) is not None:
@@ -272,6 +277,33 @@ class SemanticJudge:
         if verdict.kind == "same":
             return Judgement("same", score, f"same meaning as the prototype of {len(texts)} wordings ({score:.2f})")
         return verdict
+
+    def judge_lessons(self, texts: Sequence[str], others: Sequence[str]) -> Judgement:
+        """Whether ``others`` (one entry's text first, then its aliases) state the lesson of ``texts`` (another's):
+        each of them matched to ``texts`` as an ADD of it would be (close enough to one of the texts, or to their
+        prototype, at the judge's own threshold), then every pair of wordings through the checks a close pair gets
+        (:meth:`_checked`): one conflict, or one reason that sets a pair apart (another scope, other things named,
+        one frame about another subject), keeps the lessons apart."""
+        centre = self._prototype(texts)
+        score = 1.0
+        for other in others:
+            closest = max(float(np.dot(self.cache.vector(other), centre)), *(self.score(other, t) for t in texts))
+            if closest < self.same_meaning:
+                return Judgement("distinct", closest, f"{other!r} is at {closest:.2f} < {self.same_meaning} from "
+                                 "the other entry's wordings and their prototype")
+            score = min(score, closest)
+        for text in texts:
+            for other in others:
+                if (verdict := self._checked(score, other, text)).kind != "same":
+                    return verdict
+        return Judgement("same", score, f"each of {len(others)} wording(s) at least {score:.2f} from one of the other "
+                         f"entry's {len(texts)} or their prototype, no pair of them set apart")
+
+    def _prototype(self, texts: Sequence[str]) -> Vectors:
+        """The unit mean direction of ``texts``' embeddings (a zero vector when they cancel out)."""
+        centre: Vectors = np.stack([self.cache.vector(text) for text in texts]).mean(axis=0)
+        norm = float(np.linalg.norm(centre))
+        return centre / norm if norm > 0 else centre
 
     def _checked(self, score: float, new: str, old: str) -> Judgement:
         """The verdict on a pair whose closeness in meaning reaches the threshold: a conflict, two things named,

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from combee_core.models import AddOp, AppliedOperation, DeleteOp, MergeOp, Operation, TagOp, UpdateOp
 from combee_core.playbook.additions import apply_add
 from combee_core.playbook.challenges import ChallengeRules
+from combee_core.playbook.consolidation import consolidate
 from combee_core.playbook.edits import apply_delete, apply_merge, apply_tag, apply_update
 from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD
@@ -65,6 +66,9 @@ def apply_operations(
       ADD matched to an entry's text on closeness alone, unconfirmed, is folded (an alias) and challenges it alike.
     - After the operations, a contradiction left standing between two entries is settled alike
       (``combee_core.playbook.opposites``): the loser superseded (a DELETE in ``ApplyResult.superseded``).
+    - Then entries whose wordings together (text and aliases) the judge calls one lesson, a side new or changed in
+      this version, are merged into the older, no counter raised (``combee_core.playbook.consolidation``: a MERGE in
+      ``ApplyResult.consolidated``, counted by ``max_changes``).
     - ``max_changes``: at most this many entries of ``playbook`` may be rewritten or removed (UPDATE of the
       content, DELETE, a MERGE's removed ids and its kept id when the text changes, a superseded rule; each entry
       once); an op over it is rejected with ``change cap: ...``. ADD and TAG change counters, not texts: not counted.
@@ -87,5 +91,6 @@ def apply_operations(
     work = WorkingPlaybook(playbook, new_version, judge, max_changes, rules, max_count, protected)
     applied = [_apply(work, op) for op in operations]
     settle_standing(work)
+    consolidate(work)
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
-                       superseded=work.superseded)
+                       superseded=work.superseded, consolidated=work.consolidated)

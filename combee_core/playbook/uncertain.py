@@ -35,7 +35,7 @@ from typing import Literal
 
 from combee_core.models import AddOp, Operation, PlaybookEntry
 from combee_core.playbook.aliases import alias_texts, judge_aliases
-from combee_core.playbook.meaning import GroupJudge, Judge, Judgement
+from combee_core.playbook.meaning import GroupJudge, Judge, Judgement, LessonsJudge
 from combee_core.playbook.similarity import NEAR_DUPLICATE_THRESHOLD, ComparableText, near_duplicate_score
 from combee_core.reduce.deterministic_merge import ContestedMerge
 
@@ -75,7 +75,6 @@ class UncertainJudge:
         return Judgement("same", verdict.score, f"uncertain ({verdict.reason}): the reducer call said nothing of the "
                          "pair, so it is one lesson by the judge, unconfirmed", reinforces=False)  # silence
 
-
     def judge_group(self, new: str, new_section: str, texts: Sequence[str]) -> Judgement:
         """The inner judge's verdict on ``new`` against the wordings of one lesson together (never certain: a
         "same" is contested, or kept apart when a call kept ``new`` apart from any of the texts, else unconfirmed);
@@ -88,6 +87,22 @@ class UncertainJudge:
         if self.mode == "contest":
             return Judgement("conflict", verdict.score, f"uncertain ({verdict.reason}): the reducer call reads both")
         if any((new, text) in self.kept or (text, new) in self.kept for text in texts):
+            return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both",
+                             apart=True)
+        return Judgement("same", verdict.score, f"uncertain ({verdict.reason}): unconfirmed", reinforces=False)
+
+    def judge_lessons(self, texts: Sequence[str], others: Sequence[str]) -> Judgement:
+        """The inner judge's verdict on two entries' wordings (never certain: a "same" is contested, or kept apart
+        when a call kept any wording of one apart from any of the other, else unconfirmed); "distinct" when the inner
+        judge cannot compare them."""
+        if not isinstance(self.inner, LessonsJudge):
+            return Judgement("distinct", 0.0, "the judge compares lessons by their wordings only")
+        verdict = self.inner.judge_lessons(texts, others)
+        if verdict.kind != "same":
+            return verdict
+        if self.mode == "contest":
+            return Judgement("conflict", verdict.score, f"uncertain ({verdict.reason}): the reducer call reads both")
+        if any((a, b) in self.kept or (b, a) in self.kept for a in texts for b in others):
             return Judgement("distinct", verdict.score, f"uncertain ({verdict.reason}): a reducer call kept both",
                              apart=True)
         return Judgement("same", verdict.score, f"uncertain ({verdict.reason}): unconfirmed", reinforces=False)

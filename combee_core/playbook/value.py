@@ -169,3 +169,6 @@ class ApplyResult:
     superseded: list[AppliedOperation] = field(default_factory=list)
     """DELETEs of the entries a contradicting ADD superseded (each named in that ADD's reason), to record after
     ``applied``."""
+    consolidated: list[AppliedOperation] = field(default_factory=list)
+    """MERGEs of entries whose wordings the judge calls one lesson (``combee_core.playbook.consolidation``), to record
+    after ``superseded``."""

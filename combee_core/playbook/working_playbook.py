@@ -45,6 +45,7 @@ class WorkingPlaybook:
         self.changed: dict[str, None] = {}
         """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE, superseded), once."""
         self.superseded: list[AppliedOperation] = []  # DELETEs of superseded rules (``ApplyResult.superseded``)
+        self.consolidated: list[AppliedOperation] = []  # MERGEs of one lesson's entries (``ApplyResult.consolidated``)
         self.created: dict[str, int] = {}
         """Entries this call's ADDs created -> the distinct traces of the ADD that created each: within one batch a
         contradiction is settled by the traces behind each side, not by which came first (:meth:`strength`)."""

@@ -280,7 +280,8 @@ def build_version(
     outcomes = distinct_outcomes(outcome for partial in partials for outcome in partial.outcomes)
     result = ApplyResult(playbook=with_outcomes(with_evidence(result.playbook, use_evidence(partials)), outcomes,
                                                 outcome_decay),
-                         applied=[*said_apart(result.applied), *bounded, *cut, *result.superseded],
+                         applied=[*said_apart(result.applied), *bounded, *cut, *result.superseded,
+                                  *result.consolidated],
                          changed=result.changed)
     kept_state = result.playbook
     demoted: list[str] = []
