@@ -356,6 +356,29 @@ def _class_swap(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
     return None
 
 
+def one_word_swap(a: str, b: str) -> tuple[str, str] | None:
+    """The one word of ``a`` and the one word of ``b`` that stand in each other's place when the two texts are one
+    sentence frame otherwise, word for word ("Lower the DNS TTL a day before ..." / "Raise the DNS TTL a day before
+    ..."), or None: more or other differences, a function word swapped, or two forms of one word (one stem, or one
+    step of :data:`_SYNONYMS`). Whether the two words name different things (two lessons) the caller decides; else,
+    close in meaning, they are synonyms or antonyms, which no embedding tells apart."""
+    words_a, words_b = re.findall(r"[a-z0-9']+", a.lower()), re.findall(r"[a-z0-9']+", b.lower())
+    changes = [op for op in difflib.SequenceMatcher(None, words_a, words_b, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    if len(changes) != 1 or changes[0][0] != "replace":
+        return None
+    _, i1, i2, j1, j2 = changes[0]
+    if i2 - i1 != 1 or j2 - j1 != 1:
+        return None
+    x, y = words_a[i1], words_b[j1]
+    if not (x.isalpha() and y.isalpha()) or x in _FILLER or y in _FILLER:
+        return None
+    stem_x, stem_y = _stem(x), _stem(y)
+    if stem_x == stem_y or _SYNONYMS.get(stem_x, stem_x) == _SYNONYMS.get(stem_y, stem_y):
+        return None
+    return x, y
+
+
 def _prefix_flip(a: frozenset[str], b: frozenset[str]) -> str | None:
     """A word of ``a`` that is a word of ``b`` negated by a prefix ("insensitively" / "sensitively"), when neither
     text has the other's form."""

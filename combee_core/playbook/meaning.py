@@ -19,7 +19,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from combee_core.playbook.conflict import RuleFeatures, conflict_between
+from combee_core.playbook.conflict import RuleFeatures, conflict_between, one_word_swap
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, Vectors
 from combee_core.playbook.instruments import Tool, tool_swap, tools_of
 from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
@@ -320,6 +320,8 @@ class SemanticJudge:
         first, second = sorted(_actions(new, old))  # the frame tests do not depend on which text is the new one
         if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
             return Judgement("distinct", score, swap, apart=True)
+        if (why := _antonym_or_synonym(new, old)) is not None:
+            return Judgement("conflict", score, why)
         return Judgement("same", score, f"same meaning ({score:.2f})")
 
     def _scopes_differ(self, new: str, texts: Sequence[str]) -> str | None:
@@ -385,6 +387,18 @@ class SemanticJudge:
             if (why := self._subjects_differ(part_a, part_b)) is not None:
                 return why
         return None
+
+
+def _antonym_or_synonym(a: str, b: str) -> str | None:
+    """Why two texts that are one frame with one word swapped (``conflict.one_word_swap``), the two words not set apart
+    as different subjects by the frame test, are read as a conflict, or None. Close in meaning, the words are antonyms
+    ("lower" / "raise", "enable" / "disable", "server" / "client") or synonyms ("lower" / "reduce"), and an embedding
+    places both alike; a conflict only opens a challenge, a "same" would reinforce the rule being corrected. A word
+    that frames a scope ("tasks" / "questions": ``scope.FRAMING``) or a stopword is no such swap."""
+    swap = one_word_swap(a, b)
+    if swap is None or any(w in _STOPWORDS or w in FRAMING or w in _PRONOUNS for w in swap):
+        return None
+    return f"one word swapped in one frame: {swap[0]!r} vs {swap[1]!r} (antonyms or synonyms: read as a conflict)"
 
 
 def _actions(a: str, b: str) -> tuple[str, str]:
