@@ -15,9 +15,9 @@ from functools import lru_cache
 import pytest
 
 from bench.naive_pipeline import make_reducer, reinforced
-from combee_core.playbook.conflict import one_word_swap
+from combee_core.playbook.conflict import conflict_reason, one_word_swap
 from combee_core.playbook.embedding import EmbeddingCache
-from combee_core.playbook.meaning import SemanticJudge
+from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
 from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.reduce.processor import Reducer
 from tests.unit.embedders import minilm_embedder
@@ -29,6 +29,14 @@ OPPOSITES = [
     ("Cache the rendered page on the proxy for anonymous visitors.",
      "Cache the rendered page on the browser for anonymous visitors."),
     ("Shorten the polling interval when the queue grows.", "Lengthen the polling interval when the queue grows."),
+    ("Sign release tags with the team key.", "Sign release tags with the personal key."),  # an adjunct swapped
+    ("Reply to complaints on the public thread.", "Reply to complaints on the private thread."),
+]
+POLARITY = [  # a negation or a switch's value in one frame: the conflict check, for every judge
+    ("Flush the buffer before closing the socket.", "Do not flush the buffer before closing the socket."),
+    ("Always flush the buffer before closing the socket.", "Never flush the buffer before closing the socket."),
+    ("Leave the debug flag off in production.", "Leave the debug flag on in production."),
+    ("Serve the admin page from a non-public host.", "Serve the admin page from the public host."),
 ]
 
 
@@ -40,10 +48,29 @@ OPPOSITES = [
     ("Count the rows first.", "Total the rows first.", None),  # one step (the conflict check's synonyms)
     ("Cache pages.", "Cached pages.", None),  # one stem
     ("Retry 3 times.", "Retry 5 times.", None),  # numbers are the quantity check's
+    ("Always open the valve.", "Never open the valve.", None),  # a negation is the conflict check's polarity
 ])
 def test_one_word_swap_reads_exactly_one_content_word_in_place_of_another(a: str, b: str,
                                                                           expected: tuple[str, str] | None) -> None:
-    assert one_word_swap(a, b) == expected
+    swap = one_word_swap(a, b)
+    assert (None if swap is None else (swap.old, swap.new)) == expected
+
+
+@pytest.mark.parametrize(("a", "b", "in_object"), [
+    ("Quote paths that contain spaces.", "Quote arguments that contain spaces.", True),
+    ("Keep the original order of rows.", "Keep the original casing of rows.", True),
+    ("Open the valve first.", "Close the valve first.", False),  # the verb
+    ("Greet guests by their first name.", "Greet guests by their family name.", False),  # an adjunct
+])
+def test_a_swap_knows_whether_it_is_in_the_object(a: str, b: str, in_object: bool) -> None:
+    swap = one_word_swap(a, b)
+    assert swap is not None and swap.in_object is in_object
+
+
+@pytest.mark.parametrize(("a", "b"), POLARITY)
+def test_a_negation_or_a_switched_value_in_one_frame_is_a_conflict_for_every_judge(a: str, b: str) -> None:
+    assert conflict_reason(a, b) is not None and conflict_reason(b, a) is not None
+    assert LexicalJudge().judge(b, "rules", a, "rules").kind == "conflict"
 
 
 @lru_cache(maxsize=1)
