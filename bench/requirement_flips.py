@@ -30,7 +30,8 @@ from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 DATA = Path(__file__).parent / "data"
 RESULTS = Path(__file__).parent / "results" / "requirement_flips.json"
 SETS = ["lessons_dev", "lessons_tuning", "lessons_heldout", "lessons_heldout_b", "lessons_heldout_c",
-        "lessons_heldout_d", "lessons_heldout_e", "lessons_heldout_f", "lessons_heldout_g"]
+        "lessons_heldout_d", "lessons_heldout_e", "lessons_heldout_f", "lessons_heldout_g", "lessons_heldout_h",
+        "lessons_heldout_i"]
 PAIRS = ["paraphrase_pairs.jsonl", "paraphrase_pairs_heldout.jsonl"]
 FLIP = "requirement:"
 TOOL = "instrument"

@@ -332,6 +332,8 @@ def conflict_between(a: RuleFeatures, b: RuleFeatures) -> str | None:
         for stems in first.forbidden:
             if any(stems <= other for other in second.asked) and not any(stems <= own for own in first.asked):
                 return f"polarity: one forbids what the other asks ({', '.join(sorted(stems))})"
+    if (swap := _polarity_swap(a.sequence, b.sequence)) is not None:
+        return f"polarity: {swap}"
     if (swap := _class_swap(a.sequence, b.sequence)) is not None:
         return f"swapped within a closed class: {swap}"
     reversed_pairs = sorted(p for p in a.order if (p[1], p[0]) in b.order)
@@ -353,6 +355,93 @@ def _class_swap(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
             x, y = a[i1], b[j1]
             if any(x in words and y in words for words in _CLOSED_CLASSES):
                 return f"{x!r} vs {y!r}"
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class WordSwap:
+    """One word of a text (``old``) in the place of another's (``new``), the two texts one frame otherwise."""
+
+    old: str
+    new: str
+    in_object: bool
+    """Whether the word stands in the sentence's object (the words after its first, determiners skipped, up to the
+    first function word: "Quote *file paths* that contain spaces", "Keep the *original order* of items"): a swapped
+    object is another thing acted on (two lessons); a swapped verb or adjunct ("*Lower* the TTL", "greet customers by
+    their *preferred* name") is one action on one thing done another way."""
+
+
+_OBJECT_ENDS = _FILLER | frozenset("not no never without with about over under through across per via like".split())
+
+
+def one_word_swap(a: str, b: str) -> WordSwap | None:
+    """The one word of ``a`` and the one word of ``b`` that stand in each other's place when the two texts are one
+    sentence frame otherwise, word for word ("Lower the DNS TTL a day before ..." / "Raise the DNS TTL a day before
+    ..."), or None: more or other differences, a function word swapped, or two forms of one word (one stem, or one
+    step of :data:`_SYNONYMS`). Whether the two words name different things (two lessons) the caller decides; else,
+    close in meaning, they are synonyms or antonyms, which no embedding tells apart."""
+    found = _one_word_change(_sentence_words(a), _sentence_words(b))
+    if found is None:
+        return None
+    index, x, y = found
+    if not (x.isalpha() and y.isalpha()) or x in _FILLER or y in _FILLER or x in _NEGATIONS or y in _NEGATIONS:
+        return None
+    stem_x, stem_y = _stem(x), _stem(y)
+    if stem_x == stem_y or _SYNONYMS.get(stem_x, stem_x) == _SYNONYMS.get(stem_y, stem_y):
+        return None
+    return WordSwap(x, y, index in _object_slot(_sentence_words(a)))
+
+
+def _sentence_words(text: str) -> tuple[str, ...]:
+    return tuple(re.findall(r"[a-z0-9']+", text.lower().replace("\u2019", "'")))
+
+
+def _one_word_change(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[int, str, str] | None:
+    """(position, word of ``a``, word of ``b``) when ``a`` and ``b`` differ in exactly one word replaced by one."""
+    changes = [op for op in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if op[0] != "equal"]
+    if len(changes) != 1 or changes[0][0] != "replace":
+        return None
+    _, i1, i2, j1, j2 = changes[0]
+    return (i1, a[i1], b[j1]) if i2 - i1 == 1 and j2 - j1 == 1 else None
+
+
+def _object_slot(words: tuple[str, ...]) -> frozenset[int]:
+    """Positions of the object: after the first word, leading determiners skipped, up to the first function word."""
+    start = 1
+    while start < len(words) and words[start] in _FILLER:
+        start += 1
+    end = start
+    while end < len(words) and words[end] not in _OBJECT_ENDS:
+        end += 1
+    return frozenset(range(start, end))
+
+
+_BOOLEAN = frozenset({frozenset({"on", "off"}), frozenset({"true", "false"}), frozenset({"yes", "no"})})
+"""Pairs of a switch's values: one swapped for the other in one frame ("default to off" / "... to on") flips it."""
+
+
+_ARTICLES = frozenset({"a", "an", "the"})
+_NEGATING = _NEGATIONS | {"non"}
+"""Words that negate what follows; "non" is the first part of "non-root" as the texts are split into words."""
+
+
+def _polarity_swap(a: tuple[str, ...], b: tuple[str, ...]) -> str | None:
+    """A negation in one text where the other, one frame otherwise (articles aside), has a word that negates nothing
+    or none at all ("Always sort ... before paginating" / "Never sort ...", "Sort ..." / "Do not sort ...", "as a
+    non-root user" / "as the root user"), or a switch's value swapped for the other ("on" / "off")."""
+    found = _one_word_change(a, b)
+    if found is not None:
+        _, x, y = found
+        if (x in _NEGATING) != (y in _NEGATING) or frozenset({x, y}) in _BOOLEAN:
+            return f"{x!r} vs {y!r} in one frame"
+    bare_a, bare_b = [w for w in a if w not in _ARTICLES], [w for w in b if w not in _ARTICLES]
+    changes = [op for op in difflib.SequenceMatcher(None, bare_a, bare_b, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    if len(changes) == 1 and changes[0][0] in ("insert", "delete"):
+        _, i1, i2, j1, j2 = changes[0]
+        added = bare_a[i1:i2] or bare_b[j1:j2]
+        if any(w in _NEGATING for w in added) and all(w in _NEGATING or w in ("do", "does") for w in added):
+            return f"{' '.join(added)!r} added in one frame"
     return None
 
 

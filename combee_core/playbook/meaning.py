@@ -19,7 +19,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from combee_core.playbook.conflict import RuleFeatures, conflict_between
+from combee_core.playbook.conflict import RuleFeatures, WordSwap, conflict_between, one_word_swap
 from combee_core.playbook.embedding import EmbeddingCache, EmbeddingError, Vectors
 from combee_core.playbook.instruments import Tool, tool_swap, tools_of
 from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
@@ -317,9 +317,16 @@ class SemanticJudge:
         if names_new and names_old and not (names_new <= names_old or names_old <= names_new):
             return Judgement("distinct", score, f"names different things: {sorted(names_new)} vs {sorted(names_old)}",
                              apart=True)
+        word = _word_swap(new, old)
+        if word is not None and not word.in_object:
+            return Judgement("conflict", score, f"one word swapped in one frame, outside its object: {word.old!r} vs "
+                             f"{word.new!r} (one action on one thing done another way)")
         first, second = sorted(_actions(new, old))  # the frame tests do not depend on which text is the new one
         if (swap := self._swapped(first, second) or self._moved_frame(first, second)) is not None:
             return Judgement("distinct", score, swap, apart=True)
+        if word is not None:
+            return Judgement("conflict", score, f"one word swapped in one frame: {word.old!r} vs {word.new!r} "
+                             "(close in meaning: antonyms or synonyms, read as a conflict)")
         return Judgement("same", score, f"same meaning ({score:.2f})")
 
     def _scopes_differ(self, new: str, texts: Sequence[str]) -> str | None:
@@ -385,6 +392,20 @@ class SemanticJudge:
             if (why := self._subjects_differ(part_a, part_b)) is not None:
                 return why
         return None
+
+
+def _word_swap(a: str, b: str) -> WordSwap | None:
+    """The one word swapped between two texts that are one frame otherwise (``conflict.one_word_swap``), unless it
+    frames a scope ("tasks" / "questions": ``scope.FRAMING``) or is a pronoun. Swapped outside the sentence's object
+    (its verb, an adjunct: "*Lower* the TTL", "greet customers by their *preferred* name") it is one action on one
+    thing done another way: a conflict, whatever the two words' cosine. Swapped in the object ("Quote *file paths*
+    ..." / "Quote *arguments* ...") the frame test decides: two subjects, or (close in meaning) antonyms or synonyms,
+    which an embedding places alike: a conflict, since a conflict only opens a challenge where "same" would reinforce
+    the rule being corrected."""
+    swap = one_word_swap(a, b)
+    if swap is None or any(w in FRAMING or w in _PRONOUNS for w in (swap.old, swap.new)):
+        return None
+    return swap
 
 
 def _actions(a: str, b: str) -> tuple[str, str]:
