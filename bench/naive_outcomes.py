@@ -41,9 +41,10 @@ false removal. Each configuration also runs **without outcomes** (the partials c
 the same random draws until the playbooks differ.
 
 Measured per case: the batch in which the first rule's entry went and how (superseded by a challenge, demoted by
-outcomes, evicted), whether ``L`` has an entry at the end, the traces on ``L``'s task served / following the wrong
-rule, and entries of ``L`` removed (a right entry lost). Not Kafka and no LLM (as ``naive_pipeline``); never the
-held-out-for-measuring sets H and I.
+outcomes, evicted), whether ``L`` has an entry at the end and the batches at whose end it had none after it had had
+one (a right lesson lost), the traces on ``L``'s task served / following the wrong rule, and entries of ``L``
+removed: demoted (a right entry lost to outcomes), or superseded (mostly one wording of ``L`` swapped for another).
+Not Kafka and no LLM (as ``naive_pipeline``); never the held-out-for-measuring sets H and I.
 """
 
 from __future__ import annotations
@@ -207,6 +208,7 @@ async def run_case(reducer: Reducer, case: Case, p: Params, seed: int, send_outc
     gone: dict[str, Any] | None = None
     served_wrong = followed_wrong = 0
     right_removed: list[dict[str, Any]] = []
+    had_right, lost_batches = False, 0
     for batch in range(1, p.batches + 1):
         relevant = [e for e in playbook.entries if e.content in case.relevant]
         others = [e for e in playbook.entries if e.content not in case.relevant]
@@ -235,8 +237,12 @@ async def run_case(reducer: Reducer, case: Case, p: Params, seed: int, send_outc
             removed = next((e for e in relevant + others if e.entry_id == applied.entry_id), None)
             if removed is not None and removed.content in case.right and removed.entry_id != first.entry_id:
                 right_removed.append({"batch": batch, "how": how_removed(applied.reason), "text": removed.content})
+        has_right = any(e.content in case.right for e in playbook.entries)
+        had_right = had_right or has_right
+        lost_batches += had_right and not has_right
     return {"kind": case.kind, "first": case.first, "seed": seed, "outcomes": send_outcomes, "gone": gone,
             "right_lesson_at_end": any(e.content in case.right for e in playbook.entries),
+            "batches_right_lesson_lost": lost_batches,
             "served_wrong": served_wrong, "followed_wrong": followed_wrong, "right_removed": right_removed,
             "entries_at_end": len(playbook), "pending_challenges": len(playbook.challenges)}
 
@@ -249,7 +255,9 @@ def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
             "demoted": sum(g["how"] == "demoted" for g in gone),
             "median_batch_gone": statistics.median(g["batch"] for g in gone) if gone else None,
             "right_lesson_at_end": sum(r["right_lesson_at_end"] for r in runs),
-            "right_entries_removed": sum(len(r["right_removed"]) for r in runs),
+            "right_entries_demoted": sum(x["how"] == "demoted" for r in runs for x in r["right_removed"]),
+            "right_entries_superseded": sum(x["how"] == "superseded" for r in runs for x in r["right_removed"]),
+            "runs_losing_right_lesson": sum(r["batches_right_lesson_lost"] > 0 for r in runs),
             "served_wrong_mean": round(statistics.fmean(r["served_wrong"] for r in runs), 1),
             "followed_wrong_mean": round(statistics.fmean(r["followed_wrong"] for r in runs), 1),
             "entries_at_end_mean": round(statistics.fmean(r["entries_at_end"] for r in runs), 2)}
@@ -309,8 +317,9 @@ def main() -> None:
             kind, _, flag = key.partition(" ")
             print(f"| {label(name)} | {kind} | {flag.split()[0]} | {s['first_rule_gone']}/{s['runs']} "
                   f"({s['superseded']} / {s['demoted']}) | {s['median_batch_gone']} | "
-                  f"{s['right_lesson_at_end']}/{s['runs']} | "
-                  f"{s['right_entries_removed']} | {s['served_wrong_mean']} / {s['followed_wrong_mean']} |")
+                  f"{s['right_lesson_at_end']}/{s['runs']} | {s['runs_losing_right_lesson']} | "
+                  f"{s['right_entries_demoted']} ({s['right_entries_superseded']}) | {s['served_wrong_mean']} / "
+                  f"{s['followed_wrong_mean']} |")
     write_results(RESULTS.with_name(args.out), {"params": vars(p), "seeds": args.seeds, "sets": args.sets,
                                                 "totals": totals, "results": results, "machine": machine()})
 
