@@ -236,7 +236,8 @@ async def run_case(reducer: Reducer, case: Case, p: Params, seed: int, send_outc
                 gone = {"batch": batch, "how": how_removed(applied.reason), "reason": applied.reason[:300]}
             removed = next((e for e in relevant + others if e.entry_id == applied.entry_id), None)
             if removed is not None and removed.content in case.right and removed.entry_id != first.entry_id:
-                right_removed.append({"batch": batch, "how": how_removed(applied.reason), "text": removed.content})
+                right_removed.append({"batch": batch, "how": how_removed(applied.reason), "text": removed.content,
+                                      "reason": applied.reason[:400]})
         has_right = any(e.content in case.right for e in playbook.entries)
         had_right = had_right or has_right
         lost_batches += had_right and not has_right
