@@ -248,6 +248,14 @@ async def run_case(reducer: Reducer, case: Case, p: Params, seed: int, send_outc
             "entries_at_end": len(playbook), "pending_challenges": len(playbook.challenges)}
 
 
+def notable_run(run: dict[str, Any]) -> bool:
+    """A run the results file keeps: anything but a wrong rule superseded in the first batch, or a control whose
+    first rule stayed, with no right entry removed and the right lesson never lost."""
+    expected = (run["gone"] is not None and run["gone"]["batch"] == 1) if run["kind"] == "wrong" else (
+        run["gone"] is None)
+    return not expected or bool(run["right_removed"]) or run["batches_right_lesson_lost"] > 0
+
+
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """Counts over the runs of one set, kind and outcomes flag."""
     gone = [r["gone"] for r in runs if r["gone"] is not None]
@@ -273,7 +281,8 @@ async def main_async(args: argparse.Namespace, p: Params) -> dict[str, Any]:
         data = json.loads((DATA / f"{set_name}.json").read_text())
         runs = [await run_case(reducer, case, p, seed, send)
                 for case in cases(data, p.wordings) for seed in range(args.seeds) for send in (True, False)]
-        results[set_name] = {"runs": runs, "summary": {
+        notable = [r for r in runs if notable_run(r)]
+        results[set_name] = {"runs": runs, "notable_runs": notable, "summary": {
             f"{kind} {'with' if send else 'without'} outcomes": summary(
                 [r for r in runs if r["kind"] == kind and r["outcomes"] == send])
             for kind in ("wrong", "control") for send in (True, False)}}
@@ -321,8 +330,12 @@ def main() -> None:
                   f"{s['right_lesson_at_end']}/{s['runs']} | {s['runs_losing_right_lesson']} | "
                   f"{s['right_entries_demoted']} ({s['right_entries_superseded']}) | {s['served_wrong_mean']} / "
                   f"{s['followed_wrong_mean']} |")
-    write_results(RESULTS.with_name(args.out), {"params": vars(p), "seeds": args.seeds, "sets": args.sets,
-                                                "totals": totals, "results": results, "machine": machine()})
+    kept = {name: {"summary": r["summary"], "runs": len(r["runs"]), "notable_runs": r["notable_runs"]}
+            for name, r in results.items()}
+    write_results(RESULTS.with_name(args.out), {
+        "params": vars(p), "seeds": args.seeds, "sets": args.sets, "totals": totals, "results": kept,
+        "notable_runs": "runs other than a wrong rule superseded in batch 1 or a control whose first rule stayed, "
+        "without a right entry removed or the right lesson lost (the others are only counted)", "machine": machine()})
 
 
 if __name__ == "__main__":
