@@ -123,6 +123,13 @@ def compares_groups(judge: object) -> bool:
     return compares_groups(inner) if inner is not None else isinstance(judge, GroupJudge)
 
 
+def compares_lessons(judge: object) -> bool:
+    """Whether ``judge`` compares two entries' wordings (:class:`LessonsJudge`); a wrapper's answer is its ``inner``
+    judge's, as in :func:`compares_groups`."""
+    inner = getattr(judge, "inner", None)
+    return compares_lessons(inner) if inner is not None else isinstance(judge, LessonsJudge)
+
+
 class _Features:
     def __init__(self) -> None:
         self._rules: dict[str, RuleFeatures] = {}
