@@ -17,9 +17,7 @@ challenger folded in as an alias still joins its own pending challenge.
 An ADD the judge matches to an entry on closeness alone, unconfirmed by the reducer call
 (``combee_core.playbook.uncertain``), is a rewording or a reversal the judge cannot see: it is folded (an alias, no
 counter) and weighed the same way, restating a challenge only when closer to its wording than to the entry's text
-(``restating``'s ``closer_than``); a winner is the challenge's own wording (the lesson its support restates; the
-ADD that tipped it may be another lesson, only closer to that wording than to the entry's text) and keeps the
-entry's text, its aliases and that ADD as its aliases.
+(``restating``'s ``closer_than``); a winner keeps the entry's text and aliases as its aliases.
 
 Where both sides are entries agents used (an ADD that restates one entry and contradicts another, which contradicts
 it), outcomes decide over restatements: from :data:`~combee_core.playbook.outcomes.MIN_USES` uses each, the entry

@@ -18,9 +18,7 @@ def conflicting_add(work: WorkingPlaybook, op: AddOp, old: PlaybookEntry, why: s
     the judge cannot see, at that score): no counter changes; it joins ``old``'s challenge it restates (closer
     than ``closer_than``) or opens one, which supersedes ``old`` (a DELETE with both sides' evidence, then the
     ADD) once it outweighs ``old``'s evidence (``combee_core.playbook.challenges``); else the ADD is rejected
-    (folded when unconfirmed) and the challenge pends. An unconfirmed challenge wins with its own wording (the
-    lesson its support restates, not the ADD that tipped it, which may be another lesson only as close to it), and
-    keeps ``old``'s wordings and the ADD's as aliases."""
+    (folded when unconfirmed) and the challenge pends. An unconfirmed winner keeps ``old``'s wordings as aliases."""
     if (own := own_wording(old, op.content)) is not None and restating(
             work.challenges, old.entry_id, op, work.judge, closer_than) is None:  # never a challenge to itself
         return work.fold(op, old, why, f"; it restates {old.entry_id}'s own wording {own!r}, which never "
@@ -46,15 +44,13 @@ def conflicting_add(work: WorkingPlaybook, op: AddOp, old: PlaybookEntry, why: s
             return work.fold(op, old, why, f"; {lineage}: would supersede it, but {cap}; pending")
         return AppliedOperation(operation=op, outcome="rejected", reason=(
             f"conflicts with {lineage} ({why}) and would supersede it, but {cap}; the challenge pending"))
-    winner = op.model_copy(update={"content": challenge.content, "section": challenge.section}) if folded else op
-    aliases = list(dict.fromkeys(a for a in (old.content, *old.aliases, op.content) if a != winner.content)
-                   )[:MAX_ALIASES] if folded else []
-    applied = work.new_entry(winner, "", helpful=challenge.support - 1, aliases=aliases)  # inherits its evidence
+    aliases = [a for a in (old.content, *old.aliases) if a != op.content][:MAX_ALIASES] if folded else ()
+    applied = work.new_entry(op, "", helpful=challenge.support - 1, aliases=aliases)  # inherits its evidence
     # ... which this version's traces stand behind: their restatements of the winner add nothing on top
     work.gained[(str(applied.entry_id), "helpful")] = challenge.support - 1
     work.challenges.remove(challenge)
     work.supersede(old, str(applied.entry_id), f"superseded by {applied.entry_id}: {why}; {lineage}")
-    return applied.model_copy(update={"operation": op, "reason": f"added; supersedes {lineage} ({why})"})
+    return applied.model_copy(update={"reason": f"added; supersedes {lineage} ({why})"})
 
 
 def settle(work: WorkingPlaybook, applied: AppliedOperation, restated: PlaybookEntry, other: PlaybookEntry,
