@@ -164,6 +164,7 @@ def _lesson_apart(judge: Judge, op: AddOp, entry: PlaybookEntry, restated: list[
         return None
     mine = [op.content, *restated]
     rest = [entry.content, *(a for a in entry.aliases if a not in restated)]
-    if any(judge.judge_lessons(texts, others).kind == "same" for texts, others in ((rest, mine), (mine, rest))):
+    if any(judge.judge_lessons(texts, others).kind != "distinct"  # a contested or conflicting pair is no split
+           for texts, others in ((rest, mine), (mine, rest))):
         return None
     return list(restated)
