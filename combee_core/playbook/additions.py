@@ -59,9 +59,11 @@ def split(work: WorkingPlaybook, op: AddOp, entry: PlaybookEntry, why: str) -> A
     alias when ``op`` shows it is a lesson apart (``aliases.split_alias``: no counter rises), else ``op`` folded."""
     if (parted := alias_rules.split_alias(work.judge, op, entry, work.new_version)) is None:
         return work.fold(op, entry, why, "")
-    work.entries[entry.entry_id], alias = parted
-    work.challenges = [c for c in work.challenges if (c.entry_id, c.content) != (entry.entry_id, alias)]
-    applied = work.new_entry(op.model_copy(update={"content": alias}), "", aliases=[op.content])
+    work.entries[entry.entry_id], wordings = parted
+    alias, *more = wordings
+    work.challenges = [c for c in work.challenges if c.entry_id != entry.entry_id or c.content not in wordings]
+    applied = work.new_entry(op.model_copy(update={"content": alias}), "", aliases=[*more, op.content])
+    also = f" with {len(more)} more alias(es) it restates" if more else ""
     return applied.model_copy(update={"operation": op, "reason": (
-        f"alias {alias!r} of {entry.entry_id} split off as {applied.entry_id}, this ADD its alias: it restates "
-        f"the alias, not the lesson of {entry.entry_id}'s wordings ({why})")})
+        f"alias {alias!r} of {entry.entry_id} split off as {applied.entry_id}{also}, this ADD its alias: it "
+        f"restates the alias, not the lesson of {entry.entry_id}'s wordings ({why})")})

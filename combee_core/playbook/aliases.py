@@ -22,8 +22,11 @@ of it is folded through the alias). A later ADD that the judge finds distinct fr
 one alias is that evidence when neither it nor the alias is the lesson of the entry's *other* wordings together
 (their prototype: the entry's text and its other aliases, the alias left out, since a prototype holding the alias
 leans towards it): :func:`split_alias` takes the alias out of the entry and makes it an entry of its own, the ADD
-its alias (no counter rises on either side). The judge's own verdicts decide, no new threshold; a wording that is
-also the lesson of the entry's other wordings stays folded.
+its alias (no counter rises on either side). When the ADD or the alias is close to that prototype, the judge
+comparing lessons still decides: the ADD with every alias it restates against the entry's other wordings, and when
+it calls them two lessons both ways (as consolidation would leave them apart), those aliases are split off together.
+The judge's own verdicts decide, no new threshold; a wording that is also the lesson of the entry's other wordings
+stays folded.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from collections.abc import Iterable
 
 from combee_core.models import MAX_ALIASES, AddOp, PlaybookEntry
 from combee_core.playbook.embedding import EmbeddingError
-from combee_core.playbook.meaning import GroupJudge, Judge, Judgement, compares_groups
+from combee_core.playbook.meaning import GroupJudge, Judge, Judgement, LessonsJudge, compares_groups, compares_lessons
 from combee_core.playbook.scope import split_scope
 
 logger = logging.getLogger(__name__)
@@ -120,26 +123,48 @@ def alias_texts(entries: Iterable[PlaybookEntry]) -> list[str]:
     return [alias for entry in entries for alias in entry.aliases]
 
 
-def split_alias(judge: Judge, op: AddOp, entry: PlaybookEntry, new_version: int) -> tuple[PlaybookEntry, str] | None:
-    """``entry`` without the alias that ``op`` shows to be a lesson of its own, and that alias; None when ``op`` shows
-    none. ``op`` (which the judge found distinct from the entry's text) must state the lesson of that alias (the
-    closest; a conflict with any alias shows nothing), and neither ``op`` nor the alias may be the lesson of the
-    entry's other wordings together (its text and other aliases; a judge that cannot compare against several
-    wordings splits nothing)."""
+def split_alias(judge: Judge, op: AddOp, entry: PlaybookEntry, new_version: int
+                ) -> tuple[PlaybookEntry, list[str]] | None:
+    """``entry`` without the aliases that ``op`` shows to be a lesson of their own, and those aliases (the closest
+    first); None when ``op`` shows none. ``op`` (which the judge found distinct from the entry's text) must state the
+    lesson of an alias (the closest; a conflict with any alias shows nothing). That alias is split off alone when
+    neither ``op`` nor it is the lesson of the entry's other wordings together (its text and other aliases); else
+    every alias ``op`` restates is split off with it when the judge, comparing lessons
+    (:class:`~combee_core.playbook.meaning.LessonsJudge`), calls ``op`` with those aliases and the entry's other
+    wordings two lessons, both ways (consolidation would not merge them back). A judge that cannot compare
+    against several wordings splits nothing."""
     if not isinstance(judge, GroupJudge) or not compares_groups(judge):
         return None
-    best: tuple[float, str] | None = None
+    restated: list[tuple[float, str]] = []
     for alias in entry.aliases:
         verdict = judge.judge(op.content, op.section, alias, entry.section)
         if verdict.kind == "conflict":
             return None
-        if verdict.kind == "same" and (best is None or verdict.score > best[0]):
-            best = (verdict.score, alias)
-    if best is None:
+        if verdict.kind == "same":
+            restated.append((verdict.score, alias))
+    if not restated:
         return None
-    others = [entry.content, *(a for a in entry.aliases if a != best[1])]
+    best = max(restated, key=lambda found: found[0])[1]  # the closest, ties to the first stored
+    others = [entry.content, *(a for a in entry.aliases if a != best)]
+    parted: list[str] | None = [best]
     if any(judge.judge_group(text, section, others).kind == "same"
-           for text, section in ((op.content, op.section), (best[1], entry.section))):
+           for text, section in ((op.content, op.section), (best, entry.section))):
+        parted = _lesson_apart(judge, op, entry, [a for _, a in restated])
+    if parted is None:
         return None
-    return entry.model_copy(update={"aliases": [a for a in entry.aliases if a != best[1]],
-                                    "updated_version": new_version}), best[1]
+    parted.sort(key=lambda alias: alias != best)
+    return entry.model_copy(update={"aliases": [a for a in entry.aliases if a not in parted],
+                                    "updated_version": new_version}), parted
+
+
+def _lesson_apart(judge: Judge, op: AddOp, entry: PlaybookEntry, restated: list[str]) -> list[str] | None:
+    """``restated`` (the aliases ``op`` restates) when the judge calls them with ``op`` and the entry's other
+    wordings two lessons, both ways; else None."""
+    if not compares_lessons(judge) or not isinstance(judge, LessonsJudge):  # a wrapper answers for its inner judge
+        return None
+    mine = [op.content, *restated]
+    rest = [entry.content, *(a for a in entry.aliases if a not in restated)]
+    if any(judge.judge_lessons(texts, others).kind != "distinct"  # a contested or conflicting pair is no split
+           for texts, others in ((rest, mine), (mine, rest))):
+        return None
+    return list(restated)

@@ -123,6 +123,13 @@ def compares_groups(judge: object) -> bool:
     return compares_groups(inner) if inner is not None else isinstance(judge, GroupJudge)
 
 
+def compares_lessons(judge: object) -> bool:
+    """Whether ``judge`` compares two entries' wordings (:class:`LessonsJudge`); a wrapper's answer is its ``inner``
+    judge's, as in :func:`compares_groups`."""
+    inner = getattr(judge, "inner", None)
+    return compares_lessons(inner) if inner is not None else isinstance(judge, LessonsJudge)
+
+
 class _Features:
     def __init__(self) -> None:
         self._rules: dict[str, RuleFeatures] = {}
@@ -283,21 +290,31 @@ class SemanticJudge:
         each of them matched to ``texts`` as an ADD of it would be (close enough to one of the texts, or to their
         prototype, at the judge's own threshold), then every pair of wordings through the checks a close pair gets
         (:meth:`_checked`): one conflict, or one reason that sets a pair apart (another scope, other things named,
-        one frame about another subject), keeps the lessons apart."""
-        centre = self._prototype(texts)
+        one frame about another subject), keeps the lessons apart. When both sides hold several wordings (two
+        established lessons), ``texts`` must also be ``others``' lesson on average (their closest scores the other
+        way, at the same threshold): one side's few wordings near the other's say nothing of the rest of it."""
         score = 1.0
-        for other in others:
-            closest = max(float(np.dot(self.cache.vector(other), centre)), *(self.score(other, t) for t in texts))
+        for other, closest in zip(others, self._closest(others, texts), strict=True):
             if closest < self.same_meaning:
                 return Judgement("distinct", closest, f"{other!r} is at {closest:.2f} < {self.same_meaning} from "
                                  "the other entry's wordings and their prototype")
             score = min(score, closest)
+        if len(texts) > 1 and len(others) > 1 and (back := float(np.mean(self._closest(texts, others)))) < (
+                self.same_meaning):
+            return Judgement("distinct", back, f"the other entry's {len(texts)} wordings are at {back:.2f} < "
+                             f"{self.same_meaning} on average from these {len(others)} and their prototype")
         for text in texts:
             for other in others:
                 if (verdict := self._checked(score, other, text)).kind != "same":
                     return verdict
         return Judgement("same", score, f"each of {len(others)} wording(s) at least {score:.2f} from one of the other "
                          f"entry's {len(texts)} or their prototype, no pair of them set apart")
+
+    def _closest(self, texts: Sequence[str], others: Sequence[str]) -> list[float]:
+        """For each of ``texts``, its score with the closest of ``others`` or with their prototype."""
+        centre = self._prototype(others)
+        return [max(float(np.dot(self.cache.vector(text), centre)), *(self.score(text, o) for o in others))
+                for text in texts]
 
     def _prototype(self, texts: Sequence[str]) -> Vectors:
         """The unit mean direction of ``texts``' embeddings (a zero vector when they cancel out)."""

@@ -64,6 +64,28 @@ def test_a_wording_of_the_entrys_own_lesson_is_folded_not_split(minilm: Uncertai
     assert entry.aliases[:3] == PIN_ALIASES and SECRET_ALIAS in entry.aliases
 
 
+REGION = ["Store every backup copy in a second region, away from the primary data.",
+          "Keep backup copies in another region than the database they protect.",
+          "A backup kept in the same region as the database is lost with it; copy backups to a second region."]
+RESTORE = ("Restore a backup into a scratch database every month to prove the backup copies in the database actually "
+           "work.")
+REHEARSE = "Backups nobody has restored are untested; rehearse a full restore from the backup copies regularly."
+
+
+def test_an_alias_near_the_entrys_wordings_is_split_off_when_its_lesson_and_theirs_are_two(
+        minilm: UncertainJudge) -> None:
+    """The restore-test alias is just close enough to the backup-region wordings' prototype (both about backups) for
+    the single-alias test to keep it; the judge comparing lessons calls the ADD with it one lesson and the region
+    wordings another, both ways: it is split off with the ADD, no counter raised (this test's own wordings)."""
+    playbook = _playbook(REGION[0], [REGION[1], RESTORE, REGION[2]])
+    result = apply_operations(playbook, [_add(REHEARSE)], 2, judge=minilm)
+    kept = result.playbook.get(ENTRY)
+    assert kept is not None and (kept.content, kept.aliases, kept.helpful) == (REGION[0], REGION[1:], 3)
+    [split] = [e for e in result.playbook.entries if e.entry_id != ENTRY]
+    assert (split.content, split.aliases, split.helpful) == (RESTORE, [REHEARSE], 0)
+    assert result.applied[0].reason.startswith(f"alias {RESTORE!r} of {ENTRY} split off as {split.entry_id}")
+
+
 class GroupStub:
     """Pair verdicts by table (symmetric, all "same" unconfirmed once wrapped), and the lesson of a group of wordings
     by table: ``judge_group`` says "same" for the texts in ``members`` (the lesson the entry's wordings state)."""

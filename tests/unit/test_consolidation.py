@@ -91,6 +91,24 @@ def test_a_flipped_quantity_another_lesson_or_a_calls_keep_both_stay_apart() -> 
     assert len(result.playbook) == 2 and result.consolidated == []
 
 
+REQUEST_ID = ["Keep the request ID fixed across retries; do not create a new one inside the retry loop.",
+              "Create the request ID once, before the retry loop, and send the same one on every retry."]
+JITTER = ["Do not let every client retry on the same fixed schedule; add a random delay to each retry.",
+          "Add jitter to the backoff so that clients do not stampede a recovering server.",
+          "Synchronised clients hammer a server that just came back; randomise their waits."]
+
+
+def test_two_established_lessons_on_one_subject_are_not_merged_on_the_few_wordings_that_meet() -> None:
+    """Both entries hold several wordings: the request-ID lesson's two are each close to one wording of the jitter
+    lesson (both say "retry"), but the jitter lesson's wordings, on average, are not the request-ID lesson."""
+    judge = UncertainJudge.trusting(_minilm())
+    result = _apply([_entry(1, REQUEST_ID), _entry(2, JITTER)], [_touch("upl-00002")], judge)
+    assert [e.content for e in result.playbook.entries] == [REQUEST_ID[0], JITTER[0]]
+    assert result.consolidated == []
+    verdict = _minilm().judge_lessons(JITTER, REQUEST_ID)
+    assert verdict.kind == "distinct" and "on average" in verdict.reason
+
+
 def test_the_lexical_judge_consolidates_nothing() -> None:
     result = apply_operations(Playbook.from_entries("pb", 1, [_entry(1, WAIT), _entry(2, [WAIT[0] + " Always."])]),
                               [_touch("upl-00002")], 2)
