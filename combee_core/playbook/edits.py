@@ -54,15 +54,17 @@ def apply_merge(work: WorkingPlaybook, op: MergeOp) -> AppliedOperation:
 
 
 def apply_delete(work: WorkingPlaybook, op: DeleteOp) -> AppliedOperation:
-    """DELETE: the entry removed, within the caps."""
+    """DELETE: the entry removed, within the caps; its strongest pending correction enters in its place
+    (``combee_core.playbook.succession``)."""
     if (why := work.missing(op.entry_id)) is not None:
         return AppliedOperation(operation=op, outcome="rejected", reason=why)
     if (why := work.over_cap([op.entry_id])) is not None:
         return AppliedOperation(operation=op, outcome="rejected", reason=why)
     work.mark_changed([op.entry_id])
-    del work.entries[op.entry_id]
+    removed = work.entries.pop(op.entry_id)
     work.removed[op.entry_id] = "deleted"
-    return AppliedOperation(operation=op, outcome="applied", reason="deleted", entry_id=op.entry_id)
+    heir = work.succeed(removed, "deleted by the reducer's DELETE")
+    return AppliedOperation(operation=op, outcome="applied", reason=f"deleted{heir}", entry_id=op.entry_id)
 
 
 def apply_tag(work: WorkingPlaybook, op: TagOp) -> AppliedOperation:

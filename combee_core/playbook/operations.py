@@ -78,9 +78,10 @@ def apply_operations(
       ``max_changes`` (the rolling change budget); an op over one is rejected with its ``reason``.
     - UPDATE replaces the content (identical content is applied and changes nothing).
     - MERGE keeps the first id (section, ``created_version``) with the new content and all listed entries' summed
-      counters, and removes the others. DELETE removes the entry. TAG adds ``count`` to ``helpful`` or
-      ``harmful``; ``neutral`` changes nothing. An op naming an unknown id (one removed earlier too) or a MERGE
-      listing an id twice is rejected with the reason and changes nothing (``entry_id=None``).
+      counters, and removes the others. DELETE removes the entry, and its strongest pending correction enters in
+      its place with its evidence (``succession``: an ADD in ``ApplyResult.succeeded``). TAG adds ``count`` to
+      ``helpful`` or ``harmful``; ``neutral`` changes nothing. An op naming an unknown id (one removed earlier
+      too) or a MERGE listing an id twice is rejected with the reason and changes nothing (``entry_id=None``).
 
     Each op sees the result of the ones before it; every changed entry gets ``updated_version=new_version``. Raises
     :class:`PlaybookError` only when ``new_version`` is below the playbook's version.
@@ -93,4 +94,5 @@ def apply_operations(
     settle_standing(work)
     consolidate(work)
     return ApplyResult(playbook=work.result(playbook.playbook_id), applied=applied, changed=tuple(work.changed),
-                       superseded=work.superseded, consolidated=work.consolidated)
+                       superseded=work.superseded, consolidated=work.consolidated,
+                       succeeded=work.succeeded)

@@ -1,7 +1,8 @@
 """Contradictions settled: an ADD that contradicts an entry (or matches it unconfirmed) joins or opens its pending
 challenge, which supersedes the entry once it outweighs it (``challenges``); an ADD restating one side of a
-contradiction settles the pair; a contradiction left standing between two entries is settled by outcomes
-(``opposites``). Every superseded entry is a DELETE with both sides' evidence, within the caps."""
+contradiction settles the pair (by evidence only in that side's favour); a contradiction left standing between two
+entries is settled by outcomes (``opposites``). Every superseded entry is a DELETE with both sides' evidence, within
+the caps."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def conflicting_add(work: WorkingPlaybook, op: AddOp, old: PlaybookEntry, why: s
 def settle(work: WorkingPlaybook, applied: AppliedOperation, restated: PlaybookEntry, other: PlaybookEntry,
            why: str) -> AppliedOperation:
     """An ADD restated ``restated``, which contradicts ``other``: outcomes decide between them when both were
-    used enough, else the better evidence; the other is superseded (a DELETE recorded after the operations)."""
+    used enough (either way), else the better evidence, only in ``restated``'s favour (:func:`against_restated`);
+    the loser is superseded (a DELETE recorded after the operations)."""
     winner, by = outcomes_decide(restated, other, work.rules.min_uses), "outcomes"
     if winner is None:
         mine, theirs = work.strength(restated), work.strength(other)
@@ -64,6 +66,8 @@ def settle(work: WorkingPlaybook, applied: AppliedOperation, restated: PlaybookE
     record = f"{work.describe(restated)} contradicts {work.describe(other)} ({why})"
     if winner is None:
         return applied.model_copy(update={"reason": f"{applied.reason}; {record}: neither outweighs, both kept"})
+    if by == "evidence" and winner is other:
+        return applied.model_copy(update={"reason": f"{applied.reason}; {record}: {against_restated(other)}"})
     loser = other if winner is restated else restated
     if (cap := work.over_cap([loser.entry_id])) is not None:
         return applied.model_copy(update={"reason": f"{applied.reason}; {record}: {by} favour "
@@ -71,6 +75,14 @@ def settle(work: WorkingPlaybook, applied: AppliedOperation, restated: PlaybookE
     work.supersede(loser, winner.entry_id, f"superseded by {winner.entry_id} ({by} decide): {record}")
     return applied.model_copy(update={"reason": f"{applied.reason}; {record}: {by} decide for "
                                       f"{winner.entry_id}, {loser.entry_id} superseded"})
+
+
+def against_restated(other: PlaybookEntry) -> str:
+    """Why an ADD's restatement never settles a pair against the side it restates: it is evidence *for* that side;
+    the evidence favouring ``other`` (old restatements) leaves both (outcomes, independent of the ADD, decide either
+    way)."""
+    return (f"the evidence favours {other.entry_id}, but a restatement is evidence for the side it restates, never "
+            "against it: both kept")
 
 
 def settle_standing(work: WorkingPlaybook) -> None:

@@ -172,3 +172,6 @@ class ApplyResult:
     consolidated: list[AppliedOperation] = field(default_factory=list)
     """MERGEs of entries whose wordings the judge calls one lesson (``combee_core.playbook.consolidation``), to record
     after ``superseded``."""
+    succeeded: list[AppliedOperation] = field(default_factory=list)
+    """ADDs of the heirs of entries a DELETE removed (``combee_core.playbook.succession``), to record after
+    ``superseded``."""

@@ -13,6 +13,7 @@ import combee_core.playbook.aliases as alias_rules
 from combee_core.models import AddOp, AppliedOperation, Challenge, DeleteOp, PlaybookEntry
 from combee_core.playbook.challenges import ChallengeRules, standing
 from combee_core.playbook.meaning import Judge
+from combee_core.playbook.succession import heir, heir_entry, heir_record
 from combee_core.playbook.value import Playbook, entry_sort_key, make_entry_id
 
 
@@ -46,6 +47,7 @@ class WorkingPlaybook:
         """Entries of the original playbook rewritten or removed so far (UPDATE, MERGE, DELETE, superseded), once."""
         self.superseded: list[AppliedOperation] = []  # DELETEs of superseded rules (``ApplyResult.superseded``)
         self.consolidated: list[AppliedOperation] = []  # MERGEs of one lesson's entries (``ApplyResult.consolidated``)
+        self.succeeded: list[AppliedOperation] = []  # ADDs of deleted rules' heirs (``ApplyResult.succeeded``)
         self.created: dict[str, int] = {}
         """Entries this call's ADDs created -> the distinct traces of the ADD that created each: within one batch a
         contradiction is settled by the traces behind each side, not by which came first (:meth:`strength`)."""
@@ -110,6 +112,20 @@ class WorkingPlaybook:
         self.superseded.append(AppliedOperation(operation=DeleteOp(entry_id=loser.entry_id), outcome="applied",
                                                 entry_id=loser.entry_id, reason=reason))
 
+    def succeed(self, removed: PlaybookEntry, how: str) -> str:
+        """``removed`` (just removed as wrong) succeeded by its strongest pending correction
+        (``combee_core.playbook.succession``), which enters with its evidence (restatements later in this call add
+        nothing on top); a note naming the heir, or ``""``."""
+        challenge = heir(self.challenges, removed, self.entries.values(), self.judge)
+        if challenge is None:
+            return ""
+        self.challenges.remove(challenge)
+        entry_id = make_entry_id(challenge.section, self.next_number)
+        self.next_number += 1
+        self.entries[entry_id] = heir_entry(challenge, entry_id, self.new_version)
+        self.gained[(entry_id, "helpful")] = challenge.support - 1
+        self.succeeded.append(heir_record(challenge, entry_id, removed, how))
+        return f"; its strongest pending correction enters as {entry_id}"
 
     def fold(self, op: AddOp, entry: PlaybookEntry, why: str, note: str) -> AppliedOperation:
         """``op`` folded into ``entry`` unconfirmed: no counter rises; its wording kept as an alias (not chained)."""

@@ -23,6 +23,7 @@ from combee_core.playbook import ApplyResult, Playbook, apply_operations, playbo
 from combee_core.playbook.challenges import ChallengeRules, standing
 from combee_core.playbook.meaning import Judge, LexicalJudge
 from combee_core.playbook.outcomes import DEFAULT_DECAY, DEMOTION_Z, MIN_USES, distinct_outcomes, with_outcomes
+from combee_core.playbook.succession import succeed_removed
 from combee_core.reduce.budget import DEFAULT_MIN_EVIDENCE, added_support, change_cap, eviction_allowance, fit_to_budget
 from combee_core.reduce.counts import bound_counts, count_limit
 from combee_core.reduce.demotion import demote_by_outcomes
@@ -281,7 +282,7 @@ def build_version(
     result = ApplyResult(playbook=with_outcomes(with_evidence(result.playbook, use_evidence(partials)), outcomes,
                                                 outcome_decay),
                          applied=[*said_apart(result.applied), *bounded, *cut, *result.superseded,
-                                  *result.consolidated],
+                                  *result.succeeded, *result.consolidated],
                          changed=result.changed)
     kept_state = result.playbook
     demoted: list[str] = []
@@ -296,7 +297,10 @@ def build_version(
                             f"than the baseline ({', '.join(demotion.flagged)}) kept by the change cap, the rolling "
                             "change budget or the majority rule; tested again next version")
         demoted = [item.entry_id for item in demotion.removals if item.entry_id is not None]
-        result = ApplyResult(playbook=demotion.playbook, applied=[*result.applied, *demotion.removals],
+        before = {entry.entry_id: entry for entry in result.playbook.entries}
+        succeeded, heirs = succeed_removed(demotion.playbook, [before[entry_id] for entry_id in demoted],
+                                           new_version, judge or LexicalJudge(), "demoted by outcomes")
+        result = ApplyResult(playbook=succeeded, applied=[*result.applied, *demotion.removals, *heirs],
                              changed=result.changed)
     if budget_tokens is not None:
         removed = sum(1 for entry_id in playbook.entry_ids if result.playbook.get(entry_id) is None)

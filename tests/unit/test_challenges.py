@@ -174,6 +174,22 @@ def test_without_enough_uses_the_better_evidence_settles_two_entries() -> None:
     assert "evidence decide for sor-00001" in record.operations[0].reason
 
 
+def test_a_restatement_never_settles_a_pair_against_the_side_it_restates() -> None:
+    # an established wrong rule (evidence 21) and a young correction entry beside it; an ADD restates the correction
+    rule = PlaybookEntry(entry_id="bak-00001", section="backups", helpful=20, created_version=1, updated_version=1,
+                         content="Run the nightly backup job before rotating the logs.")
+    fix = PlaybookEntry(entry_id="bak-00002", section="backups", helpful=2, created_version=2, updated_version=2,
+                        content="Run the nightly backup job after rotating the logs.")
+    record = _version(Playbook.from_entries("pb", 2, [rule, fix]),
+                      [AddOp(section="backups", content="Run the nightly backup job after rotating logs.")], 1)
+    assert [e.entry_id for e in record.entries] == ["bak-00001", "bak-00002"]  # the restated side stays
+    assert record.entries[1].helpful == 3 and "both kept" in record.operations[0].reason
+    # a restatement of the rule may still settle the pair in the rule's favour
+    record = _version(Playbook.from_entries("pb", 2, [rule, fix]),
+                      [AddOp(section="backups", content="Run the nightly backup job before rotating logs.")], 1)
+    assert [e.entry_id for e in record.entries] == ["bak-00001"]
+
+
 def test_outcome_credit_counts_against_a_rule_agents_fail_with() -> None:
     baseline = OutcomeTally(successes=80_000, failures=20_000)  # the playbook's traces succeed 80% of the time
     failing = _rule(helpful=4, outcome=_used(2, 18))  # but 2 of 20 with this rule
