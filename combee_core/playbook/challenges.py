@@ -21,7 +21,8 @@ counter) and weighed the same way, restating a challenge only when closer to its
 
 Where both sides are entries agents used (an ADD that restates one entry and contradicts another, which contradicts
 it), outcomes decide over restatements: from :data:`~combee_core.playbook.outcomes.MIN_USES` uses each, the entry
-with the clearly higher success rate stays (``outcomes_decide``); otherwise the better evidence does.
+with the clearly higher success rate stays (``outcomes_decide``); otherwise evidence settles the pair only for the
+side the ADD restates (``supersession.settle``: a restatement never gets its own side superseded), else both stay.
 """
 
 from __future__ import annotations
