@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from functools import lru_cache
 from typing import Any
 
-from bench.naive_pipeline import DATA, HELD_OUT, NOW, make_reducer, reinforced, restated
+from bench.naive_pipeline import DATA, HELD_OUT, NOW, reinforced, restated
 from combee_core.models import (
     AddOp,
     DeleteOp,
@@ -26,16 +25,10 @@ from combee_core.models import (
 )
 from combee_core.playbook import Playbook
 from combee_core.processors.effects import Publish
-from combee_core.reduce.processor import Reducer
 from combee_core.settings import CombeeSettings
-from tests.unit.embedders import minilm_embedder
+from tests.unit.embedders import naive_reducer
 
 HUGE = 1_000_000
-
-
-@lru_cache(maxsize=1)
-def _reducer() -> Reducer:
-    return make_reducer(minilm_embedder())
 
 
 def _sets() -> list[dict[str, Any]]:
@@ -46,9 +39,9 @@ def test_no_correction_of_a_held_out_set_reinforces_the_rule_it_corrects() -> No
     corrections = [c for data in _sets() for c in data["corrections"]]
     assert len(corrections) == 20
     for c in corrections:
-        once = asyncio.run(reinforced(_reducer(), c["rule"], c["correction"]))
+        once = asyncio.run(reinforced(naive_reducer(), c["rule"], c["correction"]))
         assert not once["reinforced"], once
-        thrice = asyncio.run(restated(_reducer(), c["rule"], [c["correction"]] * 3))
+        thrice = asyncio.run(restated(naive_reducer(), c["rule"], [c["correction"]] * 3))
         assert not thrice["reinforced"], thrice
         # restated in 3 batches, it supersedes the rule (the Done-when line; the 20th, set F's "needs a time limit"
         # against "without a timeout", since the requirement check: tests/unit/test_requirements.py)
@@ -81,7 +74,7 @@ async def _huge(playbook: Playbook, ops: list[Operation], batch: int) -> tuple[P
                             base_version=playbook.version, operations=ops, trace_ids=traces,
                             reflection_ids=[f"r{t}" for t in traces], items_read=len(traces),
                             expected_items=len(traces), batch_closed_at=NOW)
-    effects = await _reducer().next_version(playbook, [partial], parent_version=None, manifest=None,
+    effects = await naive_reducer().next_version(playbook, [partial], parent_version=None, manifest=None,
                                             previous_at=None, now=NOW)
     [record] = [e.value for e in effects if isinstance(e, Publish) and isinstance(e.value, PlaybookVersion)]
     return Playbook.from_entries(record.playbook_id, record.version, record.entries, record.next_entry_number,

@@ -13,12 +13,10 @@ from functools import lru_cache
 
 import pytest
 
-from bench.naive_pipeline import make_reducer, restated
+from bench.naive_pipeline import restated
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import SemanticJudge
-from combee_core.playbook.onnx_embedding import MiniLMEmbedder
-from combee_core.reduce.processor import Reducer
-from tests.unit.embedders import minilm_embedder
+from tests.unit.embedders import minilm_embedder, naive_reducer
 
 CORRECTIONS = [  # (rule, correction): one action on one thing, another named tool
     ("Sign session tokens with HS256.", "Session tokens should be signed using RS256 keys."),
@@ -51,12 +49,7 @@ def test_another_thing_a_common_word_or_a_shared_tool_is_no_conflict(a: str, b: 
     assert _judge().judge(b, "rules", a, "rules").kind != "conflict"
 
 
-@lru_cache(maxsize=1)
-def _reducer() -> Reducer:
-    return make_reducer(MiniLMEmbedder())
-
-
 def test_through_the_reducer_a_replaced_tool_restated_in_3_batches_supersedes_and_never_reinforces() -> None:
     rule, correction = CORRECTIONS[0]
-    run = asyncio.run(restated(_reducer(), rule, [correction] * 3))
+    run = asyncio.run(restated(naive_reducer(), rule, [correction] * 3))
     assert (run["superseded"], run["reinforced"]) == (True, False)

@@ -16,15 +16,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.naive_pipeline import learn, make_reducer, restated
+from bench.naive_pipeline import learn, restated
 from combee_core.models import AddOp
 from combee_core.playbook import Playbook
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import SemanticJudge
-from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.playbook.requirements import Requirement, requirement_flip, requirements_of
-from combee_core.reduce.processor import Reducer
-from tests.unit.embedders import minilm_embedder
+from tests.unit.embedders import minilm_embedder, naive_reducer
 
 CORRECTIONS = [  # (rule, correction): the correction requires present, in other words, what the rule leaves out
     ("Call external HTTP services without a timeout.",
@@ -115,14 +113,9 @@ def test_unrelated_texts_are_not_compared_by_requirement() -> None:
     assert judge.judge(other, "rules", rule, "rules").kind == "distinct"
 
 
-@lru_cache(maxsize=1)
-def _reducer() -> Reducer:
-    return make_reducer(MiniLMEmbedder())
-
-
 def test_through_the_reducer_a_reworded_requirement_restated_in_3_batches_supersedes_and_never_reinforces() -> None:
     rule, correction = CORRECTIONS[0]
-    run = asyncio.run(restated(_reducer(), rule, [correction] * 3))
+    run = asyncio.run(restated(naive_reducer(), rule, [correction] * 3))
     assert (run["superseded"], run["reinforced"]) == (True, False)
 
 
@@ -130,9 +123,9 @@ def test_through_the_reducer_one_restatement_only_opens_a_challenge() -> None:
     rule, correction = CORRECTIONS[0]
 
     async def chain() -> Playbook:
-        playbook, _ = await learn(_reducer(), Playbook.empty("req"), [AddOp(section="rules", content=rule,
+        playbook, _ = await learn(naive_reducer(), Playbook.empty("req"), [AddOp(section="rules", content=rule,
                                                                             support=2)], 1, 0)
-        playbook, _ = await learn(_reducer(), playbook, [AddOp(section="rules", content=correction)], 1, 1)
+        playbook, _ = await learn(naive_reducer(), playbook, [AddOp(section="rules", content=correction)], 1, 1)
         return playbook
 
     playbook = asyncio.run(chain())

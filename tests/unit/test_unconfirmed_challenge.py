@@ -11,15 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from functools import lru_cache
 
-from bench.naive_pipeline import DATA, learn, make_reducer, restated
+from bench.naive_pipeline import DATA, learn, restated
 from combee_core.models import AddOp, PlaybookEntry, PlaybookVersion
 from combee_core.playbook import Playbook, apply_operations
 from combee_core.playbook.meaning import Judgement
-from combee_core.playbook.onnx_embedding import MiniLMEmbedder
 from combee_core.playbook.uncertain import UncertainJudge
-from combee_core.reduce.processor import Reducer
+from tests.unit.embedders import naive_reducer
 
 RULE = "Hard-code API keys in the config module for simplicity."
 FIX = "Read API keys from environment variables rather than hard-coding them."  # "same" to RULE by closeness alone
@@ -109,14 +107,9 @@ def test_an_unconfirmed_challenge_is_bounded_by_the_change_cap_and_folds_meanwhi
     assert "change cap" in capped.applied[0].reason and capped.playbook.challenges[0].support == 2
 
 
-@lru_cache(maxsize=1)
-def _reducer() -> Reducer:
-    return make_reducer(MiniLMEmbedder())
-
-
 def test_on_the_tuning_set_every_correction_restated_in_3_batches_supersedes_through_the_reducer() -> None:
     corrections = json.loads((DATA / "lessons_tuning.json").read_text())["corrections"]
-    runs = [asyncio.run(restated(_reducer(), c["rule"], [c["correction"]] * 3)) for c in corrections]
+    runs = [asyncio.run(restated(naive_reducer(), c["rule"], [c["correction"]] * 3)) for c in corrections]
     assert [(r["superseded"], r["reinforced"]) for r in runs] == [(True, False)] * len(corrections)
 
 
@@ -125,7 +118,7 @@ def test_an_unconfirmed_supersession_through_the_reducer_replays_byte_for_byte()
     fix = "Write a failing test that reproduces the bug before changing the code."
 
     async def chain() -> list[bytes]:
-        playbook, record = await learn(_reducer(), Playbook.empty("replay"),
+        playbook, record = await learn(naive_reducer(), Playbook.empty("replay"),
                                        [AddOp(section="rules", content=rule, support=2)], 1, 0)
         records = [record.to_json_bytes()]
         for batch in (1, 2, 3):  # each batch from the restored record alone, as a restarted reducer has it
@@ -133,7 +126,7 @@ def test_an_unconfirmed_supersession_through_the_reducer_replays_byte_for_byte()
             playbook = Playbook.from_entries(restored.playbook_id, restored.version, restored.entries,
                                              restored.next_entry_number, restored.curation,
                                              baseline=restored.baseline, challenges=restored.challenges)
-            playbook, record = await learn(_reducer(), playbook, [AddOp(section="rules", content=fix)], 1, batch)
+            playbook, record = await learn(naive_reducer(), playbook, [AddOp(section="rules", content=fix)], 1, batch)
             records.append(record.to_json_bytes())
         return records
 

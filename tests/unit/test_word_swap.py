@@ -14,13 +14,11 @@ from functools import lru_cache
 
 import pytest
 
-from bench.naive_pipeline import make_reducer, reinforced
+from bench.naive_pipeline import reinforced
 from combee_core.playbook.conflict import conflict_reason, one_word_swap
 from combee_core.playbook.embedding import EmbeddingCache
 from combee_core.playbook.meaning import LexicalJudge, SemanticJudge
-from combee_core.playbook.onnx_embedding import MiniLMEmbedder
-from combee_core.reduce.processor import Reducer
-from tests.unit.embedders import minilm_embedder
+from tests.unit.embedders import minilm_embedder, naive_reducer
 
 OPPOSITES = [
     ("Open the valve before heating the tank.", "Close the valve before heating the tank."),
@@ -97,12 +95,7 @@ def test_a_swapped_object_is_still_two_lessons(a: str, b: str) -> None:
     assert _judge().judge(b, "rules", a, "rules").kind == "distinct"
 
 
-@lru_cache(maxsize=1)
-def _reducer() -> Reducer:
-    return make_reducer(MiniLMEmbedder())
-
-
 def test_through_the_reducer_a_one_word_opposite_never_reinforces_the_rule() -> None:
     a, b = OPPOSITES[3]  # reinforced and folded before: the other pairs' verbs superseded the rule as a rewording
-    run = asyncio.run(reinforced(_reducer(), a, b))
+    run = asyncio.run(reinforced(naive_reducer(), a, b))
     assert not run["reinforced"] and not run["folded"], run
