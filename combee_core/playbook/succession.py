@@ -41,20 +41,20 @@ def heir(challenges: Sequence[Challenge], removed: PlaybookEntry, entries: Itera
     return best
 
 
-def heir_entry(challenge: Challenge, entry_id: str, version: int) -> PlaybookEntry:
-    """The entry ``challenge`` becomes: its text, with the evidence it accumulated."""
-    return PlaybookEntry(entry_id=entry_id, section=challenge.section, content=challenge.content,
-                         helpful=challenge.support - 1, created_version=version, updated_version=version)
-
-
-def heir_record(challenge: Challenge, entry_id: str, removed: PlaybookEntry, how: str) -> AppliedOperation:
-    """The applied ADD that records the heir's entry, and why."""
-    return AppliedOperation(
+def heir_of(challenge: Challenge, removed: PlaybookEntry, number: int, version: int, how: str
+            ) -> tuple[PlaybookEntry, AppliedOperation]:
+    """The entry ``challenge`` becomes (entry number ``number``: its text, with the evidence it accumulated) and the
+    applied ADD that records it, and why."""
+    entry_id = make_entry_id(challenge.section, number)
+    entry = PlaybookEntry(entry_id=entry_id, section=challenge.section, content=challenge.content,
+                          helpful=challenge.support - 1, created_version=version, updated_version=version)
+    record = AppliedOperation(
         operation=AddOp(section=challenge.section, content=challenge.content, support=challenge.support),
         outcome="applied", entry_id=entry_id, reason=(
             f"added: the strongest correction pending against {removed.entry_id}, which was {how} (challenge "
             f"support {challenge.support} distinct traces, v{challenge.first_version}-v{challenge.last_version}), "
             f"enters with its evidence: helpful {challenge.support - 1}"))
+    return entry, record
 
 
 def succeed_removed(playbook: Playbook, removed: Sequence[PlaybookEntry], version: int, judge: Judge,
@@ -70,10 +70,10 @@ def succeed_removed(playbook: Playbook, removed: Sequence[PlaybookEntry], versio
         if challenge is None:
             continue
         challenges.remove(challenge)
-        entry_id = make_entry_id(challenge.section, number)
+        heir_entry, record = heir_of(challenge, entry, number, version, how)
         number += 1
-        entries.append(heir_entry(challenge, entry_id, version))
-        records.append(heir_record(challenge, entry_id, entry, how))
+        entries.append(heir_entry)
+        records.append(record)
     if not records:
         return playbook, []
     return replace(playbook, entries=tuple(sorted(entries, key=entry_sort_key)), next_entry_number=number,

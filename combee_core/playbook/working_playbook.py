@@ -13,7 +13,7 @@ import combee_core.playbook.aliases as alias_rules
 from combee_core.models import AddOp, AppliedOperation, Challenge, DeleteOp, PlaybookEntry
 from combee_core.playbook.challenges import ChallengeRules, standing
 from combee_core.playbook.meaning import Judge
-from combee_core.playbook.succession import heir, heir_entry, heir_record
+from combee_core.playbook.succession import heir, heir_of
 from combee_core.playbook.value import Playbook, entry_sort_key, make_entry_id
 
 
@@ -120,12 +120,12 @@ class WorkingPlaybook:
         if challenge is None:
             return ""
         self.challenges.remove(challenge)
-        entry_id = make_entry_id(challenge.section, self.next_number)
+        entry, record = heir_of(challenge, removed, self.next_number, self.new_version, how)
         self.next_number += 1
-        self.entries[entry_id] = heir_entry(challenge, entry_id, self.new_version)
-        self.gained[(entry_id, "helpful")] = challenge.support - 1
-        self.succeeded.append(heir_record(challenge, entry_id, removed, how))
-        return f"; its strongest pending correction enters as {entry_id}"
+        self.entries[entry.entry_id] = entry
+        self.gained[(entry.entry_id, "helpful")] = challenge.support - 1
+        self.succeeded.append(record)
+        return f"; its strongest pending correction enters as {entry.entry_id}"
 
     def fold(self, op: AddOp, entry: PlaybookEntry, why: str, note: str) -> AppliedOperation:
         """``op`` folded into ``entry`` unconfirmed: no counter rises; its wording kept as an alias (not chained)."""
